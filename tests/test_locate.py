@@ -1,0 +1,630 @@
+"""The locator against jax's own TPU kernels, against small handwritten kernels, and against garbage."""
+from __future__ import annotations
+
+import ast
+import gc
+import random
+import textwrap
+from pathlib import Path
+
+import jax.experimental.pallas.ops.tpu as jax_tpu_ops
+import pytest
+
+from vmem_lsp.source.locate import LocateResult, clear_cache, locate
+from vmem_lsp.source.model import BlockSpecSite, Expr, KernelSite, Span
+
+JAX_TPU_OPS = Path(jax_tpu_ops.__path__[0])
+JAX_FILES = sorted(JAX_TPU_OPS.rglob("*.py"))
+
+
+def source_at(source: str, span: Span) -> str:
+    """The text a span covers, sliced from the source independently of the locator."""
+    lines = source.split("\n")[span.start_line - 1:span.end_line]
+    lines[-1] = lines[-1][:span.end_col]
+    lines[0] = lines[0][span.start_col:]
+    return "\n".join(lines)
+
+
+def exprs_of(site: KernelSite) -> list[Expr]:
+    specs = [e for b in site.in_specs + site.out_specs
+             for e in (b.block_shape, b.index_map, b.memory_space, b.pipeline_mode)]
+    scratch = [e for s in site.scratch for e in (s.shape, s.dtype)]
+    own = [site.grid, site.grid_spec, site.num_scalar_prefetch, site.compiler_params, site.vmem_limit_bytes]
+    return [e for e in specs + scratch + own if e is not None]
+
+
+# --- an independent count of pallas_call sites, with ast -----------------------------------------
+
+def _name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def ast_site_count(tree: ast.Module) -> int:
+    """Calls of pallas_call (any alias), calls of a partial of it, and partials whose result is never called.
+
+    That is what one kernel site means to the locator: `partial(pl.pallas_call, ...)` used as a
+    decorator or returned is the site; when its result is called (directly, or through the name it
+    is bound to), that call is the site and the partial is not counted again.
+    """
+    imported = {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    pallas = {"pallas_call"} | {local for local, name in imported.items() if name == "pallas_call"}
+    pallas |= {_name(t) for n in ast.walk(tree) if isinstance(n, ast.Assign) and _name(n.value) in pallas
+               for t in n.targets}
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+
+    def is_partial(call: ast.AST) -> bool:
+        return (isinstance(call, ast.Call) and imported.get(_name(call.func), _name(call.func)) == "partial"
+                and bool(call.args) and _name(call.args[0]) in pallas)
+
+    partials = [c for c in calls if is_partial(c)]
+    aliases = {_name(t): n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and is_partial(n.value)
+               for t in n.targets}
+    alias_calls = [c for c in calls if _name(c.func) in aliases]
+    called_aliases = {_name(c.func) for c in alias_calls}
+    called_partials = {id(c.func) for c in calls if is_partial(c.func)}
+    called_partials |= {id(value) for name, value in aliases.items() if name in called_aliases}
+    named_calls = [c for c in calls if _name(c.func) in pallas and _name(c.func) not in aliases]
+    calls_of_partials = [c for c in calls if is_partial(c.func)]
+    lone_partials = [p for p in partials if id(p) not in called_partials]
+    return len(named_calls) + len(alias_calls) + len(calls_of_partials) + len(lone_partials)
+
+
+def ast_calls_named(tree: ast.Module, name: str, source: str) -> list[tuple[int, int]]:
+    """(line, character column) of every call whose callee is spelled `name` or `x.name`."""
+    lines = source.split("\n")
+    return [(n.lineno, len(lines[n.lineno - 1].encode()[:n.col_offset].decode()))
+            for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) == name]
+
+
+# --- 1. every site and every BlockSpec of jax's TPU kernels ------------------------------------------
+
+def _corpus_rows() -> list[tuple[str, int, int, int, int, list]]:
+    rows = []
+    for path in JAX_FILES:
+        source = path.read_text()
+        tree = ast.parse(source)
+        result = locate(source, str(path))
+        attached = {(b.span.start_line, b.span.start_col) for s in result.sites for b in s.in_specs + s.out_specs}
+        specs = ast_calls_named(tree, "BlockSpec", source)
+        missing = [at for at in specs if at not in attached]
+        rows.append((str(path.relative_to(JAX_TPU_OPS)), ast_site_count(tree), len(result.sites),
+                     len(specs), len(specs) - len(missing), missing))
+    return rows
+
+
+def _summary(rows) -> str:
+    lines = [f"{'file':58} {'sites ast/located':>18} {'BlockSpecs ast/attached':>24}  missing (line, col)"]
+    for name, expected, found, specs, attached, missing in rows:
+        lines.append(f"{name:58} {expected:>8}/{found:<9} {specs:>12}/{attached:<11}  {missing or ''}")
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def corpus_rows():
+    return _corpus_rows()
+
+
+def test_the_corpus_has_kernels(corpus_rows):
+    assert sum(row[1] for row in corpus_rows) >= 10, _summary(corpus_rows)
+
+
+def test_every_pallas_call_of_jax_tpu_ops_is_found(corpus_rows):
+    assert all(row[1] == row[2] for row in corpus_rows), _summary(corpus_rows)
+
+
+def test_every_blockspec_of_jax_tpu_ops_is_attached_to_a_site(corpus_rows):
+    assert all(not row[5] for row in corpus_rows), _summary(corpus_rows)
+
+
+def test_every_vmem_scratch_of_jax_tpu_ops_is_attached():
+    gaps = []
+    for path in JAX_FILES:
+        source = path.read_text()
+        result = locate(source, str(path))
+        attached = {(s.span.start_line, s.span.start_col) for k in result.sites for s in k.scratch}
+        gaps += [(path.name, at) for at in ast_calls_named(ast.parse(source), "VMEM", source) if at not in attached]
+    assert not gaps
+
+
+@pytest.mark.parametrize("path", [p for p in JAX_FILES if "pallas_call" in p.read_text()], ids=lambda p: p.name)
+def test_spans_and_texts_match_the_source(path):
+    source = path.read_text()
+    result = locate(source, str(path))
+    assert result.error is None and result.sites
+    for site in result.sites:
+        assert source_at(source, site.name_span) == "pallas_call"
+        assert source_at(source, site.span).startswith("pl.pallas_call(")
+        for spec in site.in_specs + site.out_specs:
+            assert source_at(source, spec.span).startswith("pl.BlockSpec(")
+        for expr in exprs_of(site):
+            assert source_at(source, expr.span) == expr.text
+
+
+def test_splash_forward_indices_follow_appends_and_branches():
+    path = JAX_TPU_OPS / "splash_attention" / "splash_attention_kernel.py"
+    forward = next(s for s in locate(path.read_text(), str(path)).sites if s.function == "_splash_attention_forward")
+    assert [b.index for b in forward.in_specs] == list(range(8))
+    assert [b.index for b in forward.out_specs] == list(range(5))
+    assert forward.num_scalar_prefetch.text == "3"
+    assert forward.grid.text == "(num_q_heads, q_seq_len // bq, grid_width)"
+
+
+def test_ragged_paged_attention_scratch_and_vmem_limit():
+    path = JAX_TPU_OPS / "ragged_paged_attention" / "kernel.py"
+    (site,) = locate(path.read_text(), str(path)).sites
+    assert [(s.index, s.kind) for s in site.scratch] == [
+        (0, "VMEM"), (1, "SemaphoreType.DMA"), (2, "VMEM"), (3, "VMEM"), (4, "VMEM")]
+    assert site.scratch[1].shape.text == "(2,)"
+    assert site.vmem_limit_bytes.text == "vmem_limit_bytes"
+    assert site.num_scalar_prefetch.text == "len(scalar_prefetches)"
+
+
+# --- 2. handwritten kernels ------------------------------------------------------------------------
+
+def only_site(source: str) -> KernelSite:
+    result = locate(textwrap.dedent(source), "k.py")
+    assert result.error is None
+    assert len(result.sites) == 1, result.sites
+    return result.sites[0]
+
+
+def shapes(specs: tuple[BlockSpecSite, ...]) -> list[tuple[int | None, str]]:
+    return [(b.index, b.block_shape.text if b.block_shape else None) for b in specs]
+
+
+MATMUL = """\
+    import jax
+    from jax.experimental import pallas as pl
+
+    def matmul(x, y):
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((1024, 1024), x.dtype),
+            grid=(8, 8),
+            in_specs=[
+                pl.BlockSpec((128, 1024), lambda i, j: (i, 0)),
+                pl.BlockSpec(
+                    (1024, 128),  # a comment inside
+                    lambda i, j: (0, j),
+                ),
+            ],
+            out_specs=pl.BlockSpec((128, 128), lambda i, j: (i, j)),
+        )(x, y)
+"""
+
+
+def test_from_import_pallas_as_pl_with_exact_spans():
+    source = textwrap.dedent(MATMUL)
+    site = only_site(source)
+    assert site.function == "matmul"
+    assert site.span.start_line == 5 and source_at(source, site.name_span) == "pallas_call"
+    assert site.grid.text == "(8, 8)"
+    assert shapes(site.in_specs) == [(0, "(128, 1024)"), (1, "(1024, 128)")]
+    assert shapes(site.out_specs) == [(0, "(128, 128)")]
+    second = site.in_specs[1]
+    assert second.span == Span(11, 12, 14, 13)
+    assert second.block_shape.span == Span(12, 16, 12, 27)
+    assert source_at(source, second.block_shape.span) == second.block_shape.text == "(1024, 128)"
+    assert second.index_map.text == "lambda i, j: (0, j)"
+    assert source_at(source, second.span).startswith("pl.BlockSpec(\n")
+    assert all(b.role == "in" for b in site.in_specs) and site.out_specs[0].role == "out"
+
+
+def test_import_module_as_pl():
+    site = only_site("""\
+        import jax.experimental.pallas as pl
+        def f(x):
+            return pl.pallas_call(k, out_shape=x, in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))])(x)
+    """)
+    assert shapes(site.in_specs) == [(0, "(8, 128)")]
+
+
+def test_from_pallas_import_names_and_aliases():
+    site = only_site("""\
+        from jax.experimental.pallas import pallas_call, BlockSpec
+        def f(x):
+            return pallas_call(k, out_shape=x, out_specs=BlockSpec(block_shape=(16, 256)))(x)
+    """)
+    assert shapes(site.out_specs) == [(0, "(16, 256)")]
+    site = only_site("""\
+        from jax.experimental.pallas import pallas_call as pc, BlockSpec as BS
+        def f(x):
+            return pc(k, out_shape=x, in_specs=(BS((8, 128), None), BS((8, 256), None)))(x)
+    """)
+    assert shapes(site.in_specs) == [(0, "(8, 128)"), (1, "(8, 256)")]
+    site = only_site("""\
+        from jax.experimental import pallas as pl
+        call = pl.pallas_call
+        def f(x):
+            return call(k, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])(x)
+    """)
+    assert site.function == "f" and shapes(site.in_specs) == [(0, "(8, 128)")]
+
+
+def test_partial_decorator_is_the_site():
+    source = textwrap.dedent("""\
+        import functools
+        from jax.experimental import pallas as pl
+
+        @functools.partial(
+            pl.pallas_call,
+            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        )
+        def add_one(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+    """)
+    (site,) = locate(source, "k.py").sites
+    assert site.function is None
+    assert source_at(source, site.span).startswith("functools.partial(")
+    assert site.name_span.start_line == 5 and source_at(source, site.name_span) == "pallas_call"
+    assert site.grid.text == "(2,)"
+    assert shapes(site.in_specs) == [(0, "(8, 128)")] and shapes(site.out_specs) == [(0, "(8, 128)")]
+
+
+def test_partial_whose_result_is_called_merges_into_the_call():
+    source = textwrap.dedent("""\
+        from functools import partial
+        from jax.experimental import pallas as pl
+
+        def f(x):
+            call = partial(pl.pallas_call, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])
+            return call(kernel, out_specs=pl.BlockSpec((8, 256), None), grid=(4,))(x)
+    """)
+    (site,) = locate(source, "k.py").sites
+    assert source_at(source, site.span).startswith("call(kernel")
+    assert source_at(source, site.name_span) == "call"
+    assert shapes(site.in_specs) == [(0, "(8, 128)")] and shapes(site.out_specs) == [(0, "(8, 256)")]
+    assert site.grid.text == "(4,)"
+    (site,) = locate("from functools import partial\n"
+                     "p = partial(pl.pallas_call, grid=(3,))(kernel, in_specs=[pl.BlockSpec((1, 2), None)])\n",
+                     "k.py").sites
+    assert site.grid.text == "(3,)" and shapes(site.in_specs) == [(0, "(1, 2)")]
+
+
+def test_partial_alias_named_pallas_call_merges_into_each_call():
+    result = locate(textwrap.dedent("""\
+        import functools
+        from jax.experimental import pallas as pl
+        pallas_call = functools.partial(pl.pallas_call, interpret=True, grid=(2,))
+        def f(x):
+            return pallas_call(kernel, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])(x)
+        def g(x):
+            return pallas_call(kernel, out_shape=x, grid=(5,))(x)
+    """), "k.py")
+    assert [(s.function, s.grid.text, len(s.in_specs)) for s in result.sites] == [("f", "(2,)", 1), ("g", "(5,)", 0)]
+
+
+PARTIAL_PATTERNS = [
+    "@functools.partial(pl.pallas_call, grid=(1,))\ndef k(x_ref, o_ref): ...\n",
+    "def f():\n    return partial(pl.pallas_call, grid=(1,))\n",
+    "call = partial(pl.pallas_call, grid=(1,))\ncall(k)(x)\ncall(k2)(x)\n",
+    "p = partial(pl.pallas_call, grid=(1,))(k, out_shape=x)\n",
+    "pallas_call = partial(pl.pallas_call, interpret=True)\npallas_call(k)(x)\npl.pallas_call(k)(x)\n",
+    "class T:\n    def setUp(self):\n        self.pallas_call = partial(pl.pallas_call, interpret=True)\n"
+    "    def test(self):\n        self.pallas_call(k)(x)\n",
+]
+
+
+@pytest.mark.parametrize("source", PARTIAL_PATTERNS, ids=range(len(PARTIAL_PATTERNS)))
+def test_the_ast_count_and_the_locator_agree_on_partials(source):
+    source = "import functools\nfrom functools import partial\n" + source
+    assert len(locate(source, "k.py").sites) == ast_site_count(ast.parse(source))
+
+
+def test_partial_returned_uncalled_is_the_site():
+    site = only_site("""\
+        import functools
+        from jax.experimental import pallas as pl
+        def make(n):
+            return functools.partial(pl.pallas_call, grid=(n,), in_specs=[pl.BlockSpec((8, 128), None)])
+    """)
+    assert site.function == "make" and site.grid.text == "(n,)"
+
+
+def test_prefetch_scalar_grid_spec_held_in_a_variable():
+    site = only_site("""\
+        from jax.experimental import pallas as pl
+        from jax.experimental.pallas import tpu as pltpu
+        def f(x, idx):
+            spec = pl.BlockSpec((None, 8, 128), lambda i, idx_ref: (idx_ref[i], 0, 0))
+            grid_spec = pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1,
+                grid=(4,),
+                in_specs=[spec],
+                out_specs=spec,
+                scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)],
+            )
+            return pl.pallas_call(kernel, out_shape=x, grid_spec=grid_spec)(idx, x)
+    """)
+    assert site.grid_spec.text.startswith("pltpu.PrefetchScalarGridSpec(") and site.grid_spec.span.start_line == 5
+    assert site.num_scalar_prefetch.text == "1" and site.grid.text == "(4,)"
+    assert shapes(site.in_specs) == [(0, "(None, 8, 128)")] == shapes(site.out_specs)
+    assert site.in_specs[0].span.start_line == 4
+    assert [(s.kind, s.shape.text, s.dtype.text) for s in site.scratch] == [("VMEM", "(8, 128)", "jnp.float32")]
+
+
+def test_grid_spec_positional_arguments():
+    site = only_site("""\
+        def f(x):
+            gs = pltpu.PrefetchScalarGridSpec(2, (8,), [pl.BlockSpec((8, 128), None)], pl.BlockSpec((8, 1), None))
+            return pl.pallas_call(kernel, x, grid_spec=gs)(x)
+    """)
+    assert site.num_scalar_prefetch.text == "2" and site.grid.text == "(8,)"
+    assert shapes(site.in_specs) == [(0, "(8, 128)")] and shapes(site.out_specs) == [(0, "(8, 1)")]
+
+
+def test_variables_lists_concatenation_and_branches():
+    site = only_site("""\
+        def f(x, residuals):
+            a = pl.BlockSpec((8, 128), None)
+            b = pl.BlockSpec((8, 256), None)
+            in_specs = [a] + [b]
+            in_specs += [pl.BlockSpec((1, 128), None)]
+            if residuals:
+                in_specs.append(pl.BlockSpec((2, 128), None))
+            else:
+                in_specs.append(None)
+            in_specs.extend([pl.BlockSpec((3, 128), None)])
+            out = [pl.BlockSpec((4, 128), None)]
+            out = [*out, pl.BlockSpec((5, 128), None)]
+            return pl.pallas_call(k, out_shape=x, in_specs=in_specs, out_specs=out)(x)
+    """)
+    assert shapes(site.in_specs) == [(0, "(8, 128)"), (1, "(8, 256)"), (2, "(1, 128)"), (3, "(2, 128)"),
+                                     (4, "(3, 128)")]
+    assert shapes(site.out_specs) == [(0, "(4, 128)"), (1, "(5, 128)")]
+
+
+def test_insert_moves_the_later_items():
+    site = only_site("""\
+        def f(x, segments, i):
+            in_specs = [pl.BlockSpec((0,), None), pl.BlockSpec((1,), None), pl.BlockSpec((2,), None)]
+            if segments is None:
+                in_specs.insert(1, None)
+            else:
+                in_specs.insert(1, pl.BlockSpec((9,), None))
+            in_specs.insert(-1, pl.BlockSpec((8,), None))
+            out_specs = [pl.BlockSpec((5,), None)]
+            out_specs.insert(i, pl.BlockSpec((6,), None))
+            return pl.pallas_call(k, out_shape=x, in_specs=in_specs, out_specs=out_specs)(x)
+    """)
+    assert shapes(site.in_specs) == [(0, "(0,)"), (1, "(9,)"), (2, "(1,)"), (3, "(8,)"), (4, "(2,)")]
+    assert shapes(site.out_specs) == [(None, "(5,)"), (None, "(6,)")]
+
+
+def test_alternative_definitions_share_an_index():
+    site = only_site("""\
+        def f(x, wide):
+            if wide:
+                spec = pl.BlockSpec((8, 512), None)
+            else:
+                spec = pl.BlockSpec((8, 128), None)
+            return pl.pallas_call(k, out_shape=x, in_specs=[spec, spec if wide else None])(x)
+    """)
+    assert shapes(site.in_specs) == [(0, "(8, 512)"), (0, "(8, 128)"), (1, "(8, 512)"), (1, "(8, 128)")]
+
+
+def test_module_level_helpers_and_constants():
+    source = textwrap.dedent("""\
+        from jax.experimental import pallas as pl
+        GRID = (16, 4)
+        def kernel_specs(bm):
+            x_spec = pl.BlockSpec((bm, 128), lambda i, j: (i, 0))
+            return [x_spec, pl.BlockSpec((128, 128), lambda i, j: (0, j))]
+        def out_spec():
+            return pl.BlockSpec((256, 128), lambda i, j: (i, j))
+        def f(x):
+            return pl.pallas_call(k, out_shape=x, grid=GRID, in_specs=kernel_specs(256), out_specs=out_spec())(x)
+    """)
+    site = only_site(source)
+    assert site.grid == Expr(Span(2, 7, 2, 14), "(16, 4)")
+    assert shapes(site.in_specs) == [(0, "(bm, 128)"), (1, "(128, 128)")]
+    assert [b.span.start_line for b in site.in_specs] == [4, 5]
+    assert shapes(site.out_specs) == [(0, "(256, 128)")] and site.out_specs[0].span.start_line == 7
+
+
+def test_helper_defined_after_its_use_and_a_local_helper():
+    site = only_site("""\
+        def f(x):
+            def local():
+                return [pl.BlockSpec((1, 128), None)]
+            return pl.pallas_call(k, out_shape=x, in_specs=local(), out_specs=later())(x)
+        def later():
+            return pl.BlockSpec((2, 128), None)
+    """)
+    assert shapes(site.in_specs) == [(0, "(1, 128)")] and shapes(site.out_specs) == [(0, "(2, 128)")]
+
+
+def test_comprehensions_dicts_and_loops_have_no_index():
+    site = only_site("""\
+        def f(xs):
+            in_specs = [pl.BlockSpec((8, 128), lambda i: (i, 0)) for _ in xs]
+            out_specs = {"a": pl.BlockSpec((8, 256), None), "b": pl.BlockSpec((8, 512), None)}
+            scratch = []
+            for n in (1, 2):
+                scratch.append(pltpu.VMEM((n, 128), jnp.float32))
+            return pl.pallas_call(k, out_shape=xs, in_specs=in_specs, out_specs=out_specs,
+                                  scratch_shapes=scratch)(*xs)
+    """)
+    assert shapes(site.in_specs) == [(None, "(8, 128)")]
+    assert shapes(site.out_specs) == [(None, "(8, 256)"), (None, "(8, 512)")]
+    assert [(s.index, s.shape.text) for s in site.scratch] == [(None, "(n, 128)")]
+    assert site.notes == ()
+
+
+def test_scratch_shapes_of_every_kind():
+    site = only_site("""\
+        from jax.experimental.pallas import tpu as pltpu
+        def f(x):
+            acc = pltpu.VMEM((128, 128), jnp.float32)
+            return pl.pallas_call(k, out_shape=x, scratch_shapes=[
+                acc,
+                pltpu.SMEM((4,), jnp.int32),
+                pltpu.SemaphoreType.DMA,
+                pltpu.SemaphoreType.DMA((2,)),
+                pltpu.VMEM(shape=(8, 128), dtype=jnp.bfloat16),
+            ])(x)
+    """)
+    got = [(s.index, s.kind, s.shape and s.shape.text, s.dtype and s.dtype.text) for s in site.scratch]
+    assert got == [(0, "VMEM", "(128, 128)", "jnp.float32"), (1, "SMEM", "(4,)", "jnp.int32"),
+                   (2, "SemaphoreType.DMA", None, None), (3, "SemaphoreType.DMA", "(2,)", None),
+                   (4, "VMEM", "(8, 128)", "jnp.bfloat16")]
+    assert site.scratch[0].span.start_line == 3
+
+
+@pytest.mark.parametrize("params, limit", [
+    ("pltpu.CompilerParams(dimension_semantics=('parallel',), vmem_limit_bytes=64 * 1024 * 1024)",
+     "64 * 1024 * 1024"),
+    ("pltpu.TPUCompilerParams(vmem_limit_bytes=LIMIT)", "LIMIT"),
+    ("dict(mosaic=dict(vmem_limit_bytes=100_000_000))", "100_000_000"),
+    ("{'mosaic': {'vmem_limit_bytes': 2**26}}", "2**26"),
+    ("pltpu.CompilerParams(dimension_semantics=('parallel',))", None),
+])
+def test_compiler_params_and_vmem_limit(params, limit):
+    site = only_site(f"def f(x):\n    return pl.pallas_call(k, out_shape=x, compiler_params={params})(x)\n")
+    assert site.compiler_params.text == params
+    assert (site.vmem_limit_bytes and site.vmem_limit_bytes.text) == limit
+
+
+def test_compiler_params_held_in_variables():
+    site = only_site("""\
+        def f(x):
+            mosaic = dict(vmem_limit_bytes=32 << 20)
+            params = dict(mosaic=mosaic)
+            return pl.pallas_call(k, out_shape=x, compiler_params=params)(x)
+    """)
+    assert site.compiler_params.text == "dict(mosaic=mosaic)" and site.compiler_params.span.start_line == 3
+    assert site.vmem_limit_bytes == Expr(Span(2, 35, 2, 43), "32 << 20")
+
+
+def test_pipeline_mode_buffered():
+    site = only_site("""\
+        def f(x):
+            single = pl.Buffered(buffer_count=1)
+            return pl.pallas_call(k, out_shape=x, in_specs=[
+                pl.BlockSpec((8, 128), lambda i: (i, 0), pipeline_mode=pl.Buffered(1)),
+                pl.BlockSpec((8, 128), lambda i: (i, 0), pipeline_mode=single),
+                pl.BlockSpec((8, 128), lambda i: (i, 0), pl.Buffered(3)),
+                pl.BlockSpec(memory_space=pltpu.SMEM),
+            ])(x)
+    """)
+    assert [(b.buffer_count, b.pipeline_mode and b.pipeline_mode.text) for b in site.in_specs] == [
+        (1, "pl.Buffered(1)"), (1, "single"), (3, "pl.Buffered(3)"), (None, None)]
+    assert site.in_specs[3].memory_space.text == "pltpu.SMEM" and site.in_specs[3].block_shape is None
+
+
+def test_enclosing_function_names():
+    result = locate(textwrap.dedent("""\
+        def outer(x):
+            def inner(y):
+                return pl.pallas_call(k, out_shape=y)(y)
+            return inner(x)
+        class Ops:
+            def run(self, x):
+                return pl.pallas_call(k, out_shape=x)(x)
+        kernel = pl.pallas_call(k, out_shape=X)
+    """), "k.py")
+    assert [s.function for s in result.sites] == ["outer.inner", "Ops.run", None]
+
+
+def test_what_cannot_be_followed_is_said_in_notes():
+    site = only_site("""\
+        def f(x, in_specs):
+            return pl.pallas_call(k, out_shape=x, in_specs=in_specs, out_specs=[make_spec(x), None])(x)
+    """)
+    assert site.in_specs == () and site.out_specs == ()
+    assert any("`in_specs`, a parameter" in note for note in site.notes)
+    assert any("out_specs[0]: `make_spec(x)` is not a BlockSpec" in note for note in site.notes)
+
+
+def test_identical_statements_at_two_places_keep_their_own_spans():
+    result = locate(textwrap.dedent("""\
+        def a(x):
+            return pl.pallas_call(k, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])(x)
+        def b(x):
+            return pl.pallas_call(k, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])(x)
+    """), "k.py")
+    assert [(s.function, s.in_specs[0].span.start_line, s.in_specs[0].block_shape.span.start_line)
+            for s in result.sites] == [("a", 2, 2), ("b", 4, 4)]
+
+
+def test_cached_and_cold_results_are_equal():
+    source = (JAX_TPU_OPS / "flash_attention.py").read_text()
+    clear_cache()
+    cold = locate(source, "flash_attention.py")
+    assert locate(source, "flash_attention.py") == cold
+    edited = source.replace("block_b, 1, block_q, head_dim), q_index_map", "block_b, 1, block_q, 2 * head_dim), q_index_map")
+    (changed,) = [b for s in locate(edited, "f.py").sites for b in s.in_specs if "2 * head_dim" in b.block_shape.text]
+    assert changed.index == 0
+
+
+def test_a_call_leaves_no_cyclic_garbage():
+    """locate() pauses the garbage collector: that is only free if reference counting frees everything."""
+    source = (JAX_TPU_OPS / "splash_attention" / "splash_attention_kernel.py").read_text()
+    gc.collect()
+    clear_cache()
+    locate(source, "splash_attention_kernel.py")
+    clear_cache()
+    assert gc.collect() == 0
+    assert gc.isenabled()
+
+
+def test_windows_newlines():
+    source = textwrap.dedent(MATMUL).replace("\n", "\r\n")
+    site = only_site(source)
+    assert site.in_specs[1].block_shape == Expr(Span(12, 16, 12, 27), "(1024, 128)")
+
+
+def test_syntax_error_keeps_the_sites_of_statements_that_parse():
+    result = locate(textwrap.dedent("""\
+        def good(x):
+            return pl.pallas_call(k, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])(x)
+
+        def broken(x):
+            return pl.pallas_call(k, out_shape=x, in_specs=[
+
+        def also_good(x):
+            return pl.pallas_call(k, out_shape=x)(x)
+    """), "k.py")
+    assert result.error.startswith("syntax error at line 5:")
+    assert [(s.function, s.span.start_line) for s in result.sites] == [("good", 2), ("also_good", 8)]
+
+
+# --- 3. never raises ---------------------------------------------------------------------------------
+
+ODD_INPUTS = [
+    "", "\n", "\0", "x = (", ")", "def f(:\n", "pl.pallas_call(", "pl.pallas_call(k, in_specs=[pl.BlockSpec((8,",
+    "\ufeffimport x\n", "a\rb\r\n", "\x0c\n", "if 1:\n\tx=1\n        y=2\n", "(" * 500, "[" * 100_000,
+    "x = " + "-" * 100_000 + "1", "é = pl.pallas_call(k, in_specs=[pl.BlockSpec((8, 128), None)])\n",
+    "pl.pallas_call(k, in_specs=[pl.BlockSpec((8,128), f)])(x)\n\0\n", "@partial(pl.pallas_call\n",
+    "pallas_call = partial(pl.pallas_call, interpret=True)\npallas_call(k, in_specs=pallas_call)\n",
+    "def f():\n  s = s + [pl.BlockSpec((1,), None)]\n  s.append(s)\n  return pl.pallas_call(k, in_specs=s)\n",
+    "def f():\n  return f()\npl.pallas_call(k, in_specs=f(), out_specs=f()[0])\n",
+    "x = 1; pl.pallas_call(k, grid=x); y = 2\nif x: z = pl.pallas_call(k)\nelse: z = 0\n",
+    "class A:\n  specs = [pl.BlockSpec((1,), None)]\n  call = pl.pallas_call(k, in_specs=specs)\n",
+    "match x:\n  case [a, *rest]:\n    s = a\n  case _:\n    s = None\npl.pallas_call(k, in_specs=[s])\n",
+    "try:\n  s = [pl.BlockSpec((1,), None)]\nexcept E as e:\n  s = e\nfinally:\n  pass\npl.pallas_call(k, in_specs=s)\n",
+]
+
+
+@pytest.mark.parametrize("source", ODD_INPUTS, ids=range(len(ODD_INPUTS)))
+def test_odd_inputs_never_raise(source):
+    result = locate(source, "odd.py")
+    assert isinstance(result, LocateResult)
+    assert not (result.error or "").startswith("internal error"), result.error
+
+
+@pytest.mark.parametrize("path", [p for p in JAX_FILES if "pallas_call" in p.read_text()], ids=lambda p: p.name)
+def test_every_prefix_of_a_jax_kernel_file_never_raises(path):
+    source = path.read_text()
+    cuts = random.Random(path.name).sample(range(len(source)), 50)
+    for cut in cuts:
+        result = locate(source[:cut], str(path))
+        assert not (result.error or "").startswith("internal error"), (cut, result.error)
+        for site in result.sites:
+            for expr in exprs_of(site):
+                assert source_at(source, expr.span) == expr.text, (cut, expr)

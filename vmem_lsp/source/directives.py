@@ -1,0 +1,124 @@
+"""`# vmem:` example directives: a call expression whose arguments may hold
+shape literals in the compiler's notation, e.g.
+
+    # vmem: matmul(bf16[8192, 8192], bf16[8192, 8192], bm=1024)
+
+Parsing is pure and happens in the editor process, so a directive that cannot
+work is reported on its own line before any compiler is started.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from .model import Span
+
+DIRECTIVE = re.compile(r"^(?P<indent>\s*)#\s*vmem:\s?(?P<expr>.*?)\s*$")
+
+# Compiler spelling -> numpy/jax dtype name.
+DTYPES = {
+    "f64": "float64", "f32": "float32", "bf16": "bfloat16", "f16": "float16",
+    "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+    "f8e4m3b11fnuz": "float8_e4m3b11fnuz",
+    "s64": "int64", "s32": "int32", "s16": "int16", "s8": "int8", "s4": "int4",
+    "u64": "uint64", "u32": "uint32", "u16": "uint16", "u8": "uint8", "u4": "uint4",
+    "i32": "int32", "i16": "int16", "i8": "int8",
+    "pred": "bool", "bool": "bool",
+}
+SHAPE_FUNCTION = "__vmem_shape__"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example: where it is written and the call to trace."""
+    path: str               # file that holds the directive (or pyproject.toml)
+    line: int               # 1-based line of the directive
+    span: Span              # the expression's span on that line
+    text: str               # the call as written
+    module: str | None = None   # "package.module" for pyproject examples; None: the file itself
+
+
+@dataclass(frozen=True)
+class DirectiveError:
+    path: str
+    span: Span
+    message: str
+
+
+def find_examples(source: str, path: str) -> tuple[list[Example], list[DirectiveError]]:
+    """Every `# vmem:` directive in a file, checked; bad ones become errors."""
+    examples, errors = [], []
+    for number, line in enumerate(source.splitlines(), start=1):
+        match = DIRECTIVE.match(line)
+        if not match:
+            continue
+        start = match.start("expr")
+        span = Span(number, start, number, max(match.end("expr"), start + 1))
+        problem = check_call(match["expr"])
+        if problem:
+            errors.append(DirectiveError(path, span, f"vmem: directive {problem}"))
+        else:
+            examples.append(Example(path, number, span, match["expr"]))
+    return examples, errors
+
+
+def parse_pyproject_example(entry: str, config_path: str) -> Example | DirectiveError:
+    """`"package.module:function(f32[1024, 1024], block=256)"` from [tool.vmem-lsp] examples."""
+    span = Span(1, 0, 1, 0)
+    module, sep, call = entry.partition(":")
+    if not sep or not module.strip():
+        return DirectiveError(config_path, span,
+                              f"example {entry!r} must look like 'package.module:function(f32[8, 128])'")
+    problem = check_call(call)
+    if problem:
+        return DirectiveError(config_path, span, f"example {entry!r}: {problem}")
+    return Example(config_path, 1, span, call.strip(), module=module.strip())
+
+
+def check_call(text: str) -> str | None:
+    """Why `text` is not a usable example call, or None when it is."""
+    if not text.strip():
+        return "is empty: write a call such as kernel(f32[1024, 1024])"
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as error:
+        return f"does not parse: {error.msg} (column {error.offset})"
+    if not isinstance(tree.body, ast.Call):
+        return "must be a call such as kernel(f32[1024, 1024])"
+    for node in ast.walk(tree):
+        if is_shape_literal(node):
+            problem = check_dims(node)
+            if problem:
+                return problem
+    return None
+
+
+def is_shape_literal(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+            and node.value.id in DTYPES)
+
+
+def check_dims(node: ast.Subscript) -> str | None:
+    dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    for dim in dims:
+        if not (isinstance(dim, ast.Constant) and type(dim.value) is int and dim.value >= 0):
+            return f"has a shape {ast.unparse(node)} whose dimensions are not whole numbers"
+    return None
+
+
+class _ShapeLiterals(ast.NodeTransformer):
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        if not is_shape_literal(node):
+            return self.generic_visit(node)
+        dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        call = ast.Call(ast.Name(SHAPE_FUNCTION, ast.Load()),
+                        [ast.Constant(DTYPES[node.value.id]), ast.Tuple(list(dims), ast.Load())], [])
+        return ast.copy_location(call, node)
+
+
+def compile_call(text: str) -> ast.Call:
+    """The example's call with each shape literal `bf16[8, 128]` turned into
+    `__vmem_shape__("bfloat16", (8, 128))`, for the worker to evaluate."""
+    tree = _ShapeLiterals().visit(ast.parse(text.strip(), mode="eval"))
+    return ast.fix_missing_locations(tree).body
