@@ -1,0 +1,343 @@
+"""Inside the worker: trace an example, find every pallas_call it reaches, and
+compile each one alone for a TPU target with no TPU attached.
+
+Imports jax; only the worker process loads this module.
+
+Provenance: BlockSpec and scratch objects are stamped with the frame that made
+them, and pallas_call is wrapped to remember, per call, which spec made which
+operand. The traced jaxpr equation of a pallas_call carries the traceback of
+the frame that invoked it, which is the key back to that record.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from jax._src import core as jax_core
+from jax._src.pallas import core as pallas_core
+from jax._src.pallas import pallas_call as pallas_call_module
+from jax._src.pallas.pallas_call import pallas_call_p
+from jax.experimental import pallas as pl
+from jax.experimental import topologies
+from jax.sharding import SingleDeviceSharding
+
+from ..chips import chip
+from ..source.directives import SHAPE_FUNCTION, compile_call
+from .protocol import CapturedCall, Operand, Origin, Scratch
+
+JAX_DIR = os.path.dirname(jax.__file__) + os.sep
+JAX_OPS_DIR = os.path.join(JAX_DIR, "experimental", "pallas", "ops") + os.sep
+OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+STDLIB_DIR = sysconfig.get_paths()["stdlib"] + os.sep
+
+COMPILER_DTYPES = {
+    "float64": "f64", "float32": "f32", "bfloat16": "bf16", "float16": "f16",
+    "int64": "s64", "int32": "s32", "int16": "s16", "int8": "s8", "int4": "s4",
+    "uint64": "u64", "uint32": "u32", "uint16": "u16", "uint8": "u8", "uint4": "u4",
+    "bool": "pred", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2",
+}
+
+
+def is_user_file(path: str) -> bool:
+    """Frames worth pointing at: the user's code and jax's shipped kernels,
+    not jax's machinery, this package, or the standard library."""
+    if path.startswith(JAX_OPS_DIR):
+        return True
+    return not (path.startswith(JAX_DIR) or path.startswith(OWN_DIR)
+                or path.startswith(STDLIB_DIR) or path.startswith("<"))
+
+
+def user_origin(depth: int = 2) -> Origin | None:
+    """The innermost user frame above the caller, with the column of the call."""
+    frame = sys._getframe(depth)
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    col = None
+    positions = list(frame.f_code.co_positions())
+    index = frame.f_lasti // 2
+    if 0 <= index < len(positions):
+        col = positions[index][2]
+    return Origin(frame.f_code.co_filename, frame.f_lineno, col)
+
+
+def traceback_origin(traceback) -> Origin | None:
+    if traceback is None:
+        return None
+    for frame in traceback.frames:
+        if is_user_file(frame.file_name):
+            return Origin(frame.file_name, frame.line_num)
+    return None
+
+
+# ---- provenance stamps ---------------------------------------------------
+
+ORIGIN_ATTR = "_vmem_lsp_origin"
+
+
+def _stamp_init(cls) -> None:
+    original = cls.__init__
+    if getattr(original, "_vmem_lsp_stamped", False):
+        return
+
+    @functools.wraps(original)
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        try:
+            object.__setattr__(self, ORIGIN_ATTR, user_origin())
+        except (AttributeError, TypeError):
+            pass        # a class with __slots__: no stamp, the call site is the fallback
+
+    init._vmem_lsp_stamped = True
+    cls.__init__ = init
+
+
+@dataclass(frozen=True)
+class Provenance:
+    call_origin: Origin | None
+    in_origins: tuple[Origin | None, ...]
+    out_origins: tuple[Origin | None, ...]
+    scratch_origins: tuple[Origin | None, ...]
+
+
+PROVENANCE: dict[tuple[str, int], Provenance] = {}
+
+
+def _origins(tree) -> tuple[Origin | None, ...]:
+    if tree is pallas_core.no_block_spec or tree is None:
+        return ()
+    leaves = jax.tree_util.tree_leaves(tree)
+    return tuple(getattr(leaf, ORIGIN_ATTR, None) for leaf in leaves)
+
+
+def _wrap_pallas_call(original):
+    if getattr(original, "_vmem_lsp_wrapped", False):
+        return original
+
+    @functools.wraps(original)
+    def pallas_call(kernel, out_shape=None, *, grid_spec=None, **kwargs):
+        spec_holder = grid_spec if grid_spec is not None else None
+        get = (lambda name, default: getattr(spec_holder, name, default)) if spec_holder else kwargs.get
+        provenance = Provenance(
+            call_origin=user_origin(),
+            in_origins=_origins(get("in_specs", pallas_core.no_block_spec)),
+            out_origins=_origins(get("out_specs", pallas_core.no_block_spec)),
+            scratch_origins=_origins(get("scratch_shapes", ())),
+        )
+        call = original(kernel, out_shape, grid_spec=grid_spec, **kwargs)
+
+        @functools.wraps(call)
+        def invoke(*args, **call_kwargs):
+            origin = user_origin()
+            if origin is not None:
+                PROVENANCE[(origin.file, origin.line)] = provenance
+            return call(*args, **call_kwargs)
+
+        return invoke
+
+    pallas_call._vmem_lsp_wrapped = True
+    return pallas_call
+
+
+def install_provenance() -> None:
+    """Patch jax so that specs and calls remember where user code made them.
+    Must run before user modules are imported (they may bind pallas_call)."""
+    _stamp_init(pallas_core.BlockSpec)
+    _stamp_init(pallas_core.MemoryRef)
+    wrapped = _wrap_pallas_call(pallas_call_module.pallas_call)
+    pallas_call_module.pallas_call = wrapped
+    pl.pallas_call = wrapped
+
+
+# ---- devices ----------------------------------------------------------------
+
+@functools.cache
+def target_device(target: str):
+    topology = topologies.get_topology_desc(platform="tpu", topology_name=chip(target).topology)
+    return topology.devices[0]
+
+
+# ---- tracing an example -------------------------------------------------------
+
+def example_function(call_text: str, namespace: dict, device):
+    """Evaluate the example's callee and arguments; return (function, shapes)
+    where function takes the shape placeholders' arrays in order."""
+    sharding = SingleDeviceSharding(device)
+    shapes: list[jax.ShapeDtypeStruct] = []
+
+    def make_shape(dtype_name, dims):
+        shape = jax.ShapeDtypeStruct(tuple(dims), jnp.dtype(dtype_name), sharding=sharding)
+        shapes.append(shape)
+        return shape
+
+    call = compile_call(call_text)
+    scope = {**namespace, SHAPE_FUNCTION: make_shape}
+
+    def evaluate(node):
+        return eval(compile(ast.Expression(node), "<vmem example>", "eval"), scope)
+
+    callee = evaluate(call.func)
+    args = [evaluate(a) for a in call.args]
+    kwargs = {k.arg: evaluate(k.value) for k in call.keywords}
+    is_shape = lambda x: isinstance(x, jax.ShapeDtypeStruct)
+    leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=is_shape)
+    slots = [i for i, leaf in enumerate(leaves) if is_shape(leaf)]
+
+    def run(*arrays):
+        filled = list(leaves)
+        for slot, array in zip(slots, arrays):
+            filled[slot] = array
+        a, kw = jax.tree_util.tree_unflatten(tree, filled)
+        return callee(*a, **kw)
+
+    return run, [leaves[i] for i in slots]
+
+
+def pallas_equations(jaxpr, found=None):
+    """Every pallas_call equation in a jaxpr and the jaxprs nested in it."""
+    found = [] if found is None else found
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is pallas_call_p:
+            found.append(eqn)
+        for sub in jax_core.jaxprs_in_params(eqn.params):
+            pallas_equations(sub, found)
+    return found
+
+
+def trace_example(call_text: str, namespace: dict, target: str):
+    device = target_device(target)
+    run, shapes = example_function(call_text, namespace, device)
+    with jax.default_device(device):
+        closed = jax.make_jaxpr(run)(*shapes)
+    unique, seen = [], set()
+    for eqn in pallas_equations(closed.jaxpr):
+        key = (id(eqn.params["jaxpr"]), tuple(str(v.aval) for v in eqn.invars))
+        if key not in seen:
+            seen.add(key)
+            unique.append(eqn)
+    return unique
+
+
+# ---- describing and compiling one call ------------------------------------------
+
+def compiler_dtype(dtype) -> str:
+    name = jnp.dtype(dtype).name if not hasattr(dtype, "name") else dtype.name
+    return COMPILER_DTYPES.get(name, name)
+
+
+def _block_sizes(block_shape) -> tuple[int, ...]:
+    sizes = []
+    for dim in block_shape:
+        size = getattr(dim, "block_size", dim)
+        sizes.append(int(size) if isinstance(size, int) else 1)
+    return tuple(sizes)
+
+
+def _memory_space(aval) -> str | None:
+    space = getattr(aval, "memory_space", None)
+    if space is None:
+        return None
+    name = str(getattr(space, "value", space)).lower()
+    return None if name in ("default", "none") else name
+
+
+def _constant_index(block_mapping) -> bool:
+    return all(isinstance(v, jax_core.Literal) for v in block_mapping.index_map_jaxpr.jaxpr.outvars)
+
+
+def _vmem_limit(compiler_params) -> int | None:
+    params = compiler_params
+    if isinstance(params, dict):
+        params = params.get("mosaic_tpu", params.get("mosaic", None))
+    if isinstance(params, dict):
+        return params.get("vmem_limit_bytes")
+    return getattr(params, "vmem_limit_bytes", None)
+
+
+def _pick(origins, index):
+    return origins[index] if index < len(origins) else None
+
+
+def describe(eqn, provenance: Provenance | None) -> dict:
+    """The call's operands and scratch, numbered as the compiler numbers them:
+    scalar-prefetch operands first, then the inputs; outputs on their own."""
+    mapping = eqn.params["grid_mapping"]
+    prov = provenance or Provenance(None, (), (), ())
+    prefetch = mapping.num_index_operands
+    # pallas_call's operands are *dynamic_grid_sizes, *prefetch, *inputs; the
+    # custom call does not take the dynamic grid sizes.
+    dynamic = len(eqn.invars) - prefetch - mapping.num_inputs
+    operands = [
+        Operand("prefetch", i, i, compiler_dtype(v.aval.dtype), tuple(v.aval.shape), None,
+                "smem", None, True, None)
+        for i, v in enumerate(eqn.invars[dynamic:dynamic + prefetch])
+    ]
+    for n, bm in enumerate(mapping.block_mappings):
+        is_input = n < mapping.num_inputs
+        index = n if is_input else n - mapping.num_inputs
+        operands.append(Operand(
+            role="in" if is_input else "out",
+            index=index,
+            operand=prefetch + index if is_input else index,
+            dtype=compiler_dtype(bm.array_aval.dtype),
+            full_shape=tuple(bm.array_aval.shape),
+            block_shape=_block_sizes(bm.block_shape),
+            memory_space=_memory_space(bm.block_aval),
+            buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
+            constant_index=_constant_index(bm),
+            origin=_pick(prov.in_origins if is_input else prov.out_origins, index),
+        ))
+    scratch = [
+        Scratch(i, compiler_dtype(a.dtype) if hasattr(a.dtype, "name") else str(a.dtype),
+                tuple(int(d) for d in a.shape), _memory_space(a), _pick(prov.scratch_origins, i))
+        for i, a in enumerate(mapping.scratch_avals)
+    ]
+    grid = tuple(int(g) if isinstance(g, int) else -1 for g in mapping.grid)
+    return dict(grid=grid, num_scalar_prefetch=prefetch, operands=tuple(operands),
+                scratch=tuple(scratch), vmem_limit_bytes=_vmem_limit(eqn.params.get("compiler_params")))
+
+
+def compile_alone(eqn, device) -> tuple[bool, str | None, float]:
+    """Compile this one pallas_call for the device; (fits, compiler text, seconds)."""
+    sharding = SingleDeviceSharding(device)
+    args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=sharding) for v in eqn.invars]
+    params = eqn.params
+    started = time.perf_counter()
+    try:
+        with jax.default_device(device):
+            jax.jit(lambda *a: pallas_call_p.bind(*a, **params)).lower(*args).compile()
+        return True, None, time.perf_counter() - started
+    except Exception as error:     # the compiler's verdict, whatever its type
+        return False, str(error), time.perf_counter() - started
+
+
+def kernel_name(eqn) -> str:
+    """The name the user gave (`name=`), else the kernel function's."""
+    debug = getattr(eqn.params["jaxpr"], "debug_info", None)
+    return eqn.params.get("name") or getattr(debug, "func_name", None) or "pallas_call"
+
+
+def capture_calls(call_text: str, namespace: dict, target: str) -> list[CapturedCall]:
+    device = target_device(target)
+    PROVENANCE.clear()
+    calls = []
+    for eqn in trace_example(call_text, namespace, target):
+        invoke_origin = traceback_origin(eqn.source_info.traceback)
+        provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
+        fits, text, seconds = compile_alone(eqn, device)
+        calls.append(CapturedCall(
+            name=kernel_name(eqn),
+            call_origin=provenance.call_origin if provenance else invoke_origin,
+            invoke_origin=invoke_origin,
+            fits=fits, compiler_text=text, compile_seconds=round(seconds, 3),
+            **describe(eqn, provenance),
+        ))
+    return calls

@@ -1,0 +1,158 @@
+"""The editor side of the worker: start it, send examples, enforce timeouts,
+and replace it when it hangs or dies. Never imports jax."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+
+from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict
+
+STDERR_LINES_KEPT = 40
+NOISE = ("WARNING", "W0000", "I0000", "E0000", "Source Location Trace", "libtpu_init_utils",
+         "learning/", "TPU metadata", "Failed to get")
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    example: str
+    target: str
+    path: str | None = None          # the file holding the example
+    module: str | None = None        # or a dotted module (pyproject examples)
+    root: str | None = None          # put on sys.path first (the project root)
+
+
+class WorkerError(Exception):
+    pass
+
+
+def default_command() -> list[str]:
+    return [sys.executable, "-m", "vmem_lsp", "worker"]
+
+
+class WorkerClient:
+    """One worker process, started on first use and restarted after a failure."""
+
+    def __init__(self, command: list[str] | str | None = None, start_timeout: float = 120.0):
+        self.command = shlex.split(command) if isinstance(command, str) else (command or default_command())
+        self.start_timeout = start_timeout
+        self.process: subprocess.Popen | None = None
+        self.lines: queue.Queue = queue.Queue()
+        self.stderr_tail: collections.deque = collections.deque(maxlen=STDERR_LINES_KEPT)
+        self.hello: dict | None = None
+        self.next_id = 0
+        self.restarts = 0
+
+    # -- lifecycle ---------------------------------------------------------------
+    def start(self) -> dict:
+        env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+               "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, bufsize=1, env=env, start_new_session=True)
+        self.lines = queue.Queue()
+        self.stderr_tail.clear()
+        threading.Thread(target=self._pump_stdout, args=(self.process, self.lines), daemon=True).start()
+        threading.Thread(target=self._pump_stderr, args=(self.process,), daemon=True).start()
+        message = self._read(self.start_timeout, "starting")
+        hello = message.get("hello")
+        if not hello:
+            raise WorkerError(f"the worker did not say hello: {message}")
+        if hello.get("protocol") != PROTOCOL_VERSION:
+            self.stop()
+            raise WorkerError(f"worker speaks protocol {hello.get('protocol')}, "
+                              f"this client speaks {PROTOCOL_VERSION}")
+        self.hello = hello
+        return hello
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            try:
+                process.stdin.write(json.dumps({"id": -1, "method": "shutdown"}) + "\n")
+                process.stdin.flush()
+                process.wait(timeout=3)
+            except (OSError, subprocess.TimeoutExpired, ValueError):
+                pass
+        self._kill(process)
+
+    def _kill(self, process: subprocess.Popen) -> None:
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    # -- requests ----------------------------------------------------------------
+    def check(self, request: CheckRequest, timeout: float) -> ExampleResult:
+        """Run one example on one target. A hang or a crash becomes an error
+        result; the worker is replaced so the next request finds a live one."""
+        try:
+            if not self.running():
+                self.start()
+            self.next_id += 1
+            params = {k: v for k, v in vars(request).items() if v is not None}
+            self.process.stdin.write(json.dumps({"id": self.next_id, "method": "check", "params": params}) + "\n")
+            self.process.stdin.flush()
+            while True:
+                message = self._read(timeout, "compiling")
+                if message.get("id") == self.next_id:
+                    return result_from_dict(message["result"])
+        except WorkerError as error:
+            self.restarts += 1
+            kind = "timeout" if "timed out" in str(error) else "crashed"
+            if self.process is not None:
+                self._kill(self.process)
+                self.process = None
+            return ExampleResult(request.target, None, error=str(error), error_kind=kind)
+        except (BrokenPipeError, OSError) as error:
+            self.restarts += 1
+            self.process = None
+            return ExampleResult(request.target, None, error=f"the worker is gone: {error}", error_kind="crashed")
+
+    def _read(self, timeout: float, doing: str) -> dict:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise WorkerError(f"timed out after {timeout:g} s {doing}") from None
+        if line is None:
+            code = self.process.wait() if self.process else None
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+            tail = "; ".join(self.stderr_tail) or "no output"
+            raise WorkerError(f"the worker {how} while {doing} (last output: {tail[-600:]})")
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:       # stray output on the protocol stream: keep it for errors
+            self.stderr_tail.append(line.strip())
+            return self._read(timeout, doing)
+
+    @staticmethod
+    def _pump_stdout(process, lines: queue.Queue) -> None:
+        for line in process.stdout:
+            if line.strip():
+                lines.put(line)
+        lines.put(None)
+
+    def _pump_stderr(self, process) -> None:
+        for line in process.stderr:
+            text = line.rstrip()
+            if text and not any(mark in text for mark in NOISE):
+                self.stderr_tail.append(text)
