@@ -1,0 +1,190 @@
+"""`vmem-lsp check` end to end: the real TPU compiler, the CLI as a subprocess."""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+
+import jax.experimental.pallas.ops.tpu.flash_attention as flash_module
+
+from conftest import EXAMPLES, KERNELS, ROOT, line_of, run_cli, run_json
+
+
+def by(diagnostics, **where):
+    return [d for d in diagnostics if all(d.get(k) == v for k, v in where.items())]
+
+
+def test_seed_copy_kernel_on_v6e_reports_on_each_blockspec(examples_check):
+    done, report = examples_check
+    assert done.returncode == 1, done.stderr
+    path = EXAMPLES / "copy_whole.py"
+    found = by(report["diagnostics"], path="examples/copy_whole.py", target="v6e", code="VMEM001")
+    in_line, out_line = line_of(path, "in_specs="), line_of(path, "out_specs=")
+    assert sorted(d["range"]["start_line"] for d in found) == [in_line, out_line]
+    first = next(d for d in found if d["range"]["start_line"] == in_line)
+    assert first["message"] == ("input 0 window f32[4096,4096] = 64.00M, single buffered; kernel needs "
+                                "128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)")
+    # The range covers the block-shape expression exactly.
+    text = path.read_text().splitlines()[in_line - 1]
+    r = first["range"]
+    assert text[r["start_col"]:r["end_col"]] == "(n, m)"
+    assert first["facts"]["buffers"] == 1 and first["facts"]["estimated"] is False
+
+
+def test_seed_total_on_the_pallas_call_line_and_the_directive(examples_check):
+    _, report = examples_check
+    path = EXAMPLES / "copy_whole.py"
+    total = by(report["diagnostics"], path="examples/copy_whole.py", target="v6e", code="VMEM002")
+    assert [d["range"]["start_line"] for d in total] == [line_of(path, "pl.pallas_call(")]
+    assert "needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)" in total[0]["message"]
+    directive = by(report["diagnostics"], path="examples/copy_whole.py", target="v6e", code="VMEM004")
+    assert [d["range"]["start_line"] for d in directive] == [line_of(path, "# vmem:")]
+
+
+def test_text_output_is_path_line_col(cache_dir, examples_check):
+    done = run_cli("check", "examples/copy_whole.py", "--target", "v6e", "--cache-dir", str(cache_dir))
+    path = EXAMPLES / "copy_whole.py"
+    line = line_of(path, "in_specs=")
+    col = path.read_text().splitlines()[line - 1].index("(n, m)") + 1
+    expected = (f"examples/copy_whole.py:{line}:{col}: error VMEM001 input 0 window f32[4096,4096] = 64.00M, "
+                "single buffered; kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)")
+    assert expected in done.stdout.splitlines()
+    assert done.returncode == 1
+
+
+def test_matmul_overflows_v5e_scoped_limit_with_an_estimated_split(examples_check):
+    _, report = examples_check
+    path = EXAMPLES / "matmul.py"
+    v5e = by(report["diagnostics"], path="examples/matmul.py", target="v5e")
+    total = by(v5e, code="VMEM002")
+    assert len(total) == 1
+    assert "needs 18.36M of 16.00M scoped VMEM on TPU v5e (over by 2.36M)" in total[0]["message"]
+    windows = by(v5e, code="VMEM001")
+    lines = sorted(d["range"]["start_line"] for d in windows)
+    spec_lines = [line_of(path, "pl.BlockSpec((bm, bk)"), line_of(path, "pl.BlockSpec((bk, bn)"),
+                  line_of(path, "out_specs="), line_of(path, "pltpu.VMEM(")]
+    assert lines == sorted(spec_lines)
+    for d in windows:
+        assert d["facts"]["estimated"] is True and d["origin"] == "model"
+        assert "estimate" in d["message"]
+    # On v6e the same kernel fits the 32 MiB scoped default: nothing to say.
+    assert by(report["diagnostics"], path="examples/matmul.py", target="v6e") == []
+
+
+def test_the_kernel_that_fits_is_quiet(examples_check):
+    _, report = examples_check
+    assert by(report["diagnostics"], path="examples/add_fits.py") == []
+
+
+def test_warm_cache_starts_no_compiler_and_gives_the_same_answer(cache_dir, examples_check):
+    _, cold = examples_check
+    done, warm = run_json("check", "examples", "--target", "v5e,v6e", "--cache-dir", str(cache_dir))
+    assert "0 compiled" in warm["summary"], warm["summary"]
+    assert warm["diagnostics"] == cold["diagnostics"]
+    assert done.returncode == 1
+
+
+def test_an_edit_invalidates_the_cache(cache_dir, tmp_path):
+    source = tmp_path / "copy_whole.py"
+    shutil.copy(EXAMPLES / "copy_whole.py", source)
+    args = ("check", str(source), "--target", "v6e", "--cache-dir", str(cache_dir))
+    first = run_json(*args)[1]
+    assert "1 compiled" in first["summary"]
+    assert "0 compiled" in run_json(*args)[1]["summary"]
+    source.write_text(source.read_text().replace("f32[4096, 4096]", "f32[1024, 1024]"))
+    done, edited = run_json(*args)
+    assert "1 compiled" in edited["summary"] and edited["diagnostics"] == []
+    assert done.returncode == 0
+
+
+def test_sarif_carries_the_same_facts(cache_dir, examples_check):
+    _, report = examples_check
+    done = run_cli("check", "examples", "--target", "v5e,v6e", "--cache-dir", str(cache_dir), "--format", "sarif")
+    sarif = json.loads(done.stdout)
+    assert sarif["version"] == "2.1.0"
+    results = sarif["runs"][0]["results"]
+    assert len(results) == len(report["diagnostics"])
+    rules = {r["id"] for r in sarif["runs"][0]["tool"]["driver"]["rules"]}
+    for result, diagnostic in zip(results, report["diagnostics"]):
+        assert result["ruleId"] == diagnostic["code"] in rules
+        region = result["locations"][0]["physicalLocation"]["region"]
+        assert region["startLine"] == diagnostic["range"]["start_line"]
+        assert region["startColumn"] == diagnostic["range"]["start_col"] + 1
+        assert result["properties"]["target"] == diagnostic["target"]
+
+
+def blockspec_spans(path) -> list[tuple[int, int]]:
+    """Line ranges of every BlockSpec(...) call in a file, found with ast."""
+    spans = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name == "BlockSpec":
+                spans.append((node.lineno, node.end_lineno))
+    return spans
+
+
+def test_library_kernel_diagnostics_land_in_jax_flash_attention(cache_dir):
+    done, report = run_json("check", str(KERNELS / "flash_user.py"), "--target", "v5e",
+                            "--cache-dir", str(cache_dir))
+    assert done.returncode == 1, done.stderr
+    library = flash_module.__file__
+    windows = [d for d in report["diagnostics"] if d["abs_path"] == library and d["code"] == "VMEM001"
+               and d["facts"]["kind"] in ("input_window", "output_window")]
+    assert windows, report["diagnostics"]
+    spans = blockspec_spans(library)
+    for d in windows:
+        line = d["range"]["start_line"]
+        assert any(a <= line <= b for a, b in spans), (line, d["message"])
+    directive = [d for d in report["diagnostics"] if d["path"].endswith("flash_user.py")]
+    assert [d["code"] for d in directive] == ["VMEM004"]
+    assert directive[0]["range"]["start_line"] == line_of(KERNELS / "flash_user.py", "# vmem:")
+
+
+def test_misbehaving_examples_are_reported_and_the_check_goes_on(tmp_path):
+    done, report = run_json("check", str(KERNELS / "misbehaving.py"), "--target", "v6e",
+                            "--timeout", "20", "--no-cache")
+    path = KERNELS / "misbehaving.py"
+    lines = path.read_text().splitlines()
+    at = {i: [d for d in report["diagnostics"] if d["range"]["start_line"] == i and d["path"].endswith("misbehaving.py")]
+          for i in range(1, len(lines) + 1)}
+
+    def only(needle):
+        number = line_of(path, needle)
+        found = at[number]
+        assert found, (needle, report["diagnostics"])
+        return " ".join(d["message"] for d in found)
+
+    assert "does not parse" in only("# vmem: copy_rows(f32[4096, 4096)")
+    assert "must be a call" in only("# vmem: 42")
+    assert "ValueError: this example raises on purpose" in only("# vmem: raises(")
+    assert "timed out after 20 s" in only("# vmem: hangs(")
+    assert "exited with code 3" in only("# vmem: exits(")
+    assert "killed by signal 11" in only("# vmem: segfaults(")
+    # The last example still ran after all that, and overflows v6e's scoped limit.
+    assert "scoped VMEM on TPU v6e" in only("# vmem: copy_rows(f32[8192, 4096], rows=1024)")
+    assert done.returncode == 1
+
+
+def test_an_import_error_is_reported_on_the_directive(tmp_path):
+    done, report = run_json("check", str(KERNELS / "import_fails.py"), "--target", "v6e", "--no-cache")
+    [d] = report["diagnostics"]
+    assert d["code"] == "VMEM010" and "a_module_that_does_not_exist" in d["message"]
+    assert d["range"]["start_line"] == line_of(KERNELS / "import_fails.py", "# vmem:")
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert run_cli("check", str(tmp_path / "missing.py")).returncode == 2
+    done = run_cli("check", str(EXAMPLES), "--target", "v99")
+    assert done.returncode == 2 and "unknown target" in done.stderr
+    assert run_cli("check").returncode == 2
+
+
+def test_noqa_suppresses_a_code(tmp_path, cache_dir):
+    source = tmp_path / "copy_whole.py"
+    text = (EXAMPLES / "copy_whole.py").read_text()
+    source.write_text(text.replace("in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],",
+                                   "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],  # noqa: VMEM001"))
+    _, report = run_json("check", str(source), "--target", "v6e", "--cache-dir", str(cache_dir))
+    lines = {d["range"]["start_line"] for d in report["diagnostics"] if d["code"] == "VMEM001"}
+    assert line_of(source, "in_specs=") not in lines and line_of(source, "out_specs=") in lines

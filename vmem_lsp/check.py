@@ -1,0 +1,147 @@
+"""`vmem-lsp check`: files in, diagnostics out. Finds the examples, asks the
+cache or the worker for each example on each target, and maps the results
+back to source."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .compile.cache import ResultCache
+from .compile.client import CheckRequest, WorkerClient
+from .compile.protocol import ExampleResult
+from .config import Settings
+from .diagnostics import Diagnostic, is_suppressed
+from .mapping import diagnostics_for
+from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
+from .source.locate import LocateResult, locate
+from .source.model import Span
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class CheckOutcome:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    files: int = 0
+    examples: int = 0
+    compiles: int = 0           # example x target pairs sent to the worker
+    cache_hits: int = 0
+    seconds: float = 0.0
+
+
+class SourceFiles:
+    """Reads and locates each file once per run."""
+
+    def __init__(self):
+        self.texts: dict[str, str | None] = {}
+        self.located: dict[str, LocateResult] = {}
+
+    def text(self, path: str) -> str | None:
+        if path not in self.texts:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    self.texts[path] = f.read()
+            except (OSError, UnicodeDecodeError):
+                self.texts[path] = None
+        return self.texts[path]
+
+    def sites_of(self, path: str) -> LocateResult:
+        if path not in self.located:
+            text = self.text(path)
+            self.located[path] = (locate(text, path) if text is not None
+                                  else LocateResult(sites=(), error=f"cannot read {path}"))
+        return self.located[path]
+
+    def line(self, path: str, number: int) -> str:
+        lines = (self.text(path) or "").splitlines()
+        return lines[number - 1] if 0 < number <= len(lines) else ""
+
+
+def python_files(paths: list[str], exclude: tuple[str, ...]) -> list[str]:
+    found = []
+    for path in paths:
+        if os.path.isfile(path):
+            found.append(os.path.abspath(path))
+            continue
+        for directory, subdirs, files in os.walk(path):
+            subdirs[:] = sorted(d for d in subdirs if d not in exclude and not d.startswith("."))
+            found.extend(os.path.abspath(os.path.join(directory, f)) for f in sorted(files) if f.endswith(".py"))
+    return found
+
+
+def directive_diagnostic(error: DirectiveError) -> Diagnostic:
+    return Diagnostic(error.path, error.span, "error", "VMEM010", error.message, origin="model")
+
+
+def gather_examples(files: list[str], settings: Settings, sources: SourceFiles, outcome: CheckOutcome):
+    examples: list[Example] = []
+    for path in files:
+        text = sources.text(path)
+        if text is None:
+            outcome.diagnostics.append(Diagnostic(path, Span(1, 0, 1, 0), "error", "VMEM010",
+                                                  "cannot read this file as UTF-8 text"))
+            continue
+        found, errors = find_examples(text, path)
+        examples.extend(found)
+        outcome.diagnostics.extend(directive_diagnostic(e) for e in errors)
+        if found and (problem := sources.sites_of(path).error):
+            outcome.diagnostics.append(Diagnostic(path, Span(1, 0, 1, 0), "error", "VMEM010", problem))
+    for entry in settings.examples:
+        parsed = parse_pyproject_example(entry, settings.config_path or "pyproject.toml")
+        if isinstance(parsed, DirectiveError):
+            outcome.diagnostics.append(directive_diagnostic(parsed))
+        else:
+            examples.append(parsed)
+    return examples
+
+
+def request_for(example: Example, target: str, settings: Settings) -> CheckRequest:
+    if example.module:
+        return CheckRequest(example.text, target, module=example.module, root=settings.root)
+    return CheckRequest(example.text, target, path=example.path)
+
+
+def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
+          progress: Progress | None = None, worker: WorkerClient | None = None) -> CheckOutcome:
+    started = time.perf_counter()
+    outcome = CheckOutcome()
+    sources = SourceFiles()
+    files = python_files(paths, settings.exclude)
+    outcome.files = len(files)
+    examples = gather_examples(files, settings, sources, outcome)
+    outcome.examples = len(examples)
+    cache = ResultCache(settings.cache_folder(), enabled=use_cache)
+    own_worker = worker is None
+    worker = worker or WorkerClient(settings.worker)
+    total = len(examples) * len(settings.targets)
+    done = 0
+    try:
+        for example in examples:
+            for target in settings.targets:
+                done += 1
+                request = request_for(example, target, settings)
+                result = cache.get(request)
+                if result is not None:
+                    outcome.cache_hits += 1
+                else:
+                    if progress:
+                        where = f"{os.path.relpath(example.path)}:{example.line}"
+                        progress(f"[{done}/{total}] {target} {where} {example.text}")
+                    result = worker.check(request, settings.timeout)
+                    outcome.compiles += 1
+                    cache.put(request, result)
+                outcome.diagnostics.extend(diagnostics_for(example, result, sources.sites_of))
+    finally:
+        if own_worker:
+            worker.stop()
+    outcome.diagnostics = sorted(
+        {d for d in outcome.diagnostics if not is_suppressed(d, sources.line(d.path, d.span.start_line))},
+        key=Diagnostic.sort_key)
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def exit_code(outcome: CheckOutcome) -> int:
+    return 1 if any(d.severity == "error" for d in outcome.diagnostics) else 0

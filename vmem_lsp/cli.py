@@ -1,0 +1,87 @@
+"""The command line: `vmem-lsp check PATH...` and `vmem-lsp worker`."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+from . import __version__
+
+EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vmem-lsp", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"vmem-lsp {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check", help="compile the examples in PATH... and report VMEM overflows")
+    check.add_argument("paths", nargs="+", metavar="PATH")
+    check.add_argument("--target", help="chips to check, comma-separated (v4, v5e, v5p, v6e, v7x)")
+    check.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    check.add_argument("--no-cache", action="store_true", help="compile everything again; do not read or write the cache")
+    check.add_argument("--cache-dir", help="where compile results are cached (default: .vmem_lsp_cache in the project root)")
+    check.add_argument("--timeout", type=float, help="seconds allowed per example and target")
+    check.add_argument("--worker", help="the worker command (default: this Python, -m vmem_lsp worker)")
+    check.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    commands.add_parser("worker", help="run a compile worker on stdin/stdout (JSON lines)")
+    return parser
+
+
+def settings_for(args):
+    from .config import ConfigError, load_settings, parse_targets
+    settings = load_settings(args.paths[0])
+    changes = {}
+    if args.target:
+        changes["targets"] = parse_targets(args.target)
+    if args.timeout:
+        changes["timeout"] = args.timeout
+    if args.worker:
+        changes["worker"] = args.worker
+    if args.cache_dir:
+        changes["cache_dir"] = os.path.abspath(args.cache_dir)
+    return dataclasses.replace(settings, **changes)
+
+
+def run_check(args) -> int:
+    from .check import check, exit_code
+    from .config import ConfigError
+    from .output import render
+    missing = [p for p in args.paths if not os.path.exists(p)]
+    if missing:
+        print(f"vmem-lsp: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        settings = settings_for(args)
+    except ConfigError as error:
+        print(f"vmem-lsp: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    progress = (lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
+    outcome = check(args.paths, settings, use_cache=not args.no_cache, progress=progress)
+    errors = sum(d.severity == "error" for d in outcome.diagnostics)
+    summary = (f"{errors} error{'s' * (errors != 1)} in {outcome.examples} example"
+               f"{'s' * (outcome.examples != 1)} on {', '.join(settings.targets)} "
+               f"({outcome.compiles} compiled, {outcome.cache_hits} cached, {outcome.seconds:.1f} s)")
+    rendered = render(args.format, outcome.diagnostics, summary)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(rendered)
+    else:
+        sys.stdout.write(rendered)
+    return exit_code(outcome)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "worker":
+        from .compile.worker import main as worker_main
+        return worker_main()
+    try:
+        return run_check(args)
+    except KeyboardInterrupt:
+        return EXIT_ERROR
+    except Exception as error:   # an internal error: say so, exit 2, never a silent 0 or 1
+        import traceback
+        traceback.print_exc()
+        print(f"vmem-lsp: internal error: {error}", file=sys.stderr)
+        return EXIT_ERROR
