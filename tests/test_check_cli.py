@@ -188,3 +188,48 @@ def test_noqa_suppresses_a_code(tmp_path, cache_dir):
     _, report = run_json("check", str(source), "--target", "v6e", "--cache-dir", str(cache_dir))
     lines = {d["range"]["start_line"] for d in report["diagnostics"] if d["code"] == "VMEM001"}
     assert line_of(source, "in_specs=") not in lines and line_of(source, "out_specs=") in lines
+
+
+def test_pyproject_examples_check_kernels_defined_elsewhere(tmp_path):
+    package = tmp_path / "kernels"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "copies.py").write_text((EXAMPLES / "copy_whole.py").read_text().replace("# vmem:", "# (example)"))
+    entry = "kernels.copies:copy_whole(f32[4096, 4096])"
+    (tmp_path / "pyproject.toml").write_text(
+        f'[project]\nname = "k"\n\n[tool.vmem-lsp]\ntargets = ["v6e"]\nexamples = [\n    "{entry}",\n    "kernels.copies",\n]\n')
+    done, report = run_json("check", ".", "--no-cache", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    windows = [d for d in report["diagnostics"] if d["code"] == "VMEM001"]
+    assert {d["path"] for d in windows} == {"kernels/copies.py"}
+    assert {d["target"] for d in windows} == {"v6e"}
+    config = tmp_path / "pyproject.toml"
+    [summary] = [d for d in report["diagnostics"] if d["code"] == "VMEM004"]
+    assert summary["path"] == "pyproject.toml" and summary["range"]["start_line"] == line_of(config, entry)
+    [bad] = [d for d in report["diagnostics"] if d["code"] == "VMEM010"]
+    assert bad["range"]["start_line"] == line_of(config, '"kernels.copies"') and "must look like" in bad["message"]
+
+
+def test_progress_goes_to_stderr_only_when_it_is_a_terminal():
+    import os
+    import pty
+    import subprocess
+    import sys
+    leader, follower = pty.openpty()
+    done = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", "examples/add_fits.py", "--target", "v6e",
+                           "--no-cache"], cwd=ROOT, stdout=subprocess.PIPE, stderr=follower, text=True, timeout=600)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert done.returncode == 0
+    assert b"[1/1] v6e examples/add_fits.py:" in seen
+    piped = run_cli("check", "examples/add_fits.py", "--target", "v6e", "--no-cache")
+    assert "[1/1]" not in piped.stderr

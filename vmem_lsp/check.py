@@ -89,7 +89,8 @@ def gather_examples(files: list[str], settings: Settings, sources: SourceFiles, 
         if found and (problem := sources.sites_of(path).error):
             outcome.diagnostics.append(Diagnostic(path, Span(1, 0, 1, 0), "error", "VMEM010", problem))
     for entry in settings.examples:
-        parsed = parse_pyproject_example(entry, settings.config_path or "pyproject.toml")
+        config = settings.config_path or "pyproject.toml"
+        parsed = parse_pyproject_example(entry, config, sources.text(config) or "")
         if isinstance(parsed, DirectiveError):
             outcome.diagnostics.append(directive_diagnostic(parsed))
         else:

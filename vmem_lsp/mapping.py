@@ -111,6 +111,18 @@ def operand_for(call: CapturedCall, allocation: Allocation) -> Operand | None:
                  and o.operand == allocation.operand_index), None)
 
 
+def scratch_index(call: CapturedCall, allocation: Allocation) -> int:
+    """The compiler says "scratch operand" without a number: match by the typed
+    shape it prints, else the only scratch entry, else the first."""
+    if allocation.operand_index is not None:
+        return allocation.operand_index
+    shape = allocation.window_shape
+    for entry in call.scratch:
+        if shape is not None and (entry.dtype, entry.shape) == (shape.dtype, shape.dims):
+            return entry.index
+    return call.scratch[0].index if call.scratch else 0
+
+
 # ---- wording ----------------------------------------------------------------------
 
 def buffering(buffers: int | None) -> str:
@@ -187,7 +199,7 @@ def reported_part(allocation: Allocation, call, site, sites_of, anchor, need, ba
         facts.update(role=op.role if op else None, index=op.index if op else None)
         return where, "VMEM001", message, facts
     if allocation.kind == "scratch":
-        index = allocation.operand_index if allocation.operand_index is not None else 0
+        index = scratch_index(call, allocation)
         entry = layout.scratch_of(call, index)
         shape = window_text(entry.dtype, entry.shape) if entry else ""
         message = f"scratch {index} {shape} = {size}; {need}".replace("  ", " ")

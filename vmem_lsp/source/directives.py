@@ -63,9 +63,11 @@ def find_examples(source: str, path: str) -> tuple[list[Example], list[Directive
     return examples, errors
 
 
-def parse_pyproject_example(entry: str, config_path: str) -> Example | DirectiveError:
-    """`"package.module:function(f32[1024, 1024], block=256)"` from [tool.vmem-lsp] examples."""
-    span = Span(1, 0, 1, 0)
+def parse_pyproject_example(entry: str, config_path: str, config_text: str = "") -> Example | DirectiveError:
+    """`"package.module:function(f32[1024, 1024], block=256)"` from [tool.vmem-lsp] examples;
+    its span is where the entry is written in `config_text`, if found."""
+    span = next((text_span(config_text, quoted) for quoted in (f'"{entry}"', f"'{entry}'")
+                 if quoted in config_text), text_span(config_text, entry))
     module, sep, call = entry.partition(":")
     if not sep or not module.strip():
         return DirectiveError(config_path, span,
@@ -73,7 +75,16 @@ def parse_pyproject_example(entry: str, config_path: str) -> Example | Directive
     problem = check_call(call)
     if problem:
         return DirectiveError(config_path, span, f"example {entry!r}: {problem}")
-    return Example(config_path, 1, span, call.strip(), module=module.strip())
+    return Example(config_path, span.start_line, span, call.strip(), module=module.strip())
+
+
+def text_span(text: str, needle: str) -> Span:
+    """The span of the first occurrence of `needle` in `text`; line 1 when absent."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        col = line.find(needle)
+        if col >= 0:
+            return Span(number, col, number, col + len(needle))
+    return Span(1, 0, 1, 0)
 
 
 def check_call(text: str) -> str | None:
