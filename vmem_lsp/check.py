@@ -32,14 +32,19 @@ class CheckOutcome:
 
 
 class SourceFiles:
-    """Reads and locates each file once per run."""
+    """Reads and locates each file once per run; `overlay` gives the text of
+    files open in an editor, which wins over the disk."""
 
-    def __init__(self):
+    def __init__(self, overlay: Callable[[str], str | None] | None = None):
+        self.overlay = overlay or (lambda path: None)
         self.texts: dict[str, str | None] = {}
         self.located: dict[str, LocateResult] = {}
 
     def text(self, path: str) -> str | None:
         if path not in self.texts:
+            if (open_text := self.overlay(path)) is not None:
+                self.texts[path] = open_text
+                return open_text
             try:
                 with open(path, encoding="utf-8") as f:
                     self.texts[path] = f.read()
@@ -104,6 +109,22 @@ def request_for(example: Example, target: str, settings: Settings) -> CheckReque
     return CheckRequest(example.text, target, path=example.path)
 
 
+def run_example(example: Example, target: str, settings: Settings, cache: ResultCache,
+                worker: WorkerClient, before_compile: Callable[[], None] | None = None
+                ) -> tuple[ExampleResult, bool]:
+    """The result of one example on one target, from the cache when it holds
+    one; (result, whether it came from the cache)."""
+    request = request_for(example, target, settings)
+    result = cache.get(request)
+    if result is not None:
+        return result, True
+    if before_compile:
+        before_compile()
+    result = worker.check(request, settings.timeout)
+    cache.put(request, result)
+    return result, False
+
+
 def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
           progress: Progress | None = None, worker: WorkerClient | None = None) -> CheckOutcome:
     started = time.perf_counter()
@@ -122,17 +143,11 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
         for example in examples:
             for target in settings.targets:
                 done += 1
-                request = request_for(example, target, settings)
-                result = cache.get(request)
-                if result is not None:
-                    outcome.cache_hits += 1
-                else:
-                    if progress:
-                        where = f"{os.path.relpath(example.path)}:{example.line}"
-                        progress(f"[{done}/{total}] {target} {where} {example.text}")
-                    result = worker.check(request, settings.timeout)
-                    outcome.compiles += 1
-                    cache.put(request, result)
+                announce = progress and (lambda: progress(
+                    f"[{done}/{total}] {target} {os.path.relpath(example.path)}:{example.line} {example.text}"))
+                result, cached = run_example(example, target, settings, cache, worker, announce or None)
+                outcome.cache_hits += cached
+                outcome.compiles += not cached
                 outcome.diagnostics.extend(diagnostics_for(example, result, sources.sites_of))
     finally:
         if own_worker:

@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--worker", help="the worker command (default: this Python, -m vmem_lsp worker)")
     check.add_argument("--output", "-o", help="write the report to this file instead of stdout")
     commands.add_parser("worker", help="run a compile worker on stdin/stdout (JSON lines)")
+    commands.add_parser("serve", help="run the language server on stdin/stdout")
     return parser
 
 
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "worker":
         from .compile.worker import main as worker_main
         return worker_main()
+    if args.command == "serve":
+        from .server.app import serve
+        return serve()
     try:
         return run_check(args)
     except KeyboardInterrupt:

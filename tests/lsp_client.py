@@ -1,0 +1,85 @@
+"""A real LSP client (pytest-lsp's, on pygls) driving `vmem-lsp serve` in a
+subprocess over stdio, as an editor would."""
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from lsprotocol import types
+from pytest_lsp import make_test_lsp_client
+
+PUSH_CAPABILITIES = types.ClientCapabilities(
+    text_document=types.TextDocumentClientCapabilities(
+        publish_diagnostics=types.PublishDiagnosticsClientCapabilities(related_information=True),
+        hover=types.HoverClientCapabilities(content_format=[types.MarkupKind.Markdown]),
+        inlay_hint=types.InlayHintClientCapabilities(),
+        synchronization=types.TextDocumentSyncClientCapabilities(did_save=True),
+    ),
+    window=types.WindowClientCapabilities(work_done_progress=True),
+    workspace=types.WorkspaceClientCapabilities(configuration=True),
+)
+
+PULL_CAPABILITIES = types.ClientCapabilities(
+    text_document=types.TextDocumentClientCapabilities(
+        diagnostic=types.DiagnosticClientCapabilities(related_document_support=True),
+        synchronization=types.TextDocumentSyncClientCapabilities(did_save=True)),
+    workspace=types.WorkspaceClientCapabilities(
+        diagnostics=types.DiagnosticWorkspaceClientCapabilities(refresh_support=True)),
+)
+
+
+@asynccontextmanager
+async def running_server(workdir: Path, options: dict | None = None, capabilities=PUSH_CAPABILITIES,
+                         settings: dict | None = None):
+    client = make_test_lsp_client()
+    if settings is not None:
+        client.set_configuration(settings, section="vmemLsp")
+    await client.start_io(sys.executable, "-m", "vmem_lsp", "serve", cwd=str(workdir))
+    await client.initialize_session(types.InitializeParams(
+        capabilities=capabilities, root_uri=workdir.as_uri(), initialization_options=options or {}))
+    try:
+        yield client
+    finally:
+        await client.shutdown_session()
+
+
+class Editor:
+    """Open, edit and save one document through a client; the file on disk
+    follows the saves, as in a real editor."""
+
+    def __init__(self, client, path: Path):
+        self.client, self.path, self.uri, self.version = client, path, path.as_uri(), 1
+        self.text = path.read_text()
+
+    def open(self) -> None:
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(self.uri, "python", self.version, self.text)))
+
+    def change(self, text: str) -> None:
+        self.version += 1
+        self.text = text
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(version=self.version, uri=self.uri),
+            [types.TextDocumentContentChangeWholeDocument(text=text)]))
+
+    def save(self) -> None:
+        self.path.write_text(self.text)
+        self.client.text_document_did_save(types.DidSaveTextDocumentParams(
+            types.TextDocumentIdentifier(self.uri)))
+
+    def diagnostics(self, uri: str | None = None) -> list[types.Diagnostic]:
+        return list(self.client.diagnostics.get(uri or self.uri, []))
+
+
+async def wait_for(predicate, timeout: float = 240, what: str = "condition"):
+    """Poll until predicate() is truthy; return its value, or fail with `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,159 @@
+"""The language server over stdio, as an editor drives it, with the real compiler."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+from lsprotocol import types
+
+from conftest import EXAMPLES, line_of
+from lsp_client import PULL_CAPABILITIES, Editor, running_server, wait_for
+
+pytestmark = pytest.mark.asyncio
+
+FITTING_COPY = '''"""The seed kernel with row blocks: 256 rows per step fits on v6e with room to spare."""
+import jax
+from jax.experimental import pallas as pl
+
+
+def double_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2
+
+
+# vmem: copy_whole(f32[4096, 4096])
+def copy_whole(x):
+    n, m = x.shape
+    return pl.pallas_call(
+        double_kernel,
+        out_shape=jax.ShapeDtypeStruct((n, m), x.dtype),
+        grid=(n // 256,),
+        in_specs=[pl.BlockSpec((256, m), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((256, m), lambda i: (i, 0)),
+    )(x)
+'''
+
+
+def project(tmp_path, *files):
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = ".cache"\n')
+    for name in files:
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    return tmp_path
+
+
+def compiler_tier(diagnostics):
+    return [d for d in diagnostics if d.data and d.data.get("tier") == "compiler"]
+
+
+def estimate_tier(diagnostics):
+    return [d for d in diagnostics if d.data and d.data.get("tier") == "estimate"]
+
+
+def block_range(path, needle, shape="(n, m)"):
+    line = line_of(path, needle) - 1
+    col = path.read_text().splitlines()[line].index(shape)
+    return types.Range(types.Position(line, col), types.Position(line, col + len(shape)))
+
+
+async def test_seed_overflow_estimate_compile_and_fix(tmp_path):
+    work = project(tmp_path, "copy_whole.py")
+    path = work / "copy_whole.py"
+    async with running_server(work) as client:
+        editor = Editor(client, path)
+        editor.open()
+        # Compiled on open: the compiler's verdict on both BlockSpecs and the pallas_call.
+        found = await wait_for(lambda: len(compiler_tier(editor.diagnostics())) >= 3 and editor.diagnostics(),
+                               what="compiler diagnostics after open")
+        windows = [d for d in found if d.code == "VMEM001"]
+        assert sorted((d.range.start.line, d.range.start.character, d.range.end.character) for d in windows) == sorted(
+            (r.start.line, r.start.character, r.end.character)
+            for r in (block_range(path, "in_specs="), block_range(path, "out_specs=")))
+        assert all(d.severity == types.DiagnosticSeverity.Error and d.source == "vmem-lsp" for d in windows)
+        assert all("TPU v6e" in d.message and "compiler" in d.message for d in windows)
+        total = next(d for d in found if d.code == "VMEM002")
+        assert total.range.start.line == line_of(path, "pl.pallas_call(") - 1
+        assert "128.00M of 127.94M VMEM on TPU v6e" in total.message
+        assert {r.message for r in total.related_information} >= {windows[0].message.removesuffix(" [compiler]")}
+
+        # Typing: a line added above moves everything; the estimate follows within the debounce.
+        editor.change("# a comment typed at the top\n" + editor.text)
+        started = time.monotonic()
+        moved = await wait_for(lambda: (e := estimate_tier(editor.diagnostics())) and all(
+            d.range.start.line >= 1 for d in e) and e, timeout=5, what="estimates after an edit")
+        assert time.monotonic() - started < 2.0
+        assert {d.range.start.line for d in moved if d.code == "VMEM001"} == {
+            line_of(path, "in_specs="), line_of(path, "out_specs=")}   # one line lower than on disk
+        assert all("estimate" in d.message for d in moved)
+
+        # Saving compiles again; the compiler's verdict replaces the estimates.
+        editor.save()
+        await wait_for(lambda: compiler_tier(editor.diagnostics()) and not estimate_tier(editor.diagnostics()),
+                       what="compiler diagnostics after save")
+
+        # Hover on the BlockSpec: the budget table.
+        hover = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(editor.uri), types.Position(line_of(path, "in_specs=") - 1, 20)))
+        assert "TPU v6e" in hover.contents.value and "input 0 window" in hover.contents.value
+        hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
+            types.TextDocumentIdentifier(editor.uri),
+            types.Range(types.Position(0, 0), types.Position(100, 0))))
+        labels = [h.label for h in hints]
+        assert "64.00M x1" in labels and any("v6e" in str(label) for label in labels)
+
+        # A block shape that fits: after the save, nothing is left.
+        editor.change(FITTING_COPY)
+        editor.save()
+        await wait_for(lambda: editor.version and not editor.diagnostics(), what="diagnostics cleared after the fix")
+        assert client.progress_reports, "no $/progress while compiling"
+
+
+async def test_syntax_error_never_takes_the_server_down(tmp_path):
+    work = project(tmp_path, "copy_whole.py")
+    (work / "broken.py").write_text("def f(:\n    pl.pallas_call(\n")
+    async with running_server(work) as client:
+        good = Editor(client, work / "copy_whole.py")
+        good.open()
+        await wait_for(lambda: compiler_tier(good.diagnostics()), what="diagnostics of the good file")
+        before = good.diagnostics()
+        broken = Editor(client, work / "broken.py")
+        broken.open()
+        for text in ("def f(:\n    pl.pallas_call(\n    in_specs=[pl.BlockSpec((", "\x00\x01 ((((", ""):
+            broken.change(text)
+            broken.save()
+        hover = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(broken.uri), types.Position(0, 0)))
+        assert hover is None
+        hover = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(good.uri), types.Position(line_of(good.path, "pl.pallas_call(") - 1, 15)))
+        assert hover is not None and "TPU v6e" in hover.contents.value
+        assert good.diagnostics() == before
+
+
+async def test_pull_diagnostics_for_clients_that_ask(tmp_path):
+    work = project(tmp_path, "copy_whole.py")
+    async with running_server(work, capabilities=PULL_CAPABILITIES) as client:
+        editor = Editor(client, work / "copy_whole.py")
+        editor.open()
+        # The client pulls on each refresh the server asks for, as VS Code does.
+        codes, seen = set(), 0
+        while not codes >= {"VMEM001", "VMEM002"}:
+            await wait_for(lambda: client.diagnostic_refresh_count > seen, what="a diagnostic refresh")
+            seen = client.diagnostic_refresh_count
+            report = await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
+                types.TextDocumentIdentifier(editor.uri)))
+            codes = {d.code for d in report.items}
+        assert editor.uri not in client.diagnostics     # pulled, not pushed
+
+
+async def test_settings_choose_targets_and_the_worker_leaves_no_process(tmp_path):
+    work = project(tmp_path, "matmul.py")
+    async with running_server(work, options={"targets": ["v5e"]}) as client:
+        editor = Editor(client, work / "matmul.py")
+        editor.open()
+        found = await wait_for(lambda: compiler_tier(editor.diagnostics()), what="v5e diagnostics")
+        assert any("18.36M of 16.00M scoped VMEM on TPU v5e" in d.message for d in found)
+        ready = await wait_for(lambda: [m.message for m in client.log_messages if "worker ready" in m.message],
+                               what="worker ready log")
+    pid = int(ready[0].split("pid ")[1].split(")")[0])
+    await wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=10, what="the worker to exit")

@@ -1,0 +1,195 @@
+"""A kernel's VMEM budget on one chip: what each window and scratch buffer
+takes, the compiler-internal remainder, the total against the limit.
+
+Two sources: a compile (the compiler's figures where its report lists them,
+the layout model's split where it gives only a total) and, while the user
+types, an estimate from the last compile's shapes with the edited literals.
+Pure functions over plain data.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import dataclass, field
+
+from . import layout
+from .chips import Chip, chip
+from .compile.protocol import CapturedCall, Operand
+from .report.model import Report
+from .source.model import Expr, KernelSite
+
+HEADROOM_WARNING = 0.10
+
+
+@dataclass(frozen=True)
+class Part:
+    kind: str                   # "input_window" | "output_window" | "scratch" | "internal"
+    index: int | None           # in_specs / out_specs / scratch_shapes index
+    label: str                  # "input 0 window bf16[1024,1024]"
+    bytes: int
+    buffers: int | None
+    estimated: bool             # the layout model's figure, not the compiler's
+
+
+@dataclass(frozen=True)
+class Budget:
+    target: str
+    parts: tuple[Part, ...]
+    total: int
+    limit: int                  # the limit that applies: scoped (default or vmem_limit_bytes) or capacity
+    limit_kind: str             # "scoped" | "physical"
+    capacity: int
+    source: str                 # "compiler": the total is the compiler's; "model": an estimate
+    fits: bool                  # the compiler's verdict when it has one, else the estimate's
+
+    @property
+    def chip(self) -> Chip:
+        return chip(self.target)
+
+    def headroom(self) -> float:
+        return 1 - self.total / self.limit if self.limit else 0.0
+
+
+def part_for_cost(cost: layout.WindowCost) -> Part:
+    shape = f"{cost.dtype}[{','.join(map(str, cost.shape))}]"
+    if cost.kind == "scratch":
+        label = f"scratch {cost.index} {shape}"
+    else:
+        label = f"{'input' if cost.kind == 'input_window' else 'output'} {cost.index} window {shape}"
+    return Part(cost.kind, cost.index, label, cost.bytes, cost.buffers if cost.kind != "scratch" else None, True)
+
+
+def scoped_limit(call: CapturedCall, target: Chip) -> int:
+    return min(call.vmem_limit_bytes or target.scoped_limit, target.capacity)
+
+
+def from_compile(call: CapturedCall, report: Report | None, target_name: str) -> Budget:
+    """The budget a compile established: exact where the report lists allocations."""
+    target = chip(target_name)
+    costs = [part_for_cost(c) for c in layout.window_costs(call)]
+    modelled = sum(p.bytes for p in costs)
+    if report is None or report.form not in ("physical", "scoped", "single_allocation"):
+        return Budget(target.name, tuple(costs), modelled, scoped_limit(call, target), "scoped",
+                      target.capacity, "model", report is None)
+    if report.form == "physical":
+        listed = tuple(Part(a.kind, _part_index(call, a), _allocation_label(a), a.size, a.buffers, False)
+                       for a in report.allocations)
+        return Budget(target.name, listed, report.used or sum(p.bytes for p in listed),
+                      report.limit or target.capacity, "physical", target.capacity, "compiler", False)
+    if report.form == "scoped":
+        remainder = (report.used or modelled) - modelled
+        internal = (Part("internal", None, "compiler-internal", remainder, None, True),) if remainder > 0 else ()
+        return Budget(target.name, (*costs, *internal), report.used or modelled,
+                      report.limit or scoped_limit(call, target), "scoped", target.capacity, "compiler", False)
+    return Budget(target.name, tuple(costs), modelled, report.limit or target.capacity, "physical",
+                  target.capacity, "model", False)
+
+
+def _part_index(call: CapturedCall, allocation) -> int | None:
+    """The in_specs / out_specs / scratch_shapes index the allocation belongs to
+    (the compiler counts scalar-prefetch operands among the inputs)."""
+    from .mapping import operand_for, scratch_index
+    if allocation.kind == "scratch":
+        return scratch_index(call, allocation)
+    op = operand_for(call, allocation)
+    return op.index if op is not None else allocation.operand_index
+
+
+def _allocation_label(allocation) -> str:
+    if allocation.kind in ("input_window", "output_window"):
+        role = "input" if allocation.kind == "input_window" else "output"
+        return f"{role} {allocation.operand_index} window {allocation.window_shape or ''}".strip()
+    if allocation.kind == "scratch":
+        return f"scratch {allocation.window_shape or ''}".strip()
+    if allocation.kind == "spill":
+        return "register spills"
+    return allocation.kind.replace("_", " ")
+
+
+# ---- estimates while typing ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class KnownKernel:
+    """What the last compile taught about one site, kept to estimate edits."""
+    call: CapturedCall
+    spec_ordinals: dict = field(default_factory=dict)      # (role, index) -> position in the site's spec tuple
+    internal: dict = field(default_factory=dict)           # target -> compiler-internal bytes last seen
+
+
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+              ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.LShift: operator.lshift}
+
+
+def literal_int(node: ast.AST) -> int | None:
+    """An integer written with literals and + - * // ** <<, e.g. 64 * 1024 * 1024."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = literal_int(node.left), literal_int(node.right)
+        if left is not None and right is not None and abs(right) < 4096:
+            try:
+                return _OPERATORS[type(node.op)](left, right)
+            except (ZeroDivisionError, ValueError):
+                return None
+    return None
+
+
+def literal_shape(expr: Expr | None) -> tuple[int, ...] | None:
+    """The dims of a block shape written as literals, e.g. (512, 1024); None dims count 1."""
+    if expr is None:
+        return None
+    try:
+        node = ast.parse(expr.text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, (ast.Tuple, ast.List)):
+        return None
+    dims = []
+    for element in node.elts:
+        if isinstance(element, ast.Constant) and element.value is None:
+            dims.append(1)
+            continue
+        value = literal_int(element)
+        if value is None or value <= 0:
+            return None
+        dims.append(value)
+    return tuple(dims)
+
+
+def literal_limit(site: KernelSite) -> int | None:
+    if site.vmem_limit_bytes is None:
+        return None
+    try:
+        return literal_int(ast.parse(site.vmem_limit_bytes.text.strip(), mode="eval").body)
+    except SyntaxError:
+        return None
+
+
+def _edited(op: Operand, site: KernelSite, known: KnownKernel) -> Operand:
+    ordinal = known.spec_ordinals.get((op.role, op.index))
+    specs = site.in_specs if op.role == "in" else site.out_specs
+    if ordinal is None or ordinal >= len(specs):
+        return op
+    shape = literal_shape(specs[ordinal].block_shape)
+    if shape is None or op.block_shape is None or len(shape) != len(op.block_shape):
+        return op
+    buffers = specs[ordinal].buffer_count or op.buffer_count
+    return Operand(**{**vars(op), "block_shape": shape, "buffer_count": buffers})
+
+
+def estimate(site: KernelSite, known: KnownKernel, target_name: str) -> Budget:
+    """The budget of the site as it is written now, from the last compile's
+    dtypes and array shapes and the literals the user has since typed."""
+    target = chip(target_name)
+    call = known.call
+    operands = tuple(_edited(op, site, known) for op in call.operands)
+    limit = literal_limit(site) or call.vmem_limit_bytes
+    edited = CapturedCall(**{**vars(call), "operands": operands, "vmem_limit_bytes": limit})
+    parts = [part_for_cost(c) for c in layout.window_costs(edited)]
+    internal = known.internal.get(target.name, 0)
+    if internal:
+        parts.append(Part("internal", None, "compiler-internal (last compile)", internal, None, True))
+    total = sum(p.bytes for p in parts)
+    scoped = scoped_limit(edited, target)
+    limit, kind = (scoped, "scoped") if scoped < target.capacity else (target.capacity, "physical")
+    return Budget(target.name, tuple(parts), total, limit, kind, target.capacity, "model", total <= limit)

@@ -1,0 +1,1 @@
+"""The language server: a thin LSP layer over the check pipeline."""

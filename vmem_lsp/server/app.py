@@ -1,0 +1,169 @@
+"""The language server object: owns the session, the compile service, and
+publishing. Handlers (one module per message, in handlers/) stay thin."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from .. import __version__
+from .compiler import CompileEvent, CompileJob, CompileService
+from .convert import to_diagnostic, to_uri
+from .options import Options
+from .session import Session
+
+STATUS = "vmemLsp/status"
+
+
+class VmemServer(LanguageServer):
+    def __init__(self):
+        super().__init__("vmem-lsp", __version__)
+        self.session = Session(Options())
+        self.compiler: CompileService | None = None
+        self.analysis = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vmem-lsp-analysis")
+        self.debounced: dict[str, asyncio.Task] = {}
+        self.published: set[str] = set()
+        self.progress_token: str | None = None
+        self.status = "idle"
+
+    # -- paths and capabilities ---------------------------------------------------------
+    @staticmethod
+    def path_of(uri: str) -> str:
+        return to_fs_path(uri) or uri
+
+    def client_supports(self, *names: str) -> bool:
+        node = self.client_capabilities
+        for name in names:
+            node = getattr(node, name, None)
+            if node is None:
+                return False
+        return bool(node)
+
+    # -- the static tier ---------------------------------------------------------------
+    def schedule_analysis(self, path: str, delay: float) -> None:
+        """Estimate after `delay` of quiet; a newer edit restarts the wait."""
+        previous = self.debounced.pop(path, None)
+        if previous is not None:
+            previous.cancel()
+        self.debounced[path] = asyncio.get_running_loop().create_task(self._analyse_later(path, delay))
+
+    async def _analyse_later(self, path: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self.analyse_now(path)
+
+    async def analyse_now(self, path: str) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self.analysis, self.session.analyse, path)
+        except Exception as error:     # a user's file never takes the server down
+            self.log(types.MessageType.Error, f"analysis of {path} failed: {error!r}")
+            return
+        self.publish({path})
+
+    # -- the compiler tier ------------------------------------------------------------------
+    def ensure_compiler(self) -> CompileService:
+        if self.compiler is None:
+            self.compiler = CompileService(asyncio.get_running_loop(), self.on_compile_result, self.on_compile_event)
+        return self.compiler
+
+    def compile(self, path: str) -> None:
+        doc = self.session.documents.get(path)
+        if doc is None:
+            return
+        examples = doc.examples
+        if not examples:
+            from ..source.directives import find_examples
+            examples, _ = find_examples(doc.text, path)
+        settings = self.session.settings(path)
+        if not examples and not settings.examples:
+            return
+        self.ensure_compiler().submit(CompileJob(path, doc.version, settings, examples, self.session.options.cache))
+
+    def on_compile_result(self, job: CompileJob, results) -> None:
+        changed = self.session.accept_compile(job.uri, job.version, results)
+        if changed is None:
+            self.log(types.MessageType.Log, f"dropped a compile of {job.uri}: the document changed since")
+            return
+        self.publish(changed)
+        if self.session.options.inlay_hints and self.client_supports("workspace", "inlay_hint", "refresh_support"):
+            self.workspace_inlay_hint_refresh(None)
+
+    def on_compile_event(self, event: CompileEvent) -> None:
+        kind = types.MessageType.Warning if event.state in ("crashed", "no_compiler") else types.MessageType.Log
+        self.log(kind, event.message)
+        if event.state == "crashed":
+            self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, f"vmem-lsp: {event.message}"))
+        self.status = event.state
+        self.protocol.notify(STATUS, {"state": event.state, "message": event.message, "done": event.done,
+                                      "total": event.total, "targets": list(self.session.options.targets or ())})
+        self.progress(event)
+
+    def progress(self, event: CompileEvent) -> None:
+        if not self.client_supports("window", "work_done_progress"):
+            return
+        if event.state in ("starting", "compiling") and self.progress_token is None:
+            self.progress_token = token = str(uuid.uuid4())
+            self.work_done_progress.create(token)
+            self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                title="vmem-lsp", message=event.message, cancellable=False,
+                percentage=0 if event.total else None))
+        elif event.state == "compiling" and self.progress_token:
+            percentage = int(100 * event.done / event.total) if event.total else None
+            self.work_done_progress.report(self.progress_token, types.WorkDoneProgressReport(
+                message=event.message, percentage=percentage))
+        elif event.state not in ("starting", "compiling") and self.progress_token:
+            self.work_done_progress.end(self.progress_token, types.WorkDoneProgressEnd(message=event.message))
+            self.progress_token = None
+
+    # -- publishing -----------------------------------------------------------------------
+    def uses_pull(self, path: str) -> bool:
+        """Open documents are pulled by clients that can; everything else is pushed."""
+        return path in self.session.documents and self.client_supports("text_document", "diagnostic")
+
+    def publish(self, paths) -> None:
+        refresh = False
+        for path in paths:
+            if self.uses_pull(path):
+                refresh = True
+                continue
+            diagnostics = self.session.diagnostics(path)
+            if not diagnostics and path not in self.published:
+                continue
+            doc = self.session.documents.get(path)
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                uri=to_uri(path), diagnostics=[to_diagnostic(d) for d in diagnostics],
+                version=doc.version if doc else None))
+            (self.published.add if diagnostics else self.published.discard)(path)
+        if refresh and self.client_supports("workspace", "diagnostics", "refresh_support"):
+            self.workspace_diagnostic_refresh(None)
+
+    def log(self, kind: types.MessageType, message: str) -> None:
+        self.window_log_message(types.LogMessageParams(kind, message))
+
+    def stop_background(self) -> None:
+        for task in self.debounced.values():
+            task.cancel()
+        if self.compiler is not None:
+            self.compiler.stop()
+            self.compiler = None
+        self.analysis.shutdown(wait=False, cancel_futures=True)
+
+
+def build_server() -> VmemServer:
+    from .handlers import register
+    server = VmemServer()
+    register(server)
+    return server
+
+
+def serve() -> int:
+    server = build_server()
+    try:
+        server.start_io()
+    finally:
+        server.stop_background()
+    return 0

@@ -1,0 +1,144 @@
+"""Compiling off the editor's loop: one background thread owns the worker,
+takes jobs from a queue, and hands results back to the loop. A newer job for
+a document supersedes its older one."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..check import run_example
+from ..compile.cache import ResultCache
+from ..compile.client import CheckRequest, WorkerClient
+from ..compile.protocol import ExampleResult
+from ..config import Settings
+from ..source.directives import Example
+
+
+@dataclass
+class CompileJob:
+    uri: str
+    version: int
+    settings: Settings
+    examples: list[Example]
+    use_cache: bool = True
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class CompileEvent:
+    """For progress and the status item: "starting", "compiling", "ready", "crashed", "no_compiler"."""
+    state: str
+    message: str
+    done: int = 0
+    total: int = 0
+
+
+class CompileService:
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 on_result: Callable[[CompileJob, list[tuple[Example, ExampleResult]]], None],
+                 on_event: Callable[[CompileEvent], None]):
+        self.loop = loop
+        self.on_result = on_result
+        self.on_event = on_event
+        self.pending: dict[str, CompileJob] = {}
+        self.current: CompileJob | None = None
+        self.wakeup = threading.Condition()
+        self.stopping = False
+        self.worker: WorkerClient | None = None
+        self.worker_command: str | None = None
+        self.thread = threading.Thread(target=self._run, name="vmem-lsp-compile", daemon=True)
+        self.thread.start()
+
+    # -- called from the loop ---------------------------------------------------------
+    def submit(self, job: CompileJob) -> None:
+        with self.wakeup:
+            if self.current is not None and self.current.uri == job.uri:
+                self.current.cancelled.set()
+            old = self.pending.pop(job.uri, None)
+            if old is not None:
+                old.cancelled.set()
+            self.pending[job.uri] = job
+            self.wakeup.notify()
+
+    def warm_up(self, settings: Settings) -> None:
+        """Start the worker now: libtpu takes seconds to load."""
+        self.submit(CompileJob("<warm-up>", 0, settings, []))
+
+    def stop(self) -> None:
+        with self.wakeup:
+            self.stopping = True
+            for job in [*self.pending.values(), *([self.current] if self.current else [])]:
+                job.cancelled.set()
+            self.wakeup.notify()
+        if self.worker is not None:
+            self.worker.stop()
+        self.thread.join(timeout=5)
+
+    # -- the thread ------------------------------------------------------------------
+    def _emit(self, event: CompileEvent) -> None:
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.on_event, event)
+
+    def _next(self) -> CompileJob | None:
+        with self.wakeup:
+            while not self.pending and not self.stopping:
+                self.wakeup.wait()
+            if self.stopping:
+                return None
+            uri = next(iter(self.pending))
+            self.current = self.pending.pop(uri)
+            return self.current
+
+    def _worker_for(self, settings: Settings) -> WorkerClient:
+        if self.worker is None or self.worker_command != settings.worker:
+            if self.worker is not None:
+                self.worker.stop()
+            self.worker = WorkerClient(settings.worker)
+            self.worker_command = settings.worker
+        if not self.worker.running():
+            self._emit(CompileEvent("starting", "starting the TPU compiler worker"))
+            try:
+                hello = self.worker.start()
+                self._emit(CompileEvent("ready", f"worker ready (pid {hello.get('pid')}): jax {hello.get('jax')}, "
+                                                     f"libtpu {hello.get('libtpu')}"))
+            except Exception as error:     # reported, and the next job tries again
+                self._emit(CompileEvent("crashed", f"the worker did not start: {error}"))
+        return self.worker
+
+    def _run(self) -> None:
+        while (job := self._next()) is not None:
+            try:
+                self._run_job(job)
+            except Exception as error:     # never let one job end the thread
+                self._emit(CompileEvent("crashed", f"compile job failed: {error!r}"))
+            finally:
+                with self.wakeup:
+                    self.current = None
+
+    def _run_job(self, job: CompileJob) -> None:
+        worker = self._worker_for(job.settings)
+        if not job.examples:
+            return
+        cache = ResultCache(job.settings.cache_folder(), enabled=job.use_cache)
+        total = len(job.examples) * len(job.settings.targets)
+        results, done = [], 0
+        restarts = worker.restarts
+        for example in job.examples:
+            for target in job.settings.targets:
+                if job.cancelled.is_set() or self.stopping:
+                    return
+                announce = lambda: self._emit(CompileEvent(
+                    "compiling", f"{target}: {example.text}", done, total))
+                result, _ = run_example(example, target, job.settings, cache, worker, announce)
+                results.append((example, result))
+                done += 1
+                if result.error_kind == "no_compiler":
+                    self._emit(CompileEvent("no_compiler", result.error or "no TPU compiler"))
+        if worker.restarts != restarts:
+            self._emit(CompileEvent("crashed", f"the worker died or hung {worker.restarts - restarts} time(s) "
+                                               f"and was restarted"))
+        self._emit(CompileEvent("ready", f"compiled {total} example x target pair(s)", total, total))
+        if not job.cancelled.is_set():
+            self.loop.call_soon_threadsafe(self.on_result, job, results)

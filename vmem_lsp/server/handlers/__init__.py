@@ -1,0 +1,21 @@
+"""One module per LSP message; `register` wires them to the server."""
+from lsprotocol import types
+
+from . import (code_lens, did_change, did_change_configuration, did_close, did_open, did_save, hover,
+               initialize, initialized, inlay_hint, pull_diagnostic, shutdown)
+
+
+def register(server) -> None:
+    server.feature(types.INITIALIZE)(initialize.handle)
+    server.feature(types.INITIALIZED)(initialized.handle)
+    server.feature(types.SHUTDOWN)(shutdown.handle)
+    server.feature(types.TEXT_DOCUMENT_DID_OPEN)(did_open.handle)
+    server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(did_change.handle)
+    server.feature(types.TEXT_DOCUMENT_DID_SAVE)(did_save.handle)
+    server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(did_close.handle)
+    server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration.handle)
+    server.feature(types.TEXT_DOCUMENT_HOVER)(hover.handle)
+    server.feature(types.TEXT_DOCUMENT_INLAY_HINT)(inlay_hint.handle)
+    server.feature(types.TEXT_DOCUMENT_CODE_LENS)(code_lens.handle)
+    server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DiagnosticOptions(
+        identifier="vmem-lsp", inter_file_dependencies=True, workspace_diagnostics=False))(pull_diagnostic.handle)

@@ -1,0 +1,14 @@
+"""codeLens: the pallas_call totals, for clients that cannot show inlay hints."""
+from lsprotocol import types
+
+from ... import views
+from ..convert import to_range
+
+
+def handle(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
+    options = ls.session.options
+    if not options.code_lens or ls.client_supports("text_document", "inlay_hint"):
+        return []
+    path = ls.path_of(params.text_document.uri)
+    return [types.CodeLens(to_range(site.name_span), types.Command(views.total_hint(by_target), ""))
+            for site, by_target, _ in ls.session.all_budgets(path) if by_target]

@@ -1,0 +1,11 @@
+"""didSave: compile the file's examples; a newer save supersedes this one."""
+from lsprotocol import types
+
+
+async def handle(ls, params: types.DidSaveTextDocumentParams) -> None:
+    path = ls.path_of(params.text_document.uri)
+    if path not in ls.session.documents:
+        return
+    await ls.analyse_now(path)
+    if ls.session.options.compile_on_save:
+        ls.compile(path)

@@ -1,0 +1,71 @@
+"""The server's options: one typed object, from the editor's
+initializationOptions / settings (section "vmemLsp"), over the workspace's
+[tool.vmem-lsp] table, over the defaults."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..config import ConfigError, Settings, load_settings, parse_targets
+
+SECTION = "vmemLsp"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What an editor can set. None means: take it from pyproject.toml, else the default."""
+    targets: tuple[str, ...] | None = None   # chips to check against, e.g. ("v5e", "v6e")
+    worker: str | None = None                # worker command, e.g. "ssh tpu-vm vmem-lsp worker"
+    timeout: float | None = None             # seconds per example and target
+    headroom_warning: float = 0.10           # warn when a kernel fits with less than this share free
+    inlay_hints: bool = True                 # bytes after each BlockSpec, totals on pallas_call lines
+    code_lens: bool = True                   # the same as code lenses, for clients without inlay hints
+    compile_on_open: bool = True
+    compile_on_save: bool = True
+    debounce_ms: int = 300                   # quiet time after typing before the estimate
+    cache: bool = True                       # use the on-disk compile cache
+
+    def settings(self, path: str) -> Settings:
+        """The check settings for a file: its pyproject.toml, overridden by these options."""
+        try:
+            settings = load_settings(path)
+        except (ConfigError, OSError, ValueError):
+            settings = Settings()
+        changes = {k: v for k, v in (("targets", self.targets), ("worker", self.worker),
+                                     ("timeout", self.timeout)) if v is not None}
+        return dataclasses.replace(settings, **changes)
+
+
+CAMEL = {f.name: "".join(w.capitalize() if i else w for i, w in enumerate(f.name.split("_")))
+         for f in dataclasses.fields(Options)}
+
+
+def options_from(raw, base: Options = Options()) -> tuple[Options, list[str]]:
+    """Options updated from an editor's JSON (camelCase keys, optionally under
+    "vmemLsp"); returns the options and what was wrong with the input."""
+    if not isinstance(raw, dict):
+        return base, []
+    raw = raw.get(SECTION, raw) if isinstance(raw.get(SECTION), dict) else raw
+    changes, problems = {}, []
+    for name, key in CAMEL.items():
+        if key not in raw or raw[key] is None:
+            continue
+        try:
+            changes[name] = _coerce(name, raw[key])
+        except (ValueError, TypeError, ConfigError) as error:
+            problems.append(f"setting {key}: {error}")
+    return dataclasses.replace(base, **changes), problems
+
+
+def _coerce(name: str, value):
+    if name == "targets":
+        return parse_targets(value)
+    if name == "worker":
+        return str(value) or None
+    if name in ("timeout", "headroom_warning"):
+        return float(value)
+    if name == "debounce_ms":
+        return int(value)
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {value!r}")
+    return value

@@ -1,0 +1,155 @@
+"""The server's state: open documents, what compiles taught, and which
+diagnostics each file shows. Knows nothing of LSP messages."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..budget import KnownKernel
+from ..check import SourceFiles, directive_diagnostic
+from ..compile.protocol import ExampleResult
+from ..diagnostics import Diagnostic, is_suppressed
+from ..mapping import diagnostics_for
+from ..source.directives import Example, find_examples
+from ..source.locate import LocateResult, locate
+from ..source.model import KernelSite
+from .. import views
+from .options import Options
+
+
+@dataclass
+class Document:
+    path: str
+    version: int
+    text: str
+    located: LocateResult = field(default_factory=lambda: LocateResult(()))
+    examples: list[Example] = field(default_factory=list)
+    estimates: list[Diagnostic] = field(default_factory=list)    # the static tier, for `version`
+    analysed_version: int | None = None
+    verdict: list[Diagnostic] = field(default_factory=list)      # the compiler tier, for `compiled_version`
+    compiled_version: int | None = None
+    budgets: dict = field(default_factory=dict)                  # SiteKey -> {target: Budget}, as shown
+
+
+class Session:
+    def __init__(self, options: Options):
+        self.options = options
+        self.documents: dict[str, Document] = {}
+        self.known: dict = {}            # SiteKey -> KnownKernel, from the last compile of each site
+        self.contributions: dict = {}    # origin path -> {path: [Diagnostic]}: compiler diagnostics by file
+
+    # -- documents ----------------------------------------------------------------
+    def open(self, path: str, version: int, text: str) -> Document:
+        self.documents[path] = Document(path, version, text)
+        return self.documents[path]
+
+    def change(self, path: str, version: int, text: str) -> Document | None:
+        doc = self.documents.get(path)
+        if doc is not None:
+            doc.version, doc.text = version, text
+        return doc
+
+    def close(self, path: str) -> None:
+        self.documents.pop(path, None)
+
+    def overlay(self, path: str) -> str | None:
+        doc = self.documents.get(path)
+        return doc.text if doc else None
+
+    def settings(self, path: str):
+        return self.options.settings(path)
+
+    # -- the static tier ------------------------------------------------------------------
+    def analyse(self, path: str) -> Document | None:
+        """Locate sites and estimate budgets for the document as it is now.
+        Runs off the loop; never raises on any text."""
+        doc = self.documents.get(path)
+        if doc is None:
+            return None
+        version, text = doc.version, doc.text
+        located = locate(text, path)
+        examples, errors = find_examples(text, path)
+        settings = self.settings(path)
+        estimates = [directive_diagnostic(e) for e in errors]
+        shown = {}
+        keys = views.site_keys(located.sites)
+        for site, key in zip(located.sites, keys):
+            known = self.known.get(key)
+            if known is None:
+                continue
+            found, by_target = views.estimated_diagnostics(site, key, known, settings.targets,
+                                                           self.options.headroom_warning)
+            estimates.extend(found)
+            shown[key] = by_target
+        if doc.version == version:       # an edit may have come in meanwhile: keep the newer
+            doc.located, doc.examples, doc.estimates = located, examples, estimates
+            doc.analysed_version = version
+            if doc.compiled_version != version:
+                doc.budgets = shown
+        return doc
+
+    # -- the compiler tier ------------------------------------------------------------------
+    def accept_compile(self, path: str, version: int, results: list[tuple[Example, ExampleResult]]
+                       ) -> set[str] | None:
+        """Take a compile of `path` at `version`. Returns the paths whose
+        diagnostics changed, or None when the document moved on (stale)."""
+        sources = SourceFiles(self.overlay)
+        learned = views.learn([r for _, r in results], sources.sites_of)
+        self.known.update(learned.known)
+        doc = self.documents.get(path)
+        if doc is None or doc.version != version:
+            return None
+        by_path: dict[str, list[Diagnostic]] = {}
+        for example, result in results:
+            for d in diagnostics_for(example, result, sources.sites_of):
+                by_path.setdefault(d.path, []).append(d)
+        for key, by_target in learned.budgets.items():
+            site = learned.sites[key]
+            for b in by_target.values():
+                if b.fits and b.headroom() < self.options.headroom_warning:
+                    by_path.setdefault(site.path, []).append(views.headroom_warning(site, b, estimated=False))
+        by_path = {p: sorted(set(ds), key=Diagnostic.sort_key) for p, ds in by_path.items()}
+        old = self.contributions.get(path, {})
+        self.contributions[path] = {p: ds for p, ds in by_path.items() if p != path}
+        doc.verdict = by_path.get(path, [])
+        doc.compiled_version = version
+        doc.budgets = {k: v for k, v in learned.budgets.items() if k[0] == path}
+        return {path, *old, *by_path}
+
+    # -- what a file shows ------------------------------------------------------------------
+    def diagnostics(self, path: str) -> list[Diagnostic]:
+        doc = self.documents.get(path)
+        own: list[Diagnostic] = []
+        if doc is not None:
+            own = doc.verdict if doc.compiled_version == doc.version else doc.estimates
+        others = [d for origin, by_path in self.contributions.items() if origin != path
+                  for d in by_path.get(path, [])]
+        lines = (doc.text if doc else _read(path)).splitlines()
+        line = lambda n: lines[n - 1] if 0 < n <= len(lines) else ""
+        return [d for d in [*own, *others] if not is_suppressed(d, line(d.span.start_line))]
+
+    def site_budgets(self, path: str, line: int) -> tuple[KernelSite | None, dict, KnownKernel | None]:
+        """The site at `line` and its budgets per target, as currently shown."""
+        doc = self.documents.get(path)
+        if doc is None:
+            return None, {}, None
+        site = views.site_at(doc.located.sites, line)
+        if site is None:
+            return None, {}, None
+        key = views.key_of(site, doc.located.sites)
+        return site, doc.budgets.get(key, {}), self.known.get(key)
+
+    def all_budgets(self, path: str):
+        doc = self.documents.get(path)
+        if doc is None:
+            return []
+        keys = views.site_keys(doc.located.sites)
+        return [(site, doc.budgets.get(key, {}), self.known.get(key)) for site, key in zip(doc.located.sites, keys)]
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return ""

@@ -1,0 +1,196 @@
+"""What an editor shows, as plain data: estimates while typing, budgets per
+site, hover tables and hint texts. No LSP types here; the server converts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import budget as budgets
+from .budget import Budget, KnownKernel, Part
+from .chips import chip
+from .compile.protocol import ExampleResult
+from .diagnostics import Diagnostic, Related
+from .mapping import SitesOf, _at_origin, kernel_site
+from .report.parse import format_size, parse_report
+from .source.model import BlockSpecSite, KernelSite, Span
+
+SiteKey = tuple  # (path, enclosing function, ordinal of the site within that function)
+
+
+def site_keys(sites: tuple[KernelSite, ...]) -> list[SiteKey]:
+    """Keys that survive edits elsewhere in the file: lines move, the function
+    and the order of sites within it do not."""
+    seen: dict = {}
+    keys = []
+    for site in sites:
+        ordinal = seen.get(site.function, 0)
+        seen[site.function] = ordinal + 1
+        keys.append((site.path, site.function, ordinal))
+    return keys
+
+
+def key_of(site: KernelSite, sites: tuple[KernelSite, ...]) -> SiteKey:
+    return site_keys(sites)[sites.index(site)]
+
+
+@dataclass
+class Learned:
+    """What one compile taught, per site."""
+    known: dict          # SiteKey -> KnownKernel
+    budgets: dict        # SiteKey -> {target: Budget}
+    sites: dict          # SiteKey -> KernelSite (as located when compiled)
+
+
+def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
+    learned = Learned({}, {}, {})
+    for result in results:
+        for call in result.calls:
+            site = kernel_site(call, sites_of)
+            if site is None:
+                continue
+            key = key_of(site, sites_of(site.path).sites)
+            report = None if call.fits else parse_report(call.compiler_text or "")
+            compiled = budgets.from_compile(call, report, result.target)
+            learned.budgets.setdefault(key, {})[result.target] = compiled
+            learned.sites[key] = site
+            previous = learned.known.get(key)
+            internal = dict(previous.internal) if previous else {}
+            internal.update({result.target: p.bytes for p in compiled.parts if p.kind == "internal"})
+            learned.known[key] = KnownKernel(call, spec_ordinals(call, site, sites_of), internal)
+    return learned
+
+
+def spec_ordinals(call, site: KernelSite, sites_of: SitesOf) -> dict:
+    """(role, index) -> position of the BlockSpec that made it in the site's spec tuple."""
+    ordinals = {}
+    for op in call.operands:
+        if op.role == "prefetch":
+            continue
+        specs = site.in_specs if op.role == "in" else site.out_specs
+        found = _at_origin(specs, op.origin) if op.origin and op.origin.file == site.path else None
+        if found is None:
+            found = next((s for s in specs if s.index == op.index), None)
+        if found is not None:
+            ordinals[(op.role, op.index)] = specs.index(found)
+    return ordinals
+
+
+# ---- the static tier ----------------------------------------------------------------
+
+def part_span(part: Part, site: KernelSite, known: KnownKernel | None) -> Span:
+    """Where an estimated part is marked: its BlockSpec's block shape, its
+    scratch entry, or the pallas_call."""
+    if part.kind in ("input_window", "output_window") and known is not None:
+        role = "in" if part.kind == "input_window" else "out"
+        ordinal = known.spec_ordinals.get((role, part.index))
+        specs = site.in_specs if role == "in" else site.out_specs
+        if ordinal is not None and ordinal < len(specs):
+            return (specs[ordinal].block_shape or specs[ordinal]).span
+    if part.kind == "scratch":
+        entry = next((s for s in site.scratch if s.index == part.index), None)
+        if entry is not None:
+            return entry.span
+    return site.name_span
+
+
+def needs_text(b: Budget, estimated: bool) -> str:
+    scope = "scoped " if b.limit_kind == "scoped" else ""
+    approx = "~" if estimated else ""
+    return f"kernel needs {approx}{format_size(b.total)} of {format_size(b.limit)} {scope}VMEM on {b.chip.label}"
+
+
+def estimated_diagnostics(site: KernelSite, key: SiteKey, known: KnownKernel, targets, headroom: float
+                          ) -> tuple[list[Diagnostic], dict]:
+    """Estimates for one site as written now: errors where it would not fit,
+    a warning where it fits with less than `headroom` free."""
+    found, by_target = [], {}
+    for target in targets:
+        b = budgets.estimate(site, known, target)
+        by_target[target] = b
+        need = needs_text(b, estimated=True)
+        if not b.fits:
+            over = format_size(b.total - b.limit)
+            for part in b.parts:
+                if part.kind == "internal":
+                    continue
+                how = {1: ", single buffered", 2: ", double buffered"}.get(part.buffers, "")
+                found.append(Diagnostic(site.path, part_span(part, site, known), "error", "VMEM001",
+                                        f"{part.label} ~ {format_size(part.bytes)}{how}; {need} (over by ~{over}; "
+                                        f"layout model estimate, save to compile)",
+                                        target, "model", facts={"estimated": True, "size": part.bytes}))
+            found.append(Diagnostic(site.path, site.name_span, "error", "VMEM002",
+                                    f"{need} (over by ~{over}; layout model estimate, save to compile)",
+                                    target, "model", facts={"estimated": True, "total": b.total}))
+        elif b.headroom() < headroom:
+            found.append(headroom_warning(site, b, estimated=True))
+    return found, by_target
+
+
+def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic:
+    free = max(b.headroom(), 0.0)
+    return Diagnostic(site.path, site.name_span, "warning", "VMEM005",
+                      f"fits on {b.chip.label} with {free:.0%} to spare: {needs_text(b, True)} "
+                      f"(layout model estimate{', save to compile' if estimated else ''})",
+                      b.target, "model", facts={"estimated": True, "total": b.total, "limit": b.limit})
+
+
+# ---- hover and hints ---------------------------------------------------------------
+
+def bar(share: float, width: int = 20) -> str:
+    filled = max(0, min(width, round(share * width)))
+    return "█" * filled + "░" * (width - filled)
+
+
+def hover_markdown(site: KernelSite, by_target: dict) -> str:
+    """The kernel's VMEM budget per target, as a small markdown table each."""
+    if not by_target:
+        return (f"**pallas_call** `{site.function or '<module>'}`: no VMEM figures yet. Add a "
+                f"`# vmem: f(f32[...])` example and save to compile it.")
+    sections = []
+    for target, b in by_target.items():
+        source = "compiler" if b.source == "compiler" else "layout model estimate"
+        verdict = "fits" if b.fits else "**does not fit**"
+        rows = ["| part | bytes | buffers | share |", "| --- | ---: | ---: | --- |"]
+        for part in b.parts:
+            star = "~" if part.estimated else ""
+            rows.append(f"| {part.label} | {star}{format_size(part.bytes)} | {part.buffers or ''} | "
+                        f"`{bar(part.bytes / b.limit if b.limit else 0)}` |")
+        scope = "scoped limit" if b.limit_kind == "scoped" else "capacity"
+        rows.append(f"| **total** | **{format_size(b.total)}** | | `{bar(b.total / b.limit if b.limit else 0)}` "
+                    f"{b.total / b.limit:.0%} of {scope} |")
+        sections.append(f"**{b.chip.label}**: {verdict}, {format_size(b.total)} of {format_size(b.limit)} "
+                        f"{scope} ({format_size(b.capacity)} physical); {source}\n\n" + "\n".join(rows))
+    return "\n\n".join(sections)
+
+
+def part_hint(part: Part) -> str:
+    return f"{format_size(part.bytes)} x{part.buffers or 1}"
+
+
+def total_hint(by_target: dict) -> str:
+    pieces = []
+    for target, b in by_target.items():
+        mark = "ok" if b.fits else "over"
+        approx = "~" if b.source == "model" else ""
+        pieces.append(f"{target} {approx}{format_size(b.total)}/{format_size(b.limit)} {mark}")
+    return "VMEM " + " | ".join(pieces)
+
+
+def spec_hints(site: KernelSite, known: KnownKernel | None, b: Budget) -> list[tuple[Span, str]]:
+    """(where, text) after each BlockSpec and scratch entry that has a figure."""
+    hints = []
+    for part in b.parts:
+        if part.kind == "internal":
+            continue
+        span = part_span(part, site, known)
+        if span != site.name_span:
+            hints.append((span, part_hint(part)))
+    return hints
+
+
+def site_at(sites: tuple[KernelSite, ...], line: int) -> KernelSite | None:
+    """The site whose pallas_call, BlockSpecs or scratch cover `line` (1-based)."""
+    for site in sites:
+        parts = [site.span, *(s.span for s in (*site.in_specs, *site.out_specs)), *(s.span for s in site.scratch)]
+        if any(span.contains_line(line) for span in parts):
+            return site
+    return None
