@@ -157,3 +157,38 @@ async def test_settings_choose_targets_and_the_worker_leaves_no_process(tmp_path
                                what="worker ready log")
     pid = int(ready[0].split("pid ")[1].split(")")[0])
     await wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=10, what="the worker to exit")
+
+
+async def test_library_kernel_diagnostics_are_published_to_the_library_file_and_cleared(tmp_path):
+    import jax.experimental.pallas.ops.tpu.flash_attention as flash
+    from conftest import KERNELS
+    work = tmp_path
+    (work / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e"]\ncache-dir = ".cache"\n')
+    shutil.copy(KERNELS / "flash_user.py", work / "flash_user.py")
+    library = types.TextDocumentIdentifier(f"file://{flash.__file__}").uri
+    async with running_server(work) as client:
+        editor = Editor(client, work / "flash_user.py")
+        editor.open()
+        found = await wait_for(lambda: client.diagnostics.get(library), what="diagnostics in flash_attention.py")
+        assert any(d.code == "VMEM001" for d in found)
+        assert any(d.code == "VMEM004" for d in await wait_for(editor.diagnostics, what="the directive's diagnostic"))
+        editor.change(editor.text.replace("=4096", "=512"))
+        editor.save()
+        await wait_for(lambda: not client.diagnostics.get(library) and not editor.diagnostics(),
+                       what="library diagnostics cleared once the example fits")
+
+
+async def test_a_crashing_example_is_reported_once_and_the_worker_restarted(tmp_path):
+    work = project(tmp_path, "copy_whole.py")
+    (work / "crash.py").write_text("import ctypes\n\n# vmem: boom(f32[8, 128])\n\n\ndef boom(x):\n"
+                                   "    ctypes.string_at(0)\n")
+    async with running_server(work) as client:
+        crash = Editor(client, work / "crash.py")
+        crash.open()
+        [d] = await wait_for(crash.diagnostics, what="the crash diagnostic")
+        assert d.code == "VMEM010" and "killed by signal 11" in d.message and d.range.start.line == 2
+        await wait_for(lambda: [m for m in client.messages if "restarted" in m.message], what="one crash message")
+        good = Editor(client, work / "copy_whole.py")
+        good.open()
+        await wait_for(lambda: compiler_tier(good.diagnostics()), what="a compile after the restart")
+        assert len([m for m in client.messages if "restarted" in m.message]) == 1

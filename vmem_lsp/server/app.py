@@ -131,7 +131,7 @@ class VmemServer(LanguageServer):
                 refresh = True
                 continue
             diagnostics = self.session.diagnostics(path)
-            if not diagnostics and path not in self.published:
+            if not diagnostics and path not in self.published and path not in self.session.documents:
                 continue
             doc = self.session.documents.get(path)
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
