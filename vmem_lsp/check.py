@@ -26,6 +26,7 @@ class CheckOutcome:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     files: int = 0
     examples: int = 0
+    results: list = field(default_factory=list)   # (example, target, ExampleResult)
     compiles: int = 0           # example x target pairs sent to the worker
     cache_hits: int = 0
     seconds: float = 0.0
@@ -125,6 +126,17 @@ def run_example(example: Example, target: str, settings: Settings, cache: Result
     return result, False
 
 
+def cached_runner(cache: ResultCache, worker: WorkerClient, timeout: float):
+    """worker.check through the cache: traces and verifying compiles of fixes repeat."""
+    def run(request: CheckRequest) -> ExampleResult:
+        result = cache.get(request)
+        if result is None:
+            result = worker.check(request, timeout)
+            cache.put(request, result)
+        return result
+    return run
+
+
 def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
           progress: Progress | None = None, worker: WorkerClient | None = None) -> CheckOutcome:
     started = time.perf_counter()
@@ -147,6 +159,7 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
                     f"[{done}/{total}] {target} {os.path.relpath(example.path)}:{example.line} {example.text}"))
                 result, cached = run_example(example, target, settings, cache, worker, announce or None)
                 outcome.cache_hits += cached
+                outcome.results.append((example, target, result))
                 outcome.compiles += not cached
                 outcome.diagnostics.extend(diagnostics_for(example, result, sources.sites_of))
     finally:

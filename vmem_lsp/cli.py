@@ -24,6 +24,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, help="seconds allowed per example and target")
     check.add_argument("--worker", help="the worker command (default: this Python, -m vmem_lsp worker)")
     check.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    fixing = check.add_mutually_exclusive_group()
+    fixing.add_argument("--fix", action="store_true",
+                        help="apply the best compiler-verified fix for each overflowing example, then check again")
+    fixing.add_argument("--diff", action="store_true",
+                        help="print the fixes --fix would apply as a unified diff; change nothing")
     commands.add_parser("worker", help="run a compile worker on stdin/stdout (JSON lines)")
     commands.add_parser("serve", help="run the language server on stdin/stdout")
     return parser
@@ -57,8 +62,19 @@ def run_check(args) -> int:
     except ConfigError as error:
         print(f"vmem-lsp: {error}", file=sys.stderr)
         return EXIT_ERROR
+    from .compile.client import WorkerClient
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
-    outcome = check(args.paths, settings, use_cache=not args.no_cache, progress=progress)
+    worker = WorkerClient(settings.worker)
+    try:
+        outcome = check(args.paths, settings, use_cache=not args.no_cache, progress=progress, worker=worker)
+        if args.fix or args.diff:
+            changed = fix_files(outcome, settings, worker, use_cache=not args.no_cache, write=args.fix)
+            if args.diff:
+                return EXIT_FOUND if changed else EXIT_OK
+            if changed:
+                outcome = check(args.paths, settings, use_cache=not args.no_cache, progress=progress, worker=worker)
+    finally:
+        worker.stop()
     errors = sum(d.severity == "error" for d in outcome.diagnostics)
     summary = (f"{errors} error{'s' * (errors != 1)} in {outcome.examples} example"
                f"{'s' * (outcome.examples != 1)} on {', '.join(settings.targets)} "
@@ -70,6 +86,39 @@ def run_check(args) -> int:
     else:
         sys.stdout.write(rendered)
     return exit_code(outcome)
+
+
+def fix_files(outcome, settings, worker, use_cache: bool, write: bool) -> int:
+    """Find fixes for the overflowing examples; write them (--fix) or print
+    them as a diff (--diff). Returns how many files change."""
+    from .check import SourceFiles, cached_runner
+    from .compile.cache import ResultCache
+    from .fixes.edits import apply_edits
+    from .fixes.plan import plan, unified_diff
+    from .mapping import display_path
+    sources = SourceFiles()
+    run = cached_runner(ResultCache(settings.cache_folder(), enabled=use_cache), worker, settings.timeout)
+    edits_by_path: dict = {}
+    for example, fixes in plan(outcome.results, settings.targets, sources.text, run, sources.sites_of):
+        where = f"{display_path(example.path)}:{example.line}"
+        best = next((f for f in fixes if f.verified), None)
+        if best is None:
+            print(f"{where}: no compiler-verified fix found"
+                  + (f" ({len(fixes)} estimated: {fixes[0].title})" if fixes else ""), file=sys.stderr)
+            continue
+        print(f"{where}: {'fixed' if write else 'would fix'}: {best.title} [{best.compiles} compiles]",
+              file=sys.stderr)
+        for edit in best.edits:
+            edits_by_path.setdefault(edit.path, []).append(edit)
+    for path, edits in sorted(edits_by_path.items()):
+        before = sources.text(path)
+        after = apply_edits(before, edits)
+        if write:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(after)
+        else:
+            sys.stdout.write(unified_diff(path, before, after, display_path(path)))
+    return len(edits_by_path)
 
 
 def main(argv: list[str] | None = None) -> int:

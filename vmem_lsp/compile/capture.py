@@ -325,19 +325,21 @@ def kernel_name(eqn) -> str:
     return eqn.params.get("name") or getattr(debug, "func_name", None) or "pallas_call"
 
 
-def capture_calls(call_text: str, namespace: dict, target: str) -> list[CapturedCall]:
+def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = True) -> list[CapturedCall]:
+    """Every pallas_call the example reaches, described, and compiled alone
+    unless `compile` is false (a trace is enough to see block shapes)."""
     device = target_device(target)
     PROVENANCE.clear()
     calls = []
     for eqn in trace_example(call_text, namespace, target):
         invoke_origin = traceback_origin(eqn.source_info.traceback)
         provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
-        fits, text, seconds = compile_alone(eqn, device)
+        fits, text, seconds = compile_alone(eqn, device) if compile else (True, None, 0.0)
         calls.append(CapturedCall(
             name=kernel_name(eqn),
             call_origin=provenance.call_origin if provenance else invoke_origin,
             invoke_origin=invoke_origin,
-            fits=fits, compiler_text=text, compile_seconds=round(seconds, 3),
+            fits=fits, compiler_text=text, compile_seconds=round(seconds, 3), compiled=compile,
             **describe(eqn, provenance),
         ))
     return calls

@@ -27,6 +27,8 @@ class CheckRequest:
     path: str | None = None          # the file holding the example
     module: str | None = None        # or a dotted module (pyproject examples)
     root: str | None = None          # put on sys.path first (the project root)
+    source: str | None = None        # run this text as the file at `path` (verifying a fix)
+    compile: bool = True             # False: trace only, to read block shapes
 
 
 class WorkerError(Exception):

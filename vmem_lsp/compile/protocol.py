@@ -58,6 +58,7 @@ class CapturedCall:
     fits: bool
     compiler_text: str | None       # the compiler's error text, verbatim
     compile_seconds: float
+    compiled: bool = True           # False: traced only, `fits` says nothing
 
 
 @dataclass(frozen=True)

@@ -70,21 +70,28 @@ class Worker:
                 del sys.modules[name]
         sys.path[:] = self.base_path
 
-    def load_module(self, path: str | None, module: str | None, root: str | None):
+    def load_module(self, path: str | None, module: str | None, root: str | None, source: str | None = None):
+        """Import the example's module; with `source`, run that text as the
+        file at `path` instead of what is on disk (to verify a fix)."""
         if root:
             sys.path.insert(0, root)
         if module:
             return importlib.import_module(module)
         directory, name = module_name_for(path)
         sys.path.insert(0, directory)
-        if "." in name:
+        if "." in name and source is None:
             return importlib.import_module(name)
-        if name in sys.modules:             # a user file named like a loaded module (copy.py)
+        if "." in name:
+            importlib.import_module(name.rpartition(".")[0])
+        elif name in sys.modules:           # a user file named like a loaded module (copy.py)
             name = f"__vmem_example_{name}"
         spec = importlib.util.spec_from_file_location(name, path)
         loaded = importlib.util.module_from_spec(spec)
         sys.modules[name] = loaded
-        spec.loader.exec_module(loaded)
+        if source is None:
+            spec.loader.exec_module(loaded)
+        else:
+            exec(compile(source, path, "exec"), vars(loaded))
         return loaded
 
     def user_deps(self, extra: list[str]) -> dict[str, str]:
@@ -105,15 +112,19 @@ class Worker:
             return ExampleResult(target, None, error=f"no TPU compiler for {target}: {error}",
                                  error_kind="no_compiler")
         kind = device.device_kind
+        source = params.get("source")
         try:
-            namespace = vars(self.load_module(path, module, params.get("root")))
+            namespace = vars(self.load_module(path, module, params.get("root"), source))
         except BaseException as error:
             return self.failure(target, kind, "import", "importing the module failed", error, path)
         try:
-            calls = self.capture.capture_calls(params["example"], namespace, target)
+            calls = self.capture.capture_calls(params["example"], namespace, target,
+                                               compile=params.get("compile", True))
         except BaseException as error:
             return self.failure(target, kind, "raised", "the example raised", error, path)
         deps = self.user_deps([os.path.abspath(path)] if path else [])
+        if source is not None:              # the text was sent, not read: the disk says nothing of it
+            deps.pop(os.path.abspath(path), None)
         if not calls:
             return ExampleResult(target, kind, error="the example reaches no pallas_call",
                                  error_kind="no_kernel", deps=deps)

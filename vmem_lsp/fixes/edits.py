@@ -1,0 +1,63 @@
+"""Text edits: the only way a fix touches a file. An edit replaces exactly the
+tokens it changes, so formatting and comments stay byte for byte."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..source.model import Span
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    path: str
+    span: Span          # lines 1-based, columns 0-based, end exclusive
+    new_text: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    kind: str                       # "shrink" | "grid" | "raise_limit" | "single_buffer"
+    title: str
+    edits: tuple[TextEdit, ...]
+    verified: bool                  # compiled on every target, and it fits
+    estimated_total: dict           # target -> bytes the layout model expects after the fix
+    compiles: int = 0               # compiles spent finding and verifying it
+
+
+def offset(text: str, line: int, col: int) -> int:
+    """The string index of (line, col) in text."""
+    index = 0
+    for _ in range(line - 1):
+        index = text.index("\n", index) + 1
+    return index + col
+
+
+def apply_edits(text: str, edits: list[TextEdit]) -> str:
+    """`text` with non-overlapping edits applied (from the end, so spans stay valid)."""
+    ordered = sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col), reverse=True)
+    for edit in ordered:
+        start = offset(text, edit.span.start_line, edit.span.start_col)
+        end = offset(text, edit.span.end_line, edit.span.end_col)
+        text = text[:start] + edit.new_text + text[end:]
+    return text
+
+
+def position(text: str, index: int) -> tuple[int, int]:
+    """(line, col) of a string index: the inverse of `offset`."""
+    line = text.count("\n", 0, index) + 1
+    return line, index - (text.rfind("\n", 0, index) + 1)
+
+
+def inverse_edits(text: str, edits: list[TextEdit]) -> list[TextEdit]:
+    """The edits that undo `edits` once applied to `text` (an editor's undo)."""
+    after = apply_edits(text, edits)
+    undo, shift = [], 0
+    for edit in sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col)):
+        start = offset(text, edit.span.start_line, edit.span.start_col)
+        end = offset(text, edit.span.end_line, edit.span.end_col)
+        new_start = start + shift
+        new_end = new_start + len(edit.new_text)
+        shift += len(edit.new_text) - (end - start)
+        undo.append(TextEdit(edit.path, Span(*position(after, new_start), *position(after, new_end)),
+                             text[start:end]))
+    return undo

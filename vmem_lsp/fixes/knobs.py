@@ -1,0 +1,99 @@
+"""Knobs: the integer literals a fix may change to resize blocks, found where
+the value lives: a keyword of the `# vmem:` example (also nested, such as
+`BlockSizes(block_q=...)`), a default argument of the example's function, or
+a module constant. Which knob moves which block is learned by tracing."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ..source.directives import Example, is_shape_literal
+from ..source.model import Span
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str           # "bm", "block_sizes.block_q", "BLOCK_ROWS"
+    where: str          # "example" | "default" | "constant"
+    path: str           # the file the literal is written in
+    span: Span          # the literal's token
+    value: int
+
+
+def _int(node) -> int | None:
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+
+def example_knobs(example: Example) -> list[Knob]:
+    """Integer arguments of the example call, at any depth, except shape dims."""
+    if example.module is not None:
+        return []           # pyproject examples: edited in the source, not the table
+    text = example.text
+    lead = len(text) - len(text.lstrip())
+    try:
+        call = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return []
+    base_col = example.span.start_col + lead
+    knobs: list[Knob] = []
+
+    def visit(node, prefix: str):
+        if not isinstance(node, ast.Call):
+            return
+        named = [(f"arg{i}", a) for i, a in enumerate(node.args)] + [(k.arg, k.value) for k in node.keywords if k.arg]
+        for name, value in named:
+            full = f"{prefix}{name}"
+            if (number := _int(value)) is not None and number > 0:
+                span = Span(example.line, base_col + value.col_offset, example.line, base_col + value.end_col_offset)
+                knobs.append(Knob(full, "example", example.path, span, number))
+            elif isinstance(value, ast.Call) and not is_shape_literal(value):
+                visit(value, f"{full}.")
+
+    visit(call, "")
+    return knobs
+
+
+def callee_name(example: Example) -> str | None:
+    try:
+        func = ast.parse(example.text.strip(), mode="eval").body.func
+    except (SyntaxError, AttributeError):
+        return None
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def default_knobs(example: Example, source: str) -> list[Knob]:
+    """Integer defaults of the example's function, when the example leaves them."""
+    name = callee_name(example)
+    passed = {k.name.split(".")[0] for k in example_knobs(example)}
+    try:
+        module = ast.parse(source)
+    except SyntaxError:
+        return []
+    for node in module.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            args = node.args
+            positional = args.posonlyargs + args.args
+            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+            return [Knob(a.arg, "default", example.path, _span(d), _int(d)) for a, d in pairs
+                    if _int(d) and a.arg not in passed]
+    return []
+
+
+def constant_knobs(path: str, source: str) -> list[Knob]:
+    """Module-level `NAME = <int>` that the module uses elsewhere."""
+    try:
+        module = ast.parse(source)
+    except SyntaxError:
+        return []
+    knobs = []
+    for node in module.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and (value := _int(node.value)) is not None and value >= 8
+                and source.count(node.targets[0].id) > 1):
+            knobs.append(Knob(node.targets[0].id, "constant", path, _span(node.value), value))
+    return knobs
+
+
+def _span(node) -> Span:
+    return Span(node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)

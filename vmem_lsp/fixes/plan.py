@@ -1,0 +1,44 @@
+"""From a check's results to fixes: one Problem per overflowing example."""
+from __future__ import annotations
+
+import difflib
+
+from ..mapping import SitesOf
+from .edits import Fix, apply_edits
+from .search import Problem, Runner, find_fixes
+
+
+def overflowing(results) -> dict:
+    """example -> {target: result} for the examples with a kernel that does not fit."""
+    by_example: dict = {}
+    for example, target, result in results:
+        by_example.setdefault(example, {})[target] = result
+    return {ex: per for ex, per in by_example.items()
+            if any(not c.fits for r in per.values() for c in r.calls)
+            and all(not r.error for r in per.values())}
+
+
+def plan(results, targets, text_of, run: Runner, sites_of: SitesOf, max_compiles: int = 8) -> list[tuple]:
+    """[(example, [Fix, ...])] for every overflowing example, fixes best first."""
+    planned = []
+    for example, per_target in overflowing(results).items():
+        source = text_of(example.path)
+        if source is None or example.module is not None:
+            continue
+        problem = Problem(example, source, tuple(t for t in targets if t in per_target), per_target,
+                          run, sites_of, max_compiles=max_compiles)
+        planned.append((example, find_fixes(problem)))
+    return planned
+
+
+def apply_fix(texts: dict, fix: Fix) -> dict:
+    """New texts of the files a fix touches, given their current texts."""
+    changed = {}
+    for path in {e.path for e in fix.edits}:
+        changed[path] = apply_edits(texts[path], [e for e in fix.edits if e.path == path])
+    return changed
+
+
+def unified_diff(path: str, before: str, after: str, label: str) -> str:
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                        fromfile=f"a/{label}", tofile=f"b/{label}"))

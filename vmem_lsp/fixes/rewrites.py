@@ -1,0 +1,158 @@
+"""The source rewrites behind the fixes, as minimal text edits at positions
+the locator found: introduce a grid, set vmem_limit_bytes, single-buffer a
+window. Each returns None (or nothing) when the code is not in a shape it can
+rewrite safely."""
+from __future__ import annotations
+
+import ast
+import re
+
+from ..chips import MiB
+from ..compile.protocol import CapturedCall
+from ..mapping import _at_origin
+from ..source.model import BlockSpecSite, Expr, KernelSite, Span
+from .edits import TextEdit, offset, position
+
+TPU_ALIAS = re.compile(r"^\s*(?:from\s+jax\.experimental\.pallas\s+import\s+tpu\s+as\s+(\w+)"
+                       r"|import\s+jax\.experimental\.pallas\.tpu\s+as\s+(\w+))", re.M)
+TPU_IMPORT = "from jax.experimental.pallas import tpu as pltpu\n"
+PALLAS_ALIAS = re.compile(r"^\s*(?:from\s+jax\.experimental\s+import\s+pallas\s+as\s+(\w+)"
+                          r"|import\s+jax\.experimental\.pallas\s+as\s+(\w+))", re.M)
+KEYWORDS = ("in_specs=", "out_specs=", "grid_spec=", "out_shape=")
+
+
+def _node(expr: Expr) -> ast.AST | None:
+    try:
+        return ast.parse(expr.text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _span_in(expr: Expr, node: ast.AST) -> Span:
+    """A node's span in the file, from its position inside `expr.text`."""
+    lead = len(expr.text) - len(expr.text.lstrip())
+    def at(line, col):
+        return (expr.span.start_line + line - 1, col + (expr.span.start_col + lead if line == 1 else 0))
+    return Span(*at(node.lineno, node.col_offset), *at(node.end_lineno, node.end_col_offset))
+
+
+def _keyword_anchor(site: KernelSite, source: str) -> tuple[int, int, str] | None:
+    """Where to insert a new keyword argument of the pallas_call: before its
+    first in_specs=/out_specs=/... keyword; with the text to put after it."""
+    start = offset(source, site.span.start_line, site.span.start_col)
+    end = offset(source, site.span.end_line, site.span.end_col)
+    body = source[start:end]
+    hits = [body.find(k) for k in KEYWORDS if body.find(k) >= 0]
+    if not hits:
+        return None
+    index = start + min(hits)
+    line, col = position(source, index)
+    line_text = source.splitlines()[line - 1]
+    starts_line = not line_text[:col].strip()
+    return line, col, ("\n" + line_text[:col]) if starts_line else " "
+
+
+def introduce_grid(site: KernelSite, call: CapturedCall, source: str, most: int = 6):
+    """For a single-step kernel whose windows are whole arrays: blocks of R
+    rows, a grid over them, and index maps that follow it. Yields (R, edits)."""
+    specs = (*site.in_specs, *site.out_specs)
+    if site.grid is not None or site.grid_spec is not None or not specs or call.grid:
+        return
+    windows = [op for op in call.operands if op.role != "prefetch"]
+    if any(op.block_shape != op.full_shape or len(op.full_shape) < 2 for op in windows):
+        return
+    rows_total = {op.full_shape[0] for op in windows}
+    if len(rows_total) != 1:
+        return
+    [full] = rows_total
+    firsts, maps = [], []
+    for spec in specs:
+        shape = spec.block_shape and _node(spec.block_shape)
+        index_map = spec.index_map and _node(spec.index_map)
+        if not (isinstance(shape, ast.Tuple) and len(shape.elts) >= 2 and isinstance(index_map, ast.Lambda)
+                and not index_map.args.args and isinstance(index_map.body, ast.Tuple)):
+            return
+        firsts.append((spec, shape.elts[0]))
+        maps.append((spec, index_map))
+    dim_texts = {ast.unparse(e) for _, e in firsts}
+    anchor = _keyword_anchor(site, source)
+    if len(dim_texts) != 1 or anchor is None:
+        return
+    [dim] = dim_texts
+    line, col, after = anchor
+    rows, found = full // 2, 0
+    while rows >= 8 and found < most:
+        if full % rows == 0 and rows % 8 == 0:
+            edits = [TextEdit(site.path, _span_in(spec.block_shape, e), str(rows)) for spec, e in firsts]
+            for spec, index_map in maps:
+                rest = [ast.unparse(x) for x in index_map.body.elts[1:]]
+                edits.append(TextEdit(site.path, spec.index_map.span, f"lambda i: ({', '.join(['i', *rest])})"))
+            grid = f"{dim} // {rows}" if not dim.isdigit() else str(int(dim) // rows)
+            edits.append(TextEdit(site.path, Span(line, col, line, col), f"grid=({grid},),{after}"))
+            found += 1
+            yield rows, edits
+        rows //= 2
+
+
+def set_vmem_limit(site: KernelSite, source: str, limit: int) -> list[TextEdit] | None:
+    value = f"{limit // MiB} * 1024 * 1024"
+    if site.vmem_limit_bytes is not None:
+        return [TextEdit(site.path, site.vmem_limit_bytes.span, value)]
+    params = site.compiler_params
+    if params is not None:
+        node = _node(params)
+        if not isinstance(node, ast.Call):
+            return None
+        opening = offset(source, params.span.start_line, params.span.start_col) + params.text.index("(") + 1
+        line, col = position(source, opening)
+        separator = ", " if (node.args or node.keywords) else ""
+        return [TextEdit(site.path, Span(line, col, line, col), f"vmem_limit_bytes={value}{separator}")]
+    anchor = _keyword_anchor(site, source)
+    if anchor is None:
+        return None
+    line, col, after = anchor
+    match = TPU_ALIAS.search(source)
+    alias = (match[1] or match[2]) if match else "pltpu"
+    edits = [TextEdit(site.path, Span(line, col, line, col),
+                      f"compiler_params={alias}.CompilerParams(vmem_limit_bytes={value}),{after}")]
+    if match is None:
+        edits.append(TextEdit(site.path, Span(*_after_imports(source), *_after_imports(source)), TPU_IMPORT))
+    return edits
+
+
+def _after_imports(source: str) -> tuple[int, int]:
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return 1, 0
+    imports = [n for n in body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return ((imports[-1].end_lineno + 1) if imports else 1), 0
+
+
+def _spec_for(site: KernelSite, call: CapturedCall, role: str, index: int) -> BlockSpecSite | None:
+    specs = site.in_specs if role == "in" else site.out_specs
+    op = next((o for o in call.operands if o.role == role and o.index == index), None)
+    if op is not None and op.origin is not None and op.origin.file == site.path:
+        found = _at_origin(specs, op.origin)
+        if found is not None:
+            return found
+    return next((s for s in specs if s.index == index), None)
+
+
+def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, source: str
+                  ) -> list[TextEdit] | None:
+    spec = _spec_for(site, call, role, index)
+    if spec is None or spec.pipeline_mode is not None:
+        return None
+    start = offset(source, spec.span.start_line, spec.span.start_col)
+    end = offset(source, spec.span.end_line, spec.span.end_col)
+    text = source[start:end]
+    match = PALLAS_ALIAS.search(source)
+    if match is None or not text.endswith(")"):
+        return None         # no `pallas as pl` import to name Buffered by
+    prefix = f"{match[1] or match[2]}."
+    closing = end - 1
+    before = source[start:closing].rstrip()
+    separator = "" if before.endswith(("(", ",")) else ", "
+    line, col = position(source, closing)
+    return [TextEdit(site.path, Span(line, col, line, col), f"{separator}pipeline_mode={prefix}Buffered(1)")]

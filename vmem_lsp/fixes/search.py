@@ -1,0 +1,315 @@
+"""Finding fixes for an example that overflows: rank candidates with the
+layout model (cheap traces, no compiles), then verify the best with the
+compiler on every target, spending few compiles."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from .. import budget as budgets
+from ..chips import MiB, chip
+from ..compile.client import CheckRequest
+from ..compile.protocol import CapturedCall, ExampleResult
+from ..mapping import SitesOf, kernel_site
+from ..report.parse import format_size, parse_report
+from ..source.directives import Example
+from .edits import Fix, TextEdit, apply_edits
+from .knobs import Knob, constant_knobs, default_knobs, example_knobs
+from . import rewrites
+
+Runner = Callable[[CheckRequest], ExampleResult]
+MAX_ALTERNATIVES = 3
+HEADROOM = 0.10
+
+
+@dataclass
+class Problem:
+    """One overflowing example, with what the compiler said on each target."""
+    example: Example
+    source: str                             # the text of example.path
+    targets: tuple[str, ...]
+    results: dict                           # target -> ExampleResult (as compiled)
+    run: Runner                             # the worker, without cache
+    sites_of: SitesOf
+    max_compiles: int = 8
+    compiles: int = 0
+    traces: int = 0
+
+    def failing(self, target: str) -> list[CapturedCall]:
+        return [c for c in self.results[target].calls if not c.fits]
+
+    def request(self, target: str, example_text: str, source: str | None, compile: bool) -> CheckRequest:
+        return CheckRequest(example_text, target, path=self.example.path,
+                            source=source if source != self.source else None, compile=compile)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The example and source after some edits."""
+    edits: tuple[TextEdit, ...]
+    example_text: str
+    source: str
+    label: str
+    scale: float = 1.0      # how compiler-internal bytes are expected to scale (product of size ratios)
+
+    @staticmethod
+    def of(problem: Problem, edits: list[TextEdit], label: str, scale: float = 1.0) -> "Variant":
+        ex = problem.example
+        in_example = [e for e in edits if e.path == ex.path and e.span.start_line == ex.line
+                      and e.span.start_col >= ex.span.start_col]
+        in_source = [e for e in edits if e not in in_example]
+        line = problem.source.splitlines()[ex.line - 1] if ex.line <= len(problem.source.splitlines()) else ""
+        new_line = apply_edits(line, [replace(e, span=replace(e.span, start_line=1, end_line=1)) for e in in_example])
+        start = ex.span.start_col
+        new_example = new_line[start:len(new_line) - (len(line) - ex.span.end_col)]
+        return Variant(tuple(edits), new_example, apply_edits(problem.source, in_source + in_example), label, scale)
+
+
+def key(call: CapturedCall):
+    origin = call.call_origin or call.invoke_origin
+    return (origin.file, origin.line) if origin else call.name
+
+
+# ---- the model's view of a variant ----------------------------------------------------
+
+def internal_bytes(call: CapturedCall, target: str) -> int:
+    """What the compiler added beyond the model's windows and scratch."""
+    if call.fits or not call.compiler_text:
+        return 0
+    report = parse_report(call.compiler_text)
+    compiled = budgets.from_compile(call, report, target)
+    model = sum(p.bytes for p in budgets.from_compile(call, None, target).parts)
+    return max(compiled.total - model, 0) if compiled.source == "compiler" else 0
+
+
+def estimate(problem: Problem, calls: list[CapturedCall], target: str, scale: float = 1.0) -> tuple[int, int]:
+    """(largest model total, its limit) over the variant's kernels that failed
+    before. Compiler-internal bytes (spills, the body's intermediates) are
+    taken to scale with the product of the block sizes changed: the body's
+    temporaries are blocks of blocks, such as attention's q x k logits."""
+    base = {key(c): c for c in problem.failing(target)}
+    worst = (0, 1)
+    for call in calls:
+        before = base.get(key(call))
+        if before is None:
+            continue
+        model = budgets.from_compile(call, None, target)
+        total = model.total + int(internal_bytes(before, target) * scale)
+        if total / model.limit > worst[0] / worst[1]:
+            worst = (total, model.limit)
+    return worst
+
+
+def traced_fit(problem: Problem, variant: Variant) -> dict | None:
+    """target -> (total, limit) by the model for the variant; None if it does not trace."""
+    figures = {}
+    for target in problem.targets:
+        problem.traces += 1
+        result = problem.run(problem.request(target, variant.example_text, variant.source, compile=False))
+        if result.error:
+            return None
+        figures[target] = estimate(problem, list(result.calls), target, variant.scale)
+    return figures
+
+
+def fits(figures: dict, headroom: float = 0.0) -> bool:
+    return all(total <= limit * (1 - headroom) for total, limit in figures.values())
+
+
+def verify(problem: Problem, variant: Variant) -> bool | None:
+    """Compile the variant on every target: True when it fits everywhere;
+    None when the compile budget is spent."""
+    for target in problem.targets:
+        if problem.compiles >= problem.max_compiles:
+            return None
+        problem.compiles += 1
+        result = problem.run(problem.request(target, variant.example_text, variant.source, compile=True))
+        if result.error or any(not c.fits for c in result.calls):
+            return False
+    return True
+
+
+def title(variant: Variant, figures: dict, verified: bool | None) -> str:
+    target = max(figures, key=lambda t: figures[t][0] / figures[t][1])
+    total, limit = figures[target]
+    how = "compiler-verified" if verified else "estimated"
+    return f"{variant.label} (fits: ~{format_size(total)} of {format_size(limit)} on {chip(target).label}, {how})"
+
+
+def as_fix(kind: str, problem: Problem, variant: Variant, figures: dict, verified: bool | None) -> Fix:
+    return Fix(kind, title(variant, figures, verified), variant.edits, bool(verified),
+               {t: f[0] for t, f in figures.items()}, problem.compiles)
+
+
+# ---- shrinking blocks through knobs -------------------------------------------------------
+
+def knob_edit(knob: Knob, value: int) -> TextEdit:
+    return TextEdit(knob.path, knob.span, str(value))
+
+
+def knob_label(changes: list[tuple[Knob, int]]) -> str:
+    where = {"example": "in the example", "default": "default", "constant": "constant"}
+    parts = ", ".join(f"{k.name.split('.')[-1]}={v}" for k, v in changes)
+    return f"Shrink blocks: {parts} ({where[changes[0][0].where]})"
+
+
+def block_shapes(calls) -> dict:
+    return {(key(c), op.role, op.index): op.block_shape for c in calls for op in c.operands}
+
+
+def relevant_knobs(problem: Problem, knobs: list[Knob]) -> list[Knob]:
+    """The knobs worth trying: the example's own numbers (the user wrote them
+    for this kernel), and any other whose halving moves a block of a failing
+    kernel or breaks the trace (it is coupled to one that does). One trace each."""
+    target = problem.targets[0]
+    baseline = block_shapes(problem.failing(target))
+    moving = []
+    for knob in knobs:
+        if knob.value < 2:
+            continue
+        if knob.where == "example":
+            moving.append(knob)
+            continue
+        variant = Variant.of(problem, [knob_edit(knob, knob.value // 2)], "")
+        problem.traces += 1
+        result = problem.run(problem.request(target, variant.example_text, variant.source, compile=False))
+        shapes = block_shapes(result.calls)
+        if result.error or any(shapes.get(k) not in (None, v) for k, v in baseline.items()):
+            moving.append(knob)
+    return moving
+
+
+def candidates(knobs: list[Knob], levels: int = 4) -> list[list[tuple[Knob, int]]]:
+    """Halvings of each knob alone, then of all together."""
+    found = []
+    for knob in knobs:
+        for level in range(1, levels + 1):
+            value = knob.value >> level
+            if value >= 1 and value << level == knob.value:
+                found.append([(knob, value)])
+    if len(knobs) > 1:
+        for level in range(1, levels):
+            if all(k.value >> level >= 1 for k in knobs):
+                found.append([(k, k.value >> level) for k in knobs])
+    return found
+
+
+def shrink_fixes(problem: Problem) -> list[Fix]:
+    knobs = example_knobs(problem.example) + default_knobs(problem.example, problem.source)
+    knobs += constant_knobs(problem.example.path, problem.source)
+    moving = relevant_knobs(problem, knobs)
+    scored = []
+    for changes in candidates(moving):
+        scale = math.prod(v / k.value for k, v in changes)
+        variant = Variant.of(problem, [knob_edit(k, v) for k, v in changes], knob_label(changes), scale)
+        figures = traced_fit(problem, variant)
+        if figures and fits(figures):
+            scored.append((sum(t for t, _ in figures.values()), variant, figures))
+    return verified_best(problem, "shrink", scored)
+
+
+def verified_best(problem: Problem, kind: str, scored: list) -> list[Fix]:
+    """The largest candidates the compiler accepts, up to three; estimated
+    ones only when no compile could be spent."""
+    fixes = []
+    roomy = lambda figures: fits(figures, HEADROOM)      # prefer fixes that leave no warning behind
+    for _, variant, figures in sorted(scored, key=lambda s: (not roomy(s[2]), -s[0])):
+        if len(fixes) >= MAX_ALTERNATIVES:
+            break
+        verified = verify(problem, variant)
+        if verified is False:
+            continue
+        fixes.append(as_fix(kind, problem, variant, figures, verified))
+    return fixes
+
+
+# ---- introducing a grid, raising the limit, single buffering ----------------------------------
+
+def grid_fixes(problem: Problem) -> list[Fix]:
+    scored = []
+    for call in problem.failing(problem.targets[0]):
+        site = kernel_site(call, problem.sites_of)
+        if site is None or site.path != problem.example.path:
+            continue
+        for rows, edits in rewrites.introduce_grid(site, call, problem.source):
+            full = call.operands[-1].full_shape[0]
+            variant = Variant.of(problem, edits, f"Split the array into blocks of {rows} rows with a grid",
+                                 rows / full)
+            figures = traced_fit(problem, variant)
+            if figures and fits(figures):
+                scored.append((sum(t for t, _ in figures.values()), variant, figures))
+    return verified_best(problem, "grid", scored)
+
+
+def limit_fixes(problem: Problem) -> list[Fix]:
+    """Raise vmem_limit_bytes when every chip has the room."""
+    need = 0
+    for target in problem.targets:
+        for call in problem.failing(target):
+            report = parse_report(call.compiler_text or "")
+            if report.form != "scoped" or not report.used:
+                return []
+            need = max(need, report.used)
+    capacity = min(chip(t).capacity for t in problem.targets)
+    limit = (math.ceil(need / MiB) + max(1, math.ceil(need * HEADROOM / MiB))) * MiB
+    if limit > capacity:
+        limit = capacity // MiB * MiB
+    if limit < need:
+        return []
+    fixes = []
+    for call in problem.failing(problem.targets[0]):
+        site = kernel_site(call, problem.sites_of)
+        if site is None or site.path != problem.example.path:
+            continue
+        edits = rewrites.set_vmem_limit(site, problem.source, limit)
+        if edits is None:
+            continue
+        variant = Variant.of(problem, edits, f"Raise vmem_limit_bytes to {limit // MiB} MiB")
+        verified = verify(problem, variant)
+        if verified is not False:
+            figures = {t: (need, limit) for t in problem.targets}
+            fixes.append(as_fix("raise_limit", problem, variant, figures, verified))
+    return fixes
+
+
+def buffer_fixes(problem: Problem) -> list[Fix]:
+    """pipeline_mode=pl.Buffered(1) on a double-buffered window whose second
+    buffer is what does not fit."""
+    fixes = []
+    for call in problem.failing(problem.targets[0]):
+        site = kernel_site(call, problem.sites_of)
+        if site is None or site.path != problem.example.path:
+            continue
+        worst = {t: estimate(problem, [c for c in problem.failing(t) if key(c) == key(call)], t)
+                 for t in problem.targets}
+        for cost in budgets.layout.window_costs(call):
+            if cost.buffers < 2 or cost.kind == "scratch":
+                continue
+            saving = cost.bytes // cost.buffers
+            after = {t: (total - saving, limit) for t, (total, limit) in worst.items()}
+            if not fits(after):
+                continue
+            role = "in" if cost.kind == "input_window" else "out"
+            edits = rewrites.single_buffer(site, call, role, cost.index, problem.source)
+            if edits is None:
+                continue
+            label = (f"Single-buffer {'input' if role == 'in' else 'output'} {cost.index} with "
+                     f"pipeline_mode=Buffered(1): saves {format_size(saving)}; its next block's copy no "
+                     f"longer overlaps compute")
+            variant = Variant.of(problem, edits, label)
+            verified = verify(problem, variant)
+            if verified is not False:
+                fixes.append(as_fix("single_buffer", problem, variant, after, verified))
+    return fixes
+
+
+def find_fixes(problem: Problem) -> list[Fix]:
+    """Every fix for one overflowing example, best first: block shrinks, then a
+    grid for single-step kernels, a raised limit, single buffering."""
+    fixes = shrink_fixes(problem)
+    if not fixes:
+        fixes += grid_fixes(problem)
+    fixes += limit_fixes(problem)
+    fixes += buffer_fixes(problem)
+    return sorted(fixes, key=lambda f: (not f.verified, ["shrink", "grid", "raise_limit", "single_buffer"].index(f.kind)))
