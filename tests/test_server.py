@@ -1,6 +1,7 @@
 """The language server over stdio, as an editor drives it, with the real compiler."""
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import time
@@ -192,3 +193,43 @@ async def test_a_crashing_example_is_reported_once_and_the_worker_restarted(tmp_
         good.open()
         await wait_for(lambda: compiler_tier(good.diagnostics()), what="a compile after the restart")
         assert len([m for m in client.messages if "restarted" in m.message]) == 1
+
+
+def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """What an editor does with a WorkspaceEdit's text edits."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    at = lambda p: starts[p.line] + p.character
+    for edit in sorted(edits, key=lambda e: at(e.range.start), reverse=True):
+        text = text[:at(edit.range.start)] + edit.new_text + text[at(edit.range.end):]
+    return text
+
+
+async def test_quick_fix_is_verified_and_clears_the_errors(tmp_path):
+    work = project(tmp_path, "matmul.py")
+    (work / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e"]\ncache-dir = ".cache"\n')
+    async with running_server(work) as client:
+        editor = Editor(client, work / "matmul.py")
+        editor.open()
+        await wait_for(lambda: compiler_tier(editor.diagnostics()), what="v5e diagnostics")
+        window = next(d for d in editor.diagnostics() if d.code == "VMEM001")
+
+        async def actions(only=None):
+            return await client.text_document_code_action_async(types.CodeActionParams(
+                types.TextDocumentIdentifier(editor.uri), window.range,
+                types.CodeActionContext(diagnostics=[window], only=only)))
+
+        offered = []
+        while not offered:
+            offered = await actions()
+            await asyncio.sleep(0.2)
+        first = offered[0]
+        assert first.kind == types.CodeActionKind.QuickFix and first.is_preferred
+        assert "compiler-verified" in first.title and "TPU v5e" in first.title
+        fix_all = await actions(only=["source.fixAll.vmem"])
+        assert [a.kind for a in fix_all] == ["source.fixAll.vmem"]
+        editor.change(apply_text_edits(editor.text, first.edit.changes[editor.uri]))
+        editor.save()
+        await wait_for(lambda: not editor.diagnostics(), what="errors cleared by the quick fix")

@@ -264,9 +264,11 @@ def diagnostics_for(example: Example, result: ExampleResult, sites_of: SitesOf) 
 def link(k: KernelFindings, example: Example, target: Chip) -> list[Diagnostic]:
     directive = Related(example.path, example.span, f"example {example.text}")
     at_call = Related(k.anchor.path, k.anchor.span, k.total)
+    which = {"example": f"{example.path}:{example.line}"}     # for code actions: the fixes of this example
+    k.facts.update(which)
     out = [Diagnostic(where.path, where.span, "error", code, message, target.name,
                       "model" if facts.get("estimated") else "compiler",
-                      (at_call, directive), facts)
+                      (at_call, directive), {**facts, **which})
            for where, code, message, facts in k.parts]
     parts = tuple(Related(d.path, d.span, d.message) for d in out)
     out.append(Diagnostic(k.anchor.path, k.anchor.span, "error", "VMEM002", k.total, target.name,

@@ -67,7 +67,8 @@ class VmemServer(LanguageServer):
     # -- the compiler tier ------------------------------------------------------------------
     def ensure_compiler(self) -> CompileService:
         if self.compiler is None:
-            self.compiler = CompileService(asyncio.get_running_loop(), self.on_compile_result, self.on_compile_event)
+            self.compiler = CompileService(asyncio.get_running_loop(), self.on_compile_result,
+                                           self.on_compile_event, self.on_fixes)
         return self.compiler
 
     def compile(self, path: str) -> None:
@@ -91,6 +92,11 @@ class VmemServer(LanguageServer):
         self.publish(changed)
         if self.session.options.inlay_hints and self.client_supports("workspace", "inlay_hint", "refresh_support"):
             self.workspace_inlay_hint_refresh(None)
+
+    def on_fixes(self, job: CompileJob, planned) -> None:
+        if self.session.accept_fixes(job.uri, job.version, planned):
+            count = sum(len(fixes) for _, fixes in planned)
+            self.log(types.MessageType.Log, f"{count} fix(es) ready for {job.uri}")
 
     def on_compile_event(self, event: CompileEvent) -> None:
         kind = types.MessageType.Warning if event.state in ("crashed", "no_compiler") else types.MessageType.Log

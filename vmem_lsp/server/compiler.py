@@ -38,10 +38,12 @@ class CompileEvent:
 class CompileService:
     def __init__(self, loop: asyncio.AbstractEventLoop,
                  on_result: Callable[[CompileJob, list[tuple[Example, ExampleResult]]], None],
-                 on_event: Callable[[CompileEvent], None]):
+                 on_event: Callable[[CompileEvent], None],
+                 on_fixes: Callable[[CompileJob, list], None] | None = None):
         self.loop = loop
         self.on_result = on_result
         self.on_event = on_event
+        self.on_fixes = on_fixes
         self.pending: dict[str, CompileJob] = {}
         self.current: CompileJob | None = None
         self.wakeup = threading.Condition()
@@ -140,5 +142,24 @@ class CompileService:
             self._emit(CompileEvent("crashed", f"the worker died or hung {worker.restarts - restarts} time(s) "
                                                f"and was restarted"))
         self._emit(CompileEvent("ready", f"compiled {total} example x target pair(s)", total, total))
+        if job.cancelled.is_set():
+            return
+        self.loop.call_soon_threadsafe(self.on_result, job, results)
+        if self.on_fixes is not None:
+            self._search_fixes(job, results, cache, worker)
+
+    def _search_fixes(self, job: CompileJob, results, cache: ResultCache, worker: WorkerClient) -> None:
+        """After the verdict is out: find fixes for what overflows, verified by compiling."""
+        from ..check import SourceFiles, cached_runner
+        from ..fixes.plan import overflowing, plan
+        triples = [(example, result.target, result) for example, result in results]
+        if not overflowing(triples):
+            self.loop.call_soon_threadsafe(self.on_fixes, job, [])
+            return
+        self._emit(CompileEvent("compiling", "looking for fixes that fit"))
+        sources = SourceFiles()
+        planned = plan(triples, job.settings.targets, sources.text,
+                       cached_runner(cache, worker, job.settings.timeout), sources.sites_of)
+        self._emit(CompileEvent("ready", f"fixes found for {sum(bool(f) for _, f in planned)} example(s)"))
         if not job.cancelled.is_set():
-            self.loop.call_soon_threadsafe(self.on_result, job, results)
+            self.loop.call_soon_threadsafe(self.on_fixes, job, planned)

@@ -29,6 +29,8 @@ class Document:
     verdict: list[Diagnostic] = field(default_factory=list)      # the compiler tier, for `compiled_version`
     compiled_version: int | None = None
     budgets: dict = field(default_factory=dict)                  # SiteKey -> {target: Budget}, as shown
+    fixes: dict = field(default_factory=dict)                    # "path:line" of an example -> [Fix], best first
+    fixes_version: int | None = None
 
 
 class Session:
@@ -115,6 +117,19 @@ class Session:
         doc.compiled_version = version
         doc.budgets = {k: v for k, v in learned.budgets.items() if k[0] == path}
         return {path, *old, *by_path}
+
+    def accept_fixes(self, path: str, version: int, planned) -> bool:
+        doc = self.documents.get(path)
+        if doc is None or doc.version != version:
+            return False
+        doc.fixes = {f"{example.path}:{example.line}": fixes for example, fixes in planned}
+        doc.fixes_version = version
+        return True
+
+    def fixes_for(self, path: str) -> dict:
+        """The fixes of the examples in `path`, while they still apply to its text."""
+        doc = self.documents.get(path)
+        return doc.fixes if doc is not None and doc.fixes_version == doc.version else {}
 
     # -- what a file shows ------------------------------------------------------------------
     def diagnostics(self, path: str) -> list[Diagnostic]:

@@ -1,7 +1,7 @@
 """One module per LSP message; `register` wires them to the server."""
 from lsprotocol import types
 
-from . import (code_lens, did_change, did_change_configuration, did_close, did_open, did_save, hover,
+from . import (code_action, code_lens, did_change, did_change_configuration, did_close, did_open, did_save, hover,
                initialize, initialized, inlay_hint, pull_diagnostic, shutdown)
 
 
@@ -17,5 +17,7 @@ def register(server) -> None:
     server.feature(types.TEXT_DOCUMENT_HOVER)(hover.handle)
     server.feature(types.TEXT_DOCUMENT_INLAY_HINT)(inlay_hint.handle)
     server.feature(types.TEXT_DOCUMENT_CODE_LENS)(code_lens.handle)
+    server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+        code_action_kinds=code_action.KINDS))(code_action.handle)
     server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DiagnosticOptions(
         identifier="vmem-lsp", inter_file_dependencies=True, workspace_diagnostics=False))(pull_diagnostic.handle)

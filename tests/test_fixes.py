@@ -1,0 +1,115 @@
+"""Fixes, end to end: the CLI rewrites files and the real compiler accepts them."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import EXAMPLES, KERNELS, run_cli, run_json
+from vmem_lsp.check import SourceFiles, cached_runner, check
+from vmem_lsp.compile.cache import ResultCache
+from vmem_lsp.compile.client import WorkerClient
+from vmem_lsp.config import Settings
+from vmem_lsp.fixes.edits import apply_edits, inverse_edits
+from vmem_lsp.fixes.plan import plan
+
+
+def copy(tmp_path, source):
+    target = tmp_path / source.name
+    shutil.copy(source, target)
+    return target
+
+
+def test_matmul_fix_compiles_on_v5e(tmp_path):
+    path = copy(tmp_path, EXAMPLES / "matmul.py")
+    before = path.read_text()
+    done = run_cli("check", str(path), "--target", "v5e", "--fix", "--no-cache")
+    after = path.read_text()
+    assert after != before and "fixed: Shrink blocks" in done.stderr, done.stderr
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert len(changed) == 1 and changed[0][0].startswith("# vmem: matmul(")   # only the example's numbers
+    # The rewritten file, compiled again from scratch by the real compiler: it fits.
+    done, report = run_json("check", str(path), "--target", "v5e", "--no-cache")
+    assert done.returncode == 0 and report["diagnostics"] == [], report
+
+
+def test_seed_fix_introduces_a_grid_and_raises_nothing(tmp_path):
+    path = copy(tmp_path, EXAMPLES / "copy_whole.py")
+    diff = run_cli("check", str(path), "--target", "v6e", "--diff", "--no-cache")
+    assert diff.returncode == 1
+    assert "+        grid=(n // " in diff.stdout and "lambda i: (i, 0)" in diff.stdout
+    assert "vmem_limit_bytes" not in diff.stdout            # v6e's capacity is the limit: nothing to raise
+    assert path.read_text() == (EXAMPLES / "copy_whole.py").read_text()   # --diff changes nothing
+    run_cli("check", str(path), "--target", "v6e", "--fix", "--no-cache")
+    done, report = run_json("check", str(path), "--target", "v6e", "--no-cache")
+    assert done.returncode == 0 and report["diagnostics"] == [], report
+
+
+def test_flash_attention_fix_edits_the_example_not_jax(tmp_path):
+    import jax.experimental.pallas.ops.tpu.flash_attention as flash
+    library_before = open(flash.__file__).read()
+    path = copy(tmp_path, KERNELS / "flash_user.py")
+    diff = run_cli("check", str(path), "--target", "v5e", "--diff", "--no-cache")
+    assert "BlockSizes(block_q=" in diff.stdout
+    assert [line for line in diff.stdout.splitlines() if line.startswith("+++")] == ["+++ b/" + path.name] or \
+        all(line.endswith("flash_user.py") for line in diff.stdout.splitlines() if line.startswith("+++"))
+    run_cli("check", str(path), "--target", "v5e", "--fix", "--no-cache")
+    done, report = run_json("check", str(path), "--target", "v5e", "--no-cache")
+    assert done.returncode == 0, report
+    assert open(flash.__file__).read() == library_before
+
+
+@pytest.fixture(scope="module")
+def planned_fixes(tmp_path_factory):
+    """Every fix offered for every overflowing example, on v5e and v6e."""
+    work = tmp_path_factory.mktemp("fixes")
+    for name in ("copy_whole.py", "matmul.py"):
+        shutil.copy(EXAMPLES / name, work / name)
+    settings = Settings(targets=("v5e", "v6e"), cache_dir=str(work / "cache"))
+    worker = WorkerClient()
+    try:
+        outcome = check([str(work)], settings, worker=worker)
+        sources = SourceFiles()
+        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
+        yield sources, plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
+    finally:
+        worker.stop()
+
+
+def test_every_fix_round_trips_by_undo_and_touches_only_its_tokens(planned_fixes):
+    import ast
+    sources, planned = planned_fixes
+    offered = [(example, fix) for example, fixes in planned for fix in fixes]
+    assert {example.path.rsplit("/", 1)[-1] for example, _ in offered} == {"copy_whole.py", "matmul.py"}
+    for example, fix in offered:
+        for path in {e.path for e in fix.edits}:
+            before = sources.text(path)
+            edits = [e for e in fix.edits if e.path == path]
+            after = apply_edits(before, edits)
+            ast.parse(after)                                             # still Python
+            assert apply_edits(after, inverse_edits(before, edits)) == before   # undo restores every byte
+            assert changed_outside(before, after, edits) == []          # nothing outside the edited tokens
+
+
+def changed_outside(before: str, after: str, edits) -> list:
+    """Character ranges of `before` that differ in `after` but lie in no edit."""
+    import difflib
+    from vmem_lsp.fixes.edits import offset
+    regions = [(offset(before, e.span.start_line, e.span.start_col), offset(before, e.span.end_line, e.span.end_col))
+               for e in edits]
+    # Compare line by line first so a change is placed on its own line, then by character.
+    outside = []
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if tag != "equal" and not any(a <= i1 and i2 <= b for a, b in regions):
+            outside.append((tag, before[max(i1 - 10, 0):i2 + 10]))
+    return outside
+
+
+def test_fixes_on_two_chips_are_verified_on_both(planned_fixes):
+    _, planned = planned_fixes
+    matmul = next(fixes for example, fixes in planned if example.path.endswith("matmul.py"))
+    assert matmul and matmul[0].verified and matmul[0].kind == "shrink"
+    assert set(matmul[0].estimated_total) == {"v5e", "v6e"}
+    kinds = {f.kind for f in matmul}
+    assert "raise_limit" in kinds                 # 18.36M fits both chips' capacity: raising is offered
+    assert all(f.compiles <= 8 for f in matmul)
