@@ -113,3 +113,34 @@ def test_fixes_on_two_chips_are_verified_on_both(planned_fixes):
     kinds = {f.kind for f in matmul}
     assert "raise_limit" in kinds                 # 18.36M fits both chips' capacity: raising is offered
     assert all(f.compiles <= 8 for f in matmul)
+
+
+def test_block_sizes_in_a_dataclass_are_edited_where_they_live(tmp_path):
+    path = copy(tmp_path, KERNELS / "dataclass_blocks.py")
+    before = path.read_text()
+    run_cli("check", str(path), "--target", "v6e", "--fix", "--no-cache")
+    changed = [(a, b) for a, b in zip(before.splitlines(), path.read_text().splitlines()) if a != b]
+    assert changed == [("    rows: int = 4096", "    rows: int = 1024")]
+    done, report = run_json("check", str(path), "--target", "v6e", "--no-cache")
+    assert done.returncode == 0 and report["diagnostics"] == [], report
+
+
+def test_raising_the_limit_inserts_compiler_params_that_compile(tmp_path):
+    path = copy(tmp_path, KERNELS / "dataclass_blocks.py")
+    settings = Settings(targets=("v6e",), cache_dir=str(tmp_path / "cache"))
+    worker = WorkerClient()
+    try:
+        outcome = check([str(path)], settings, worker=worker)
+        sources = SourceFiles()
+        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
+        [(_, fixes)] = plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
+    finally:
+        worker.stop()
+    [raise_limit] = [f for f in fixes if f.kind == "raise_limit"]
+    assert raise_limit.verified and "106 MiB" in raise_limit.title
+    path.write_text(apply_edits(path.read_text(), list(raise_limit.edits)))
+    text = path.read_text()
+    assert "compiler_params=pltpu.CompilerParams(vmem_limit_bytes=106 * 1024 * 1024)" in text
+    assert "from jax.experimental.pallas import tpu as pltpu" in text
+    done, report = run_json("check", str(path), "--target", "v6e", "--no-cache")
+    assert done.returncode == 0 and report["diagnostics"] == [], report

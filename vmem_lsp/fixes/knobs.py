@@ -14,7 +14,7 @@ from ..source.model import Span
 @dataclass(frozen=True)
 class Knob:
     name: str           # "bm", "block_sizes.block_q", "BLOCK_ROWS"
-    where: str          # "example" | "default" | "constant"
+    where: str          # "example" | "default" | "constant" | "field"
     path: str           # the file the literal is written in
     span: Span          # the literal's token
     value: int
@@ -81,18 +81,33 @@ def default_knobs(example: Example, source: str) -> list[Knob]:
 
 
 def constant_knobs(path: str, source: str) -> list[Knob]:
-    """Module-level `NAME = <int>` that the module uses elsewhere."""
+    """Module-level `NAME = <int>` that the module uses elsewhere, and integer
+    field defaults of its classes (a block-sizes dataclass)."""
     try:
         module = ast.parse(source)
     except SyntaxError:
         return []
     knobs = []
     for node in module.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and (value := _int(node.value)) is not None and value >= 8
-                and source.count(node.targets[0].id) > 1):
-            knobs.append(Knob(node.targets[0].id, "constant", path, _span(node.value), value))
+        if (name := _int_assignment(node)) and source.count(name) > 1:
+            knobs.append(Knob(name, "constant", path, _span(node.value), node.value.value))
+        if isinstance(node, ast.ClassDef):
+            for field in node.body:
+                if name := _int_assignment(field):
+                    knobs.append(Knob(f"{node.name}.{name}", "field", path, _span(field.value), field.value.value))
     return knobs
+
+
+def _int_assignment(node) -> str | None:
+    """NAME of `NAME = <int>` or `NAME: int = <int>` (ints of 8 and more: block sizes, not flags)."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        target = node.targets[0]
+    elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        target = node.target
+    else:
+        return None
+    value = _int(node.value)
+    return target.id if value is not None and value >= 8 else None
 
 
 def _span(node) -> Span:

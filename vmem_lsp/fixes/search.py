@@ -101,13 +101,22 @@ def estimate(problem: Problem, calls: list[CapturedCall], target: str, scale: fl
     return worst
 
 
+def covers(call: CapturedCall) -> bool:
+    """The grid visits enough blocks to cover each array: a block shrunk along
+    a dimension the grid does not iterate would leave part of it untouched."""
+    steps = math.prod(g if g > 0 else 1 for g in call.grid)
+    return all(steps * math.prod(op.block_shape) >= math.prod(op.full_shape)
+               for op in call.operands if op.block_shape is not None and op.role != "prefetch")
+
+
 def traced_fit(problem: Problem, variant: Variant) -> dict | None:
-    """target -> (total, limit) by the model for the variant; None if it does not trace."""
+    """target -> (total, limit) by the model for the variant; None if it does
+    not trace, or would no longer cover its arrays."""
     figures = {}
     for target in problem.targets:
         problem.traces += 1
         result = problem.run(problem.request(target, variant.example_text, variant.source, compile=False))
-        if result.error:
+        if result.error or not all(covers(c) for c in result.calls):
             return None
         figures[target] = estimate(problem, list(result.calls), target, variant.scale)
     return figures
@@ -149,7 +158,8 @@ def knob_edit(knob: Knob, value: int) -> TextEdit:
 
 
 def knob_label(changes: list[tuple[Knob, int]]) -> str:
-    where = {"example": "in the example", "default": "default", "constant": "constant"}
+    where = {"example": "in the example", "default": "default argument", "constant": "module constant",
+             "field": "field default"}
     parts = ", ".join(f"{k.name.split('.')[-1]}={v}" for k, v in changes)
     return f"Shrink blocks: {parts} ({where[changes[0][0].where]})"
 
