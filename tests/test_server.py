@@ -36,8 +36,9 @@ def copy_whole(x):
 '''
 
 
-def project(tmp_path, *files):
-    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = ".cache"\n')
+def project(tmp_path, *files, targets=("v6e",)):
+    listed = ", ".join(f'"{t}"' for t in targets)
+    (tmp_path / "pyproject.toml").write_text(f'[tool.vmem-lsp]\ntargets = [{listed}]\ncache-dir = ".cache"\n')
     for name in files:
         shutil.copy(EXAMPLES / name, tmp_path / name)
     return tmp_path
@@ -163,8 +164,7 @@ async def test_settings_choose_targets_and_the_worker_leaves_no_process(tmp_path
 async def test_library_kernel_diagnostics_are_published_to_the_library_file_and_cleared(tmp_path):
     import jax.experimental.pallas.ops.tpu.flash_attention as flash
     from conftest import KERNELS
-    work = tmp_path
-    (work / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e"]\ncache-dir = ".cache"\n')
+    work = project(tmp_path, targets=("v5e",))
     shutil.copy(KERNELS / "flash_user.py", work / "flash_user.py")
     library = types.TextDocumentIdentifier(f"file://{flash.__file__}").uri
     async with running_server(work) as client:
@@ -208,8 +208,7 @@ def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
 
 
 async def test_quick_fix_is_verified_and_clears_the_errors(tmp_path):
-    work = project(tmp_path, "matmul.py")
-    (work / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e"]\ncache-dir = ".cache"\n')
+    work = project(tmp_path, "matmul.py", targets=("v5e",))
     async with running_server(work) as client:
         editor = Editor(client, work / "matmul.py")
         editor.open()
