@@ -233,3 +233,31 @@ def test_progress_goes_to_stderr_only_when_it_is_a_terminal():
     assert b"[1/1] v6e examples/add_fits.py:" in seen
     piped = run_cli("check", "examples/add_fits.py", "--target", "v6e", "--no-cache")
     assert "[1/1]" not in piped.stderr
+
+
+def test_no_compile_gives_the_layout_model_verdict_on_the_same_lines(tmp_path):
+    done, report = run_json("check", "examples/copy_whole.py", "--target", "v6e", "--no-compile", "--no-cache")
+    assert done.returncode == 1 and "traced (layout model only)" in report["summary"]
+    path = EXAMPLES / "copy_whole.py"
+    windows = [d for d in report["diagnostics"] if d["code"] == "VMEM001"]
+    assert sorted(d["range"]["start_line"] for d in windows) == [line_of(path, "in_specs="), line_of(path, "out_specs=")]
+    assert all(d["origin"] == "model" and "layout model estimate, not compiled" in d["message"]
+               for d in report["diagnostics"])
+
+
+def test_without_libtpu_the_check_falls_back_to_the_model(tmp_path):
+    """As on macOS: jax is there, libtpu is not."""
+    import os
+    hidden = tmp_path / "hide" / "libtpu"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text('raise ImportError("no libtpu on this machine")\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_") and "LIBTPU" not in k}
+    env["PYTHONPATH"] = str(tmp_path / "hide")      # (importing libtpu in this process set TPU_LIBRARY_PATH)
+    import subprocess, sys
+    done = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", "examples/copy_whole.py", "--target", "v6e",
+                           "--no-cache", "--format", "json"], cwd=ROOT, capture_output=True, text=True, env=env,
+                          timeout=300)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1
+    assert {d["code"] for d in report["diagnostics"]} >= {"VMEM001", "VMEM002"}
+    assert all(d["origin"] == "model" for d in report["diagnostics"]), [(d["code"], d["origin"], d["message"]) for d in report["diagnostics"]]

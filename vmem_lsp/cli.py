@@ -20,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--target", help="chips to check, comma-separated (v4, v5e, v5p, v6e, v7x)")
     check.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     check.add_argument("--no-cache", action="store_true", help="compile everything again; do not read or write the cache")
+    check.add_argument("--no-compile", action="store_true",
+                       help="the layout model's verdict alone: trace the examples, compile nothing (works without libtpu)")
     check.add_argument("--cache-dir", help="where compile results are cached (default: .vmem_lsp_cache in the project root)")
     check.add_argument("--timeout", type=float, help="seconds allowed per example and target")
     check.add_argument("--worker", help="the worker command (default: this Python, -m vmem_lsp worker)")
@@ -46,6 +48,8 @@ def settings_for(args):
         changes["worker"] = args.worker
     if args.cache_dir:
         changes["cache_dir"] = os.path.abspath(args.cache_dir)
+    if args.no_compile:
+        changes["compile"] = False
     return dataclasses.replace(settings, **changes)
 
 
@@ -78,7 +82,8 @@ def run_check(args) -> int:
     errors = sum(d.severity == "error" for d in outcome.diagnostics)
     summary = (f"{errors} error{'s' * (errors != 1)} in {outcome.examples} example"
                f"{'s' * (outcome.examples != 1)} on {', '.join(settings.targets)} "
-               f"({outcome.compiles} compiled, {outcome.cache_hits} cached, {outcome.seconds:.1f} s)")
+               f"({outcome.compiles} {'compiled' if settings.compile else 'traced (layout model only)'}, "
+               f"{outcome.cache_hits} cached, {outcome.seconds:.1f} s)")
     rendered = render(args.format, outcome.diagnostics, summary)
     if args.output:
         with open(args.output, "w") as f:

@@ -17,6 +17,7 @@ class Settings:
     worker: str | None = None                      # worker command; None: a local subprocess
     cache_dir: str | None = None                   # None: <project root>/.vmem_lsp_cache
     exclude: tuple[str, ...] = (".venv", "venv", ".git", "__pycache__", "node_modules", "build", "dist")
+    compile: bool = True                           # False: the layout model's verdict alone (no libtpu)
     root: str = field(default_factory=os.getcwd)   # the folder of the pyproject.toml, or cwd
     config_path: str | None = None
 

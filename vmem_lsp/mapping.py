@@ -251,6 +251,9 @@ def diagnostics_for(example: Example, result: ExampleResult, sites_of: SitesOf) 
     target = chip(result.target)
     found = []
     for call in result.calls:
+        if not call.compiled:
+            found.extend(model_verdict(call, target, example, sites_of))
+            continue
         if call.fits:
             continue
         report = parse_report(call.compiler_text or "")
@@ -278,6 +281,44 @@ def link(k: KernelFindings, example: Example, target: Chip) -> list[Diagnostic]:
                           f"example does not fit on {target.label}: {k.total} (at {where})",
                           target.name, "compiler", (at_call,), k.facts))
     return out
+
+
+def model_verdict(call: CapturedCall, target: Chip, example: Example, sites_of: SitesOf) -> list[Diagnostic]:
+    """Without a compiler (--no-compile, or no libtpu): the layout model's
+    verdict, every figure marked as its estimate."""
+    from .budget import from_compile
+    b = from_compile(call, None, target.name)
+    if b.total <= b.limit:
+        return []
+    site = kernel_site(call, sites_of)
+    anchor = call_anchor(call, site, example)
+    need = (f"kernel needs ~{format_size(b.total)} of {format_size(b.limit)} scoped VMEM on {target.label} "
+            f"(over by ~{format_size(b.total - b.limit)}; layout model estimate, not compiled)")
+    base = {"target": target.name, "chip": target.label, "form": "model", "used": b.total, "limit": b.limit,
+            "limit_kind": "scoped", "exceeded_by": b.total - b.limit, "memory_space": "vmem"}
+    parts = []
+    for cost in layout.window_costs(call):
+        if cost.kind == "scratch":
+            where = scratch_anchor(cost.index, call, site, sites_of, anchor)
+            label = f"scratch {cost.index} {window_text(cost.dtype, cost.shape)}"
+        else:
+            op = next(o for o in call.operands if o.role == ("in" if cost.kind == "input_window" else "out")
+                      and o.index == cost.index)
+            where = spec_anchor(op, site, sites_of, anchor)
+            label = f"{describe_operand(op)} window {window_text(cost.dtype, cost.shape)}"
+        how = buffering(cost.buffers) if cost.kind != "scratch" else ""
+        facts = {**base, "kind": cost.kind, "index": cost.index, "size": cost.bytes, "buffers": cost.buffers,
+                 "estimated": True}
+        parts.append((where, "VMEM001", f"{label} ~ {format_size(cost.bytes)}{', ' + how if how else ''}; {need}",
+                      facts))
+    name = call.name.split(" ")[0] if call.name else "pallas_call"
+    findings = KernelFindings(anchor, parts, f"pallas_call {name}: {need}", {**base, "kernel": name})
+    return [replace_origin(d, "model") for d in link(findings, example, target)]
+
+
+def replace_origin(d: Diagnostic, origin: str) -> Diagnostic:
+    from dataclasses import replace
+    return replace(d, origin=origin, facts={**d.facts, "estimated": True})
 
 
 def unknown_report(call, report, target, example, sites_of) -> list[Diagnostic]:

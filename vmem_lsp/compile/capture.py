@@ -11,6 +11,7 @@ the frame that invoked it, which is the key back to that record.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import os
 import sys
@@ -165,12 +166,21 @@ def target_device(target: str):
     return topology.devices[0]
 
 
+def trace_device(target: str):
+    """The target's compile-only device, or None where libtpu is absent (macOS):
+    a trace for the layout model needs no compiler."""
+    try:
+        return target_device(target)
+    except Exception:
+        return None
+
+
 # ---- tracing an example -------------------------------------------------------
 
 def example_function(call_text: str, namespace: dict, device):
     """Evaluate the example's callee and arguments; return (function, shapes)
     where function takes the shape placeholders' arrays in order."""
-    sharding = SingleDeviceSharding(device)
+    sharding = SingleDeviceSharding(device) if device is not None else None
     shapes: list[jax.ShapeDtypeStruct] = []
 
     def make_shape(dtype_name, dims):
@@ -212,10 +222,13 @@ def pallas_equations(jaxpr, found=None):
     return found
 
 
-def trace_example(call_text: str, namespace: dict, target: str):
-    device = target_device(target)
+def trace_example(call_text: str, namespace: dict, device):
+    """The unique pallas_call equations the example reaches; `device` is a
+    target device, a target name, or None (trace on the host)."""
+    if isinstance(device, str):
+        device = target_device(device)
     run, shapes = example_function(call_text, namespace, device)
-    with jax.default_device(device):
+    with jax.default_device(device) if device is not None else contextlib.nullcontext():
         closed = jax.make_jaxpr(run)(*shapes)
     unique, seen = [], set()
     for eqn in pallas_equations(closed.jaxpr):
@@ -328,10 +341,10 @@ def kernel_name(eqn) -> str:
 def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = True) -> list[CapturedCall]:
     """Every pallas_call the example reaches, described, and compiled alone
     unless `compile` is false (a trace is enough to see block shapes)."""
-    device = target_device(target)
+    device = target_device(target) if compile else trace_device(target)
     PROVENANCE.clear()
     calls = []
-    for eqn in trace_example(call_text, namespace, target):
+    for eqn in trace_example(call_text, namespace, device):
         invoke_origin = traceback_origin(eqn.source_info.traceback)
         provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
         fits, text, seconds = compile_alone(eqn, device) if compile else (True, None, 0.0)

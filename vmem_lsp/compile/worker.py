@@ -106,20 +106,20 @@ class Worker:
         target = params["target"]
         path, module = params.get("path"), params.get("module")
         self.forget_user_modules()
-        try:
-            device = self.capture.target_device(target)
-        except Exception as error:
-            return ExampleResult(target, None, error=f"no TPU compiler for {target}: {error}",
+        compile = params.get("compile", True)
+        device = self.capture.trace_device(target)
+        if device is None and compile:
+            return ExampleResult(target, None, error=f"no TPU compiler for {target}: libtpu is not "
+                                 f"available here (install jax[tpu] on Linux, or use --no-compile)",
                                  error_kind="no_compiler")
-        kind = device.device_kind
+        kind = device.device_kind if device is not None else None
         source = params.get("source")
         try:
             namespace = vars(self.load_module(path, module, params.get("root"), source))
         except BaseException as error:
             return self.failure(target, kind, "import", "importing the module failed", error, path)
         try:
-            calls = self.capture.capture_calls(params["example"], namespace, target,
-                                               compile=params.get("compile", True))
+            calls = self.capture.capture_calls(params["example"], namespace, target, compile=compile)
         except BaseException as error:
             return self.failure(target, kind, "raised", "the example raised", error, path)
         deps = self.user_deps([os.path.abspath(path)] if path else [])
