@@ -261,3 +261,20 @@ def test_without_libtpu_the_check_falls_back_to_the_model(tmp_path):
     assert done.returncode == 1
     assert {d["code"] for d in report["diagnostics"]} >= {"VMEM001", "VMEM002"}
     assert all(d["origin"] == "model" for d in report["diagnostics"]), [(d["code"], d["origin"], d["message"]) for d in report["diagnostics"]]
+
+
+def test_github_annotations(cache_dir, examples_check):
+    done = run_cli("check", "examples/copy_whole.py", "--target", "v6e", "--cache-dir", str(cache_dir),
+                   "--format", "github")
+    path = EXAMPLES / "copy_whole.py"
+    line = line_of(path, "in_specs=")
+    col = path.read_text().splitlines()[line - 1].index("(n, m)") + 1
+    assert any(a.startswith(f"::error file=examples/copy_whole.py,line={line},col={col},") and
+               "title=VMEM001::input 0 window f32[4096,4096] = 64.00M" in a for a in done.stdout.splitlines())
+    assert done.returncode == 1
+
+
+def test_pre_commit_hook_definition_runs_the_check():
+    import yaml
+    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["entry"] == "vmem-lsp check" and hook["types"] == ["python"]

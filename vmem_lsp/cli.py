@@ -18,7 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="compile the examples in PATH... and report VMEM overflows")
     check.add_argument("paths", nargs="+", metavar="PATH")
     check.add_argument("--target", help="chips to check, comma-separated (v4, v5e, v5p, v6e, v7x)")
-    check.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    check.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
+                       help="github: GitHub Actions annotations")
     check.add_argument("--no-cache", action="store_true", help="compile everything again; do not read or write the cache")
     check.add_argument("--no-compile", action="store_true",
                        help="the layout model's verdict alone: trace the examples, compile nothing (works without libtpu)")

@@ -79,7 +79,27 @@ def sarif_text(diagnostics: list[Diagnostic], summary: str) -> str:
     return json.dumps(log, indent=2) + "\n"
 
 
-FORMATS = {"text": text, "json": json_text, "sarif": sarif_text}
+GITHUB_LEVEL = {"error": "error", "warning": "warning", "information": "notice"}
+
+
+def _github_escape(value: str, property: bool = False) -> str:
+    value = value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return value.replace(":", "%3A").replace(",", "%2C") if property else value
+
+
+def github_text(diagnostics: list[Diagnostic], summary: str) -> str:
+    """GitHub Actions workflow commands: one annotation a diagnostic."""
+    lines = []
+    for d in diagnostics:
+        where = (f"file={_github_escape(display_path(d.path), True)},line={d.span.start_line},"
+                 f"col={d.span.start_col + 1},endLine={d.span.end_line},endColumn={d.span.end_col + 1},"
+                 f"title={_github_escape(d.code, True)}")
+        lines.append(f"::{GITHUB_LEVEL[d.severity]} {where}::{_github_escape(d.message)}")
+    lines.append(summary)
+    return "\n".join(lines) + "\n"
+
+
+FORMATS = {"text": text, "json": json_text, "sarif": sarif_text, "github": github_text}
 
 
 def render(format_name: str, diagnostics: list[Diagnostic], summary: str) -> str:

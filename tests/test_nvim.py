@@ -1,0 +1,57 @@
+"""Neovim (Debian's package), headless: the built-in LSP client with our Lua
+set-up, and the nvim-lint definition's command and parser."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, line_of
+
+NVIM = shutil.which("nvim")
+pytestmark = pytest.mark.skipif(NVIM is None and not os.environ.get("VMEM_REQUIRE_EDITORS"),
+                                reason="Neovim is not installed (apt-get install neovim)")
+
+
+def run_nvim(script: str, tmp_path, **env) -> dict:
+    if NVIM is None:
+        pytest.fail("VMEM_REQUIRE_EDITORS is set but nvim is not installed")
+    result = tmp_path / "result.json"
+    command = [NVIM, "--headless", "-u", "NONE", "-i", "NONE", "--cmd", f"set rtp+={ROOT / 'editors' / 'nvim'}",
+               "-c", "filetype on", "-c", f"luafile {ROOT / 'tests' / 'nvim' / script}"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "VMEM_RESULT": str(result), **env})
+    assert result.exists(), f"nvim wrote no result: {done.stdout[-2000:]} {done.stderr[-2000:]}"
+    return json.loads(result.read_text())
+
+
+def workspace(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = ".cache"\n')
+    path = tmp_path / "copy_whole.py"
+    shutil.copy(EXAMPLES / "copy_whole.py", path)
+    return path
+
+
+def test_neovim_lsp_client_shows_the_errors_and_applies_the_fix(tmp_path):
+    path = workspace(tmp_path)
+    expected = {(line_of(path, "in_specs="), "VMEM001"), (line_of(path, "out_specs="), "VMEM001"),
+                (line_of(path, "pl.pallas_call("), "VMEM002")}
+    seen = run_nvim("lsp_test.lua", tmp_path, VMEM_PYTHON=sys.executable, VMEM_FILE=str(path))
+    assert seen["failure"] is None, seen
+    assert expected <= {(d["line"], d["code"]) for d in seen["diagnostics"]}
+    assert seen["actions"][0].startswith("Split the array into blocks of")
+    assert "grid=(n // " in path.read_text() and "lambda i: (i, 0)" in path.read_text()
+
+
+def test_nvim_lint_definition_runs_the_check_and_parses_it(tmp_path):
+    path = workspace(tmp_path)
+    exe = str(ROOT / ".venv" / "bin" / "vmem-lsp") if (ROOT / ".venv" / "bin" / "vmem-lsp").exists() else "vmem-lsp"
+    seen = run_nvim("lint_test.lua", tmp_path, VMEM_FILE=str(path), VMEM_EXE=exe)
+    assert seen["exit"] == 1
+    items = {(i["lnum"] + 1, i["code"]) for i in seen["items"]}
+    assert {(line_of(path, "in_specs="), "VMEM001"), (line_of(path, "pl.pallas_call("), "VMEM002")} <= items
+    assert all(i["source"] == "vmem-lsp" for i in seen["items"])
