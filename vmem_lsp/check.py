@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .compile.cache import ResultCache
 from .compile.client import CheckRequest, WorkerClient
+from .compile.pool import WorkerPool, default_size
 from .compile.protocol import ExampleResult
 from .config import Settings
 from .diagnostics import Diagnostic, is_suppressed
@@ -18,9 +21,6 @@ from .mapping import diagnostics_for
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
 from .source.locate import LocateResult, locate
 from .source.model import Span
-
-Progress = Callable[[str], None]
-
 
 @dataclass
 class CheckOutcome:
@@ -142,8 +142,42 @@ def cached_runner(cache: ResultCache, worker: WorkerClient, timeout: float):
     return run
 
 
+def make_workers(settings: Settings):
+    """The local worker, or a pool when more than one job may run at once or
+    a remote worker should fall back to a local one."""
+    jobs = settings.jobs or default_size()
+    if jobs > 1 or settings.worker_fallback:
+        return WorkerPool(settings.worker, jobs, fallback=settings.worker_fallback)
+    return WorkerClient(settings.worker)
+
+
+class ProgressBar:
+    """kernels done / total and the current file, on a terminal (tqdm)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.bar = None
+        if enabled and total:
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, unit="kernel", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def line(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+
+    def advance(self, where: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(where, refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
-          progress: Progress | None = None, worker: WorkerClient | None = None) -> CheckOutcome:
+          progress: bool = False, worker=None) -> CheckOutcome:
+    """Every example under `paths` on every target; `worker` is a WorkerClient
+    or WorkerPool to reuse (else one is made and stopped here)."""
     started = time.perf_counter()
     outcome = CheckOutcome()
     sources = SourceFiles()
@@ -153,23 +187,33 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
     outcome.examples = len(examples)
     cache = ResultCache(settings.cache_folder(), enabled=use_cache)
     own_worker = worker is None
-    worker = worker or WorkerClient(settings.worker)
-    total = len(examples) * len(settings.targets)
-    done = 0
+    worker = worker or make_workers(settings)
+    jobs = [(example, target) for example in examples for target in settings.targets]
+    bar = ProgressBar(len(jobs), progress)
+
+    def run(numbered):
+        number, (example, target) = numbered
+        where = f"{os.path.relpath(example.path)}:{example.line}"
+        announce = lambda: bar.line(f"[{number}/{len(jobs)}] {target} {where} {example.text}")
+        result, cached = run_example(example, target, settings, cache, worker, announce)
+        bar.advance(where)
+        return example, target, result, cached
+
     try:
-        for example in examples:
-            for target in settings.targets:
-                done += 1
-                announce = progress and (lambda: progress(
-                    f"[{done}/{total}] {target} {os.path.relpath(example.path)}:{example.line} {example.text}"))
-                result, cached = run_example(example, target, settings, cache, worker, announce or None)
-                outcome.cache_hits += cached
-                outcome.results.append((example, target, result))
-                outcome.compiles += not cached
-                outcome.diagnostics.extend(diagnostics_for(example, result, sources.sites_of))
+        if isinstance(worker, WorkerPool) and worker.size > 1:
+            with ThreadPoolExecutor(worker.size) as executor:
+                done = list(executor.map(run, enumerate(jobs, 1)))
+        else:
+            done = [run(job) for job in enumerate(jobs, 1)]
     finally:
+        bar.close()
         if own_worker:
             worker.stop()
+    for example, target, result, cached in done:
+        outcome.cache_hits += cached
+        outcome.compiles += not cached
+        outcome.results.append((example, target, result))
+        outcome.diagnostics.extend(diagnostics_for(example, result, sources.sites_of))
     outcome.diagnostics = sorted(
         {d for d in outcome.diagnostics if not is_suppressed(d, sources.line(d.path, d.span.start_line))},
         key=Diagnostic.sort_key)

@@ -25,14 +25,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the layout model's verdict alone: trace the examples, compile nothing (works without libtpu)")
     check.add_argument("--cache-dir", help="where compile results are cached (default: .vmem_lsp_cache in the project root)")
     check.add_argument("--timeout", type=float, help="seconds allowed per example and target")
-    check.add_argument("--worker", help="the worker command (default: this Python, -m vmem_lsp worker)")
+    check.add_argument("--worker", help="the worker command (default: this Python, -m vmem_lsp worker), "
+                       "e.g. 'ssh tpu-vm vmem-lsp worker'")
+    check.add_argument("--worker-fallback", action="store_true",
+                       help="when the configured worker dies (a lost SSH connection), compile locally")
+    check.add_argument("--jobs", "-j", type=int, help="workers at once (default: cores minus one)")
     check.add_argument("--output", "-o", help="write the report to this file instead of stdout")
     fixing = check.add_mutually_exclusive_group()
     fixing.add_argument("--fix", action="store_true",
                         help="apply the best compiler-verified fix for each overflowing example, then check again")
     fixing.add_argument("--diff", action="store_true",
                         help="print the fixes --fix would apply as a unified diff; change nothing")
-    commands.add_parser("worker", help="run a compile worker on stdin/stdout (JSON lines)")
+    commands.add_parser("worker", help="run a compile worker on stdin/stdout (JSON lines); "
+                        "options: --cache-dir, --max-request-mb, --max-seconds, --max-memory-mb")
     commands.add_parser("serve", help="run the language server on stdin/stdout")
     return parser
 
@@ -51,6 +56,10 @@ def settings_for(args):
         changes["cache_dir"] = os.path.abspath(args.cache_dir)
     if args.no_compile:
         changes["compile"] = False
+    if args.worker_fallback:
+        changes["worker_fallback"] = True
+    if args.jobs:
+        changes["jobs"] = max(1, args.jobs)
     return dataclasses.replace(settings, **changes)
 
 
@@ -67,9 +76,9 @@ def run_check(args) -> int:
     except ConfigError as error:
         print(f"vmem-lsp: {error}", file=sys.stderr)
         return EXIT_ERROR
-    from .compile.client import WorkerClient
-    progress = (lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
-    worker = WorkerClient(settings.worker)
+    from .check import make_workers
+    progress = sys.stderr.isatty()
+    worker = make_workers(settings)
     try:
         outcome = check(args.paths, settings, use_cache=not args.no_cache, progress=progress, worker=worker)
         if args.fix or args.diff:
@@ -128,10 +137,11 @@ def fix_files(outcome, settings, worker, use_cache: bool, write: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "worker":
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["worker"]:          # its own options: --cache-dir, --max-seconds, ...
         from .compile.worker import main as worker_main
-        return worker_main()
+        return worker_main(argv[1:])
+    args = build_parser().parse_args(argv)
     if args.command == "serve":
         from .server.app import serve
         return serve()

@@ -15,6 +15,8 @@ class Settings:
     examples: tuple[str, ...] = ()                 # "package.module:function(f32[8, 128])"
     timeout: float = 300.0                         # seconds per example and target
     worker: str | None = None                      # worker command; None: a local subprocess
+    worker_fallback: bool = False                  # when that worker dies, compile with a local one
+    jobs: int | None = None                        # workers at once; None: cores minus one
     cache_dir: str | None = None                   # None: <project root>/.vmem_lsp_cache
     exclude: tuple[str, ...] = (".venv", "venv", ".git", "__pycache__", "node_modules", "build", "dist")
     compile: bool = True                           # False: the layout model's verdict alone (no libtpu)
@@ -61,7 +63,7 @@ def load_settings(start: str) -> Settings:
 
 def apply(settings: Settings, table: dict, where: str) -> Settings:
     """Settings with the keys of one [tool.vmem-lsp]-shaped table applied."""
-    known = {"targets", "examples", "timeout", "worker", "cache-dir", "exclude"}
+    known = {"targets", "examples", "timeout", "worker", "worker-fallback", "jobs", "cache-dir", "exclude"}
     unknown = set(table) - known
     if unknown:
         raise ConfigError(f"{where}: unknown [tool.vmem-lsp] keys: {', '.join(sorted(unknown))}")
@@ -74,6 +76,10 @@ def apply(settings: Settings, table: dict, where: str) -> Settings:
         changes["timeout"] = float(table["timeout"])
     if "worker" in table:
         changes["worker"] = table["worker"] or None
+    if "worker-fallback" in table:
+        changes["worker_fallback"] = bool(table["worker-fallback"])
+    if "jobs" in table:
+        changes["jobs"] = max(1, int(table["jobs"]))
     if "cache-dir" in table:
         changes["cache_dir"] = os.path.join(settings.root, table["cache-dir"])
     if "exclude" in table:

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass
 
 from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict
+from .shipping import Manifests
 
 STDERR_LINES_KEPT = 40
 NOISE = ("WARNING", "W0000", "I0000", "E0000", "Source Location Trace", "libtpu_init_utils",
@@ -39,12 +40,25 @@ def default_command() -> list[str]:
     return [sys.executable, "-m", "vmem_lsp", "worker"]
 
 
+def batch_mode(command: list[str]) -> list[str]:
+    """ssh never prompts an editor's background process: a password or host
+    key question would hang it. Without a usable key it fails at once."""
+    if command and os.path.basename(command[0]) == "ssh" and not any("BatchMode" in c for c in command):
+        return [command[0], "-o", "BatchMode=yes", "-o", "ConnectTimeout=20", *command[1:]]
+    return command
+
+
 class WorkerClient:
     """One worker process, started on first use and restarted after a failure."""
 
-    def __init__(self, command: list[str] | str | None = None, start_timeout: float = 120.0):
-        self.command = shlex.split(command) if isinstance(command, str) else (command or default_command())
+    def __init__(self, command: list[str] | str | None = None, start_timeout: float = 120.0,
+                 ship_source: bool | None = None):
+        self.command = batch_mode(shlex.split(command) if isinstance(command, str) else (command or default_command()))
         self.start_timeout = start_timeout
+        # A worker started by another command may run elsewhere: send it the source.
+        self.ship_source = ship_source if ship_source is not None else self.command != default_command()
+        self.manifests = Manifests()
+        self.blobs_sent = 0
         self.process: subprocess.Popen | None = None
         self.lines: queue.Queue = queue.Queue()
         self.stderr_tail: collections.deque = collections.deque(maxlen=STDERR_LINES_KEPT)
@@ -110,14 +124,21 @@ class WorkerClient:
         try:
             if not self.running():
                 self.start()
-            self.next_id += 1
             params = {k: v for k, v in vars(request).items() if v is not None}
-            self.process.stdin.write(json.dumps({"id": self.next_id, "method": "check", "params": params}) + "\n")
-            self.process.stdin.flush()
-            while True:
-                message = self._read(timeout, "compiling")
-                if message.get("id") == self.next_id:
-                    return result_from_dict(message["result"])
+            shipped = self._ship(request)
+            if shipped is not None:
+                params.update(manifest=shipped[1], client_root=shipped[0])
+            message = self._call("check", params, timeout)
+            if "need" in message and shipped is not None:
+                root, manifest = shipped
+                by_sha = {sha: relative for relative, sha in manifest.items()}
+                blobs = {sha: self.manifests.read(root, by_sha[sha]) for sha in message["need"]}
+                self._call("put", {"blobs": blobs}, timeout)
+                self.blobs_sent += len(blobs)
+                message = self._call("check", params, timeout)
+            if "result" not in message:
+                raise WorkerError(f"the worker refused the request: {message.get('error', message)}")
+            return result_from_dict(message["result"])
         except WorkerError as error:
             self.restarts += 1
             kind = "timeout" if "timed out" in str(error) else "crashed"
@@ -129,6 +150,25 @@ class WorkerClient:
             self.restarts += 1
             self.process = None
             return ExampleResult(request.target, None, error=f"the worker is gone: {error}", error_kind="crashed")
+
+    def _call(self, method: str, params: dict, timeout: float) -> dict:
+        self.next_id += 1
+        self.process.stdin.write(json.dumps({"id": self.next_id, "method": method, "params": params}) + "\n")
+        self.process.stdin.flush()
+        while True:
+            message = self._read(timeout, "compiling")
+            if message.get("id") in (self.next_id, None):
+                return message
+
+    def _ship(self, request: CheckRequest) -> tuple[str, dict] | None:
+        """(client root, manifest) of the project the example lives in, for a remote worker."""
+        if not self.ship_source:
+            return None
+        root = request.root or (os.path.dirname(os.path.abspath(request.path)) if request.path else None)
+        if request.path and request.root is None:
+            from .worker import module_name_for
+            root = module_name_for(request.path)[0]
+        return (root, self.manifests.manifest(root)) if root else None
 
     def _read(self, timeout: float, doing: str) -> dict:
         try:

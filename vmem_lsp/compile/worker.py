@@ -8,13 +8,17 @@ the protocol stream.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import json
 import os
+import resource
+import signal
 import sys
 import traceback as tb
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
 from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, to_json
@@ -131,6 +135,8 @@ class Worker:
         return ExampleResult(target, kind, calls=tuple(calls), deps=deps)
 
     def failure(self, target, kind, error_kind, what, error, path) -> ExampleResult:
+        if isinstance(error, OverTime):
+            return ExampleResult(target, kind, error=f"the example ran {error}", error_kind="timeout")
         frames = tb.extract_tb(error.__traceback__)
         user = [f for f in frames if self.capture.is_user_file(f.filename)]
         origin = Origin(user[-1].filename, user[-1].lineno) if user else None
@@ -144,22 +150,158 @@ def file_digest(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def main() -> int:
+@dataclass(frozen=True)
+class Limits:
+    """What one request may cost the worker: it answers an over-limit request
+    with an error and stays up."""
+    max_request_bytes: int = 64 << 20
+    max_seconds: float | None = None
+    max_memory_bytes: int | None = None
+
+
+def default_cache_folder() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "vmem-lsp", "worker")
+
+
+def read_request(stream, limit: int) -> tuple[bytes | None, int]:
+    """One line of at most `limit` bytes; a longer one is skipped whole and
+    reported by its size. (None, 0) at end of input."""
+    line = stream.readline(limit + 1)
+    if not line:
+        return None, 0
+    if len(line) <= limit or line.endswith(b"\n"):
+        return line, len(line)
+    size = len(line)
+    while line and not line.endswith(b"\n"):
+        line = stream.readline(1 << 20)
+        size += len(line)
+    return None, size
+
+
+class OverTime(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def request_limits(limits: Limits):
+    """The time and memory caps around one request."""
+    previous = None
+    if limits.max_seconds:
+        def alarm(signum, frame):
+            raise OverTime(f"over the worker's limit of {limits.max_seconds:g} s per request")
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, limits.max_seconds)
+    if limits.max_memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (virtual_size() + limits.max_memory_bytes, resource.RLIM_INFINITY))
+    try:
+        yield
+    finally:
+        if limits.max_seconds:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        if limits.max_memory_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+def virtual_size() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * resource.getpagesize()
+
+
+class Server:
+    """The request loop: check, put (blobs of shipped source), shutdown."""
+
+    def __init__(self, out, limits: Limits, cache_folder: str):
+        self.out = out
+        self.limits = limits
+        self.cache_folder = cache_folder
+        self.worker = Worker()
+        self.store = None
+
+    def send(self, message: dict) -> None:
+        self.out.write(json.dumps(message) + "\n")
+
+    def handle(self, request: dict) -> bool:
+        method, ident, params = request.get("method"), request.get("id"), request.get("params", {})
+        if method == "shutdown":
+            self.send({"id": ident, "result": None})
+            return False
+        if method == "put":
+            self.shipped().put(params.get("blobs", {}))
+            self.send({"id": ident, "result": "ok"})
+        elif method == "check":
+            self.check(ident, params)
+        else:
+            self.send({"id": ident, "error": f"unknown method {method!r}"})
+        return True
+
+    def shipped(self):
+        from .shipping import Store
+        if self.store is None:
+            self.store = Store(self.cache_folder)
+        return self.store
+
+    def check(self, ident, params: dict) -> None:
+        manifest, client_root = params.pop("manifest", None), params.pop("client_root", None)
+        workspace = None
+        if manifest is not None:
+            missing = self.shipped().missing(manifest)
+            if missing:
+                self.send({"id": ident, "need": missing})
+                return
+            workspace = self.shipped().workspace(client_root, manifest)
+            params = relocate_params(params, client_root, workspace)
+        try:
+            with request_limits(self.limits):
+                result = json.loads(to_json(self.worker.check(params)))
+        except OverTime as error:
+            result = json.loads(to_json(ExampleResult(params.get("target"), None, error=str(error),
+                                                      error_kind="timeout")))
+        if workspace is not None:
+            from .shipping import relocate
+            result = relocate(result, workspace, client_root)
+        self.send({"id": ident, "result": result})
+
+
+def relocate_params(params: dict, client_root: str, workspace: str) -> dict:
+    from .shipping import relocate
+    return {k: relocate(v, client_root, workspace) if k in ("path", "root") else v for k, v in params.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    parser = argparse.ArgumentParser(prog="vmem-lsp worker")
+    parser.add_argument("--cache-dir", default=default_cache_folder(), help="where shipped source is kept")
+    parser.add_argument("--max-request-mb", type=float, default=64)
+    parser.add_argument("--max-seconds", type=float, help="per request; over it the request gets an error")
+    parser.add_argument("--max-memory-mb", type=float, help="address space a request may add")
+    args = parser.parse_args(argv)
+    limits = Limits(int(args.max_request_mb * 2**20), args.max_seconds,
+                    int(args.max_memory_mb * 2**20) if args.max_memory_mb else None)
     out = protocol_stream()
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    worker = Worker()
+    server = Server(out, limits, args.cache_dir)
     out.write(json.dumps({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), **versions()}}) + "\n")
-    for line in sys.stdin:
+    stream = sys.stdin.buffer
+    while True:
+        line, size = read_request(stream, limits.max_request_bytes)
+        if line is None and size == 0:
+            break
+        if line is None:
+            server.send({"id": None, "error": f"a request of {size / 2**20:.1f} MiB is over the worker's limit "
+                                             f"of {limits.max_request_bytes / 2**20:.0f} MiB"})
+            continue
         if not line.strip():
             continue
         try:
             request = json.loads(line)
         except json.JSONDecodeError as error:
-            out.write(json.dumps({"id": None, "error": f"bad request: {error}"}) + "\n")
+            server.send({"id": None, "error": f"bad request: {error}"})
             continue
-        if request.get("method") == "shutdown":
-            out.write(json.dumps({"id": request.get("id"), "result": None}) + "\n")
-            break
-        result = worker.check(request.get("params", {}))
-        out.write(json.dumps({"id": request.get("id"), "result": json.loads(to_json(result))}) + "\n")
+        try:
+            if not server.handle(request):
+                break
+        except Exception as error:      # a bad request never ends the worker
+            server.send({"id": request.get("id"), "error": f"{type(error).__name__}: {error}"})
     return 0
