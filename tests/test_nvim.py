@@ -13,13 +13,13 @@ import pytest
 from conftest import EXAMPLES, ROOT, line_of
 
 NVIM = shutil.which("nvim")
-pytestmark = pytest.mark.skipif(NVIM is None and not os.environ.get("VMEM_REQUIRE_EDITORS"),
+pytestmark = pytest.mark.skipif(NVIM is None and not os.environ.get("VMEM_REQUIRE_TOOLS"),
                                 reason="Neovim is not installed (apt-get install neovim)")
 
 
 def run_nvim(script: str, tmp_path, **env) -> dict:
     if NVIM is None:
-        pytest.fail("VMEM_REQUIRE_EDITORS is set but nvim is not installed")
+        pytest.fail("VMEM_REQUIRE_TOOLS is set but nvim is not installed")
     result = tmp_path / "result.json"
     command = [NVIM, "--headless", "-u", "NONE", "-i", "NONE", "--cmd", f"set rtp+={ROOT / 'editors' / 'nvim'}",
                "-c", "filetype on", "-c", f"luafile {ROOT / 'tests' / 'nvim' / script}"]

@@ -1,0 +1,179 @@
+"""A worker on another machine over SSH: a real sshd on 127.0.0.1, a key made
+for the test, the real compiler behind it."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, KERNELS, run_json
+from vmem_lsp.compile.client import CheckRequest, WorkerClient
+
+SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+pytestmark = pytest.mark.skipif((SSHD is None or os.geteuid() != 0) and not os.environ.get("VMEM_REQUIRE_TOOLS"),
+                                reason="needs Debian's openssh-server and root (apt-get install openssh-server)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+class Sshd:
+    def __init__(self, folder: Path):
+        self.folder, self.port = folder, free_port()
+        keygen(folder / "host_key")
+        keygen(folder / "user_key")
+        (folder / "authorized_keys").write_text((folder / "user_key.pub").read_text())
+        (folder / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {(folder / 'host_key.pub').read_text()}")
+        (folder / "sshd_config").write_text(f"""Port {self.port}
+ListenAddress 127.0.0.1
+HostKey {folder}/host_key
+PidFile {folder}/sshd.pid
+AuthorizedKeysFile {folder}/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+StrictModes no
+UsePAM no
+LogLevel ERROR
+""")
+        os.makedirs("/run/sshd", exist_ok=True)
+        self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(folder / "sshd_config")],
+                                        stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError("sshd did not start")
+
+    def command(self, key: str = "user_key", known_hosts: str = "known_hosts") -> str:
+        remote_cache = self.folder / "remote-cache"
+        return (f"ssh -p {self.port} -i {self.folder / key} -o IdentitiesOnly=yes "
+                f"-o UserKnownHostsFile={self.folder / known_hosts} -o StrictHostKeyChecking=yes 127.0.0.1 "
+                f"{sys.executable} -m vmem_lsp worker --cache-dir {remote_cache}")
+
+    def kill(self) -> None:
+        """sshd and every session it forked (and what they run): the connection
+        is gone mid-request."""
+        for pid in [*descendants(self.process.pid), self.process.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    server = Sshd(tmp_path)
+    yield server
+    server.kill()
+
+
+def diagnostics_without_paths(report):
+    return [{k: v for k, v in d.items() if k != "facts"} for d in report["diagnostics"]]
+
+
+def test_remote_worker_gives_the_same_results_as_the_local_one(sshd, tmp_path):
+    target = tmp_path / "copy_whole.py"
+    shutil.copy(EXAMPLES / "copy_whole.py", target)
+    local = run_json("check", str(target), "--target", "v6e", "--no-cache")[1]
+    done, remote = run_json("check", str(target), "--target", "v6e", "--no-cache", "--worker", sshd.command())
+    assert done.returncode == 1, done.stderr
+    assert diagnostics_without_paths(remote) == diagnostics_without_paths(local)
+    assert list((tmp_path / "remote-cache" / "workspaces").iterdir()), "the source was not shipped"
+
+
+def test_unchanged_files_are_not_sent_again(sshd):
+    worker = WorkerClient(sshd.command())
+    try:
+        request = CheckRequest("copy_whole(f32[1024, 1024])", "v6e", path=str(EXAMPLES / "copy_whole.py"))
+        first = worker.check(request, 300)
+        sent = worker.blobs_sent
+        second = worker.check(request, 300)
+    finally:
+        worker.stop()
+    assert first.error is None and second.error is None and first.calls[0].fits
+    assert sent == len(list(EXAMPLES.glob("*.py"))) and worker.blobs_sent == sent
+    assert first.calls[0].call_origin.file == str(EXAMPLES / "copy_whole.py")     # paths come back as ours
+
+
+def start_check_then_kill_sshd(sshd, *extra):
+    """A slow compile (jax's flash attention) over SSH; sshd dies mid-compile."""
+    command = [sys.executable, "-m", "vmem_lsp", "check", str(KERNELS / "flash_user.py"), "--target", "v5e",
+               "--no-cache", "--format", "json", "--worker", sshd.command(), *extra]
+    check = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:       # the remote worker is up and compiling
+        if subprocess.run(["pgrep", "-f", str(sshd.folder / "remote-cache")], capture_output=True).stdout:
+            break
+        time.sleep(0.2)
+    time.sleep(6)
+    sshd.kill()
+    out, err = check.communicate(timeout=600)
+    import json
+    return check.returncode, json.loads(out), err
+
+
+def test_losing_the_connection_mid_compile_is_a_clear_error(sshd):
+    code, report, _ = start_check_then_kill_sshd(sshd)
+    [d] = report["diagnostics"]
+    assert d["code"] == "VMEM010" and "exited with code 255" in d["message"]
+
+
+def test_losing_the_connection_falls_back_to_the_local_worker(sshd):
+    code, report, _ = start_check_then_kill_sshd(sshd, "--worker-fallback")
+    assert code == 1
+    assert {d["code"] for d in report["diagnostics"]} >= {"VMEM001", "VMEM002", "VMEM004"}
+
+
+@pytest.mark.parametrize("problem", ["wrong host key", "no key"])
+def test_bad_credentials_fail_fast_and_clearly(sshd, problem):
+    if problem == "wrong host key":
+        keygen(sshd.folder / "other_host")
+        (sshd.folder / "wrong_known").write_text(
+            f"[127.0.0.1]:{sshd.port} {(sshd.folder / 'other_host.pub').read_text()}")
+        command, expected = sshd.command(known_hosts="wrong_known"), "Host key verification failed"
+    else:
+        keygen(sshd.folder / "stranger_key")
+        command, expected = sshd.command(key="stranger_key"), "Permission denied"
+    started = time.monotonic()
+    done, report = run_json("check", str(EXAMPLES / "copy_whole.py"), "--target", "v6e", "--no-cache",
+                            "--worker", command)
+    assert time.monotonic() - started < 60
+    [d] = report["diagnostics"]
+    assert d["code"] == "VMEM010" and expected in d["message"], d["message"]
