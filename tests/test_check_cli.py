@@ -10,8 +10,10 @@ import jax.experimental.pallas.ops.tpu.flash_attention as flash_module
 from conftest import EXAMPLES, KERNELS, ROOT, line_of, run_cli, run_json
 
 
-def by(diagnostics, **where):
-    return [d for d in diagnostics if all(d.get(k) == v for k, v in where.items())]
+def by(diagnostics, target=None, **where):
+    """Diagnostics matching `where`; `target` matches one chip of a merged diagnostic."""
+    return [d for d in diagnostics if all(d.get(k) == v for k, v in where.items())
+            and (target is None or target in (d.get("target") or "").split(","))]
 
 
 def test_seed_copy_kernel_on_v6e_reports_on_each_blockspec(examples_check):
@@ -22,13 +24,17 @@ def test_seed_copy_kernel_on_v6e_reports_on_each_blockspec(examples_check):
     in_line, out_line = line_of(path, "in_specs="), line_of(path, "out_specs=")
     assert sorted(d["range"]["start_line"] for d in found) == [in_line, out_line]
     first = next(d for d in found if d["range"]["start_line"] == in_line)
-    assert first["message"] == ("input 0 window f32[4096,4096] = 64.00M, single buffered; kernel needs "
-                                "128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)")
+    # One diagnostic for both chips: what the window is, then what each chip says.
+    assert first["message"].startswith("input 0 window f32[4096,4096] = 64.00M, single buffered; ")
+    assert first["message"].endswith("; kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)")
+    assert "kernel needs 128.00M of 16.00M scoped VMEM on TPU v5e" in first["message"]
+    assert first["target"] == "v5e,v6e"
     # The range covers the block-shape expression exactly.
     text = path.read_text().splitlines()[in_line - 1]
     r = first["range"]
     assert text[r["start_col"]:r["end_col"]] == "(n, m)"
-    assert first["facts"]["buffers"] == 1 and first["facts"]["estimated"] is False
+    v6e = first["facts"]["targets"]["v6e"]
+    assert v6e["buffers"] == 1 and v6e["estimated"] is False and first["facts"]["targets"]["v5e"]["estimated"]
 
 
 def test_seed_total_on_the_pallas_call_line_and_the_directive(examples_check):

@@ -16,7 +16,7 @@ from .compile.client import CheckRequest, WorkerClient
 from .compile.pool import WorkerPool, default_size
 from .compile.protocol import ExampleResult
 from .config import Settings
-from .diagnostics import Diagnostic, is_suppressed
+from .diagnostics import Diagnostic, is_suppressed, merge_targets
 from .mapping import diagnostics_for
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
 from .source.locate import LocateResult, locate
@@ -214,9 +214,8 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
         outcome.compiles += not cached
         outcome.results.append((example, target, result))
         outcome.diagnostics.extend(diagnostics_for(example, result, sources.sites_of))
-    outcome.diagnostics = sorted(
-        {d for d in outcome.diagnostics if not is_suppressed(d, sources.line(d.path, d.span.start_line))},
-        key=Diagnostic.sort_key)
+    outcome.diagnostics = merge_targets(
+        [d for d in set(outcome.diagnostics) if not is_suppressed(d, sources.line(d.path, d.span.start_line))])
     outcome.seconds = time.perf_counter() - started
     return outcome
 

@@ -49,3 +49,42 @@ def is_suppressed(diagnostic: Diagnostic, line_text: str) -> bool:
         return True
     codes = {c.strip() for c in rest.lstrip()[1:].replace(",", " ").split()}
     return diagnostic.code in codes
+
+
+NEEDS = ("kernel needs", "one allocation would exceed")
+
+
+def _split(d: Diagnostic) -> tuple[str, str, str] | None:
+    """(what, separator, what the chip says) of a message that reports a
+    chip's budget: what comes before "kernel needs ..." is the same on every chip."""
+    starts = [i for i in (d.message.find(f"{sep}{need}") for sep in ("; ", ": ") for need in NEEDS) if i > 0]
+    if not starts:
+        return None
+    at = min(starts)
+    return d.message[:at], d.message[at:at + 2], d.message[at + 2:]
+
+
+def merge_targets(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """One diagnostic per place, code and allocation, listing what each chip
+    that fails says, instead of one a chip."""
+    groups: dict = {}
+    for d in diagnostics:
+        parts = _split(d) if d.target else None
+        key = (d.path, d.span, d.code, d.severity, parts[0] if parts else id(d))
+        groups.setdefault(key, []).append((d, parts))
+    merged = []
+    for members in groups.values():
+        if len(members) == 1:
+            merged.append(members[0][0])
+            continue
+        members.sort(key=lambda m: m[0].target)
+        first, (subject, separator, _) = members[0]
+        ds = [d for d, _ in members]
+        origins = {d.origin for d in ds}
+        related = tuple(dict.fromkeys(r for d in ds for r in d.related))
+        merged.append(Diagnostic(
+            first.path, first.span, first.severity, first.code,
+            subject + separator + "; ".join(p[2] for _, p in members),
+            ",".join(d.target for d in ds), origins.pop() if len(origins) == 1 else "mixed", related,
+            {"targets": {d.target: d.facts for d in ds}}))
+    return sorted(merged, key=Diagnostic.sort_key)

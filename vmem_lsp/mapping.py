@@ -233,8 +233,8 @@ def estimated_parts(call, report, target, site, sites_of, anchor, need, base):
             label = f"{describe_operand(op)} window {window_text(cost.dtype, cost.shape)}"
             facts["full_shape"] = window_text(op.dtype, op.full_shape)
         how = buffering(cost.buffers) if cost.kind != "scratch" else ""
-        message = (f"{label} ~ {format_size(cost.bytes)}{', ' + how if how else ''} (layout model estimate: "
-                   f"the compiler reports only the total); {need}")
+        message = (f"{label} = {format_size(cost.bytes)}{', ' + how if how else ''}; {need} (sizes "
+                   f"estimated by the layout model; the compiler gives only the total)")
         parts.append((where, "VMEM001", message, facts))
     if remainder > 0:
         parts.append((anchor, "VMEM003",
@@ -278,7 +278,7 @@ def link(k: KernelFindings, example: Example, target: Chip) -> list[Diagnostic]:
                           "compiler", (*parts, directive), k.facts))
     where = f"{display_path(k.anchor.path)}:{k.anchor.span.start_line}"
     out.append(Diagnostic(example.path, example.span, "error", "VMEM004",
-                          f"example does not fit on {target.label}: {k.total} (at {where})",
+                          f"example does not fit: {k.total.replace(': ', f' at {where}: ', 1)}",
                           target.name, "compiler", (at_call,), k.facts))
     return out
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..budget import KnownKernel
 from ..check import SourceFiles, directive_diagnostic
 from ..compile.protocol import ExampleResult
-from ..diagnostics import Diagnostic, is_suppressed
+from ..diagnostics import Diagnostic, is_suppressed, merge_targets
 from ..mapping import diagnostics_for
 from ..source.directives import Example, find_examples
 from ..source.locate import LocateResult, locate
@@ -110,7 +110,7 @@ class Session:
             for b in by_target.values():
                 if b.fits and b.headroom() < self.options.headroom_warning:
                     by_path.setdefault(site.path, []).append(views.headroom_warning(site, b, estimated=False))
-        by_path = {p: sorted(set(ds), key=Diagnostic.sort_key) for p, ds in by_path.items()}
+        by_path = {p: merge_targets(list(set(ds))) for p, ds in by_path.items()}
         old = self.contributions.get(path, {})
         self.contributions[path] = {p: ds for p, ds in by_path.items() if p != path}
         doc.verdict = by_path.get(path, [])
