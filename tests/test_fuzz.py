@@ -1,0 +1,86 @@
+"""Fuzzing the parsers: whatever text comes in, they answer, fast, and lose nothing."""
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import jax.experimental.pallas.ops.tpu as ops
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from vmem_lsp.report.parse import parse_report
+from vmem_lsp.source.directives import check_call, find_examples
+from vmem_lsp.source.locate import locate
+
+REPORTS = sorted((Path(__file__).parent / "data" / "reports").glob("*.txt"))
+OPS_FILES = sorted(Path(ops.__path__[0]).rglob("*.py"))
+REPORT_TEXTS = ["\n".join(p.read_text().splitlines()[3:]) for p in REPORTS]
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def mutate(text: str, rng: random.Random) -> str:
+    """Real compiler text, damaged the ways logs get damaged: cut, spliced, digits changed."""
+    for _ in range(rng.randint(1, 6)):
+        at = rng.randrange(len(text) + 1)
+        kind = rng.choice(["cut", "insert", "digit", "dup", "truncate"])
+        if kind == "cut":
+            text = text[:at] + text[at + rng.randint(1, 40):]
+        elif kind == "insert":
+            text = text[:at] + "".join(rng.choice("0123456789.MKG:=,[]{}()\n ") for _ in range(rng.randint(1, 12))) + text[at:]
+        elif kind == "digit":
+            text = "".join(rng.choice("987654321") if c.isdigit() and rng.random() < 0.3 else c for c in text)
+        elif kind == "dup":
+            text = text[:at] + text[at:at + 200] + text[at:]
+        else:
+            text = text[:at]
+    return text
+
+
+@FUZZ
+@given(index=st.integers(0, len(REPORT_TEXTS) - 1), seed=st.integers(0, 2**32))
+def test_report_parser_on_mutated_real_reports(index, seed):
+    text = mutate(REPORT_TEXTS[index], random.Random(seed))
+    report = parse_report(text)
+    assert report.text == text                      # the user always gets the whole text
+    assert report.form in ("physical", "scoped", "single_allocation", "block_shape", "unknown")
+    for allocation in report.allocations:
+        assert allocation.size >= 0
+
+
+@FUZZ
+@given(st.text(max_size=2000))
+def test_report_parser_on_random_text(text):
+    assert parse_report(text).text == text
+
+
+@FUZZ
+@given(st.text(max_size=300))
+def test_directive_parser_on_random_input(text):
+    problem = check_call(text)
+    assert problem is None or isinstance(problem, str)
+    line = f"# vmem: {text}"
+    examples, errors = find_examples(line + "\n", "f.py")
+    if len(line.splitlines()) == 1:                 # one directive line: an example or a reason, never neither
+        assert len(examples) + len(errors) == 1
+
+
+@FUZZ
+@given(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=1500))
+def test_locator_on_random_text(text):
+    result = locate(text, "random.py")
+    assert isinstance(result.sites, tuple)
+
+
+def test_locator_on_every_ops_file_cut_at_random_points():
+    """Half-typed files: every jax ops/tpu file cut at 40 random points; each
+    answer comes back, and in bounded time."""
+    rng = random.Random(7)
+    slowest = 0.0
+    for path in OPS_FILES:
+        text = path.read_text()
+        for cut in sorted(rng.sample(range(len(text)), min(40, len(text)))):
+            started = time.perf_counter()
+            result = locate(text[:cut], str(path))
+            slowest = max(slowest, time.perf_counter() - started)
+            assert isinstance(result.sites, tuple)
+    assert slowest < 2.0, f"slowest locate of a cut file: {slowest:.2f} s"
