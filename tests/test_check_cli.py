@@ -167,6 +167,8 @@ def test_misbehaving_examples_are_reported_and_the_check_goes_on(tmp_path):
     assert "timed out after 20 s" in only("# vmem: hangs(")
     assert "exited with code 3" in only("# vmem: exits(")
     assert "killed by signal 11" in only("# vmem: segfaults(")
+    assert "MemoryError" in only("# vmem: allocates(")
+    assert "raised after the flood" in only("# vmem: floods(")
     # The last example still ran after all that, and overflows v6e's scoped limit.
     assert "scoped VMEM on TPU v6e" in only("# vmem: copy_rows(f32[8192, 4096], rows=1024)")
     assert done.returncode == 1

@@ -232,3 +232,44 @@ async def test_quick_fix_is_verified_and_clears_the_errors(tmp_path):
         editor.change(apply_text_edits(editor.text, first.edit.changes[editor.uri]))
         editor.save()
         await wait_for(lambda: not editor.diagnostics(), what="errors cleared by the quick fix")
+
+
+def zombies_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] == "Z" and int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+async def test_a_hanging_example_never_blocks_the_editor(tmp_path):
+    work = project(tmp_path, "copy_whole.py")
+    (work / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = ".cache"\ntimeout = 15\n')
+    (work / "hang.py").write_text("import time\n\n# vmem: spin(f32[8, 128])\n\n\ndef spin(x):\n"
+                                  "    while True:\n        time.sleep(0.1)\n")
+    async with running_server(work) as client:
+        good = Editor(client, work / "copy_whole.py")
+        good.open()
+        await wait_for(lambda: compiler_tier(good.diagnostics()), what="the good file compiled")
+        hang = Editor(client, work / "hang.py")
+        hang.open()
+        await asyncio.sleep(1)                      # the worker is now stuck in the example
+        slowest = 0.0
+        for _ in range(20):
+            started = time.monotonic()
+            hover = await client.text_document_hover_async(types.HoverParams(
+                types.TextDocumentIdentifier(good.uri), types.Position(line_of(good.path, "in_specs=") - 1, 20)))
+            slowest = max(slowest, time.monotonic() - started)
+            assert hover is not None
+            await asyncio.sleep(0.2)
+        assert slowest < 0.2, f"a hover took {slowest:.3f} s while the worker hung"
+        [d] = await wait_for(hang.diagnostics, what="the timeout diagnostic")
+        assert "timed out after 15 s" in d.message
+        server_pid = client._server.pid
+        await asyncio.sleep(1)
+        assert zombies_of(server_pid) == []

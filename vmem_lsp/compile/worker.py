@@ -275,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=default_cache_folder(), help="where shipped source is kept")
     parser.add_argument("--max-request-mb", type=float, default=64)
     parser.add_argument("--max-seconds", type=float, help="per request; over it the request gets an error")
-    parser.add_argument("--max-memory-mb", type=float, help="address space a request may add")
+    parser.add_argument("--max-memory-mb", type=float, default=8192,
+                        help="address space a request may add (default 8192; 0: no cap)")
     args = parser.parse_args(argv)
     limits = Limits(int(args.max_request_mb * 2**20), args.max_seconds,
                     int(args.max_memory_mb * 2**20) if args.max_memory_mb else None)

@@ -13,6 +13,8 @@ from jax.experimental import pallas as pl
 # vmem: hangs(f32[8, 128])
 # vmem: exits(f32[8, 128])
 # vmem: segfaults(f32[8, 128])
+# vmem: allocates(f32[8, 128])
+# vmem: floods(f32[8, 128])
 # vmem: copy_rows(f32[8192, 4096], rows=1024)
 
 
@@ -32,6 +34,20 @@ def exits(x):
 
 def segfaults(x):
     ctypes.string_at(0)
+
+
+def allocates(x):
+    hoard = []
+    while True:                     # until the worker's memory cap says no
+        hoard.append(bytearray(1 << 28))
+
+
+def floods(x):
+    import sys
+    chunk = "x" * 1023 + "\n"
+    sys.stdout.write(chunk * 4096)  # 4 MiB on stdout, where the protocol would be
+    sys.stderr.write(chunk * 4096)  # and 4 MiB on stderr
+    raise ValueError("raised after the flood")
 
 
 def copy_kernel(x_ref, o_ref):
