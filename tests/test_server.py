@@ -273,3 +273,16 @@ async def test_a_hanging_example_never_blocks_the_editor(tmp_path):
         server_pid = client._server.pid
         await asyncio.sleep(1)
         assert zombies_of(server_pid) == []
+
+
+async def test_edits_during_a_compile_never_get_its_stale_verdict(tmp_path):
+    work = project(tmp_path, "copy_whole.py")
+    async with running_server(work) as client:
+        editor = Editor(client, work / "copy_whole.py")
+        editor.open()                                   # the compile of version 1 starts
+        await asyncio.sleep(0.5)
+        editor.change("# typed while it compiles\n" + editor.text)   # version 2, not saved
+        await wait_for(lambda: [m for m in client.log_messages if "dropped a compile" in m.message],
+                       what="the stale compile dropped")
+        await asyncio.sleep(1)
+        assert compiler_tier(editor.diagnostics()) == []    # only estimates for the text on screen

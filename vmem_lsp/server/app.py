@@ -3,6 +3,7 @@ publishing. Handlers (one module per message, in handlers/) stay thin."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -167,6 +168,9 @@ def build_server() -> VmemServer:
 
 
 def serve() -> int:
+    # Analysis runs in a thread; hand the interpreter back to the message loop
+    # often, so a hover never waits long behind a parse.
+    sys.setswitchinterval(0.001)
     server = build_server()
     try:
         server.start_io()
