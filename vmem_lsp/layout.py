@@ -1,8 +1,11 @@
 """The static layout model: what each window and scratch buffer costs in VMEM,
 without a compiler. Used to split the compiler's total where its report gives
-none (E1001) and, later, for estimates while typing.
+none (E1001) and for estimates while typing.
 
-Every rule here is a hypothesis to be measured against the compiler.
+Every rule is measured: bench/model_harness.py compiles the kernels of
+bench/model_corpus.py for v4, v5e, v5p, v6e and v7x and lists every allocation
+(bench/MODEL.md has the agreement table). A comment names the case that
+established each rule; the sizes were the same on every chip unless it says so.
 """
 from __future__ import annotations
 
@@ -19,6 +22,17 @@ ITEM_BITS = {
     "s4": 4, "u4": 4,
 }
 LANES = 128
+SUBLANES = 8
+# One sublane of 32-bit words across the lanes: the smallest unit of a tile.
+# copy-r1-bf16-b128-g1: bf16[128] is 256 bytes of data but a 512-byte window.
+SUBLANE_BYTES = LANES * 4
+# Every window allocation is a whole number of KiB.
+# copy-r2-f32-b1x128-g1: f32[1,128] is u8[512] but "Size: 1.0K"; scratch is not rounded (padded-scratch-v6e: 512B).
+WINDOW_ALIGNMENT = 1024
+# Booleans live in VMEM as 32-bit words: copy-r2-pred-b8x128-g1's window is s32[8,128], 4096 bytes.
+VMEM_DTYPE = {"pred": "s32"}
+# How the compiler names a scratch buffer's dtype: scratch-u8-s8x128 prints s8[8,128], scratch-pred-* s32[...].
+PRINTED_DTYPE = {**VMEM_DTYPE, "u8": "s8"}
 
 
 @dataclass(frozen=True)
@@ -33,42 +47,77 @@ class WindowCost:
     bytes: int                # all buffers, padded
 
 
+def packing(dtype: str) -> int:
+    """Values of `dtype` packed into one 32-bit word (bf16 2, s8 4, s4 8)."""
+    return max(1, 32 // ITEM_BITS.get(dtype, 32))
+
+
 def sublane_rows(dtype: str) -> int:
-    """Rows of one (rows, 128) VMEM tile: 8 for 32-bit types, more for packed
-    narrower ones (the compiler prints bf16 tiles as T(8,128)(2,1))."""
-    bits = ITEM_BITS.get(dtype, 32)
-    return 8 * max(1, 32 // min(bits, 32))
+    """Rows of a full-size tile. The compiler tiles every dtype as T(8,128), packing
+    narrow types (bf16 T(8,128)(2,1), s8 T(8,128)(4,1)):
+    copy-r2-bf16-b24x200-g1 is 24 rows (12288 bytes), not 32; copy-r2-s8-b24x200-g1 likewise."""
+    return SUBLANES
+
+
+def tile_rows(dtype: str, rows: int) -> int:
+    """Rows of the tile the compiler picks for `rows` rows: small arrays get small tiles
+    (T(1,128), T(2,128), T(4,128); padded-scratch-v6e: bf16[3,128] T(4,128)(2,1)), but
+    never fewer rows than fill one 32-bit sublane (copy-r2-s8-b1x128-g1: 512 bytes;
+    copy-r3-s4-b4x3x100-g1: s4 rows padded to 8)."""
+    if rows >= SUBLANES:
+        return sublane_rows(dtype)
+    return min(SUBLANES, max(1 << (rows - 1).bit_length(), packing(dtype)))
 
 
 def padded_bytes(dtype: str, shape: tuple[int, ...]) -> int:
-    """Bytes of one buffer of `shape` once its last two dims are tile-padded."""
+    """Bytes of one buffer of `shape` in its tiled layout: the last dim padded to 128
+    lanes, the second-last to the tile's rows, each leading index its own tile
+    (copy-r3-f32-b4x3x100-g1: 4 x T(4,128) = 8192 bytes). A rank-1 array is a run of
+    whole 32-bit sublanes (copy-r1-f32-b100-g1: 512 bytes)."""
+    dtype = VMEM_DTYPE.get(dtype, dtype)
     bits = ITEM_BITS.get(dtype, 32)
-    dims = list(shape) or [1]
-    dims[-1] = math.ceil(dims[-1] / LANES) * LANES
-    if len(dims) >= 2:
-        rows = sublane_rows(dtype)
-        dims[-2] = math.ceil(dims[-2] / rows) * rows
-    return math.prod(dims) * bits // 8
+    if len(shape) <= 1:
+        n = shape[0] if shape else 1
+        return math.ceil(n * bits / 8 / SUBLANE_BYTES) * SUBLANE_BYTES
+    *leading, rows, cols = shape
+    tile = tile_rows(dtype, rows)
+    padded_rows = math.ceil(rows / tile) * tile
+    padded_cols = math.ceil(cols / LANES) * LANES
+    return math.prod(leading) * padded_rows * padded_cols * bits // 8
 
 
 def grid_steps(grid: tuple[int, ...]) -> int:
+    """Steps of the grid; a dimension only known at run time counts as many."""
     return math.prod(g if g > 0 else 2 for g in grid)
 
 
 def buffer_count(operand: Operand, grid: tuple[int, ...]) -> int:
-    """Two buffers to overlap the next block's copy with compute, unless the
-    user asked otherwise or there is only one step (the seed report: grid=(),
-    'single buffered')."""
+    """Buffers the compiler gives a window.
+    - pl.Buffered(n) as asked (buffering-in-buf1-*, -out-buf1-*: 1; n > 2 is refused by Pallas).
+    - One when the grid has one step: grid=(), (1,) and (1, 1) alike (buffering-grid0/1/1x1-*).
+    - One for an input whose index map ignores the grid: its block never changes
+      (buffering-const-in-*: "single buffered" beside a double-buffered output).
+    - Otherwise two, to overlap the next block's copy with compute (buffering-grid4x1-*)."""
     if operand.buffer_count:
         return operand.buffer_count
-    return 1 if grid_steps(grid) == 1 else 2
+    if grid_steps(grid) == 1:
+        return 1
+    if operand.role == "in" and operand.constant_index:
+        return 1
+    return 2
 
 
 def in_vmem(memory_space: str | None) -> bool:
     return memory_space in (None, "vmem")
 
 
-def window_costs(call: CapturedCall) -> list[WindowCost]:
+def window_bytes(dtype: str, shape: tuple[int, ...], buffers: int) -> int:
+    return math.ceil(padded_bytes(dtype, shape) * buffers / WINDOW_ALIGNMENT) * WINDOW_ALIGNMENT
+
+
+def window_costs(call: CapturedCall, target: str | None = None) -> list[WindowCost]:
+    """Every window and VMEM scratch buffer of `call`. Scalar-prefetch, SMEM and ANY
+    operands have no window (smem-operand-*, any-dma-*: none listed); nor do semaphores."""
     costs = []
     for op in call.operands:
         if op.role == "prefetch" or not in_vmem(op.memory_space):
@@ -76,8 +125,7 @@ def window_costs(call: CapturedCall) -> list[WindowCost]:
         shape = op.block_shape if op.block_shape is not None else op.full_shape
         buffers = buffer_count(op, call.grid)
         costs.append(WindowCost("input_window" if op.role == "in" else "output_window", op.index,
-                                op.operand, op.dtype, shape, buffers,
-                                padded_bytes(op.dtype, shape) * buffers))
+                                op.operand, op.dtype, shape, buffers, window_bytes(op.dtype, shape, buffers)))
     for s in call.scratch:
         if in_vmem(s.memory_space) and s.dtype in ITEM_BITS:
             costs.append(WindowCost("scratch", s.index, None, s.dtype, s.shape, 1,
@@ -91,3 +139,66 @@ def find_cost(costs: list[WindowCost], kind: str, index: int) -> WindowCost | No
 
 def scratch_of(call: CapturedCall, index: int) -> Scratch | None:
     return next((s for s in call.scratch if s.index == index), None)
+
+
+def match_scratch(costs: list[WindowCost], shape_text: str) -> WindowCost | None:
+    """The scratch cost whose typed shape the compiler printed ("bf16[8,100]{1,0:T(8,128)(2,1)}")."""
+    head = shape_text.split("{")[0]
+    return next((c for c in costs if c.kind == "scratch"
+                 and f"{PRINTED_DTYPE.get(c.dtype, c.dtype)}[{','.join(map(str, c.shape))}]" == head), None)
+
+
+# Register spills of a kernel that accumulates a narrow-typed dot into a 32-bit VMEM
+# accumulator: the compiler's "register allocator spill slots" entry grew as about this
+# share of the accumulator, less what the vector registers hold (64 x 4 KiB).
+# matmul-bf16-{512,1024,2048}^3: v5e/v5p 0.34M/2.47M/9.25M for 1M/4M/16M accumulators;
+# v4 0.52M/2.58M/9.41M; v6e 0/2.97M/10.33M; v7x 0/1.95M/12.49M.
+SPILL_SHARE = {"v4": 0.65, "v5e": 0.6, "v5p": 0.6, "v6e": 0.7, "v7x": 0.6}
+VREG_FILE_BYTES = 64 * 4096
+# v6e and v7x did not spill a 1 MiB accumulator at all (matmul-bf16-512^3, jaxmatmul-bf16-512x512x512).
+NO_SPILL_UP_TO = {"v6e": 1 << 20, "v7x": 1 << 20}
+
+
+def accumulator_bytes(call: CapturedCall) -> int:
+    """Bytes of the largest 32-bit VMEM scratch fed by 16-bit inputs: the pattern of a dot
+    with preferred_element_type=f32 accumulating across grid steps. An s8 dot into s32 did
+    not spill (matmul-s8-*), nor did an f32 one below 1024^3 (matmul-f32-*)."""
+    narrow_inputs = any(op.role == "in" and in_vmem(op.memory_space) and ITEM_BITS.get(op.dtype, 32) == 16
+                        for op in call.operands)
+    wide_scratch = [padded_bytes(s.dtype, s.shape) for s in call.scratch
+                    if in_vmem(s.memory_space) and ITEM_BITS.get(s.dtype or "", 0) == 32]
+    return max(wide_scratch) if narrow_inputs and wide_scratch else 0
+
+
+def attention_scores_bytes(call: CapturedCall) -> int:
+    """Bytes of one f32 score block q @ k.T of an attention kernel, recognised by its windows:
+    q, k and v of one last dim with k and v alike, and a 32-bit scratch (the running max,
+    sum and accumulator). flash-{bf16,f32}-b{256..2048}: the compiler's total less the
+    windows and scratch was 0.3M/1.0M/4.2M/16.5M, one f32[block_q, block_k] each."""
+    windows = [op for op in call.operands if op.role == "in" and in_vmem(op.memory_space)
+               and op.block_shape is not None and len(op.block_shape) >= 2]
+    wide_scratch = any(in_vmem(s.memory_space) and ITEM_BITS.get(s.dtype or "", 0) == 32 for s in call.scratch)
+    if len(windows) < 3 or not wide_scratch:
+        return 0
+    q, k, v = (w.block_shape for w in windows[:3])
+    if not (k == v and q[-1] == k[-1]):
+        return 0
+    return q[-2] * k[-2] * 4
+
+
+def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
+    """VMEM the compiler adds that no BlockSpec or scratch entry names: register spills of the
+    kernel body. The model cannot see the body; it recognises the narrow-dot-into-f32
+    accumulator pattern, whose spills grow with the accumulator (SPILL_SHARE), and the
+    attention pattern, whose score block lives in VMEM. Anything else counts as zero."""
+    share = SPILL_SHARE.get(target or "", max(SPILL_SHARE.values()))
+    accumulator = accumulator_bytes(call)
+    if accumulator <= NO_SPILL_UP_TO.get(target or "", 0):
+        accumulator = 0
+    spills = max(0, int(share * accumulator) - VREG_FILE_BYTES)
+    return max(spills, attention_scores_bytes(call))
+
+
+def total_estimate(call: CapturedCall, target: str | None = None) -> int:
+    """The model's VMEM total for `call`: its windows and scratch plus the compiler's own share."""
+    return sum(c.bytes for c in window_costs(call, target)) + internal_estimate(call, target)
