@@ -66,10 +66,12 @@ def scoped_limit(call: CapturedCall, target: Chip) -> int:
 def from_compile(call: CapturedCall, report: Report | None, target_name: str) -> Budget:
     """The budget a compile established: exact where the report lists allocations."""
     target = chip(target_name)
-    costs = [part_for_cost(c) for c in layout.window_costs(call)]
+    costs = [part_for_cost(c) for c in layout.window_costs(call, target.name)]
     modelled = sum(p.bytes for p in costs)
     if report is None or report.form not in ("physical", "scoped", "single_allocation"):
-        return Budget(target.name, tuple(costs), modelled, scoped_limit(call, target), "scoped",
+        internal = layout.internal_estimate(call, target.name)
+        parts = (*costs, *((internal_part(internal, "compiler-internal (model estimate)"),) if internal else ()))
+        return Budget(target.name, parts, modelled + internal, scoped_limit(call, target), "scoped",
                       target.capacity, "model", report is None)
     if report.form == "physical":
         listed = tuple(Part(a.kind, _part_index(call, a), _allocation_label(a), a.size, a.buffers, False)
@@ -78,11 +80,15 @@ def from_compile(call: CapturedCall, report: Report | None, target_name: str) ->
                       report.limit or target.capacity, "physical", target.capacity, "compiler", False)
     if report.form == "scoped":
         remainder = (report.used or modelled) - modelled
-        internal = (Part("internal", None, "compiler-internal", remainder, None, True),) if remainder > 0 else ()
+        internal = (internal_part(remainder, "compiler-internal"),) if remainder > 0 else ()
         return Budget(target.name, (*costs, *internal), report.used or modelled,
                       report.limit or scoped_limit(call, target), "scoped", target.capacity, "compiler", False)
     return Budget(target.name, tuple(costs), modelled, report.limit or target.capacity, "physical",
                   target.capacity, "model", False)
+
+
+def internal_part(size: int, label: str) -> Part:
+    return Part("internal", None, label, size, None, True)
 
 
 def _part_index(call: CapturedCall, allocation) -> int | None:
@@ -185,10 +191,13 @@ def estimate(site: KernelSite, known: KnownKernel, target_name: str) -> Budget:
     operands = tuple(_edited(op, site, known) for op in call.operands)
     limit = literal_limit(site) or call.vmem_limit_bytes
     edited = CapturedCall(**{**vars(call), "operands": operands, "vmem_limit_bytes": limit})
-    parts = [part_for_cost(c) for c in layout.window_costs(edited)]
-    internal = known.internal.get(target.name, 0)
+    parts = [part_for_cost(c) for c in layout.window_costs(edited, target.name)]
+    internal = known.internal.get(target.name)
+    label = "compiler-internal (last compile)"
+    if internal is None:
+        internal, label = layout.internal_estimate(edited, target.name), "compiler-internal (model estimate)"
     if internal:
-        parts.append(Part("internal", None, "compiler-internal (last compile)", internal, None, True))
+        parts.append(internal_part(internal, label))
     total = sum(p.bytes for p in parts)
     scoped = scoped_limit(edited, target)
     limit, kind = (scoped, "scoped") if scoped < target.capacity else (target.capacity, "physical")

@@ -215,7 +215,7 @@ def reported_part(allocation: Allocation, call, site, sites_of, anchor, need, ba
 
 def estimated_parts(call, report, target, site, sites_of, anchor, need, base):
     """E1001 gives only a total: split it with the layout model and say so."""
-    costs = layout.window_costs(call)
+    costs = layout.window_costs(call, target.name)
     modelled = sum(c.bytes for c in costs)
     remainder = (report.used or 0) - modelled
     parts = []
@@ -297,7 +297,12 @@ def model_verdict(call: CapturedCall, target: Chip, example: Example, sites_of: 
     base = {"target": target.name, "chip": target.label, "form": "model", "used": b.total, "limit": b.limit,
             "limit_kind": "scoped", "exceeded_by": b.total - b.limit, "memory_space": "vmem"}
     parts = []
-    for cost in layout.window_costs(call):
+    internal = next((p.bytes for p in b.parts if p.kind == "internal"), 0)
+    if internal:
+        parts.append((anchor, "VMEM003", f"compiler-internal scratch ~ {format_size(internal)} (the model's estimate "
+                      f"of the kernel body's spills and intermediates); {need}",
+                      {**base, "kind": "internal", "size": internal, "estimated": True}))
+    for cost in layout.window_costs(call, target.name):
         if cost.kind == "scratch":
             where = scratch_anchor(cost.index, call, site, sites_of, anchor)
             label = f"scratch {cost.index} {window_text(cost.dtype, cost.shape)}"

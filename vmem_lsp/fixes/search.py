@@ -293,7 +293,7 @@ def buffer_fixes(problem: Problem) -> list[Fix]:
             continue
         worst = {t: estimate(problem, [c for c in problem.failing(t) if key(c) == key(call)], t)
                  for t in problem.targets}
-        for cost in budgets.layout.window_costs(call):
+        for cost in budgets.layout.window_costs(call, problem.targets[0]):
             if cost.buffers < 2 or cost.kind == "scratch":
                 continue
             saving = cost.bytes // cost.buffers
