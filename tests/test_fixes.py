@@ -144,3 +144,34 @@ def test_raising_the_limit_inserts_compiler_params_that_compile(tmp_path):
     assert "from jax.experimental.pallas import tpu as pltpu" in text
     done, report = run_json("check", str(path), "--target", "v6e", "--no-cache")
     assert done.returncode == 0 and report["diagnostics"] == [], report
+
+
+def test_fixes_on_a_copy_of_jax_matmul_keep_the_file_intact(tmp_path):
+    """jax's own ops/tpu matmul (two-space indents, a PrefetchScalarGridSpec,
+    block_shape as a tuple keyword) with an example that overflows v5e."""
+    import ast
+    import jax.experimental.pallas.ops.tpu.matmul as jax_matmul
+    path = tmp_path / "jax_matmul.py"
+    path.write_text(open(jax_matmul.__file__).read() + "\n# vmem: matmul(bf16[8192, 8192], bf16[8192, 8192], "
+                    "block_shape=(2048, 2048), block_k=1024)\n")
+    settings = Settings(targets=("v5e",), cache_dir=str(tmp_path / "cache"))
+    worker = WorkerClient()
+    try:
+        outcome = check([str(path)], settings, worker=worker)
+        sources = SourceFiles()
+        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
+        [(_, fixes)] = plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
+    finally:
+        worker.stop()
+    assert fixes and fixes[0].verified, [f.title for f in fixes]
+    assert {f.kind for f in fixes} >= {"shrink", "raise_limit"}
+    before = path.read_text()
+    for fix in fixes:
+        edits = list(fix.edits)
+        after = apply_edits(before, edits)
+        ast.parse(after)
+        assert changed_outside(before, after, edits) == []
+        assert apply_edits(after, inverse_edits(before, edits)) == before
+    path.write_text(apply_edits(before, list(fixes[0].edits)))
+    done, report = run_json("check", str(path), "--target", "v5e", "--no-cache")
+    assert done.returncode == 0, report

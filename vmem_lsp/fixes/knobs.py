@@ -38,16 +38,19 @@ def example_knobs(example: Example) -> list[Knob]:
     knobs: list[Knob] = []
 
     def visit(node, prefix: str):
-        if not isinstance(node, ast.Call):
+        if isinstance(node, ast.Call):
+            named = [(f"arg{i}", a) for i, a in enumerate(node.args)] + [(k.arg, k.value) for k in node.keywords if k.arg]
+        elif isinstance(node, (ast.Tuple, ast.List)):       # block_shape=(512, 512)
+            named = [(f"[{i}]", e) for i, e in enumerate(node.elts)]
+        else:
             return
-        named = [(f"arg{i}", a) for i, a in enumerate(node.args)] + [(k.arg, k.value) for k in node.keywords if k.arg]
         for name, value in named:
-            full = f"{prefix}{name}"
+            full = f"{prefix}{name}" if name.startswith("[") or not prefix else f"{prefix}.{name}"
             if (number := _int(value)) is not None and number > 0:
                 span = Span(example.line, base_col + value.col_offset, example.line, base_col + value.end_col_offset)
                 knobs.append(Knob(full, "example", example.path, span, number))
-            elif isinstance(value, ast.Call) and not is_shape_literal(value):
-                visit(value, f"{full}.")
+            elif isinstance(value, (ast.Call, ast.Tuple, ast.List)) and not is_shape_literal(value):
+                visit(value, full)
 
     visit(call, "")
     return knobs

@@ -160,7 +160,7 @@ def knob_edit(knob: Knob, value: int) -> TextEdit:
 def knob_label(changes: list[tuple[Knob, int]]) -> str:
     where = {"example": "in the example", "default": "default argument", "constant": "module constant",
              "field": "field default"}
-    parts = ", ".join(f"{k.name.split('.')[-1]}={v}" for k, v in changes)
+    parts = ", ".join(f"{k.name.rsplit('.', 1)[-1]}={v}" for k, v in changes)
     return f"Shrink blocks: {parts} ({where[changes[0][0].where]})"
 
 
