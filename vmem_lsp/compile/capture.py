@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import hashlib
 import os
 import sys
 import sysconfig
@@ -318,8 +319,39 @@ def describe(eqn, provenance: Provenance | None) -> dict:
                 scratch=tuple(scratch), vmem_limit_bytes=_vmem_limit(eqn.params.get("compiler_params")))
 
 
+def fingerprint(eqn) -> str:
+    """What decides the compiler's verdict on one pallas_call, without source
+    positions: an edit elsewhere in the file (a comment, another function)
+    leaves it unchanged, so the verdict can be reused."""
+    mapping = eqn.params["grid_mapping"]
+    parts = [str(eqn.params["jaxpr"]), repr(mapping.grid), repr(mapping.scratch_avals),
+             repr((mapping.num_index_operands, mapping.num_inputs, mapping.num_outputs)),
+             repr(eqn.params.get("compiler_params")), repr(eqn.params.get("input_output_aliases")),
+             repr(eqn.params.get("cost_estimate")), repr([str(v.aval) for v in eqn.invars])]
+    for bm in mapping.block_mappings:
+        parts += [repr(bm.block_shape), str(bm.array_aval), str(bm.transformed_block_aval),
+                  str(bm.index_map_jaxpr), repr(bm.pipeline_mode)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+VERDICTS: dict[tuple[str, str], tuple[bool, str | None]] = {}     # (fingerprint, device kind) -> verdict
+VERDICTS_KEPT = 4096
+
+
 def compile_alone(eqn, device) -> tuple[bool, str | None, float]:
-    """Compile this one pallas_call for the device; (fits, compiler text, seconds)."""
+    """This one pallas_call's verdict on the device, (fits, compiler text,
+    seconds): compiled, or reused when this process compiled the same kernel."""
+    key = (fingerprint(eqn), device.device_kind)
+    if key in VERDICTS:
+        return (*VERDICTS[key], 0.0)
+    fits, text, seconds = _compile(eqn, device)
+    if len(VERDICTS) >= VERDICTS_KEPT:
+        VERDICTS.pop(next(iter(VERDICTS)))
+    VERDICTS[key] = (fits, text)
+    return fits, text, seconds
+
+
+def _compile(eqn, device) -> tuple[bool, str | None, float]:
     sharding = SingleDeviceSharding(device)
     args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=sharding) for v in eqn.invars]
     params = eqn.params
