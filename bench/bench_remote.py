@@ -73,6 +73,7 @@ def ssh_overhead(work: Path, folder: Path) -> None:
         return
     sys.path.insert(0, str(ROOT / "tests"))
     from test_remote import Sshd
+    (work / "ssh").mkdir()
     server = Sshd(work / "ssh")
     try:
         local, _ = timed(folder, work / "cache-local", "--jobs", "1")
