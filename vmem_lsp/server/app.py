@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -20,10 +20,39 @@ from .session import Session
 STATUS = "vmemLsp/status"
 
 
+class Locator:
+    """libcst parsing in a process of its own: the server's interpreter stays
+    free to answer hovers while a large file is parsed. Falls back to this
+    process if that one cannot be had."""
+
+    def __init__(self):
+        self.pool = None
+
+    def __call__(self, text: str, path: str):
+        from ..source.locate import LocateResult, locate
+        try:
+            if self.pool is None:
+                import multiprocessing
+                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            return self.pool.submit(locate, text, path).result()
+        except Exception:               # a broken pool: parse here rather than not at all
+            self.pool = None
+            try:
+                return locate(text, path)
+            except Exception as error:
+                return LocateResult((), f"internal error: {error!r}")
+
+    def stop(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)    # its process exits with it
+            self.pool = None
+
+
 class VmemServer(LanguageServer):
     def __init__(self):
         super().__init__("vmem-lsp", __version__)
-        self.session = Session(Options())
+        self.locator = Locator()
+        self.session = Session(Options(), self.locator)
         self.compiler: CompileService | None = None
         self.analysis = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vmem-lsp-analysis")
         self.debounced: dict[str, asyncio.Task] = {}
@@ -158,6 +187,7 @@ class VmemServer(LanguageServer):
             self.compiler.stop()
             self.compiler = None
         self.analysis.shutdown(wait=False, cancel_futures=True)
+        self.locator.stop()
 
 
 def build_server() -> VmemServer:

@@ -34,8 +34,9 @@ class Document:
 
 
 class Session:
-    def __init__(self, options: Options):
+    def __init__(self, options: Options, locator=locate):
         self.options = options
+        self.locator = locator           # locate(text, path); the server runs it in another process
         self.documents: dict[str, Document] = {}
         self.known: dict = {}            # SiteKey -> KnownKernel, from the last compile of each site
         self.contributions: dict = {}    # origin path -> {path: [Diagnostic]}: compiler diagnostics by file
@@ -69,7 +70,7 @@ class Session:
         if doc is None:
             return None
         version, text = doc.version, doc.text
-        located = locate(text, path)
+        located = self.locator(text, path)
         examples, errors = find_examples(text, path)
         settings = self.settings(path)
         estimates = [directive_diagnostic(e) for e in errors]
