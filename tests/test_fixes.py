@@ -59,21 +59,27 @@ def test_flash_attention_fix_edits_the_example_not_jax(tmp_path):
     assert open(flash.__file__).read() == library_before
 
 
+def fixes_for(path, targets, cache, sources=None) -> list:
+    """[(example, fixes)] for the overflowing examples under `path`, with a real worker."""
+    settings = Settings(targets=targets, cache_dir=str(cache))
+    sources = sources or SourceFiles()
+    worker = WorkerClient()
+    try:
+        outcome = check([str(path)], settings, worker=worker)
+        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
+        return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
+    finally:
+        worker.stop()
+
+
 @pytest.fixture(scope="module")
 def planned_fixes(tmp_path_factory):
     """Every fix offered for every overflowing example, on v5e and v6e."""
     work = tmp_path_factory.mktemp("fixes")
     for name in ("copy_whole.py", "matmul.py"):
         shutil.copy(EXAMPLES / name, work / name)
-    settings = Settings(targets=("v5e", "v6e"), cache_dir=str(work / "cache"))
-    worker = WorkerClient()
-    try:
-        outcome = check([str(work)], settings, worker=worker)
-        sources = SourceFiles()
-        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
-        yield sources, plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
-    finally:
-        worker.stop()
+    sources = SourceFiles()
+    return sources, fixes_for(work, ("v5e", "v6e"), work / "cache", sources)
 
 
 def test_every_fix_round_trips_by_undo_and_touches_only_its_tokens(planned_fixes):
@@ -127,15 +133,7 @@ def test_block_sizes_in_a_dataclass_are_edited_where_they_live(tmp_path):
 
 def test_raising_the_limit_inserts_compiler_params_that_compile(tmp_path):
     path = copy(tmp_path, KERNELS / "dataclass_blocks.py")
-    settings = Settings(targets=("v6e",), cache_dir=str(tmp_path / "cache"))
-    worker = WorkerClient()
-    try:
-        outcome = check([str(path)], settings, worker=worker)
-        sources = SourceFiles()
-        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
-        [(_, fixes)] = plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
-    finally:
-        worker.stop()
+    [(_, fixes)] = fixes_for(path, ("v6e",), tmp_path / "cache")
     [raise_limit] = [f for f in fixes if f.kind == "raise_limit"]
     assert raise_limit.verified and "106 MiB" in raise_limit.title
     path.write_text(apply_edits(path.read_text(), list(raise_limit.edits)))
@@ -154,15 +152,7 @@ def test_fixes_on_a_copy_of_jax_matmul_keep_the_file_intact(tmp_path):
     path = tmp_path / "jax_matmul.py"
     path.write_text(open(jax_matmul.__file__).read() + "\n# vmem: matmul(bf16[8192, 8192], bf16[8192, 8192], "
                     "block_shape=(2048, 2048), block_k=1024)\n")
-    settings = Settings(targets=("v5e",), cache_dir=str(tmp_path / "cache"))
-    worker = WorkerClient()
-    try:
-        outcome = check([str(path)], settings, worker=worker)
-        sources = SourceFiles()
-        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
-        [(_, fixes)] = plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
-    finally:
-        worker.stop()
+    [(_, fixes)] = fixes_for(path, ("v5e",), tmp_path / "cache")
     assert fixes and fixes[0].verified, [f.title for f in fixes]
     assert {f.kind for f in fixes} >= {"shrink", "raise_limit"}
     before = path.read_text()
