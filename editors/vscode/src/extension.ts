@@ -1,0 +1,300 @@
+// The VS Code client of vmem-lsp: starts `<python> -m vmem_lsp serve` over stdio with the user's
+// Python, keeps it in step with the settings and the selected interpreter, and shows the compile
+// worker's state in the status bar.
+import * as vscode from "vscode";
+import {
+  CloseAction,
+  CodeLensRequest,
+  DidChangeConfigurationNotification,
+  ErrorAction,
+  InlayHintRequest,
+  LanguageClient,
+  type ResponseError,
+  type LanguageClientOptions,
+  type ServerOptions,
+  State,
+} from "vscode-languageclient/node";
+
+import { checkImportable, findInterpreter, type Interpreter, onPythonInterpreterChange } from "./python";
+import { defaultScope, needsRestart, SECTION, type ServerSettings, userSettings } from "./settings";
+import { STATUS_NOTIFICATION, type StatusParams, StatusItem } from "./status";
+
+const CLIENT_ID = "vmemLsp";
+const CLIENT_NAME = "VMEM (vmem-lsp)";
+
+class Controller implements vscode.Disposable {
+  readonly output = vscode.window.createOutputChannel(CLIENT_NAME);
+  private readonly trace = vscode.window.createOutputChannel(`${CLIENT_NAME} trace`);
+  readonly status = new StatusItem();
+  private client: LanguageClient | undefined;
+  private interpreter: Interpreter | undefined;
+  /** What the running server was given; see needsRestart. */
+  private sent: ServerSettings = {};
+  /** Serialises starts and stops. */
+  private queue: Promise<void> = Promise.resolve();
+  /** Restarts asked for and not finished; while any is, setting changes are not forwarded. */
+  private pendingRestarts = 0;
+  /** When the server process exited unexpectedly, recently. */
+  private crashes: number[] = [];
+  private disposed = false;
+
+  /** Stops the running server, if any, and starts a new one. */
+  restart(reason: string): Promise<void> {
+    this.pendingRestarts += 1;
+    const next = this.queue.then(async () => {
+      try {
+        await this.stop();
+        if (!this.disposed) {
+          this.output.appendLine(`[client] starting the server (${reason})`);
+          await this.start();
+        }
+      } catch (error) {
+        this.output.appendLine(`[client] the server did not start: ${describe(error)}`);
+        this.status.stopped(`vmem-lsp did not start: ${describe(error)}`);
+        void vscode.window
+          .showErrorMessage(`vmem-lsp did not start: ${describe(error)}`, "Show output")
+          .then((choice) => choice && this.output.show(true));
+      } finally {
+        this.pendingRestarts -= 1;
+      }
+    });
+    this.queue = next;
+    return next;
+  }
+
+  private async start(): Promise<void> {
+    const scope = defaultScope();
+    const cwd = scope?.scheme === "file" ? scope.fsPath : undefined;
+    const interpreter = await findInterpreter(scope);
+    this.interpreter = interpreter;
+    const shown = [interpreter.command, ...interpreter.args].join(" ");
+    this.status.starting(`Checking ${shown}`);
+    const check = await checkImportable(interpreter, cwd);
+    if (!check.ok) {
+      this.reportNotInstalled(interpreter, check.reason, check.detail);
+      return;
+    }
+    this.output.appendLine(`[client] ${shown} (from the ${interpreter.source}): vmem_lsp ${check.version}`);
+    this.status.setConfiguredTargets(asTargets(vscode.workspace.getConfiguration(SECTION, scope).get("targets")));
+
+    const serverOptions: ServerOptions = {
+      command: interpreter.command,
+      args: [...interpreter.args, "-m", "vmem_lsp", "serve"],
+      // stdio, but no `transport`: with TransportKind.stdio the client appends "--stdio" to the
+      // arguments, which `vmem_lsp serve` rejects.
+      options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: "1" } },
+    };
+    this.sent = userSettings(scope);
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: "file", language: "python" }],
+      initializationOptions: { [SECTION]: this.sent },
+      synchronize: { configurationSection: SECTION },
+      outputChannel: this.output,
+      traceOutputChannel: this.trace,
+      errorHandler: {
+        error: (_error, _message, count) => ({
+          action: count !== undefined && count <= 3 ? ErrorAction.Continue : ErrorAction.Shutdown,
+        }),
+        closed: () => {
+          // Like the default handler: start it again, unless it keeps dying.
+          const now = Date.now();
+          this.crashes = this.crashes.filter((t) => now - t < 3 * 60_000);
+          this.crashes.push(now);
+          if (this.crashes.length <= 3) {
+            this.output.appendLine("[client] the server exited unexpectedly; starting it again");
+            return { action: CloseAction.Restart, handled: true };
+          }
+          this.status.stopped("The vmem-lsp server exited 4 times in 3 minutes.");
+          return {
+            action: CloseAction.DoNotRestart,
+            message:
+              'The vmem-lsp server exited 4 times in 3 minutes and was not started again. "VMEM: Show output" shows why; "VMEM: Restart server" starts it again.',
+          };
+        },
+      },
+      middleware: {
+        workspace: {
+          // Answer the server's workspace/configuration for our section with the keys the user set.
+          configuration: async (params, token, next) => {
+            const answers: unknown = await next(params, token);
+            if (!Array.isArray(answers)) {
+              return answers as ResponseError<void>;
+            }
+            return params.items.map((item, i): unknown =>
+              item.section === SECTION
+                ? userSettings(item.scopeUri ? vscode.Uri.parse(item.scopeUri) : scope)
+                : (answers as unknown[])[i],
+            );
+          },
+          // Send only the keys the user set (the default would send every key, defaults included).
+          didChangeConfiguration: async () => {
+            const client = this.client;
+            if (this.pendingRestarts > 0 || !client || !client.isRunning()) {
+              return;
+            }
+            this.sent = userSettings(scope);
+            await client.sendNotification(DidChangeConfigurationNotification.type, {
+              settings: { [SECTION]: this.sent },
+            });
+            // The server answers later hint requests with the new settings but does not ask the
+            // editor to refresh them: do that here, so that turning inlay hints or lenses off shows.
+            refreshHints(client);
+          },
+        },
+      },
+    };
+    const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
+    client.onNotification(STATUS_NOTIFICATION, (params: StatusParams) => this.status.update(params));
+    client.onDidChangeState((event) => {
+      if (event.newState === State.Running) {
+        this.status.running(`vmem-lsp ${check.version} on ${shown}`);
+      } else if (event.newState === State.Stopped && this.client === client && this.pendingRestarts === 0) {
+        this.status.stopped("The vmem-lsp server is not running.");
+      }
+    });
+    this.client = client;
+    this.status.starting(`Starting vmem-lsp ${check.version} on ${shown}`);
+    await client.start();
+  }
+
+  private async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (!client) {
+      return;
+    }
+    try {
+      if (client.needsStop()) {
+        await client.stop(5000);
+      }
+    } catch (error) {
+      this.output.appendLine(`[client] stopping the server: ${describe(error)}`);
+    }
+    try {
+      await client.dispose(2000);
+    } catch {
+      // already stopped
+    }
+  }
+
+  private reportNotInstalled(interpreter: Interpreter, reason: string, detail: string): void {
+    const shown = [interpreter.command, ...interpreter.args].join(" ");
+    const what =
+      reason === "no-interpreter"
+        ? `vmem-lsp: the Python interpreter ${shown} (from the ${interpreter.source}) was not found.`
+        : reason === "not-installed"
+          ? `vmem-lsp is not installed in ${shown} (from the ${interpreter.source}).`
+          : `vmem-lsp: "import vmem_lsp" failed with ${shown} (from the ${interpreter.source}).`;
+    this.output.appendLine(`[client] ${what}\n${detail}`);
+    this.status.notInstalled(`${what}\nClick for how to install it.`);
+    void vscode.window
+      .showErrorMessage(what, "How to install", "Select interpreter", "Show output")
+      .then((choice) => {
+        if (choice === "How to install") {
+          this.showInstallHelp();
+        } else if (choice === "Select interpreter") {
+          void vscode.commands.executeCommand("workbench.action.openSettings", `${SECTION}.interpreter`);
+        } else if (choice === "Show output") {
+          this.output.show(true);
+        }
+      });
+  }
+
+  showInstallHelp(): void {
+    const python = this.interpreter ? [this.interpreter.command, ...this.interpreter.args].join(" ") : "python3";
+    this.output.appendLine(
+      [
+        "",
+        "How to install vmem-lsp",
+        "=======================",
+        "The extension runs `<python> -m vmem_lsp serve` with your own Python; it bundles no Python.",
+        `It tried: ${python}`,
+        "",
+        "1. Install vmem-lsp (it brings jax[tpu], whose libtpu holds the TPU compiler; Linux, Python 3.11+):",
+        `     ${python} -m pip install vmem-lsp`,
+        "   or, from a checkout of vmem-lsp:",
+        `     ${python} -m pip install -e /path/to/vmem-lsp`,
+        "2. Or point the extension at the Python that has it: set \"vmemLsp.interpreter\"",
+        "   (e.g. /path/to/project/.venv/bin/python), or select that interpreter in the Python extension.",
+        "3. Run \"VMEM: Restart server\".",
+        "",
+      ].join("\n"),
+    );
+    this.output.show(true);
+  }
+
+  /** Settings changed: restart when needed; otherwise the language client forwards them. */
+  onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
+    if (!event.affectsConfiguration(SECTION)) {
+      return;
+    }
+    const scope = defaultScope();
+    this.status.setConfiguredTargets(asTargets(vscode.workspace.getConfiguration(SECTION, scope).get("targets")));
+    if (!this.client || needsRestart(event, this.sent, userSettings(scope))) {
+      void this.restart("settings changed");
+    }
+  }
+
+  /** The Python extension's interpreter changed: matters only when the setting is not used. */
+  async onPythonInterpreterChanged(): Promise<void> {
+    if (this.interpreter?.source === "setting") {
+      return;
+    }
+    const next = await findInterpreter(defaultScope());
+    if (next.command !== this.interpreter?.command || next.args.join(" ") !== this.interpreter?.args.join(" ")) {
+      void this.restart(`the selected interpreter is now ${next.command}`);
+    }
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    await this.queue.catch(() => undefined);
+    await this.stop();
+    this.status.dispose();
+    this.output.dispose();
+    this.trace.dispose();
+  }
+}
+
+/** Asks VS Code to request inlay hints and code lenses again for the visible Python files. */
+function refreshHints(client: LanguageClient): void {
+  for (const editor of vscode.window.visibleTextEditors) {
+    try {
+      client.getFeature(InlayHintRequest.method)?.getProvider(editor.document)?.onDidChangeInlayHints.fire();
+      client.getFeature(CodeLensRequest.method)?.getProvider(editor.document)?.onDidChangeCodeLensEmitter.fire();
+    } catch {
+      // not a document of ours, or the feature is not registered
+    }
+  }
+}
+
+function asTargets(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+let controller: Controller | undefined;
+
+export function activate(context: vscode.ExtensionContext): void {
+  const ctl = new Controller();
+  controller = ctl;
+  context.subscriptions.push(
+    ctl.status,
+    vscode.commands.registerCommand("vmemLsp.restart", () => ctl.restart("restart command")),
+    vscode.commands.registerCommand("vmemLsp.showOutput", () => ctl.output.show(true)),
+    vscode.commands.registerCommand("vmemLsp.howToInstall", () => ctl.showInstallHelp()),
+    vscode.workspace.onDidChangeConfiguration((event) => ctl.onConfigurationChanged(event)),
+  );
+  void onPythonInterpreterChange(() => void ctl.onPythonInterpreterChanged()).then((disposable) =>
+    context.subscriptions.push(disposable),
+  );
+  void ctl.restart("activation");
+}
+
+export async function deactivate(): Promise<void> {
+  await controller?.dispose();
+  controller = undefined;
+}

@@ -1,0 +1,146 @@
+// Which Python runs the server: the vmemLsp.interpreter setting, else the interpreter selected in
+// the Python extension (ms-python.python) when it is installed, else python3 on PATH. Nothing of
+// Python is bundled: the server comes from the user's environment.
+import { execFile } from "node:child_process";
+import * as vscode from "vscode";
+
+export const PYTHON_EXTENSION_ID = "ms-python.python";
+
+export interface Interpreter {
+  /** The command, e.g. /home/me/.venv/bin/python. */
+  command: string;
+  /** Arguments that come before ours (e.g. from `conda run`), usually none. */
+  args: string[];
+  /** Where it came from, for messages. */
+  source: "setting" | "python extension" | "PATH";
+}
+
+// The parts of the Python extension's exported API that we use. Both the newer `environments`
+// API and the older `settings.getExecutionDetails` are optional: any of them may be missing in
+// the installed version, and every call is guarded.
+interface PythonEnvironmentsApi {
+  getActiveEnvironmentPath?(resource?: vscode.Uri): { id?: string; path: string } | undefined;
+  resolveEnvironment?(env: { id?: string; path: string } | string): Promise<
+    { executable?: { uri?: vscode.Uri } } | undefined
+  >;
+  onDidChangeActiveEnvironmentPath?: vscode.Event<unknown>;
+}
+
+interface PythonExtensionApi {
+  ready?: Promise<void>;
+  environments?: PythonEnvironmentsApi;
+  settings?: {
+    getExecutionDetails?(resource?: vscode.Uri): { execCommand?: string[] } | undefined;
+    onDidChangeExecutionDetails?: vscode.Event<unknown>;
+  };
+}
+
+async function pythonExtensionApi(): Promise<PythonExtensionApi | undefined> {
+  const extension = vscode.extensions.getExtension<PythonExtensionApi>(PYTHON_EXTENSION_ID);
+  if (!extension) {
+    return undefined;
+  }
+  try {
+    const api = extension.isActive ? extension.exports : await extension.activate();
+    if (api?.ready) {
+      await Promise.race([api.ready, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+    }
+    return api;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The interpreter selected in the Python extension, or undefined. */
+async function fromPythonExtension(resource: vscode.Uri | undefined): Promise<Interpreter | undefined> {
+  const api = await pythonExtensionApi();
+  if (!api) {
+    return undefined;
+  }
+  try {
+    const environments = api.environments;
+    const active = environments?.getActiveEnvironmentPath?.(resource);
+    if (active?.path) {
+      const resolved = await environments?.resolveEnvironment?.(active);
+      const executable = resolved?.executable?.uri?.fsPath;
+      if (executable) {
+        return { command: executable, args: [], source: "python extension" };
+      }
+    }
+  } catch {
+    // fall through to the older API
+  }
+  try {
+    const exec = api.settings?.getExecutionDetails?.(resource)?.execCommand;
+    if (exec && exec.length > 0 && exec[0]) {
+      return { command: exec[0], args: exec.slice(1), source: "python extension" };
+    }
+  } catch {
+    // no interpreter from the Python extension
+  }
+  return undefined;
+}
+
+/** The interpreter to run the server with, in the order of precedence. */
+export async function findInterpreter(resource: vscode.Uri | undefined): Promise<Interpreter> {
+  const configured = vscode.workspace.getConfiguration("vmemLsp", resource).get<string | null>("interpreter");
+  if (configured && configured.trim()) {
+    return { command: expandVariables(configured.trim()), args: [], source: "setting" };
+  }
+  return (await fromPythonExtension(resource)) ?? { command: "python3", args: [], source: "PATH" };
+}
+
+/** ${workspaceFolder}, ${userHome} and ~ in the interpreter setting. */
+function expandVariables(value: string): string {
+  const home = process.env.HOME ?? process.env.USERPROFILE ?? "";
+  const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? "";
+  return value
+    .replace(/^~(?=$|[\\/])/, home)
+    .replace(/\$\{userHome\}/g, home)
+    .replace(/\$\{workspaceFolder\}/g, folder);
+}
+
+/** Calls `listener` when the Python extension's selected interpreter changes. */
+export async function onPythonInterpreterChange(listener: () => void): Promise<vscode.Disposable> {
+  const api = await pythonExtensionApi();
+  const disposables: vscode.Disposable[] = [];
+  try {
+    const event = api?.environments?.onDidChangeActiveEnvironmentPath ?? api?.settings?.onDidChangeExecutionDetails;
+    if (event) {
+      disposables.push(event(() => listener()));
+    }
+  } catch {
+    // an older or broken Python extension: the setting and the restart command still work
+  }
+  return vscode.Disposable.from(...disposables);
+}
+
+export type ImportCheck =
+  | { ok: true; version: string }
+  | { ok: false; reason: "no-interpreter" | "not-installed" | "failed"; detail: string };
+
+/** Whether `python -c "import vmem_lsp"` works with this interpreter. */
+export function checkImportable(interpreter: Interpreter, cwd: string | undefined): Promise<ImportCheck> {
+  const code = "import vmem_lsp; print(getattr(vmem_lsp, '__version__', '?'))";
+  return new Promise((resolve) => {
+    execFile(
+      interpreter.command,
+      [...interpreter.args, "-c", code],
+      { cwd, timeout: 60_000, windowsHide: true },
+      (error, stdout, stderr) => {
+        if (!error) {
+          resolve({ ok: true, version: stdout.trim() });
+          return;
+        }
+        const detail = (stderr || error.message).trim();
+        if ((error as NodeJS.ErrnoException).code === "ENOENT" || (error as NodeJS.ErrnoException).code === "EACCES") {
+          resolve({ ok: false, reason: "no-interpreter", detail });
+        } else if (/No module named '?vmem_lsp'?/.test(detail)) {
+          resolve({ ok: false, reason: "not-installed", detail });
+        } else {
+          resolve({ ok: false, reason: "failed", detail });
+        }
+      },
+    );
+  });
+}

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# End-to-end test of the VS Code extension in real VS Code (code-server) in headless Chromium.
+#
+#   bash editors/vscode/test/ui/run.sh
+#
+# 1. sets up the toolchain idempotently in $VMEM_UI_CACHE (default: <repo>/build/ui-cache, git-
+#    ignored): Debian chromium, Node 24 and code-server from the npm registry, playwright-core;
+# 2. builds the .vsix (npm ci when package-lock.json changed, then npm run package);
+# 3. makes a fresh workspace with a copy of examples/copy_whole.py and a pyproject.toml that
+#    asks for v6e, and user settings with vmemLsp.interpreter = $VMEM_PYTHON
+#    (default: <repo>/.venv/bin/python, which must have vmem_lsp installed);
+# 4. installs the .vsix into a fresh code-server on a free port of 127.0.0.1;
+# 5. runs e2e.js (playwright-core): squiggles, Problems, hover, quick fix, save, status bar,
+#    output, and the "not installed" path. Screenshots go to test/ui/output/.
+#
+# Exits non-zero on any failure; code-server and everything it started are killed on exit.
+# Reaches only Debian's packages and the npm registry (on a cold cache).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+EXT=$(cd "$HERE/../.." && pwd)
+REPO=$(cd "$EXT/../.." && pwd)
+CACHE=${VMEM_UI_CACHE:-$REPO/build/ui-cache}
+PYTHON=${VMEM_PYTHON:-$REPO/.venv/bin/python}
+OUT=$HERE/output
+RUN=$CACHE/run
+T0=$(date +%s)
+say() { echo "== ui $(date +%T) (+$(( $(date +%s) - T0 )) s) $*"; }
+die() { echo "run.sh: FAILED: $*" >&2; exit 1; }
+
+[ -x "$PYTHON" ] || die "no Python at $PYTHON (set VMEM_PYTHON to an interpreter with vmem_lsp installed)"
+(cd / && "$PYTHON" -c "import vmem_lsp") || die "$PYTHON cannot import vmem_lsp (pip install -e $REPO)"
+BAD_PYTHON=${VMEM_UI_BAD_PYTHON:-/usr/bin/python3}   # for the "not installed" check
+if (cd / && "$BAD_PYTHON" -c "import vmem_lsp" 2>/dev/null); then
+  die "$BAD_PYTHON has vmem_lsp: set VMEM_UI_BAD_PYTHON to a Python without it"
+fi
+
+# 1. Toolchain.
+say "toolchain in $CACHE"
+setup_vars=$(VMEM_UI_CACHE="$CACHE" bash "$HERE/setup.sh") || die "toolchain set-up failed"
+eval "$setup_vars"      # NODE_DIR, CS_ENTRY, TOOLS_MODULES
+
+# 2. The .vsix, built with the machine's node and npm as a developer would.
+say "building the .vsix"
+cd "$EXT"
+lock_stamp="$(sha256sum package-lock.json | cut -c1-16) $(node -v)"
+if [ "$(cat node_modules/.vmem-lock-stamp 2>/dev/null)" != "$lock_stamp" ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$lock_stamp" > node_modules/.vmem-lock-stamp
+fi
+npm run --silent package >/dev/null || die "npm run package failed"
+VSIX=$EXT/vmem-lsp.vsix
+[ -f "$VSIX" ] || die "no $VSIX"
+say "built $(basename "$VSIX") ($(du -k "$VSIX" | cut -f1) KiB)"
+
+# 3. A fresh workspace, user data, extensions folder and code-server config.
+rm -rf "$RUN" "$OUT"
+mkdir -p "$RUN/ws" "$RUN/user-data/User" "$RUN/extensions" "$OUT"
+cp "$REPO/examples/copy_whole.py" "$RUN/ws/"
+printf '[tool.vmem-lsp]\ntargets = ["v6e"]\n' > "$RUN/ws/pyproject.toml"
+SETTINGS=$RUN/user-data/User/settings.json
+cat > "$SETTINGS" <<EOF
+{
+  "vmemLsp.interpreter": "$PYTHON",
+  "chat.disableAIFeatures": true,
+  "editor.autoClosingBrackets": "never",
+  "editor.autoClosingQuotes": "never",
+  "editor.autoIndent": "none",
+  "extensions.autoCheckUpdates": false,
+  "extensions.autoUpdate": false,
+  "extensions.ignoreRecommendations": true,
+  "files.autoSave": "off",
+  "git.enabled": false,
+  "security.workspace.trust.enabled": false,
+  "telemetry.telemetryLevel": "off",
+  "update.mode": "none",
+  "workbench.enableExperiments": false,
+  "workbench.secondarySideBar.defaultVisibility": "hidden",
+  "workbench.startupEditor": "none",
+  "workbench.tips.enabled": false
+}
+EOF
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" > "$RUN/config.yaml"
+code_server() {
+  "$NODE_DIR/bin/node" "$CS_ENTRY" --config "$RUN/config.yaml" --bind-addr "127.0.0.1:$PORT" --auth none \
+    --disable-telemetry --disable-update-check --disable-workspace-trust --disable-getting-started-override \
+    --user-data-dir "$RUN/user-data" --extensions-dir "$RUN/extensions" "$@"
+}
+
+# 4. Install the .vsix, start code-server, and make sure it and all it starts die with us.
+say "installing the .vsix into code-server"
+code_server --install-extension "$VSIX" --force > "$RUN/install.log" 2>&1 || { cat "$RUN/install.log"; die "installing the .vsix failed"; }
+code_server --list-extensions --show-versions 2>/dev/null | grep -q '^vmem-lsp.vmem-lsp@' || die "the extension is not listed after install"
+
+CS_PID=""
+E2E_PID=""
+descendants() {
+  local child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do echo "$child"; descendants "$child"; done
+}
+ours() {   # processes started in or on this run's folder (the vmem-lsp worker has its own session)
+  local p cmd cwd
+  for p in /proc/[0-9]*; do
+    [ "${p#/proc/}" = "$$" ] && continue
+    cmd=$( { tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null ) || continue
+    cwd=$(readlink "$p/cwd" 2>/dev/null) || cwd=""
+    if [[ "$cmd" == *"$RUN/"* || "$cwd" == "$RUN" || "$cwd" == "$RUN/"* ]]; then
+      echo "${p#/proc/}"
+    fi
+  done
+}
+cleanup() {
+  local rc=$? pids="" p
+  for p in $E2E_PID $CS_PID; do pids="$pids $p $(descendants "$p")"; done
+  pids=$(echo $pids $(ours) | tr ' ' '\n' | sort -u | tr '\n' ' ')
+  if [ -n "${pids// /}" ]; then
+    kill -TERM $pids 2>/dev/null || true
+    for _ in $(seq 20); do
+      alive=""; for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+      [ -z "$alive" ] && break; sleep 0.25
+    done
+    [ -n "${alive:-}" ] && kill -KILL $alive 2>/dev/null || true
+  fi
+  left=$(ours)
+  if [ -n "$left" ]; then
+    echo "run.sh: processes left behind: $left" >&2
+    kill -KILL $left 2>/dev/null || true
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say "starting code-server on 127.0.0.1:$PORT"
+setsid bash -c 'cd "$1" && shift && exec "$@"' _ "$RUN" "$NODE_DIR/bin/node" "$CS_ENTRY" \
+  --config "$RUN/config.yaml" --bind-addr "127.0.0.1:$PORT" --auth none \
+  --disable-telemetry --disable-update-check --disable-workspace-trust --disable-getting-started-override \
+  --user-data-dir "$RUN/user-data" --extensions-dir "$RUN/extensions" > "$RUN/code-server.log" 2>&1 &
+CS_PID=$!
+for _ in $(seq 120); do
+  curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
+  kill -0 "$CS_PID" 2>/dev/null || { cat "$RUN/code-server.log"; die "code-server exited"; }
+  sleep 0.5
+done
+curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || die "code-server did not answer on 127.0.0.1:$PORT"
+
+# 5. The browser test.
+say "running e2e.js"
+set +e
+VMEM_UI_URL="http://127.0.0.1:$PORT/?folder=$RUN/ws" VMEM_UI_WS="$RUN/ws" VMEM_UI_OUT="$OUT" \
+  VMEM_UI_SETTINGS="$SETTINGS" VMEM_UI_BAD_PYTHON="$BAD_PYTHON" NODE_PATH="$TOOLS_MODULES" "$NODE_DIR/bin/node" "$HERE/e2e.js" &
+E2E_PID=$!
+wait "$E2E_PID"
+rc=$?
+E2E_PID=""
+set -e
+if [ "$rc" != 0 ]; then
+  echo "--- the extension host's log (vmem-lsp output channel) ---" >&2
+  find "$RUN/user-data/logs" -name '*VMEM*' -exec tail -n 40 {} + >&2 2>/dev/null || true
+  die "e2e.js failed (exit $rc); screenshots in $OUT, code-server's log in $RUN/code-server.log"
+fi
+say "PASS (screenshots in $OUT)"
