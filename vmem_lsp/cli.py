@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the fixes --fix would apply as a unified diff; change nothing")
     commands.add_parser("worker", help="run a compile worker on stdin/stdout (JSON lines); "
                         "options: --cache-dir, --max-request-mb, --max-seconds, --max-memory-mb")
-    commands.add_parser("serve", help="run the language server on stdin/stdout")
+    serve = commands.add_parser("serve", help="run the language server on stdin/stdout")
+    serve.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the transport")
     return parser
 
 

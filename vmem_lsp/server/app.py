@@ -135,7 +135,8 @@ class VmemServer(LanguageServer):
             self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, f"vmem-lsp: {event.message}"))
         self.status = event.state
         self.protocol.notify(STATUS, {"state": event.state, "message": event.message, "done": event.done,
-                                      "total": event.total, "targets": list(self.session.options.targets or ())})
+                                      "total": event.total,
+                                      "targets": list(event.targets or self.session.options.targets or ())})
         self.progress(event)
 
     def progress(self, event: CompileEvent) -> None:

@@ -33,6 +33,7 @@ class CompileEvent:
     message: str
     done: int = 0
     total: int = 0
+    targets: tuple[str, ...] = ()   # the chips the job checks, wherever they were configured
 
 
 class CompileService:
@@ -124,24 +125,27 @@ class CompileService:
         if not job.examples:
             return
         cache = ResultCache(job.settings.cache_folder(), enabled=job.use_cache)
-        total = len(job.examples) * len(job.settings.targets)
+        targets = tuple(job.settings.targets)
+        total = len(job.examples) * len(targets)
         results, done = [], 0
         restarts = worker.restarts
         for example in job.examples:
-            for target in job.settings.targets:
+            for target in targets:
                 if job.cancelled.is_set() or self.stopping:
                     return
                 announce = lambda: self._emit(CompileEvent(
-                    "compiling", f"{target}: {example.text}", done, total))
+                    "compiling", f"{target}: {example.text}", done, total, targets))
                 result, _ = run_example(example, target, job.settings, cache, worker, announce)
                 results.append((example, result))
                 done += 1
-                if result.error_kind == "no_compiler":
-                    self._emit(CompileEvent("no_compiler", result.error or "no TPU compiler"))
         if worker.restarts != restarts:
             self._emit(CompileEvent("crashed", f"the worker died or hung {worker.restarts - restarts} time(s) "
-                                               f"and was restarted"))
-        self._emit(CompileEvent("ready", f"compiled {total} example x target pair(s)", total, total))
+                                               f"and was restarted", targets=targets))
+        if any(not c.compiled for _, r in results for c in r.calls):
+            self._emit(CompileEvent("no_compiler", "no TPU compiler here (libtpu is Linux-only): "
+                                    "estimates only", total, total, targets))
+        else:
+            self._emit(CompileEvent("ready", f"compiled {total} example x target pair(s)", total, total, targets))
         if job.cancelled.is_set():
             return
         self.loop.call_soon_threadsafe(self.on_result, job, results)

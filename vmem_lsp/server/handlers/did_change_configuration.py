@@ -2,7 +2,7 @@
 them when what decides the verdict (targets, worker, timeout) changed."""
 from lsprotocol import types
 
-from ..options import SECTION, options_from
+from ..options import SECTION, Options, options_from
 
 
 async def handle(ls, params: types.DidChangeConfigurationParams) -> None:
@@ -11,7 +11,8 @@ async def handle(ls, params: types.DidChangeConfigurationParams) -> None:
         [raw] = await ls.workspace_configuration_async(types.ConfigurationParams(
             items=[types.ConfigurationItem(section=SECTION)]))
     before = ls.session.options
-    ls.session.options, problems = options_from(raw, before)
+    # The editor sends its whole section: a setting it no longer has goes back to the default.
+    ls.session.options, problems = options_from(raw, Options()) if raw else (before, [])
     for problem in problems:
         ls.log(types.MessageType.Warning, f"vmem-lsp: {problem}")
     after = ls.session.options
@@ -20,3 +21,8 @@ async def handle(ls, params: types.DidChangeConfigurationParams) -> None:
         await ls.analyse_now(path)
         if recompile:
             ls.compile(path)
+    if (before.inlay_hints, before.code_lens) != (after.inlay_hints, after.code_lens):
+        if ls.client_supports("workspace", "inlay_hint", "refresh_support"):
+            ls.workspace_inlay_hint_refresh(None)
+        if ls.client_supports("workspace", "code_lens", "refresh_support"):
+            ls.workspace_code_lens_refresh(None)
