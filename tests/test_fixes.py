@@ -165,3 +165,13 @@ def test_fixes_on_a_copy_of_jax_matmul_keep_the_file_intact(tmp_path):
     path.write_text(apply_edits(before, list(fixes[0].edits)))
     done, report = run_json("check", str(path), "--target", "v5e", "--no-cache")
     assert done.returncode == 0, report
+
+
+def test_block_sizes_written_in_the_blockspecs_change_with_their_grid(tmp_path):
+    path = copy(tmp_path, KERNELS / "literal_blocks.py")
+    run_cli("check", str(path), "--target", "v5e", "--fix", "--no-cache")
+    text = path.read_text()
+    assert "grid=(16, 16, 16)," in text and "pl.BlockSpec((512, 512), lambda i, j, k: (i, k))" in text
+    assert "pltpu.VMEM((512, 512), jnp.float32)" in text
+    done, report = run_json("check", str(path), "--target", "v5e", "--no-cache")
+    assert done.returncode == 0 and report["diagnostics"] == [], report

@@ -156,3 +156,44 @@ def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, s
     separator = "" if before.endswith(("(", ",")) else ", "
     line, col = position(source, closing)
     return [TextEdit(site.path, Span(line, col, line, col), f"{separator}pipeline_mode={prefix}Buffered(1)")]
+
+
+def _literal_ints(expr: Expr | None) -> list[tuple[int, Span]]:
+    """(value, span) of every integer literal written in an expression."""
+    node = expr and _node(expr)
+    if node is None:
+        return []
+    return [(n.value, _span_in(expr, n)) for n in ast.walk(node)
+            if isinstance(n, ast.Constant) and type(n.value) is int and not isinstance(n.value, bool)]
+
+
+def literal_block_sizes(site: KernelSite, call: CapturedCall, source: str, levels: int = 3):
+    """Block sizes written as numbers in the BlockSpecs themselves, e.g.
+    `pl.BlockSpec((1024, 512), ...)` with `grid=(8, 16)`. Every occurrence of
+    one size changes together (a matmul's 1024 is in x's, the output's and the
+    scratch's shapes); the grid follows: a number in it equal to the size
+    changes with it, and a count equal to array // size is recounted.
+    Yields (label, edits, ratio)."""
+    places: dict[int, list[Span]] = {}
+    for spec in (*site.in_specs, *site.out_specs):
+        for value, span in _literal_ints(spec.block_shape):
+            places.setdefault(value, []).append(span)
+    for entry in site.scratch:
+        for value, span in _literal_ints(entry.shape):
+            places.setdefault(value, []).append(span)
+    grid = _literal_ints(site.grid)
+    windows = [op for op in call.operands if op.role != "prefetch" and op.block_shape]
+    for size, spans in sorted(places.items(), reverse=True):
+        if size < 16 or size & (size - 1):
+            continue            # not a power-of-two block size: leave it to the user
+        fulls = {op.full_shape[d] for op in windows for d, b in enumerate(op.block_shape) if b == size}
+        for level in range(1, levels + 1):
+            new = size >> level
+            edits = [TextEdit(site.path, span, str(new)) for span in spans]
+            for value, span in grid:
+                if value == size:
+                    edits.append(TextEdit(site.path, span, str(new)))
+                elif any(full // size == value and full % new == 0 for full in fulls):
+                    full = next(f for f in fulls if f // size == value)
+                    edits.append(TextEdit(site.path, span, str(full // new)))
+            yield f"Shrink blocks: {size} -> {new} in the BlockSpecs", edits, new / size

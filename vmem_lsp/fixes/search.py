@@ -209,14 +209,28 @@ def shrink_fixes(problem: Problem) -> list[Fix]:
     knobs = example_knobs(problem.example) + default_knobs(problem.example, problem.source)
     knobs += constant_knobs(problem.example.path, problem.source)
     moving = relevant_knobs(problem, knobs)
+    variants = [Variant.of(problem, [knob_edit(k, v) for k, v in changes], knob_label(changes),
+                           math.prod(v / k.value for k, v in changes)) for changes in candidates(moving)]
+    if not variants:
+        variants = literal_variants(problem)
     scored = []
-    for changes in candidates(moving):
-        scale = math.prod(v / k.value for k, v in changes)
-        variant = Variant.of(problem, [knob_edit(k, v) for k, v in changes], knob_label(changes), scale)
+    for variant in variants:
         figures = traced_fit(problem, variant)
         if figures and fits(figures):
             scored.append((sum(t for t, _ in figures.values()), variant, figures))
     return verified_best(problem, "shrink", scored)
+
+
+def literal_variants(problem: Problem) -> list[Variant]:
+    """Block sizes written as numbers in the BlockSpecs of the user's own kernels."""
+    variants = []
+    for call in problem.failing(problem.targets[0]):
+        site = kernel_site(call, problem.sites_of)
+        if site is None or site.path != problem.example.path:
+            continue
+        for label, edits, ratio in rewrites.literal_block_sizes(site, call, problem.source):
+            variants.append(Variant.of(problem, edits, label, ratio))
+    return variants
 
 
 def verified_best(problem: Problem, kind: str, scored: list) -> list[Fix]:
