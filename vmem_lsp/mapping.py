@@ -59,7 +59,7 @@ def call_anchor(call: CapturedCall, site: KernelSite | None, example: Example) -
     return Anchor(example.path, example.span)
 
 
-def _at_origin(candidates, origin: Origin):
+def at_origin(candidates, origin: Origin):
     exact = [c for c in candidates if c.span.start_line == origin.line
              and (origin.col is None or c.span.start_col == origin.col)]
     if exact:
@@ -72,7 +72,7 @@ def spec_anchor(op: Operand, site: KernelSite | None, sites_of: SitesOf, fallbac
     spec: BlockSpecSite | None = None
     if op.origin is not None:
         located = sites_of(op.origin.file).sites
-        spec = _at_origin([b for s in located for b in (*s.in_specs, *s.out_specs)], op.origin)
+        spec = at_origin([b for s in located for b in (*s.in_specs, *s.out_specs)], op.origin)
         if spec is None:
             return Anchor(op.origin.file, line_span(op.origin.line))
         path = op.origin.file
@@ -91,7 +91,7 @@ def scratch_anchor(index: int, call: CapturedCall, site: KernelSite | None, site
     found: ScratchSite | None = None
     if entry is not None and entry.origin is not None:
         located = sites_of(entry.origin.file).sites
-        found = _at_origin([x for s in located for x in s.scratch], entry.origin)
+        found = at_origin([x for s in located for x in s.scratch], entry.origin)
         if found is None:
             return Anchor(entry.origin.file, line_span(entry.origin.line))
         return Anchor(entry.origin.file, found.span)

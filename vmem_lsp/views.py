@@ -9,7 +9,7 @@ from .budget import Budget, KnownKernel, Part
 from .chips import chip
 from .compile.protocol import ExampleResult
 from .diagnostics import Diagnostic, Related
-from .mapping import SitesOf, _at_origin, kernel_site
+from .mapping import SitesOf, at_origin, kernel_site
 from .report.parse import format_size, parse_report
 from .source.model import BlockSpecSite, KernelSite, Span
 
@@ -66,7 +66,7 @@ def spec_ordinals(call, site: KernelSite, sites_of: SitesOf) -> dict:
         if op.role == "prefetch":
             continue
         specs = site.in_specs if op.role == "in" else site.out_specs
-        found = _at_origin(specs, op.origin) if op.origin and op.origin.file == site.path else None
+        found = at_origin(specs, op.origin) if op.origin and op.origin.file == site.path else None
         if found is None:
             found = next((s for s in specs if s.index == op.index), None)
         if found is not None:

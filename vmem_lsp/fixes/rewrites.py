@@ -9,7 +9,7 @@ import re
 
 from ..chips import MiB
 from ..compile.protocol import CapturedCall
-from ..mapping import _at_origin
+from ..mapping import at_origin
 from ..source.model import BlockSpecSite, Expr, KernelSite, Span
 from .edits import TextEdit, offset, position
 
@@ -133,7 +133,7 @@ def _spec_for(site: KernelSite, call: CapturedCall, role: str, index: int) -> Bl
     specs = site.in_specs if role == "in" else site.out_specs
     op = next((o for o in call.operands if o.role == role and o.index == index), None)
     if op is not None and op.origin is not None and op.origin.file == site.path:
-        found = _at_origin(specs, op.origin)
+        found = at_origin(specs, op.origin)
         if found is not None:
             return found
     return next((s for s in specs if s.index == index), None)
