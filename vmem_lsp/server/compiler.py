@@ -16,6 +16,10 @@ from ..config import Settings
 from ..source.directives import Example
 
 
+class Superseded(Exception):
+    """A newer job for the same document arrived: stop this one's extra work."""
+
+
 @dataclass
 class CompileJob:
     uri: str
@@ -160,10 +164,19 @@ class CompileService:
         if not overflowing(triples):
             self.loop.call_soon_threadsafe(self.on_fixes, job, [])
             return
-        self._emit(CompileEvent("compiling", "looking for fixes that fit"))
+        self._emit(CompileEvent("compiling", "looking for fixes that fit", targets=tuple(job.settings.targets)))
         sources = SourceFiles()
-        planned = plan(triples, job.settings.targets, sources.text,
-                       cached_runner(cache, worker, job.settings.timeout), sources.sites_of)
+        run = cached_runner(cache, worker, job.settings.timeout)
+
+        def run_unless_superseded(request):
+            if job.cancelled.is_set() or self.stopping:
+                raise Superseded()          # a newer save waits: its verdict comes first
+            return run(request)
+
+        try:
+            planned = plan(triples, job.settings.targets, sources.text, run_unless_superseded, sources.sites_of)
+        except Superseded:
+            return
         self._emit(CompileEvent("ready", f"fixes found for {sum(bool(f) for _, f in planned)} example(s)"))
         if not job.cancelled.is_set():
             self.loop.call_soon_threadsafe(self.on_fixes, job, planned)
