@@ -39,6 +39,14 @@ class Problem:
     def failing(self, target: str) -> list[CapturedCall]:
         return [c for c in self.results[target].calls if not c.fits]
 
+    def own_sites(self):
+        """(call, site) of the failing kernels written in the example's own file:
+        fixes edit the user's code, never a library's."""
+        for call in self.failing(self.targets[0]):
+            site = kernel_site(call, self.sites_of)
+            if site is not None and site.path == self.example.path:
+                yield call, site
+
     def request(self, target: str, example_text: str, source: str | None, compile: bool) -> CheckRequest:
         return CheckRequest(example_text, target, path=self.example.path,
                             source=source if source != self.source else None, compile=compile)
@@ -213,21 +221,23 @@ def shrink_fixes(problem: Problem) -> list[Fix]:
                            math.prod(v / k.value for k, v in changes)) for changes in candidates(moving)]
     if not variants:
         variants = literal_variants(problem)
-    scored = []
+    return verified_best(problem, "shrink", scored(problem, variants))
+
+
+def scored(problem: Problem, variants) -> list:
+    """(total, variant, figures) of the variants the model says fit."""
+    found = []
     for variant in variants:
         figures = traced_fit(problem, variant)
         if figures and fits(figures):
-            scored.append((sum(t for t, _ in figures.values()), variant, figures))
-    return verified_best(problem, "shrink", scored)
+            found.append((sum(t for t, _ in figures.values()), variant, figures))
+    return found
 
 
 def literal_variants(problem: Problem) -> list[Variant]:
     """Block sizes written as numbers in the BlockSpecs of the user's own kernels."""
     variants = []
-    for call in problem.failing(problem.targets[0]):
-        site = kernel_site(call, problem.sites_of)
-        if site is None or site.path != problem.example.path:
-            continue
+    for call, site in problem.own_sites():
         for label, edits, ratio in rewrites.literal_block_sizes(site, call, problem.source):
             variants.append(Variant.of(problem, edits, label, ratio))
     return variants
@@ -251,19 +261,11 @@ def verified_best(problem: Problem, kind: str, scored: list) -> list[Fix]:
 # ---- introducing a grid, raising the limit, single buffering ----------------------------------
 
 def grid_fixes(problem: Problem) -> list[Fix]:
-    scored = []
-    for call in problem.failing(problem.targets[0]):
-        site = kernel_site(call, problem.sites_of)
-        if site is None or site.path != problem.example.path:
-            continue
-        for rows, edits in rewrites.introduce_grid(site, call, problem.source):
-            full = call.operands[-1].full_shape[0]
-            variant = Variant.of(problem, edits, f"Split the array into blocks of {rows} rows with a grid",
-                                 rows / full)
-            figures = traced_fit(problem, variant)
-            if figures and fits(figures):
-                scored.append((sum(t for t, _ in figures.values()), variant, figures))
-    return verified_best(problem, "grid", scored)
+    variants = [Variant.of(problem, edits, f"Split the array into blocks of {rows} rows with a grid",
+                           rows / call.operands[-1].full_shape[0])
+                for call, site in problem.own_sites()
+                for rows, edits in rewrites.introduce_grid(site, call, problem.source)]
+    return verified_best(problem, "grid", scored(problem, variants))
 
 
 def limit_fixes(problem: Problem) -> list[Fix]:
@@ -282,10 +284,7 @@ def limit_fixes(problem: Problem) -> list[Fix]:
     if limit < need:
         return []
     fixes = []
-    for call in problem.failing(problem.targets[0]):
-        site = kernel_site(call, problem.sites_of)
-        if site is None or site.path != problem.example.path:
-            continue
+    for call, site in problem.own_sites():
         edits = rewrites.set_vmem_limit(site, problem.source, limit)
         if edits is None:
             continue
@@ -301,10 +300,7 @@ def buffer_fixes(problem: Problem) -> list[Fix]:
     """pipeline_mode=pl.Buffered(1) on a double-buffered window whose second
     buffer is what does not fit."""
     fixes = []
-    for call in problem.failing(problem.targets[0]):
-        site = kernel_site(call, problem.sites_of)
-        if site is None or site.path != problem.example.path:
-            continue
+    for call, site in problem.own_sites():
         worst = {t: estimate(problem, [c for c in problem.failing(t) if key(c) == key(call)], t)
                  for t in problem.targets}
         for cost in budgets.layout.window_costs(call, problem.targets[0]):
