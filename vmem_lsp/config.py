@@ -2,6 +2,7 @@
 then the command line (or, later, the editor)."""
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -45,19 +46,33 @@ def find_pyproject(start: str) -> str | None:
 
 
 def _tool_table_names(path: str) -> set[str]:
+    return set(_read_toml(path).get("tool", {}))
+
+
+def _read_toml(path: str) -> dict:
+    """The parsed file, read again only when it changes: the server asks for
+    settings on every open and every analysis."""
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        return {}
+    return _parsed(path, stamp)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(path: str, stamp: int) -> dict:
     try:
         with open(path, "rb") as f:
-            return set(tomllib.load(f).get("tool", {}))
+            return tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError):
-        return set()
+        return {}
 
 
 def load_settings(start: str) -> Settings:
     path = find_pyproject(start)
     if path is None:
         return Settings()
-    with open(path, "rb") as f:
-        table = tomllib.load(f)["tool"]["vmem-lsp"]
+    table = _read_toml(path)["tool"]["vmem-lsp"]
     return apply(Settings(root=os.path.dirname(path), config_path=path), table, path)
 
 

@@ -176,7 +176,7 @@ def findings_for(call: CapturedCall, report: Report, target: Chip, example: Exam
         for allocation in report.allocations:
             parts.append(reported_part(allocation, call, site, sites_of, anchor, need, base))
     name = call.name.split(" ")[0] if call.name else "pallas_call"
-    total = f"pallas_call {name}: {need}" if report.form != "single_allocation" else f"pallas_call {name}: {need}"
+    total = f"pallas_call {name}: {need}"
     if report.form == "single_allocation":
         total += " (the compiler names only the first allocation that does not fit)"
     return KernelFindings(anchor, parts, total, {**base, "kernel": name})
