@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_for(args):
-    from .config import ConfigError, load_settings, parse_targets
+    from .config import load_settings, parse_targets
     settings = load_settings(args.paths[0])
     changes = {}
     if args.target:

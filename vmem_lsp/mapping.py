@@ -4,7 +4,7 @@ that says how many bytes, against which limit, on which chip."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from . import layout
@@ -175,7 +175,7 @@ def findings_for(call: CapturedCall, report: Report, target: Chip, example: Exam
     else:
         for allocation in report.allocations:
             parts.append(reported_part(allocation, call, site, sites_of, anchor, need, base))
-    name = call.name.split(" ")[0] if call.name else "pallas_call"
+    name = kernel_label(call)
     total = f"pallas_call {name}: {need}"
     if report.form == "single_allocation":
         total += " (the compiler names only the first allocation that does not fit)"
@@ -213,6 +213,26 @@ def reported_part(allocation: Allocation, call, site, sites_of, anchor, need, ba
     return anchor, "VMEM003", message, facts
 
 
+def cost_place(cost: layout.WindowCost, call: CapturedCall, site, sites_of: SitesOf, anchor: Anchor
+               ) -> tuple[Anchor, str, Operand | None]:
+    """Where a window or scratch the model priced is marked, and its name."""
+    shape = window_text(cost.dtype, cost.shape)
+    if cost.kind == "scratch":
+        return scratch_anchor(cost.index, call, site, sites_of, anchor), f"scratch {cost.index} {shape}", None
+    role = "in" if cost.kind == "input_window" else "out"
+    op = next(o for o in call.operands if o.role == role and o.index == cost.index)
+    return spec_anchor(op, site, sites_of, anchor), f"{describe_operand(op)} window {shape}", op
+
+
+def buffering_suffix(cost: layout.WindowCost) -> str:
+    how = buffering(cost.buffers) if cost.kind != "scratch" else ""
+    return f", {how}" if how else ""
+
+
+def kernel_label(call: CapturedCall) -> str:
+    return call.name.split(" ")[0] if call.name else "pallas_call"
+
+
 def estimated_parts(call, report, target, site, sites_of, anchor, need, base):
     """E1001 gives only a total: split it with the layout model and say so."""
     costs = layout.window_costs(call, target.name)
@@ -223,17 +243,10 @@ def estimated_parts(call, report, target, site, sites_of, anchor, need, base):
         facts = {**base, "kind": cost.kind, "index": cost.index, "operand": cost.operand,
                  "size": cost.bytes, "buffers": cost.buffers,
                  "window_shape": window_text(cost.dtype, cost.shape), "estimated": True}
-        if cost.kind == "scratch":
-            where = scratch_anchor(cost.index, call, site, sites_of, anchor)
-            label = f"scratch {cost.index} {window_text(cost.dtype, cost.shape)}"
-        else:
-            role = "in" if cost.kind == "input_window" else "out"
-            op = next(o for o in call.operands if o.role == role and o.index == cost.index)
-            where = spec_anchor(op, site, sites_of, anchor)
-            label = f"{describe_operand(op)} window {window_text(cost.dtype, cost.shape)}"
+        where, label, op = cost_place(cost, call, site, sites_of, anchor)
+        if op is not None:
             facts["full_shape"] = window_text(op.dtype, op.full_shape)
-        how = buffering(cost.buffers) if cost.kind != "scratch" else ""
-        message = (f"{label} = {format_size(cost.bytes)}{', ' + how if how else ''}; {need} (sizes "
+        message = (f"{label} = {format_size(cost.bytes)}{buffering_suffix(cost)}; {need} (sizes "
                    f"estimated by the layout model; the compiler gives only the total)")
         parts.append((where, "VMEM001", message, facts))
     if remainder > 0:
@@ -303,26 +316,17 @@ def model_verdict(call: CapturedCall, target: Chip, example: Example, sites_of: 
                       f"of the kernel body's spills and intermediates); {need}",
                       {**base, "kind": "internal", "size": internal, "estimated": True}))
     for cost in layout.window_costs(call, target.name):
-        if cost.kind == "scratch":
-            where = scratch_anchor(cost.index, call, site, sites_of, anchor)
-            label = f"scratch {cost.index} {window_text(cost.dtype, cost.shape)}"
-        else:
-            op = next(o for o in call.operands if o.role == ("in" if cost.kind == "input_window" else "out")
-                      and o.index == cost.index)
-            where = spec_anchor(op, site, sites_of, anchor)
-            label = f"{describe_operand(op)} window {window_text(cost.dtype, cost.shape)}"
-        how = buffering(cost.buffers) if cost.kind != "scratch" else ""
+        where, label, _ = cost_place(cost, call, site, sites_of, anchor)
         facts = {**base, "kind": cost.kind, "index": cost.index, "size": cost.bytes, "buffers": cost.buffers,
                  "estimated": True}
-        parts.append((where, "VMEM001", f"{label} ~ {format_size(cost.bytes)}{', ' + how if how else ''}; {need}",
+        parts.append((where, "VMEM001", f"{label} ~ {format_size(cost.bytes)}{buffering_suffix(cost)}; {need}",
                       facts))
-    name = call.name.split(" ")[0] if call.name else "pallas_call"
+    name = kernel_label(call)
     findings = KernelFindings(anchor, parts, f"pallas_call {name}: {need}", {**base, "kernel": name})
     return [replace_origin(d, "model") for d in link(findings, example, target)]
 
 
 def replace_origin(d: Diagnostic, origin: str) -> Diagnostic:
-    from dataclasses import replace
     return replace(d, origin=origin, facts={**d.facts, "estimated": True})
 
 

@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .client import CheckRequest
 from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict, to_json
-from .worker import file_digest
+from .shipping import file_digest
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"
 TRANSIENT = ("timeout", "crashed", "no_compiler")

@@ -126,8 +126,7 @@ def _wrap_pallas_call(original):
 
     @functools.wraps(original)
     def pallas_call(kernel, out_shape=None, *, grid_spec=None, **kwargs):
-        spec_holder = grid_spec if grid_spec is not None else None
-        get = (lambda name, default: getattr(spec_holder, name, default)) if spec_holder else kwargs.get
+        get = (lambda name, default: getattr(grid_spec, name, default)) if grid_spec is not None else kwargs.get
         provenance = Provenance(
             call_origin=user_origin(),
             in_origins=_origins(get("in_specs", pallas_core.no_block_spec)),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict
 from .shipping import Manifests
+from .worker import module_name_for
 
 STDERR_LINES_KEPT = 40
 NOISE = ("WARNING", "W0000", "I0000", "E0000", "Source Location Trace", "libtpu_init_utils",
@@ -162,13 +163,10 @@ class WorkerClient:
 
     def _ship(self, request: CheckRequest) -> tuple[str, dict] | None:
         """(client root, manifest) of the project the example lives in, for a remote worker."""
-        if not self.ship_source:
+        if not self.ship_source or not (request.root or request.path):
             return None
-        root = request.root or (os.path.dirname(os.path.abspath(request.path)) if request.path else None)
-        if request.path and request.root is None:
-            from .worker import module_name_for
-            root = module_name_for(request.path)[0]
-        return (root, self.manifests.manifest(root)) if root else None
+        root = request.root or module_name_for(request.path)[0]
+        return root, self.manifests.manifest(root)
 
     def _read(self, timeout: float, doing: str) -> dict:
         try:

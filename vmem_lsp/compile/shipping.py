@@ -19,6 +19,11 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def file_digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return digest(f.read())
+
+
 class Manifests:
     """Client side: the manifest of a project folder, hashing only what changed."""
 
@@ -40,8 +45,7 @@ class Manifests:
         cached = self.known.get(path)
         if cached and cached[:2] == (stat.st_mtime, stat.st_size):
             return cached[2]
-        with open(path, "rb") as f:
-            sha = digest(f.read())
+        sha = file_digest(path)
         self.known[path] = (stat.st_mtime, stat.st_size, sha)
         return sha
 
@@ -83,7 +87,7 @@ class Store:
             if not target.startswith(folder + os.sep):
                 raise ValueError(f"path {relative!r} leaves the workspace")
             wanted.add(target)
-            if os.path.exists(target) and self._sha_of(target) == sha:
+            if os.path.exists(target) and file_digest(target) == sha:
                 continue
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copyfile(os.path.join(self.blobs, sha), target)
@@ -93,11 +97,6 @@ class Store:
                 if name.endswith(".py") and path not in wanted:
                     os.remove(path)
         return folder
-
-    @staticmethod
-    def _sha_of(path: str) -> str:
-        with open(path, "rb") as f:
-            return digest(f.read())
 
 
 def relocate(value, old: str, new: str):

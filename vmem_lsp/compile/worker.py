@@ -9,7 +9,6 @@ the protocol stream.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
 from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, to_json
+from .shipping import file_digest
 
 
 def versions() -> dict:
@@ -143,11 +143,6 @@ class Worker:
         message = f"{what}: {type(error).__name__}: {error}".strip()
         return ExampleResult(target, kind, error=message, error_kind=error_kind, error_origin=origin,
                              deps=self.user_deps([os.path.abspath(path)] if path else []))
-
-
-def file_digest(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 @dataclass(frozen=True)
