@@ -31,7 +31,7 @@ from lsp_client import Editor, running_server, wait_for  # noqa: E402
 async def run(edits: int, documents: int, typing: int) -> dict:
     import jax.experimental.pallas.ops.tpu as ops
     sources = sorted(Path(ops.__path__[0]).rglob("*.py"))
-    figures = {"hover_ms": [], "memory": []}
+    figures = {"hover_ms": [], "hover_at": [], "memory": []}
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         big = work / "big.py"
@@ -54,6 +54,7 @@ async def run(edits: int, documents: int, typing: int) -> dict:
                     await client.text_document_hover_async(types.HoverParams(
                         types.TextDocumentIdentifier(editor.uri), types.Position(rng.randrange(2000), 4)))
                     figures["hover_ms"].append((time.perf_counter() - t) * 1000)
+                    figures["hover_at"].append(i + 1)
                 if i % 1000 == 999:
                     figures["memory"].append((i + 1, rss_mb(pid)))
                 if i == edits // 2:
@@ -94,6 +95,9 @@ def main() -> None:
           f"{args.documents} documents opened midway, in {figures['edit_seconds']:.1f} s")
     print(f"hover latency over {len(hovers)} hovers: p50 {statistics.median(hovers):.1f} ms, "
           f"p95 {hovers[int(0.95 * (len(hovers) - 1))]:.1f} ms, max {hovers[-1]:.1f} ms")
+    slowest = sorted(zip(figures["hover_ms"], figures["hover_at"]), reverse=True)[:3]
+    print("slowest hovers (ms after edit N): " + ", ".join(f"{ms:.0f} after {n}" for ms, n in slowest)
+          + f"; the {args.documents} documents opened after edit {args.edits // 2 + 1}")
     print("server memory (edits, MB): " + ", ".join(f"{n}: {mb:.0f}" for n, mb in figures["memory"]))
     same = figures["final"] == figures["fresh"]
     print(f"final diagnostics equal those of a fresh server on the final text: {same}")

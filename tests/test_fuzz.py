@@ -84,3 +84,73 @@ def test_locator_on_every_ops_file_cut_at_random_points():
             slowest = max(slowest, time.perf_counter() - started)
             assert isinstance(result.sites, tuple)
     assert slowest < 2.0, f"slowest locate of a cut file: {slowest:.2f} s"
+
+
+LINE_PIECES = st.sampled_from(["a", "bc", "é", "😋", " ", "\t", "\n", "\r\n", "\r"])
+
+
+def lsp_lines(text: str) -> list[str]:
+    import re
+    return re.split(r"\r\n|\r|\n", text)
+
+
+def in_range_position(text: str, line: int, unit: int):
+    """A valid LSP position (UTF-16 units, on a character boundary) from two draws."""
+    from lsprotocol import types
+    lines = lsp_lines(text)
+    line %= len(lines)
+    boundaries = [0]
+    for char in lines[line]:
+        boundaries.append(boundaries[-1] + (2 if ord(char) > 0xFFFF else 1))
+    return types.Position(line, boundaries[unit % len(boundaries)])
+
+
+@FUZZ
+@given(pieces=st.lists(LINE_PIECES, max_size=60), draws=st.tuples(*[st.integers(0, 10**6)] * 4),
+       new=st.lists(LINE_PIECES, max_size=5))
+def test_did_change_splices_as_pygls_does(pieces, draws, new):
+    """The server's own didChange splice (a fast path) against pygls' line-by-line
+    rewrite, on text with every LSP line end and characters outside the BMP."""
+    from lsprotocol import types
+    from pygls.workspace.text_document import TextDocument
+    from vmem_lsp.server.documents import apply_change
+    text = "".join(pieces)
+    a, b = sorted([in_range_position(text, *draws[:2]), in_range_position(text, *draws[2:])],
+                  key=lambda p: (p.line, p.character))
+    change = types.TextDocumentContentChangePartial(range=types.Range(a, b), text="".join(new))
+    reference = TextDocument("file:///f.py", text)
+    reference.apply_change(change)
+    assert apply_change(text, change, reference.position_codec) == reference.source
+
+
+@FUZZ
+@given(pieces=st.lists(LINE_PIECES, max_size=40), numbers=st.tuples(*[st.integers(0, 50)] * 4))
+def test_did_change_out_of_range_positions_clamp_to_line_ends(pieces, numbers):
+    """A client may send a column past a line's end or a line past the text's:
+    the splice clamps them, as the LSP says, and never raises."""
+    from lsprotocol import types
+    from pygls.workspace.position_codec import PositionCodec
+    from vmem_lsp.server.documents import apply_change, offset_of
+    text = "".join(pieces)
+    codec = PositionCodec()
+    start, end = types.Position(*numbers[:2]), types.Position(*numbers[2:])
+    change = types.TextDocumentContentChangePartial(range=types.Range(start, end), text="X")
+    after = apply_change(text, change, codec)
+    assert "X" in after and len(after) <= len(text) + 1
+    for position in (start, end):
+        index = offset_of(text, position, codec)
+        assert 0 <= index <= len(text)
+        line = lsp_lines(text)[position.line] if position.line < len(lsp_lines(text)) else None
+        if line is not None and position.character >= len(line) * 2:     # past the end in any unit
+            assert text[index:index + 1] in ("", "\n", "\r")             # lands on the line's end
+
+
+def test_a_form_feed_does_not_start_a_line():
+    """pygls splits lines at \\f, \\v, U+2028 and others; editors and the LSP count
+    only \\n, \\r\\n and \\r, and so does the server."""
+    from lsprotocol import types
+    from pygls.workspace.position_codec import PositionCodec
+    from vmem_lsp.server.documents import apply_change
+    change = types.TextDocumentContentChangePartial(
+        range=types.Range(types.Position(1, 0), types.Position(1, 0)), text="#")
+    assert apply_change("a\fb\u2028c\nd", change, PositionCodec()) == "a\fb\u2028c\n#d"

@@ -157,7 +157,11 @@ async def test_settings_choose_targets_and_the_worker_leaves_no_process(tmp_path
         assert any("18.36M of 16.00M scoped VMEM on TPU v5e" in d.message for d in found)
         ready = await wait_for(lambda: [m.message for m in client.log_messages if "worker ready" in m.message],
                                what="worker ready log")
-    pid = int(ready[0].split("pid ")[1].split(")")[0])
+        pid = int(ready[0].split("pid ")[1].split(")")[0])
+        # The compiler and the parser yield the CPU to the editor; the server itself does not.
+        parsers = [p for p in children_of(client._server.pid) if b"spawn_main" in command_line(p)]
+        assert parsers and all(os.getpriority(os.PRIO_PROCESS, p) == 10 for p in [pid, *parsers])
+        assert os.getpriority(os.PRIO_PROCESS, client._server.pid) == os.getpriority(os.PRIO_PROCESS, 0)
     await wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=10, what="the worker to exit")
 
 
@@ -234,17 +238,30 @@ async def test_quick_fix_is_verified_and_clears_the_errors(tmp_path):
         await wait_for(lambda: not editor.diagnostics(), what="errors cleared by the quick fix")
 
 
-def zombies_of(pid: int) -> list[int]:
-    found = []
+def process_table() -> list[tuple[int, str, int]]:
+    """(pid, state, parent pid) of every process, from /proc."""
+    table = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if fields[0] == "Z" and int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
+            table.append((int(entry), fields[0], int(fields[1])))
+    return table
+
+
+def zombies_of(pid: int) -> list[int]:
+    return [child for child, state, parent in process_table() if parent == pid and state == "Z"]
+
+
+def children_of(pid: int) -> list[int]:
+    return [child for child, _, parent in process_table() if parent == pid]
+
+
+def command_line(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read()
 
 
 async def test_a_hanging_example_never_blocks_the_editor(tmp_path):
@@ -286,3 +303,45 @@ async def test_edits_during_a_compile_never_get_its_stale_verdict(tmp_path):
                        what="the stale compile dropped")
         await asyncio.sleep(1)
         assert compiler_tier(editor.diagnostics()) == []    # only estimates for the text on screen
+
+
+def framed(*messages: dict) -> bytes:
+    import json
+    out = b""
+    for message in messages:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        out += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    return out
+
+
+async def test_a_file_on_stdin_is_read_as_well_as_a_pipe(tmp_path):
+    """Editors give the server pipes, which its event loop reads itself; stdin
+    from a file (a replayed session) takes pygls' reader, and works the same."""
+    import subprocess
+    import sys
+    session = tmp_path / "session.bin"
+    session.write_bytes(framed({"id": 1, "method": "initialize", "params": {"capabilities": {}}},
+                               {"method": "initialized", "params": {}},
+                               {"id": 2, "method": "shutdown"}, {"method": "exit"}))
+    with open(session, "rb") as stdin:
+        done = subprocess.run([sys.executable, "-m", "vmem_lsp", "serve"], stdin=stdin, capture_output=True,
+                              cwd=tmp_path, timeout=120)
+    assert b'"name": "vmem-lsp"' in done.stdout and b'"id": 2' in done.stdout, done.stderr[-2000:]
+
+
+async def test_full_collections_wait_for_a_quiet_moment():
+    """The collector freezes what the server holds once messages stop for a
+    while: not while they keep coming."""
+    import gc
+    from vmem_lsp.server.collector import QuietCollector
+    collector = QuietCollector(quiet=0.1, every=0)
+    gc.unfreeze()
+    try:
+        for _ in range(5):                      # a message every 50 ms: never quiet
+            collector.message_arrived()
+            await asyncio.sleep(0.05)
+        assert gc.get_freeze_count() == 0
+        await asyncio.sleep(0.3)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

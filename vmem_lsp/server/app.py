@@ -3,6 +3,7 @@ publishing. Handlers (one module per message, in handlers/) stay thin."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -12,8 +13,9 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from .. import __version__
-from .compiler import CompileEvent, CompileJob, CompileService
+from .compiler import BACKGROUND_NICENESS, CompileEvent, CompileJob, CompileService
 from .convert import to_diagnostic, to_uri
+from .protocol import VmemProtocol
 from .options import Options
 from .session import Session
 
@@ -33,7 +35,8 @@ class Locator:
         try:
             if self.pool is None:
                 import multiprocessing
-                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=os.nice, initargs=(BACKGROUND_NICENESS,))
             return self.pool.submit(locate, text, path).result()
         except Exception:               # a broken pool: parse here rather than not at all
             self.pool = None
@@ -50,7 +53,7 @@ class Locator:
 
 class VmemServer(LanguageServer):
     def __init__(self):
-        super().__init__("vmem-lsp", __version__)
+        super().__init__("vmem-lsp", __version__, protocol_cls=VmemProtocol)
         self.locator = Locator()
         self.session = Session(Options(), self.locator)
         self.compiler: CompileService | None = None
@@ -202,9 +205,12 @@ def serve() -> int:
     # Analysis runs in a thread; hand the interpreter back to the message loop
     # often, so a hover never waits long behind a parse.
     sys.setswitchinterval(0.001)
+    from .collector import freeze_survivors
+    from .stdio import start_io
     server = build_server()
+    freeze_survivors()          # the libraries just imported: out of every later collection
     try:
-        server.start_io()
+        start_io(server)
     finally:
         server.stop_background()
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     start_line: int
     start_col: int
@@ -19,14 +19,14 @@ class Span:
         return self.start_line <= line <= self.end_line
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Expr:
     """A source expression: where it is and its text as written."""
     span: Span
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BlockSpecSite:
     """One `BlockSpec(...)` construction attached to a pallas_call site."""
     span: Span                      # the whole BlockSpec(...) call
@@ -39,7 +39,7 @@ class BlockSpecSite:
     buffer_count: int | None        # n of a literal pl.Buffered(n)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScratchSite:
     """One entry of scratch_shapes: pltpu.VMEM(shape, dtype), SMEM, a semaphore..."""
     span: Span
@@ -49,7 +49,7 @@ class ScratchSite:
     dtype: Expr | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KernelSite:
     """One pallas_call in a module, with everything that decides its VMEM use."""
     path: str
