@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import random
+import sys
 import time
 from pathlib import Path
 
 import jax.experimental.pallas.ops.tpu as ops
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from vmem_lsp.report.parse import parse_report
@@ -154,3 +156,17 @@ def test_a_form_feed_does_not_start_a_line():
     change = types.TextDocumentContentChangePartial(
         range=types.Range(types.Position(1, 0), types.Position(1, 0)), text="#")
     assert apply_change("a\fb\u2028c\nd", change, PositionCodec()) == "a\fb\u2028c\n#d"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="atheris is installed on Linux only")
+@pytest.mark.parametrize("target, runs", [("report", 5000), ("locate", 300), ("directives", 5000),
+                                          ("did_change", 5000)])
+def test_coverage_guided_fuzzing_finds_nothing(target, runs, tmp_path):
+    """fuzz/run.py under libFuzzer (atheris), seeded with the real reports and
+    jax ops files, a fixed seed so that a failure reproduces; a crash input
+    would be saved in tmp_path."""
+    import subprocess
+    done = subprocess.run([sys.executable, str(Path(__file__).parent.parent / "fuzz" / "run.py"), target,
+                           f"-runs={runs}", "-seed=1"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and f"Done {runs} runs" in done.stderr, done.stderr[-3000:]
+    assert not list(tmp_path.glob("crash-*"))
