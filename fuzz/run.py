@@ -11,7 +11,8 @@ ops files.
     .venv/bin/python fuzz/run.py did_change -runs=20000
 
 Any other argument goes to libFuzzer. A failed property raises, and
-libFuzzer saves the input as crash-* in the current folder and exits non-zero.
+libFuzzer saves the input as crash-* in the current folder and exits non-zero;
+once fixed, the input goes in fuzz/regressions/TARGET/ and every run replays it.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import atheris
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "tests" / "data" / "reports"
+REGRESSIONS = Path(__file__).resolve().parent / "regressions"     # inputs that once failed, replayed first
 
 with atheris.instrument_imports(include=["vmem_lsp"]):
     from lsprotocol import types
@@ -90,6 +92,7 @@ def seed_corpus(target: str) -> Path:
         seeds = [p.read_bytes() for p in sorted(Path(ops.__path__[0]).rglob("*.py"))[:8]]
     elif target == "directives":
         seeds = [b"matmul(bf16[8192, 8192], bf16[8192, 8192], bm=1024)", b"# vmem: f(f32[8, 128])\n"]
+    seeds += [p.read_bytes() for p in sorted((REGRESSIONS / target).glob("*"))]
     for number, seed in enumerate(seeds):
         (folder / f"seed{number}").write_bytes(seed)
     return folder

@@ -14,7 +14,8 @@ from vmem_lsp.report.model import Allocation, Report, Shape
 # Printed sizes: "128.00M", "64.0K", "512B". Digit runs are bounded so that int()/float() on a
 # mutated text can neither overflow nor hit Python's int-string length limit.
 UNITS = "BKMGTPE"
-_SIZE = r"-?\d{1,20}(?:\.\d{1,20})?[BKMGTPE]"
+_BYTES = r"\d{1,20}(?:\.\d{1,20})?[BKMGTPE]"    # an allocation's size: never negative
+_SIZE = rf"-?{_BYTES}"
 SIZE_TEXT = re.compile(r"(-?\d{1,20}(?:\.\d{1,20})?)([BKMGTPE])")
 _SHAPE = r"[a-z][a-z0-9_]*\[(?:\d{1,18}(?:,\d{1,18})*)?\]"
 SHAPE_TEXT = re.compile(r"([a-z][a-z0-9_]*)\[((?:\d{1,18}(?:,\d{1,18})*)?)\]")
@@ -25,7 +26,7 @@ PHYSICAL = re.compile(
     rf"Exceeded \w+ capacity by ({_SIZE})\.")
 # The CompilationResultProto tail repeats the start of the report, escaped and cut short.
 PROTO_TAIL = re.compile(r"\[type\.googleapis\.com/")
-ENTRY_START = re.compile(rf"^[ \t]*\d{{1,6}}\. Size: ({_SIZE})[ \t]*$", re.M)
+ENTRY_START = re.compile(rf"^[ \t]*\d{{1,6}}\. Size: ({_BYTES})[ \t]*$", re.M)
 ENTRY_FIELD = re.compile(r"^[ \t]*(Operator|Shape|Unpadded size|Tag|XLA label|Allocation type): ?(.*)$", re.M)
 OP_NAME = re.compile(r'op_name="([^"]*)"')
 SOURCE_FILE = re.compile(r'source_file="([^"]*)"')
