@@ -17,6 +17,7 @@ from .chips import Chip, chip
 from .compile.protocol import CapturedCall, Operand
 from .report.model import Report
 from .source.model import Expr, KernelSite
+from .source.syntax import parse_quietly
 
 HEADROOM_WARNING = 0.10
 
@@ -145,7 +146,7 @@ def literal_shape(expr: Expr | None) -> tuple[int, ...] | None:
     if expr is None:
         return None
     try:
-        node = ast.parse(expr.text.strip(), mode="eval").body
+        node = parse_quietly(expr.text.strip(), mode="eval").body
     except SyntaxError:
         return None
     if not isinstance(node, (ast.Tuple, ast.List)):
@@ -166,7 +167,7 @@ def literal_limit(site: KernelSite) -> int | None:
     if site.vmem_limit_bytes is None:
         return None
     try:
-        return literal_int(ast.parse(site.vmem_limit_bytes.text.strip(), mode="eval").body)
+        return literal_int(parse_quietly(site.vmem_limit_bytes.text.strip(), mode="eval").body)
     except SyntaxError:
         return None
 

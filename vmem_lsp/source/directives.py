@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from .model import Span
+from .syntax import parse_quietly
 
 DIRECTIVE = re.compile(r"^(?P<indent>\s*)#\s*vmem:\s?(?P<expr>.*?)\s*$")
 
@@ -94,7 +95,7 @@ def check_call(text: str) -> str | None:
     if not text.strip():
         return "is empty: write a call such as kernel(f32[1024, 1024])"
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = parse_quietly(text.strip(), mode="eval")
     except SyntaxError as error:
         return f"does not parse: {error.msg} (column {error.offset})"
     if not isinstance(tree.body, ast.Call):
@@ -133,5 +134,5 @@ class _ShapeLiterals(ast.NodeTransformer):
 def compile_call(text: str) -> ast.Call:
     """The example's call with each shape literal `bf16[8, 128]` turned into
     `__vmem_shape__("bfloat16", (8, 128))`, for the worker to evaluate."""
-    tree = _ShapeLiterals().visit(ast.parse(text.strip(), mode="eval"))
+    tree = _ShapeLiterals().visit(parse_quietly(text.strip(), mode="eval"))
     return ast.fix_missing_locations(tree).body

@@ -24,7 +24,6 @@ import ast
 import bisect
 import gc
 import re
-import warnings
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from vmem_lsp.source.model import BlockSpecSite, Expr, KernelSite, ScratchSite, Span
+from vmem_lsp.source.syntax import parse_quietly
 
 
 @dataclass(frozen=True)
@@ -94,18 +94,11 @@ _DEFINITION = re.compile(r"(async\s+def|def|class)\b")
 def _top_level_statements(text: str, lines: list[str]) -> tuple[list[ast.stmt], str | None]:
     """The module's top-level statements; around syntax errors, those that still parse on their own."""
     try:
-        return _parse_quietly(text).body, None
+        return parse_quietly(text).body, None
     except (SyntaxError, ValueError) as exc:
         return _statements_around_errors(lines), _describe_syntax_error(exc, text)
     except (RecursionError, MemoryError):
         return [], "syntax error: the file is nested too deeply to parse"
-
-
-def _parse_quietly(text: str) -> ast.Module:
-    """ast.parse without its warnings (invalid escape sequences...): they are the user's file's, not ours."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(text)
 
 
 def _describe_syntax_error(exc: Exception, text: str) -> str:
@@ -130,7 +123,7 @@ def _statements_around_errors(lines: list[str]) -> list[ast.stmt]:
         first, end = ranges.pop()
         text = "\n".join(lines[first:end])
         try:
-            tree = _parse_quietly(text)
+            tree = parse_quietly(text)
         except (SyntaxError, ValueError) as exc:
             bad = min(max(first + _error_line(exc, text) - 1, first), end - 1)
             chunk_first, chunk_end = _chunk_around(starts, bad, first, end)

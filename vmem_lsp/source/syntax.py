@@ -1,0 +1,13 @@
+"""ast.parse for the user's text, without its warnings (an invalid escape
+sequence, `1if x else 2`...): they belong to the user's file, and printed by
+the linter or the server they would read as ours."""
+from __future__ import annotations
+
+import ast
+import warnings
+
+
+def parse_quietly(text: str, mode: str = "exec") -> ast.AST:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, mode=mode)
