@@ -175,3 +175,22 @@ def test_block_sizes_written_in_the_blockspecs_change_with_their_grid(tmp_path):
     assert "pltpu.VMEM((512, 512), jnp.float32)" in text
     done, report = run_json("check", str(path), "--target", "v5e", "--no-cache")
     assert done.returncode == 0 and report["diagnostics"] == [], report
+
+
+def test_a_fix_keeps_windows_line_ends_and_replaces_the_file_whole(tmp_path):
+    """A CRLF file stays CRLF (only the example's numbers change), and the
+    write is a rename: no half-written file, the file's mode kept."""
+    import stat
+    path = tmp_path / "matmul.py"
+    original = (EXAMPLES / "matmul.py").read_text().replace("\n", "\r\n")
+    path.write_bytes(original.encode())
+    path.chmod(0o640)
+    inode = path.stat().st_ino
+    done = run_cli("check", str(path), "--target", "v5e", "--fix", "--no-cache")
+    assert "fixed: Shrink blocks" in done.stderr, done.stderr
+    after = path.read_bytes().decode()
+    assert after.count("\r\n") == original.count("\r\n") and "\n" not in after.replace("\r\n", "")
+    changed = [(a, b) for a, b in zip(original.split("\r\n"), after.split("\r\n")) if a != b]
+    assert len(changed) == 1 and changed[0][0].startswith("# vmem: matmul(")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.stat().st_ino != inode
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".vmem-fix-")] == []

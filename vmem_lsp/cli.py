@@ -128,13 +128,43 @@ def fix_files(outcome, settings, worker, use_cache: bool, write: bool) -> int:
             edits_by_path.setdefault(edit.path, []).append(edit)
     for path, edits in sorted(edits_by_path.items()):
         before = sources.text(path)
-        after = apply_edits(before, edits)
-        if write:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(after)
-        else:
-            sys.stdout.write(unified_diff(path, before, after, display_path(path)))
+        if not write:
+            sys.stdout.write(unified_diff(path, before, apply_edits(before, edits), display_path(path)))
+        elif (problem := write_edits(path, before, edits)) is not None:
+            print(f"{display_path(path)}: not fixed: {problem}", file=sys.stderr)
     return len(edits_by_path)
+
+
+def write_edits(path: str, checked: str, edits: list) -> str | None:
+    """Apply edits to the file on disk, keeping its line ends, all or nothing
+    (a temporary file renamed over it). Refuses when the file no longer holds
+    the text that was checked. Returns why it did not write, or None."""
+    import shutil
+    import tempfile
+    from dataclasses import replace
+    from .fixes.edits import apply_edits
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            raw = f.read()
+    except (OSError, UnicodeDecodeError) as error:
+        return f"cannot read it again ({error})"
+    if raw.replace("\r\n", "\n").replace("\r", "\n") != checked:
+        return "it changed on disk while fixes were searched; run the check again"
+    newline = "\r\n" if "\r\n" in raw else "\n"
+    if "\r" in raw.replace("\r\n", ""):
+        return "it has lone \\r line ends, which fixes do not edit"
+    after = apply_edits(raw, [replace(e, new_text=e.new_text.replace("\n", newline)) for e in edits])
+    folder = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", dir=folder, delete=False,
+                                     prefix=".vmem-fix-", suffix=".py") as temporary:
+        temporary.write(after)
+    try:
+        shutil.copymode(path, temporary.name)
+        os.replace(temporary.name, path)
+    except OSError as error:
+        os.unlink(temporary.name)
+        return f"cannot replace it ({error})"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
