@@ -53,12 +53,11 @@ class WorkerClient:
     """One worker process, started on first use and restarted after a failure."""
 
     def __init__(self, command: list[str] | str | None = None, start_timeout: float = 120.0,
-                 ship_source: bool | None = None, niceness: int = 0):
+                 ship_source: bool | None = None):
         self.command = batch_mode(shlex.split(command) if isinstance(command, str) else (command or default_command()))
         self.start_timeout = start_timeout
         # A worker started by another command may run elsewhere: send it the source.
         self.ship_source = ship_source if ship_source is not None else self.command != default_command()
-        self.niceness = niceness        # >0: yield the CPU to the editor (the language server's workers)
         self.manifests = Manifests()
         self.blobs_sent = 0
         self.process: subprocess.Popen | None = None
@@ -75,9 +74,6 @@ class WorkerClient:
         self.process = subprocess.Popen(
             self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, bufsize=1, env=env, start_new_session=True)
-        if self.niceness:
-            # Set before the interpreter starts its threads, which inherit it.
-            os.setpriority(os.PRIO_PROCESS, self.process.pid, self.niceness)
         self.lines = queue.Queue()
         self.stderr_tail.clear()
         threading.Thread(target=self._pump_stdout, args=(self.process, self.lines), daemon=True).start()

@@ -13,13 +13,17 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from .. import __version__
-from .compiler import BACKGROUND_NICENESS, CompileEvent, CompileJob, CompileService
+from .compiler import CompileEvent, CompileJob, CompileService
 from .convert import to_diagnostic, to_uri
 from .protocol import VmemProtocol
 from .options import Options
 from .session import Session
 
 STATUS = "vmemLsp/status"
+# The parsing process runs at this niceness: its bursts (200 files opened at
+# once) leave the CPU to the server's loop and the editor. Not the compile
+# worker: under a CPU hog of the user's, a niced compile starved for minutes.
+PARSER_NICENESS = 10
 
 
 class Locator:
@@ -36,7 +40,7 @@ class Locator:
             if self.pool is None:
                 import multiprocessing
                 self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=os.nice, initargs=(BACKGROUND_NICENESS,))
+                                                initializer=os.nice, initargs=(PARSER_NICENESS,))
             return self.pool.submit(locate, text, path).result()
         except Exception:               # a broken pool: parse here rather than not at all
             self.pool = None
@@ -106,7 +110,7 @@ class VmemServer(LanguageServer):
 
     def compile(self, path: str) -> None:
         doc = self.session.documents.get(path)
-        if doc is None:
+        if doc is None or doc.saved_version is None:
             return
         examples = doc.examples
         if not examples:
@@ -115,7 +119,10 @@ class VmemServer(LanguageServer):
         settings = self.session.settings(path)
         if not examples and not settings.examples:
             return
-        self.ensure_compiler().submit(CompileJob(path, doc.version, settings, examples, self.session.options.cache))
+        # The worker compiles the file on disk: its verdict belongs to the version
+        # last saved, and is dropped as stale if the buffer has moved on since.
+        self.ensure_compiler().submit(CompileJob(path, doc.saved_version, settings, examples,
+                                                 self.session.options.cache))
 
     def on_compile_result(self, job: CompileJob, results) -> None:
         changed = self.session.accept_compile(job.uri, job.version, results)

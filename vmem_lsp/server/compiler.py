@@ -15,10 +15,6 @@ from ..compile.protocol import ExampleResult
 from ..config import Settings
 from ..source.directives import Example
 
-# The compile worker and the parsing process run at this niceness: on a laptop
-# busy with both, the editor and the server's own loop get the CPU first.
-BACKGROUND_NICENESS = 10
-
 
 class Superseded(Exception):
     """A newer job for the same document arrived: stop this one's extra work."""
@@ -106,7 +102,7 @@ class CompileService:
         if self.worker is None or self.worker_command != settings.worker:
             if self.worker is not None:
                 self.worker.stop()
-            self.worker = WorkerClient(settings.worker, niceness=BACKGROUND_NICENESS)
+            self.worker = WorkerClient(settings.worker)
             self.worker_command = settings.worker
         if not self.worker.running():
             self._emit(CompileEvent("starting", "starting the TPU compiler worker"))

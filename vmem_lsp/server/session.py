@@ -31,6 +31,7 @@ class Document:
     budgets: dict = field(default_factory=dict)                  # SiteKey -> {target: Budget}, as shown
     fixes: dict = field(default_factory=dict)                    # "path:line" of an example -> [Fix], best first
     fixes_version: int | None = None
+    saved_version: int | None = None                             # the last version equal to the file on disk
 
 
 class Session:
@@ -43,8 +44,17 @@ class Session:
 
     # -- documents ----------------------------------------------------------------
     def open(self, path: str, version: int, text: str) -> Document:
-        self.documents[path] = Document(path, version, text)
+        # An editor may reopen an unsaved buffer (VS Code's hot exit): then no
+        # version equals the file on disk until the next save.
+        on_disk = version if _read(path, newline="") == text else None
+        self.documents[path] = Document(path, version, text, saved_version=on_disk)
         return self.documents[path]
+
+    def saved(self, path: str) -> None:
+        """The document's text is now the file's: what a compile will read."""
+        doc = self.documents.get(path)
+        if doc is not None:
+            doc.saved_version = doc.version
 
     def change(self, path: str, version: int, text: str) -> Document | None:
         doc = self.documents.get(path)
@@ -163,9 +173,9 @@ class Session:
         return [(site, doc.budgets.get(key, {}), self.known.get(key)) for site, key in zip(doc.located.sites, keys)]
 
 
-def _read(path: str) -> str:
+def _read(path: str, newline: str | None = None) -> str:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", newline=newline) as f:
             return f.read()
     except (OSError, UnicodeDecodeError):
         return ""

@@ -6,6 +6,7 @@ async def handle(ls, params: types.DidSaveTextDocumentParams) -> None:
     path = ls.path_of(params.text_document.uri)
     if path not in ls.session.documents:
         return
+    ls.session.saved(path)          # before any await: typing after the save must not move it
     await ls.analyse_now(path)
     if ls.session.options.compile_on_save:
         ls.compile(path)
