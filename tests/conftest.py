@@ -40,3 +40,64 @@ def cache_dir(tmp_path_factory) -> Path:
 def examples_check(cache_dir):
     """One cold run over examples/ on v5e and v6e, shared by the tests that read it."""
     return run_json("check", "examples", "--target", "v5e,v6e", "--cache-dir", str(cache_dir))
+
+
+def fixes_for(path, targets, cache, sources=None, worker=None) -> list:
+    """[(example, fixes)] for the overflowing examples under `path`, with a real
+    worker: `worker` when given (a module's tests share one: starting one
+    imports jax), else one of its own."""
+    from vmem_lsp.check import SourceFiles, cached_runner, check
+    from vmem_lsp.compile.cache import ResultCache
+    from vmem_lsp.compile.client import WorkerClient
+    from vmem_lsp.config import Settings
+    from vmem_lsp.fixes.plan import plan
+    settings = Settings(targets=targets, cache_dir=str(cache))
+    sources = sources or SourceFiles()
+    own = worker is None
+    worker = worker or WorkerClient()
+    try:
+        outcome = check([str(path)], settings, worker=worker)
+        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
+        return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
+    finally:
+        if own:
+            worker.stop()
+
+
+def changed_outside(before: str, after: str, edits) -> list:
+    """The pieces of `before` outside every edit that `after` lost: [] when the
+    two differ only in the edited tokens. The pieces must appear in `after` in
+    order, the first at its start and the last at its end, so a character
+    gained, lost or moved outside the edits shows (two edits of one span, say).
+    No diff is computed: a character diff of a 2,000-line jax module takes
+    seconds, and it may align an insertion beside its edit rather than at it."""
+    from vmem_lsp.fixes.edits import offset
+    regions = sorted((offset(before, e.span.start_line, e.span.start_col),
+                      offset(before, e.span.end_line, e.span.end_col)) for e in edits)
+    pieces, at = [], 0
+    for start, end in regions:
+        pieces.append(before[at:max(start, at)])
+        at = max(at, end)
+    pieces.append(before[at:])
+    lost = []
+    if not after.startswith(pieces[0]):
+        lost.append(pieces[0][-60:])
+    found = len(pieces[0])
+    for piece in pieces[1:-1]:
+        index = after.find(piece, found)
+        if index < 0:
+            lost.append(piece[:60])
+        else:
+            found = index + len(piece)
+    if len(pieces) > 1 and not (after.endswith(pieces[-1]) and len(after) - len(pieces[-1]) >= found):
+        lost.append(pieces[-1][:60])
+    if len(pieces) == 1 and after != before:
+        lost.append(before[:60])
+    return lost
+
+
+def overlapping(edits) -> list:
+    """Pairs of edits whose spans overlap or coincide: an editor applies a
+    workspace edit only when its edits are disjoint."""
+    spans = sorted(((e.span.start_line, e.span.start_col), (e.span.end_line, e.span.end_col), e) for e in edits)
+    return [(a[2], b[2]) for a, b in zip(spans, spans[1:]) if b[0] < a[1] or a[:2] == b[:2]]

@@ -5,13 +5,9 @@ import shutil
 
 import pytest
 
-from conftest import EXAMPLES, KERNELS, run_cli, run_json
-from vmem_lsp.check import SourceFiles, cached_runner, check
-from vmem_lsp.compile.cache import ResultCache
-from vmem_lsp.compile.client import WorkerClient
-from vmem_lsp.config import Settings
+from conftest import EXAMPLES, KERNELS, changed_outside, fixes_for, run_cli, run_json
+from vmem_lsp.check import SourceFiles
 from vmem_lsp.fixes.edits import apply_edits, inverse_edits
-from vmem_lsp.fixes.plan import plan
 
 
 def copy(tmp_path, source):
@@ -59,19 +55,6 @@ def test_flash_attention_fix_edits_the_example_not_jax(tmp_path):
     assert open(flash.__file__).read() == library_before
 
 
-def fixes_for(path, targets, cache, sources=None) -> list:
-    """[(example, fixes)] for the overflowing examples under `path`, with a real worker."""
-    settings = Settings(targets=targets, cache_dir=str(cache))
-    sources = sources or SourceFiles()
-    worker = WorkerClient()
-    try:
-        outcome = check([str(path)], settings, worker=worker)
-        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
-        return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
-    finally:
-        worker.stop()
-
-
 @pytest.fixture(scope="module")
 def planned_fixes(tmp_path_factory):
     """Every fix offered for every overflowing example, on v5e and v6e."""
@@ -95,20 +78,6 @@ def test_every_fix_round_trips_by_undo_and_touches_only_its_tokens(planned_fixes
             ast.parse(after)                                             # still Python
             assert apply_edits(after, inverse_edits(before, edits)) == before   # undo restores every byte
             assert changed_outside(before, after, edits) == []          # nothing outside the edited tokens
-
-
-def changed_outside(before: str, after: str, edits) -> list:
-    """Character ranges of `before` that differ in `after` but lie in no edit."""
-    import difflib
-    from vmem_lsp.fixes.edits import offset
-    regions = [(offset(before, e.span.start_line, e.span.start_col), offset(before, e.span.end_line, e.span.end_col))
-               for e in edits]
-    # Compare line by line first so a change is placed on its own line, then by character.
-    outside = []
-    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
-        if tag != "equal" and not any(a <= i1 and i2 <= b for a, b in regions):
-            outside.append((tag, before[max(i1 - 10, 0):i2 + 10]))
-    return outside
 
 
 def test_fixes_on_two_chips_are_verified_on_both(planned_fixes):

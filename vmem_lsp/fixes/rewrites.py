@@ -36,6 +36,14 @@ def _span_in(expr: Expr, node: ast.AST) -> Span:
     return Span(*at(node.lineno, node.col_offset), *at(node.end_lineno, node.end_col_offset))
 
 
+def _distinct(edits: list[TextEdit]) -> list[TextEdit]:
+    """Each edit once. One BlockSpec or scratch object used for several
+    operands (ragged paged attention's `lm_scratch` is both l and m; a
+    `q_block_spec` is an input and the output) is located once per use, and
+    the same edit applied twice writes its text over the tokens after it."""
+    return list(dict.fromkeys(edits))
+
+
 def _keyword_anchor(site: KernelSite, source: str) -> tuple[int, int, str] | None:
     """Where to insert a new keyword argument of the pallas_call: before its
     first in_specs=/out_specs=/... keyword; with the text to put after it."""
@@ -90,7 +98,7 @@ def introduce_grid(site: KernelSite, call: CapturedCall, source: str, most: int 
             grid = f"{dim} // {rows}" if not dim.isdigit() else str(int(dim) // rows)
             edits.append(TextEdit(site.path, Span(line, col, line, col), f"grid=({grid},),{after}"))
             found += 1
-            yield rows, edits
+            yield rows, _distinct(edits)
         rows //= 2
 
 
@@ -103,10 +111,7 @@ def set_vmem_limit(site: KernelSite, source: str, limit: int) -> list[TextEdit] 
         node = _node(params)
         if not isinstance(node, ast.Call):
             return None
-        opening = offset(source, params.span.start_line, params.span.start_col) + params.text.index("(") + 1
-        line, col = position(source, opening)
-        separator = ", " if (node.args or node.keywords) else ""
-        return [TextEdit(site.path, Span(line, col, line, col), f"vmem_limit_bytes={value}{separator}")]
+        return [_first_argument(site.path, source, params, node, f"vmem_limit_bytes={value}")]
     anchor = _keyword_anchor(site, source)
     if anchor is None:
         return None
@@ -118,6 +123,24 @@ def set_vmem_limit(site: KernelSite, source: str, limit: int) -> list[TextEdit] 
     if match is None:
         edits.append(TextEdit(site.path, Span(*_after_imports(source), *_after_imports(source)), TPU_IMPORT))
     return edits
+
+
+def _first_argument(path: str, source: str, call: Expr, node: ast.Call, text: str) -> TextEdit:
+    """An edit that makes `text` the call's first argument: right after its
+    "(" when the arguments follow on that line; on a line of its own at their
+    indent when they start on a later line, as in jax's kernels, where
+    `CompilerParams(` ends its line: inserting after the "(" would leave that
+    line ending in a space."""
+    arguments = sorted([*node.args, *node.keywords], key=lambda a: (a.lineno, a.col_offset))
+    opening = offset(source, call.span.start_line, call.span.start_col) + call.text.index("(") + 1
+    line, col = position(source, opening)
+    if arguments:
+        first = _span_in(call, arguments[0])
+        indent = source.splitlines()[first.start_line - 1][:first.start_col]
+        if first.start_line > line and not indent.strip():
+            return TextEdit(path, Span(first.start_line, first.start_col, first.start_line, first.start_col),
+                            f"{text},\n{indent}")
+    return TextEdit(path, Span(line, col, line, col), f"{text}, " if arguments else text)
 
 
 def _after_imports(source: str) -> tuple[int, int]:
@@ -141,21 +164,26 @@ def _spec_for(site: KernelSite, call: CapturedCall, role: str, index: int) -> Bl
 
 def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, source: str
                   ) -> list[TextEdit] | None:
+    """pipeline_mode=pl.Buffered(1) as the BlockSpec's last argument, written
+    right after the last argument already there, so a call whose ")" closes
+    on a line of its own keeps it there alone."""
     spec = _spec_for(site, call, role, index)
     if spec is None or spec.pipeline_mode is not None:
         return None
     start = offset(source, spec.span.start_line, spec.span.start_col)
     end = offset(source, spec.span.end_line, spec.span.end_col)
-    text = source[start:end]
+    written = Expr(spec.span, source[start:end])
+    node = _node(written)
     match = PALLAS_ALIAS.search(source)
-    if match is None or not text.endswith(")"):
-        return None         # no `pallas as pl` import to name Buffered by
-    prefix = f"{match[1] or match[2]}."
-    closing = end - 1
-    before = source[start:closing].rstrip()
-    separator = "" if before.endswith(("(", ",")) else ", "
-    line, col = position(source, closing)
-    return [TextEdit(site.path, Span(line, col, line, col), f"{separator}pipeline_mode={prefix}Buffered(1)")]
+    if match is None or not isinstance(node, ast.Call):
+        return None         # not a call, or no `pallas as pl` import to name Buffered by
+    keyword = f"pipeline_mode={match[1] or match[2]}.Buffered(1)"
+    arguments = [*node.args, *node.keywords]
+    if not arguments:
+        line, col = position(source, end - 1)
+        return [TextEdit(site.path, Span(line, col, line, col), keyword)]
+    last = _span_in(written, max(arguments, key=lambda a: (a.end_lineno, a.end_col_offset)))
+    return [TextEdit(site.path, Span(last.end_line, last.end_col, last.end_line, last.end_col), f", {keyword}")]
 
 
 def _literal_ints(expr: Expr | None) -> list[tuple[int, Span]]:
@@ -196,4 +224,4 @@ def literal_block_sizes(site: KernelSite, call: CapturedCall, source: str, level
                 elif any(full // size == value and full % new == 0 for full in fulls):
                     full = next(f for f in fulls if f // size == value)
                     edits.append(TextEdit(site.path, span, str(full // new)))
-            yield f"Shrink blocks: {size} -> {new} in the BlockSpecs", edits, new / size
+            yield f"Shrink blocks: {size} -> {new} in the BlockSpecs", _distinct(edits), new / size

@@ -111,7 +111,13 @@ def estimate(problem: Problem, calls: list[CapturedCall], target: str, scale: fl
 
 def covers(call: CapturedCall) -> bool:
     """The grid visits enough blocks to cover each array: a block shrunk along
-    a dimension the grid does not iterate would leave part of it untouched."""
+    a dimension the grid does not iterate would leave part of it untouched.
+    A grid dimension sized at run time (-1; megablox gmm's count of active
+    tiles, worked out from the block sizes) cannot be counted here: such a
+    grid is taken to cover, else no shrink of it is ever tried. The compile
+    that verifies a fix still decides whether it fits."""
+    if any(g < 0 for g in call.grid):
+        return True
     steps = math.prod(g if g > 0 else 1 for g in call.grid)
     return all(steps * math.prod(op.block_shape) >= math.prod(op.full_shape)
                for op in call.operands if op.block_shape is not None and op.role != "prefetch")

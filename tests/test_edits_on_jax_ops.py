@@ -1,0 +1,238 @@
+"""Every code action on jax's own Pallas TPU kernels (issue 8, point 3): applied
+to each file of jax/experimental/pallas/ops/tpu it leaves a file that parses,
+differs only in the intended tokens, and comes back byte for byte by undo.
+
+Part A, static: every rewrite the fixes can make, at every kernel site of
+every file, without a compiler. Part B, the real compiler: a `# vmem:` example
+that overflows VMEM, appended to a copy of each file whose kernels can be made
+to overflow here; every fix offered is checked as in part A, and the first is
+applied and the copy compiled again. The kernel files that have no part B say
+why in PART_A_ONLY, and a test holds each reason to what the worker answers."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import changed_outside, fixes_for, overlapping, run_json
+from vmem_lsp.chips import MiB
+from vmem_lsp.compile.client import CheckRequest, WorkerClient
+from vmem_lsp.compile.protocol import CapturedCall, Operand, Origin
+from vmem_lsp.fixes import rewrites
+from vmem_lsp.fixes.edits import apply_edits, inverse_edits, offset
+from vmem_lsp.source.locate import locate
+from vmem_lsp.source.model import BlockSpecSite, KernelSite
+
+OPS = Path(importlib.util.find_spec("jax").submodule_search_locations[0]) / "experimental/pallas/ops/tpu"
+TARGET = "v5e"      # 16 MiB of scoped VMEM by default: the cheapest chip to overflow
+
+# The example appended to a copy of each file: every one overflows v5e's
+# scoped VMEM, and each compiles in seconds here (2 cores).
+EXAMPLES = {
+    "example_kernel.py": "double(f32[2048, 2048])",
+    "matmul.py": "matmul(bf16[4096, 4096], bf16[4096, 4096], block_shape=(1024, 1024), block_k=1024)",
+    "flash_attention.py": ("flash_attention(bf16[1, 1, 2048, 128], bf16[1, 1, 2048, 128], bf16[1, 1, 2048, 128], "
+                           "block_sizes=BlockSizes(block_q=2048, block_k_major=2048, block_k=2048, block_b=1))"),
+    "megablox/gmm.py": "gmm(bf16[4096, 2048], bf16[8, 2048, 2048], s32[8], tiling=(1024, 1024, 1024))",
+    "paged_attention/paged_attention_kernel.py": (
+        "paged_attention(bf16[1, 8, 128], bf16[1, 256, 128, 128], bf16[1, 256, 128, 128], s32[1], s32[1, 256], "
+        "pages_per_compute_block=256)"),
+    "ragged_paged_attention/kernel.py": (
+        "ragged_paged_attention(bf16[256, 8, 128], bf16[512, 128, 2, 128], s32[8], s32[8, 128], s32[9], s32[1], "
+        "num_kv_pages_per_block=128, num_queries_per_block=8)"),
+    "splash_attention/splash_attention_kernel.py": (
+        "make_splash_mha_single_device(mask_lib.MultiHeadMask([mask_lib.FullMask((4096, 4096))] * 8), "
+        "block_sizes=BlockSizes(block_q=2048, block_kv=2048))(bf16[8, 4096, 128], bf16[8, 4096, 128], "
+        "bf16[8, 4096, 128])"),
+}
+
+
+@dataclass(frozen=True)
+class PartAOnly:
+    """A kernel file covered by part A only: the example tried, why it cannot
+    serve part B, and the worker's words that show it."""
+    example: str
+    reason: str
+    evidence: str           # in the worker's answer to the last request
+    compile: bool           # the requests compile (else trace only)
+    requests: int           # how many times the example is sent
+
+
+PRNG_REASON = ("the module registers its PRNG at import (prng.register_prng), and the worker imports the "
+               "example's file afresh for every request, so every request after the first (the fix search's "
+               "traces and verifying compiles) fails with 'already registered'. Its blocks are costly to "
+               "compile too, the body being many rounds over the whole block: on 2 cores philox's smallest "
+               "overflowing block (1152 x 1024, two outputs) took 32 s, threefry's 1024 x 2048, which just "
+               "fits, 19 s, and its 2048 x 4096 174 s.")
+
+PART_A_ONLY = {
+    "all_gather.py": PartAOnly(
+        'all_gather(f32[4096, 1024], mesh=jax.sharding.Mesh(jax.experimental.topologies.get_topology_desc('
+        'platform="tpu", topology_name="v5e:2x2").devices, ("x",)), axis_name="x")',
+        "a multi-device collective (remote DMAs, a barrier semaphore): it traces under shard_map, but "
+        "vmem-lsp compiles each pallas_call alone on one device, which the compiler refuses.",
+        "Cannot use communication in pallas_call without shard_map", compile=True, requests=1),
+    "random/threefry.py": PartAOnly(
+        "threefry_2x32_count(u32[2], (8192, 8192), (8192, 8192), block_size=(2048, 4096))",
+        PRNG_REASON, "already registered", compile=False, requests=2),
+    "random/philox.py": PartAOnly(
+        "philox_4x32_kernel(u32[2], (2304, 1024), (2304, 1024), block_size=(1152, 1024), fuse_output=False)",
+        PRNG_REASON, "already registered", compile=False, requests=2),
+}
+
+
+def kernel_files() -> list[str]:
+    """Every ops/tpu file that holds a pallas_call, relative to OPS."""
+    return sorted(str(p.relative_to(OPS)) for p in OPS.rglob("*.py") if "pallas_call" in p.read_text())
+
+
+def test_every_kernel_file_has_an_example_or_a_reason():
+    assert not set(EXAMPLES) & set(PART_A_ONLY)
+    assert kernel_files() == sorted({*EXAMPLES, *PART_A_ONLY})
+
+
+def assert_intact(before: str, edits: list, what: str) -> None:
+    """The edits leave Python, touch nothing outside their spans, are
+    disjoint, leave no line ending in a space, and undo restores every byte."""
+    after = apply_edits(before, edits)
+    try:
+        ast.parse(after)
+    except SyntaxError as error:
+        pytest.fail(f"{what}: {error}")
+    assert changed_outside(before, after, edits) == [], what
+    assert overlapping(edits) == [], what
+    assert trailing_spaces(after) <= trailing_spaces(before), what
+    assert apply_edits(after, inverse_edits(before, edits)) == before, what
+
+
+def trailing_spaces(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line != line.rstrip())
+
+
+# ---- part A: every rewrite at every site, no compiler ---------------------------------------
+# The edits are made to the text of jax's files, read in place: nothing is written.
+
+def traced_as(site: KernelSite, spec: BlockSpecSite) -> CapturedCall:
+    """A call as the worker would capture it, with one operand made by `spec`:
+    its origin is how the fixes find that spec among alternatives (paged
+    attention's q_block_spec has six)."""
+    origin = Origin(site.path, spec.span.start_line, spec.span.start_col)
+    operand = Operand(spec.role, spec.index or 0, 0, "f32", (4096, 4096), (512, 512), None, None, False, origin)
+    return CapturedCall("kernel", None, None, (8, 8), 0, (operand,), (), None, False, None, 0.0)
+
+
+def whole_arrays(site: KernelSite) -> CapturedCall:
+    """A single-step call whose every window is its whole array: what
+    introduce_grid asks of the compiled call before it looks at the source."""
+    operands = tuple(Operand(s.role, s.index or 0, i, "f32", (4096, 512), (4096, 512), None, None, False, None)
+                     for i, s in enumerate((*site.in_specs, *site.out_specs)))
+    return CapturedCall("kernel", None, None, (), 0, operands, (), None, False, None, 0.0)
+
+
+def within(edits: list, spec: BlockSpecSite, source: str) -> bool:
+    """Every edit starts inside the spec's BlockSpec(...)."""
+    start, end = (offset(source, spec.span.start_line, spec.span.start_col),
+                  offset(source, spec.span.end_line, spec.span.end_col))
+    return all(start <= offset(source, e.span.start_line, e.span.start_col) <= end for e in edits)
+
+
+def site_rewrites(site: KernelSite, source: str) -> list[tuple[str, list | None]]:
+    """(label, edits or None) of every rewrite the fixes can make at one site."""
+    made = [("set_vmem_limit", rewrites.set_vmem_limit(site, source, 100 * MiB))]
+    for spec in (*site.in_specs, *site.out_specs):
+        edits = rewrites.single_buffer(site, traced_as(site, spec), spec.role, spec.index or 0, source)
+        assert edits is None or within(edits, spec, source), (spec, edits)    # the spec it was asked for
+        made.append((f"single_buffer {spec.role}[{spec.index}] line {spec.span.start_line}", edits))
+    for label, edits, _ in rewrites.literal_block_sizes(site, whole_arrays(site), source):
+        made.append((label, edits))
+    for rows, edits in rewrites.introduce_grid(site, whole_arrays(site), source):
+        made.append((f"introduce_grid {rows}", edits))
+    return made
+
+
+@pytest.mark.parametrize("name", sorted(str(p.relative_to(OPS)) for p in OPS.rglob("*.py")))
+def test_every_rewrite_at_every_site_keeps_the_file_intact(name):
+    source = (OPS / name).read_text()
+    located = locate(source, str(OPS / name))
+    assert located.error is None
+    assert bool(located.sites) == ("pallas_call" in source), name
+    for site in located.sites:
+        made = site_rewrites(site, source)
+        for label, edits in made:
+            if edits is not None:
+                assert_intact(source, edits, f"{name}:{site.span.start_line} {label}")
+        produced = {label.split()[0] for label, edits in made if edits}
+        assert "set_vmem_limit" in produced, site          # every site can take a limit
+        specs = [s for s in (*site.in_specs, *site.out_specs) if s.pipeline_mode is None]
+        single = [label for label, edits in made if label.startswith("single_buffer") and edits]
+        assert len(single) == len(specs), (site.function, made)  # and every spec a Buffered(1)
+        if site.grid is not None or site.grid_spec is not None:
+            assert "introduce_grid" not in produced                 # never a second grid
+
+
+def test_part_a_makes_every_kind_of_rewrite_on_jax():
+    """So that part A cannot pass by making nothing: how many rewrites it
+    checks across jax's kernels, by kind."""
+    counts: dict[str, int] = {}
+    for name in kernel_files():
+        source = (OPS / name).read_text()
+        for site in locate(source, str(OPS / name)).sites:
+            for label, edits in site_rewrites(site, source):
+                if edits:
+                    kind = label.split()[0]
+                    counts[kind] = counts.get(kind, 0) + 1
+    assert counts["set_vmem_limit"] >= 15            # one per pallas_call site
+    assert counts["single_buffer"] >= 100            # one per BlockSpec written
+    assert counts.get("Shrink", 0) >= 1              # ragged paged attention's literal 128
+
+
+# ---- part B: the real compiler ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def worker():
+    """One worker for the module: starting one imports jax and libtpu."""
+    client = WorkerClient()
+    yield client
+    client.stop()
+
+
+def copy_with_example(name: str, example: str, folder: Path) -> Path:
+    """A copy of the jax file with the example appended. A copy imports like
+    the original only because these files use absolute imports."""
+    source = (OPS / name).read_text()
+    assert not re.search(r"^\s*from\s+\.", source, re.M), f"{name} has relative imports"
+    path = folder / ("jax_" + name.replace("/", "_"))
+    path.write_text(source + f"\n# vmem: {example}\n")
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_fixes_on_a_copy_of_each_jax_kernel_keep_it_intact_and_fit(name, tmp_path, worker):
+    path = copy_with_example(name, EXAMPLES[name], tmp_path)
+    [(_, fixes)] = fixes_for(path, (TARGET,), tmp_path / "cache", worker=worker)   # it overflows
+    assert fixes, f"no fix offered for {name}"
+    before = path.read_text()
+    for fix in fixes:
+        assert {e.path for e in fix.edits} == {str(path)}, fix.title
+        assert_intact(before, list(fix.edits), fix.title)
+    assert fixes[0].verified, [f.title for f in fixes]
+    path.write_text(apply_edits(before, list(fixes[0].edits)))
+    done, report = run_json("check", str(path), "--target", TARGET, "--no-cache")
+    assert done.returncode == 0, (fixes[0].title, report)
+
+
+@pytest.mark.parametrize("name", sorted(PART_A_ONLY))
+def test_each_part_a_only_reason_holds(name, tmp_path, worker):
+    """What the worker answers for the example tried: the reason given."""
+    tried = PART_A_ONLY[name]
+    path = copy_with_example(name, tried.example, tmp_path)
+    request = CheckRequest(tried.example, TARGET, path=str(path), compile=tried.compile)
+    answers = [worker.check(request, timeout=300) for _ in range(tried.requests)]
+    *earlier, last = answers
+    assert all(a.error is None and a.calls for a in earlier), earlier      # the example itself is sound
+    said = " ".join([last.error or "", *(c.compiler_text or "" for c in last.calls)])
+    assert tried.evidence in said, said
