@@ -286,3 +286,24 @@ def test_pre_commit_hook_definition_runs_the_check():
     import yaml
     [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hook["entry"] == "vmem-lsp check" and hook["types"] == ["python"]
+
+
+def test_a_module_that_registers_on_import_is_checked_again_after_an_edit(tmp_path):
+    """Unchanged, the worker keeps the module loaded (no second run of it);
+    edited, running it again raises a duplicate registration, and the check is
+    retried once in a new worker, which answers."""
+    from vmem_lsp.compile.client import CheckRequest, WorkerClient
+    path = tmp_path / "registers.py"
+    shutil.copy(KERNELS / "registers_on_import.py", path)
+    worker = WorkerClient()
+    try:
+        def check(target):
+            result = worker.check(CheckRequest(example="double(f32[1024, 1024])", target=target, path=str(path)), 300)
+            assert result.error is None and [c.fits for c in result.calls] == [True], result.error
+            return worker.process.pid
+        first = check("v6e")
+        assert check("v5e") == first                       # the module was reused, not run again
+        path.write_text(path.read_text() + "\n# an edit\n")
+        assert check("v6e") != first                       # run again, it raised; a new worker answered
+    finally:
+        worker.stop()

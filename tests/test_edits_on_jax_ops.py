@@ -57,17 +57,16 @@ class PartAOnly:
     serve part B, and the worker's words that show it."""
     example: str
     reason: str
-    evidence: str           # in the worker's answer to the last request
+    evidence: str | None    # in the worker's answer to the last request; None: that one is sound too
     compile: bool           # the requests compile (else trace only)
     requests: int           # how many times the example is sent
 
 
-PRNG_REASON = ("the module registers its PRNG at import (prng.register_prng), and the worker imports the "
-               "example's file afresh for every request, so every request after the first (the fix search's "
-               "traces and verifying compiles) fails with 'already registered'. Its blocks are costly to "
-               "compile too, the body being many rounds over the whole block: on 2 cores philox's smallest "
-               "overflowing block (1152 x 1024, two outputs) took 32 s, threefry's 1024 x 2048, which just "
-               "fits, 19 s, and its 2048 x 4096 174 s.")
+PRNG_REASON = ("its blocks are costly to compile, the body being many rounds over the whole block: on 2 "
+               "cores philox's smallest overflowing block (1152 x 1024, two outputs) took 32 s, threefry's "
+               "1024 x 2048, which just fits, 19 s, and its 2048 x 4096 174 s; a fix search compiles several. "
+               "The module registers its PRNG at import (prng.register_prng); the worker keeps it loaded "
+               "while unchanged, and asking twice works (the check below).")
 
 PART_A_ONLY = {
     "all_gather.py": PartAOnly(
@@ -78,10 +77,10 @@ PART_A_ONLY = {
         "Cannot use communication in pallas_call without shard_map", compile=True, requests=1),
     "random/threefry.py": PartAOnly(
         "threefry_2x32_count(u32[2], (8192, 8192), (8192, 8192), block_size=(2048, 4096))",
-        PRNG_REASON, "already registered", compile=False, requests=2),
+        PRNG_REASON, None, compile=False, requests=2),
     "random/philox.py": PartAOnly(
         "philox_4x32_kernel(u32[2], (2304, 1024), (2304, 1024), block_size=(1152, 1024), fuse_output=False)",
-        PRNG_REASON, "already registered", compile=False, requests=2),
+        PRNG_REASON, None, compile=False, requests=2),
 }
 
 
@@ -234,5 +233,8 @@ def test_each_part_a_only_reason_holds(name, tmp_path, worker):
     answers = [worker.check(request, timeout=300) for _ in range(tried.requests)]
     *earlier, last = answers
     assert all(a.error is None and a.calls for a in earlier), earlier      # the example itself is sound
+    if tried.evidence is None:
+        assert last.error is None and last.calls, last
+        return
     said = " ".join([last.error or "", *(c.compiler_text or "" for c in last.calls)])
     assert tried.evidence in said, said

@@ -121,7 +121,16 @@ class WorkerClient:
     # -- requests ----------------------------------------------------------------
     def check(self, request: CheckRequest, timeout: float) -> ExampleResult:
         """Run one example on one target. A hang or a crash becomes an error
-        result; the worker is replaced so the next request finds a live one."""
+        result; the worker is replaced so the next request finds a live one.
+        A module that fails when run a second time in one process (it registers
+        something on import) is tried once more in a new worker."""
+        result, reran = self._check(request, timeout)
+        if reran and result.error_kind in ("import", "raised"):
+            self.stop()
+            result, _ = self._check(request, timeout)
+        return result
+
+    def _check(self, request: CheckRequest, timeout: float) -> tuple[ExampleResult, bool]:
         try:
             if not self.running():
                 self.start()
@@ -139,18 +148,19 @@ class WorkerClient:
                 message = self._call("check", params, timeout)
             if "result" not in message:
                 raise WorkerError(f"the worker refused the request: {message.get('error', message)}")
-            return result_from_dict(message["result"])
+            return result_from_dict(message["result"]), bool(message.get("reran"))
         except WorkerError as error:
             self.restarts += 1
             kind = "timeout" if "timed out" in str(error) else "crashed"
             if self.process is not None:
                 self._kill(self.process)
                 self.process = None
-            return ExampleResult(request.target, None, error=str(error), error_kind=kind)
+            return ExampleResult(request.target, None, error=str(error), error_kind=kind), False
         except (BrokenPipeError, OSError) as error:
             self.restarts += 1
             self.process = None
-            return ExampleResult(request.target, None, error=f"the worker is gone: {error}", error_kind="crashed")
+            return ExampleResult(request.target, None, error=f"the worker is gone: {error}",
+                                 error_kind="crashed"), False
 
     def _call(self, method: str, params: dict, timeout: float) -> dict:
         self.next_id += 1

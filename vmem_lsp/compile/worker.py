@@ -62,17 +62,29 @@ class Worker:
         capture.install_provenance()
         self.baseline = set(sys.modules)
         self.base_path = list(sys.path)
+        self.loaded: dict[str, str] = {}        # user files whose modules are loaded -> their digest then
+        self.by_path: dict[str, object] = {}    # modules loaded from a file path, kept with them
+        self.executed: set[str] = set()         # user files this process has ever run
+        self.overridden = False                 # the last request ran sent text in place of a file
+        self.reran = False                      # this request ran again a file run before
 
     def forget_user_modules(self) -> None:
-        """Drop what earlier requests imported from user files, so an edited
-        file is read afresh; jax and other installed packages stay loaded."""
+        """Drop what earlier requests imported from user files when one of
+        them changed on disk (or was replaced by sent text), so an edited file
+        is read afresh. Unchanged, they stay loaded: running a module twice
+        breaks what registers itself on import (jax's PRNG implementations,
+        pytree types), and costs time. jax and installed packages always stay."""
+        sys.path[:] = self.base_path
+        changed = any(file_digest(f) != digest if os.path.isfile(f) else True for f, digest in self.loaded.items())
+        if not (changed or self.overridden):
+            return
         for name in list(sys.modules):
             if name in self.baseline:
                 continue
             file = getattr(sys.modules[name], "__file__", None) or ""
             if file and "site-packages" not in file and self.capture.is_user_file(file):
                 del sys.modules[name]
-        sys.path[:] = self.base_path
+        self.loaded, self.by_path = {}, {}
 
     def load_module(self, path: str | None, module: str | None, root: str | None, source: str | None = None):
         """Import the example's module; with `source`, run that text as the
@@ -87,6 +99,8 @@ class Worker:
             return importlib.import_module(name)
         if "." in name:
             importlib.import_module(name.rpartition(".")[0])
+        elif source is None and path in self.by_path:
+            return self.by_path[path]
         elif name in sys.modules:           # a user file named like a loaded module (copy.py)
             name = f"__vmem_example_{name}"
         spec = importlib.util.spec_from_file_location(name, path)
@@ -94,22 +108,42 @@ class Worker:
         sys.modules[name] = loaded
         if source is None:
             spec.loader.exec_module(loaded)
+            self.by_path[path] = loaded
         else:
             exec(compile(source, path, "exec"), vars(loaded))
         return loaded
 
     def user_deps(self, extra: list[str]) -> dict[str, str]:
-        files = set(extra)
-        for name in set(sys.modules) - self.baseline:
-            file = getattr(sys.modules[name], "__file__", None)
-            if file and "site-packages" not in file and self.capture.is_user_file(file):
-                files.add(os.path.abspath(file))
+        files = set(extra) | {os.path.abspath(m.__file__) for m in self.user_modules().values()}
         return {f: file_digest(f) for f in sorted(files) if os.path.isfile(f)}
 
+    def user_modules(self) -> dict[str, object]:
+        """Modules loaded from user files (not jax, not installed packages), by name."""
+        found = {}
+        for name in set(sys.modules) - self.baseline:
+            module = sys.modules.get(name)
+            file = getattr(module, "__file__", None)
+            if file and "site-packages" not in file and self.capture.is_user_file(file):
+                found[name] = module
+        return found
+
     def check(self, params: dict) -> ExampleResult:
+        self.forget_user_modules()
+        before = self.user_modules()
+        try:
+            return self._check(params)
+        finally:
+            self.overridden = params.get("source") is not None
+            now = self.user_modules()
+            ran = {os.path.abspath(m.__file__) for name, m in now.items() if before.get(name) is not m}
+            self.reran = bool(ran & self.executed)
+            self.executed |= ran
+            self.loaded = {f: file_digest(f) for f in {os.path.abspath(m.__file__) for m in now.values()}
+                           if os.path.isfile(f)}
+
+    def _check(self, params: dict) -> ExampleResult:
         target = params["target"]
         path, module = params.get("path"), params.get("module")
-        self.forget_user_modules()
         compile = params.get("compile", True)
         device = self.capture.trace_device(target)
         if device is None and compile:
@@ -256,7 +290,9 @@ class Server:
         if workspace is not None:
             from .shipping import relocate
             result = relocate(result, workspace, client_root)
-        self.send({"id": ident, "result": result})
+        # A failure while running again a module run before may be the module's
+        # own doing (a registration on import): the client retries in a new worker.
+        self.send({"id": ident, "result": result, "reran": self.worker.reran})
 
 
 def relocate_params(params: dict, client_root: str, workspace: str) -> dict:
