@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..source.directives import Example, is_shape_literal
 from ..source.model import Span
+from ..source.syntax import parse_quietly
 
 
 @dataclass(frozen=True)
@@ -25,13 +26,14 @@ def _int(node) -> int | None:
 
 
 def example_knobs(example: Example) -> list[Knob]:
-    """Integer arguments of the example call, at any depth, except shape dims."""
+    """Integer arguments of the example call, at any depth (also those of a
+    call that makes the function called), except shape dims."""
     if example.module is not None:
         return []           # pyproject examples: edited in the source, not the table
     text = example.text
     lead = len(text) - len(text.lstrip())
     try:
-        call = ast.parse(text.strip(), mode="eval").body
+        call = parse_quietly(text.strip(), mode="eval").body
     except SyntaxError:
         return []
     base_col = example.span.start_col + lead
@@ -39,6 +41,8 @@ def example_knobs(example: Example) -> list[Knob]:
 
     def visit(node, prefix: str):
         if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Call):     # make_kernel(block_sizes=...)(q, k, v)
+                visit(node.func, prefix)
             named = [(f"arg{i}", a) for i, a in enumerate(node.args)] + [(k.arg, k.value) for k in node.keywords if k.arg]
         elif isinstance(node, (ast.Tuple, ast.List)):       # block_shape=(512, 512)
             named = [(f"[{i}]", e) for i, e in enumerate(node.elts)]
@@ -58,7 +62,7 @@ def example_knobs(example: Example) -> list[Knob]:
 
 def callee_name(example: Example) -> str | None:
     try:
-        func = ast.parse(example.text.strip(), mode="eval").body.func
+        func = parse_quietly(example.text.strip(), mode="eval").body.func
     except (SyntaxError, AttributeError):
         return None
     return func.id if isinstance(func, ast.Name) else None
@@ -69,7 +73,7 @@ def default_knobs(example: Example, source: str) -> list[Knob]:
     name = callee_name(example)
     passed = {k.name.split(".")[0] for k in example_knobs(example)}
     try:
-        module = ast.parse(source)
+        module = parse_quietly(source)
     except SyntaxError:
         return []
     for node in module.body:
@@ -87,7 +91,7 @@ def constant_knobs(path: str, source: str) -> list[Knob]:
     """Module-level `NAME = <int>` that the module uses elsewhere, and integer
     field defaults of its classes (a block-sizes dataclass)."""
     try:
-        module = ast.parse(source)
+        module = parse_quietly(source)
     except SyntaxError:
         return []
     knobs = []

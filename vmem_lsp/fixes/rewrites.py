@@ -7,10 +7,12 @@ from __future__ import annotations
 import ast
 import re
 
+from ..budget import literal_int
 from ..chips import MiB
 from ..compile.protocol import CapturedCall
 from ..mapping import at_origin
 from ..source.model import BlockSpecSite, Expr, KernelSite, Span
+from ..source.syntax import parse_quietly
 from .edits import TextEdit, offset, position
 
 TPU_ALIAS = re.compile(r"^\s*(?:from\s+jax\.experimental\.pallas\s+import\s+tpu\s+as\s+(\w+)"
@@ -23,7 +25,7 @@ KEYWORDS = ("in_specs=", "out_specs=", "grid_spec=", "out_shape=")
 
 def _node(expr: Expr) -> ast.AST | None:
     try:
-        return ast.parse(expr.text.strip(), mode="eval").body
+        return parse_quietly(expr.text.strip(), mode="eval").body
     except SyntaxError:
         return None
 
@@ -103,8 +105,14 @@ def introduce_grid(site: KernelSite, call: CapturedCall, source: str, most: int 
 
 
 def set_vmem_limit(site: KernelSite, source: str, limit: int) -> list[TextEdit] | None:
+    """The limit written as a number: in place of a number already there, or
+    as a new keyword. Not in place of a name or a parameter (ragged paged
+    attention passes its caller's `vmem_limit_bytes` through): the number
+    would cut that plumbing; the value is to be raised where it is set."""
     value = f"{limit // MiB} * 1024 * 1024"
     if site.vmem_limit_bytes is not None:
+        if literal_int(_node(site.vmem_limit_bytes)) is None:
+            return None
         return [TextEdit(site.path, site.vmem_limit_bytes.span, value)]
     params = site.compiler_params
     if params is not None:
@@ -145,7 +153,7 @@ def _first_argument(path: str, source: str, call: Expr, node: ast.Call, text: st
 
 def _after_imports(source: str) -> tuple[int, int]:
     try:
-        body = ast.parse(source).body
+        body = parse_quietly(source).body
     except SyntaxError:
         return 1, 0
     imports = [n for n in body if isinstance(n, (ast.Import, ast.ImportFrom))]
