@@ -122,10 +122,11 @@ class WorkerClient:
     def check(self, request: CheckRequest, timeout: float) -> ExampleResult:
         """Run one example on one target. A hang or a crash becomes an error
         result; the worker is replaced so the next request finds a live one.
-        A module that fails when run a second time in one process (it registers
-        something on import) is tried once more in a new worker."""
+        A module whose import fails when run a second time in one process (it
+        registers something on import) is tried once more in a new worker;
+        not an example that raises (the fix search's variants often do)."""
         result, reran = self._check(request, timeout)
-        if reran and result.error_kind in ("import", "raised"):
+        if reran and result.error_kind == "import":
             self.stop()
             result, _ = self._check(request, timeout)
         return result
