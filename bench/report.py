@@ -37,6 +37,7 @@ ROWS = [
     ("fix search, median / max per example", "fixes", r"fix search: median ([\d.]+) s, max ([\d.]+) s", "{0} / {1} s"),
     ("compiles to the first verified fix, mean", "fixes", r"first verified fix: mean ([\d.]+)", "{0}"),
     ("hover under load, p50 / p95 / max", "load", r"p50 ([\d.]+) ms, p95 ([\d.]+) ms, max ([\d.]+) ms", "{0} / {1} / {2} ms"),
+    ("slowest hovers under load (ms, after edit N)", "load", r"slowest hovers \(ms after edit N\): (.*)", "{0}"),
     ("server memory under load (edits: MB)", "load", r"server memory \(edits, MB\): (.*)", "{0}"),
     ("final diagnostics = final text's, after load", "load", r"final text: (\w+)", "{0}"),
     ("pool speedup, 20 kernels x 3 chips", "remote", r"speedup with \d+ workers: ([\d.]+)x", "{0}x"),
