@@ -363,3 +363,81 @@ async def test_an_unsaved_buffer_is_not_compiled_until_it_is_saved(tmp_path):
         editor.save()
         found = await wait_for(lambda: compiler_tier(editor.diagnostics()), what="the verdict after the save")
         assert {d.range.start.line for d in found} >= {line_of(editor.path, "in_specs=") - 1}
+
+
+TYPING = ["a", "_", " ", "\n", "\r\n", "(", ")", "[", "]", ",", ":", "#", "\t", "é", "😋", "1024", "pl.BlockSpec(",
+          "lambda i: (i, 0)", "# vmem: copy_whole(f32[", "grid=(", '"""', "'", "\\", "def ", "pallas_call("]
+
+
+def random_edit(text: str, rng) -> types.TextDocumentContentChangePartial:
+    """An edit an editor could send: a range inside the text (UTF-16 columns
+    on character boundaries), replaced by a few typed pieces, or deleted."""
+    import re
+    lines = re.split(r"\r\n|\r|\n", text)
+
+    def position(line):
+        units = [0]
+        for char in lines[line]:
+            units.append(units[-1] + (2 if ord(char) > 0xFFFF else 1))
+        return types.Position(line, rng.choice(units))
+    line = rng.randrange(len(lines))
+    span = rng.choices([0, 1, 2], weights=[90, 8, 2])[0]       # mostly within a line
+    start, end = sorted([position(line), position(min(line + span, len(lines) - 1))],
+                        key=lambda p: (p.line, p.character))
+    if rng.random() < 0.85:
+        end = start                 # mostly typing; else a selection replaced
+    typed = "".join(rng.choice(TYPING) for _ in range(rng.randint(0, 3)))
+    return types.TextDocumentContentChangePartial(range=types.Range(start, end), text=typed)
+
+
+async def test_random_typing_and_requests_never_take_the_server_down(tmp_path):
+    """Half-typed code, as it comes: 600 random edits (unbalanced brackets,
+    CRLF, astral characters, half directives) to a kernel file, with hovers,
+    inlay hints, code lenses and code actions asked at random places. Every
+    request is answered, and the server's text ends as the editor's (its
+    diagnostics equal a fresh server's on the final text)."""
+    import random
+    from pygls.workspace.text_document import TextDocument
+    rng = random.Random(2026)
+    work = project(tmp_path, "matmul.py")
+    options = {"compileOnOpen": False, "compileOnSave": False, "debounceMs": 0}
+    path = work / "matmul.py"
+    # Broken directives every few lines: their diagnostics follow every line the typing moves.
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line + ("# vmem: 42\n" if n % 4 == 0 else "") for n, line in enumerate(lines)))
+    async with running_server(work, options=options) as client:
+        editor = Editor(client, path)
+        editor.open()
+        model = TextDocument(editor.uri, editor.text)        # the editor's side: pygls' own document
+        for step in range(600):
+            change = random_edit(model.source, rng)
+            model.apply_change(change)
+            editor.version += 1
+            client.text_document_did_change(types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=editor.version, uri=editor.uri), [change]))
+            if step % 25 == 0:
+                where = types.Position(rng.randrange(len(model.lines) + 3), rng.randrange(80))
+                document = types.TextDocumentIdentifier(editor.uri)
+                whole = types.Range(types.Position(0, 0), types.Position(len(model.lines), 0))
+                await asyncio.wait_for(asyncio.gather(
+                    client.text_document_hover_async(types.HoverParams(document, where)),
+                    client.text_document_inlay_hint_async(types.InlayHintParams(document, whole)),
+                    client.text_document_code_lens_async(types.CodeLensParams(document)),
+                    client.text_document_code_action_async(types.CodeActionParams(
+                        document, types.Range(where, where), types.CodeActionContext(diagnostics=[])))), 30)
+            if step % 5 == 0:
+                await asyncio.sleep(0)
+        final = editor.version
+        await wait_for(lambda: client.diagnostics.get(editor.uri) is not None, what="diagnostics")
+        await asyncio.sleep(1.5)
+        assert client._server.returncode is None                      # still running
+        shown = sorted((d.code, d.range.start.line, d.message) for d in client.diagnostics[editor.uri])
+    fresh_path = work / "fresh.py"
+    fresh_path.write_text(model.source)
+    async with running_server(work, options=options) as client:
+        fresh = Editor(client, fresh_path)
+        fresh.open()
+        await wait_for(lambda: client.diagnostics.get(fresh.uri) is not None, what="fresh diagnostics")
+        await asyncio.sleep(1.5)
+        expected = sorted((d.code, d.range.start.line, d.message) for d in client.diagnostics[fresh.uri])
+    assert final == 601 and len(shown) >= 5 and shown == expected
