@@ -441,3 +441,29 @@ async def test_random_typing_and_requests_never_take_the_server_down(tmp_path):
         await asyncio.sleep(1.5)
         expected = sorted((d.code, d.range.start.line, d.message) for d in client.diagnostics[fresh.uri])
     assert final == 601 and len(shown) >= 5 and shown == expected
+
+
+async def test_the_parser_process_is_replaced_when_killed_and_given_up_when_it_cannot_start():
+    import signal
+    from vmem_lsp.server.app import Locator
+    source = (EXAMPLES / "matmul.py").read_text()
+    locator = Locator()
+    try:
+        assert len(locator(source, "matmul.py").sites) == 1
+        [process] = locator.pool._processes.values()
+        os.kill(process.pid, signal.SIGKILL)
+        assert len(locator(source, "matmul.py").sites) == 1           # parsed here this once
+        assert len(locator(source, "matmul.py").sites) == 1 and locator.pool is not None   # a new process
+        assert [p.pid for p in locator.pool._processes.values()] != [process.pid]
+    finally:
+        locator.stop()
+
+    starts = []
+
+    def no_process():
+        starts.append(1)
+        raise OSError("no /dev/shm here")
+    locator = Locator(start_pool=no_process)
+    for _ in range(6):
+        assert len(locator(source, "matmul.py").sites) == 1
+    assert len(starts) == Locator.TRIES

@@ -28,30 +28,44 @@ PARSER_NICENESS = 10
 
 class Locator:
     """libcst parsing in a process of its own: the server's interpreter stays
-    free to answer hovers while a large file is parsed. Falls back to this
-    process if that one cannot be had."""
+    free to answer hovers while a large file is parsed. A parse that kills
+    that process is redone here and the process replaced; where no process
+    can be had at all (no /dev/shm for its semaphores), after a few tries
+    every parse is done here."""
 
-    def __init__(self):
+    TRIES = 3
+
+    def __init__(self, start_pool=None):
+        self.start_pool = start_pool or self._spawn
         self.pool = None
+        self.failures = 0       # in a row; at TRIES, stop asking for a process
+
+    @staticmethod
+    def _spawn() -> ProcessPoolExecutor:
+        import multiprocessing
+        return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=os.nice, initargs=(PARSER_NICENESS,))
 
     def __call__(self, text: str, path: str):
         from ..source.locate import LocateResult, locate
-        try:
-            if self.pool is None:
-                import multiprocessing
-                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=os.nice, initargs=(PARSER_NICENESS,))
-            return self.pool.submit(locate, text, path).result()
-        except Exception:               # a broken pool: parse here rather than not at all
-            self.pool = None
+        if self.failures < self.TRIES:
             try:
-                return locate(text, path)
-            except Exception as error:
-                return LocateResult((), f"internal error: {error!r}")
+                if self.pool is None:
+                    self.pool = self.start_pool()
+                located = self.pool.submit(locate, text, path).result()
+                self.failures = 0
+                return located
+            except Exception:               # a broken pool: parse here rather than not at all
+                self.failures += 1
+                self.stop(wait=False)
+        try:
+            return locate(text, path)
+        except Exception as error:
+            return LocateResult((), f"internal error: {error!r}")
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)    # its process exits with it
+            self.pool.shutdown(wait=wait, cancel_futures=True)    # its process exits with it
             self.pool = None
 
 
