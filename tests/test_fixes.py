@@ -163,3 +163,18 @@ def test_a_fix_keeps_windows_line_ends_and_replaces_the_file_whole(tmp_path):
     assert len(changed) == 1 and changed[0][0].startswith("# vmem: matmul(")
     assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.stat().st_ino != inode
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".vmem-fix-")] == []
+
+
+def test_a_file_changed_since_it_was_checked_is_not_fixed(tmp_path):
+    """--fix writes over exactly the text it checked, or not at all."""
+    from vmem_lsp.cli import write_edits
+    from vmem_lsp.fixes.edits import TextEdit
+    from vmem_lsp.source.model import Span
+    path = tmp_path / "k.py"
+    checked = "BLOCK = 1024\n"
+    edit = TextEdit(str(path), Span(1, 8, 1, 12), "512")
+    path.write_text("BLOCK = 1024  # edited in the editor meanwhile\n")
+    assert "changed on disk" in write_edits(str(path), checked, [edit])
+    assert path.read_text() == "BLOCK = 1024  # edited in the editor meanwhile\n"
+    path.write_text(checked)
+    assert write_edits(str(path), checked, [edit]) is None and path.read_text() == "BLOCK = 512\n"
