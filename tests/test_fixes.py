@@ -35,6 +35,7 @@ def test_seed_fix_introduces_a_grid_and_raises_nothing(tmp_path):
     assert diff.returncode == 1
     assert "+        grid=(n // " in diff.stdout and "lambda i: (i, 0)" in diff.stdout
     assert "vmem_limit_bytes" not in diff.stdout            # v6e's capacity is the limit: nothing to raise
+    assert f"--- {path}\n+++ {path}\n" in diff.stdout       # outside the working folder: named as it is
     assert path.read_text() == (EXAMPLES / "copy_whole.py").read_text()   # --diff changes nothing
     run_cli("check", str(path), "--target", "v6e", "--fix", "--no-cache")
     done, report = run_json("check", str(path), "--target", "v6e", "--no-cache")

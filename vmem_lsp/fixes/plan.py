@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 
 from ..mapping import SitesOf
 from .edits import Fix, apply_edits
@@ -40,5 +41,7 @@ def apply_fix(texts: dict, fix: Fix) -> dict:
 
 
 def unified_diff(path: str, before: str, after: str, label: str) -> str:
-    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                        fromfile=f"a/{label}", tofile=f"b/{label}"))
+    """git's a/ b/ headers for a relative path (`git apply`, `patch -p1`); an
+    absolute path, outside the working folder, is named as it is."""
+    old, new = (label, label) if os.path.isabs(label) else (f"a/{label}", f"b/{label}")
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), fromfile=old, tofile=new))
