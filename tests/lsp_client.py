@@ -74,6 +74,20 @@ class Editor:
         return list(self.client.diagnostics.get(uri or self.uri, []))
 
 
+def lsp_lines(text: str) -> list[str]:
+    """The lines of a text as the LSP counts them: split at \\n, \\r\\n and \\r only."""
+    import re
+    return re.split(r"\r\n|\r|\n", text)
+
+
+def utf16_columns(line: str) -> list[int]:
+    """Every valid LSP column of a line: its character boundaries in UTF-16 units."""
+    columns = [0]
+    for char in line:
+        columns.append(columns[-1] + (2 if ord(char) > 0xFFFF else 1))
+    return columns
+
+
 async def wait_for(predicate, timeout: float = 240, what: str = "condition"):
     """Poll until predicate() is truthy; return its value, or fail with `what`."""
     deadline = time.monotonic() + timeout

@@ -10,6 +10,7 @@ import jax.experimental.pallas.ops.tpu as ops
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from lsp_client import lsp_lines, utf16_columns
 from vmem_lsp.report.parse import parse_report
 from vmem_lsp.source.directives import check_call, find_examples
 from vmem_lsp.source.locate import locate
@@ -91,20 +92,13 @@ def test_locator_on_every_ops_file_cut_at_random_points():
 LINE_PIECES = st.sampled_from(["a", "bc", "é", "😋", " ", "\t", "\n", "\r\n", "\r"])
 
 
-def lsp_lines(text: str) -> list[str]:
-    import re
-    return re.split(r"\r\n|\r|\n", text)
-
-
 def in_range_position(text: str, line: int, unit: int):
     """A valid LSP position (UTF-16 units, on a character boundary) from two draws."""
     from lsprotocol import types
     lines = lsp_lines(text)
     line %= len(lines)
-    boundaries = [0]
-    for char in lines[line]:
-        boundaries.append(boundaries[-1] + (2 if ord(char) > 0xFFFF else 1))
-    return types.Position(line, boundaries[unit % len(boundaries)])
+    columns = utf16_columns(lines[line])
+    return types.Position(line, columns[unit % len(columns)])
 
 
 @FUZZ

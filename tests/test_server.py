@@ -10,7 +10,7 @@ import pytest
 from lsprotocol import types
 
 from conftest import EXAMPLES, line_of
-from lsp_client import PULL_CAPABILITIES, Editor, running_server, wait_for
+from lsp_client import PULL_CAPABILITIES, Editor, lsp_lines, running_server, utf16_columns, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -372,14 +372,10 @@ TYPING = ["a", "_", " ", "\n", "\r\n", "(", ")", "[", "]", ",", ":", "#", "\t", 
 def random_edit(text: str, rng) -> types.TextDocumentContentChangePartial:
     """An edit an editor could send: a range inside the text (UTF-16 columns
     on character boundaries), replaced by a few typed pieces, or deleted."""
-    import re
-    lines = re.split(r"\r\n|\r|\n", text)
+    lines = lsp_lines(text)
 
     def position(line):
-        units = [0]
-        for char in lines[line]:
-            units.append(units[-1] + (2 if ord(char) > 0xFFFF else 1))
-        return types.Position(line, rng.choice(units))
+        return types.Position(line, rng.choice(utf16_columns(lines[line])))
     line = rng.randrange(len(lines))
     span = rng.choices([0, 1, 2], weights=[90, 8, 2])[0]       # mostly within a line
     start, end = sorted([position(line), position(min(line + span, len(lines) - 1))],

@@ -78,12 +78,8 @@ class Worker:
         changed = any(file_digest(f) != digest if os.path.isfile(f) else True for f, digest in self.loaded.items())
         if not (changed or self.overridden):
             return
-        for name in list(sys.modules):
-            if name in self.baseline:
-                continue
-            file = getattr(sys.modules[name], "__file__", None) or ""
-            if file and "site-packages" not in file and self.capture.is_user_file(file):
-                del sys.modules[name]
+        for name in self.user_modules():
+            del sys.modules[name]
         self.loaded, self.by_path = {}, {}
 
     def load_module(self, path: str | None, module: str | None, root: str | None, source: str | None = None):
@@ -138,8 +134,7 @@ class Worker:
             ran = {os.path.abspath(m.__file__) for name, m in now.items() if before.get(name) is not m}
             self.reran = bool(ran & self.executed)
             self.executed |= ran
-            self.loaded = {f: file_digest(f) for f in {os.path.abspath(m.__file__) for m in now.values()}
-                           if os.path.isfile(f)}
+            self.loaded = self.user_deps([])
 
     def _check(self, params: dict) -> ExampleResult:
         target = params["target"]

