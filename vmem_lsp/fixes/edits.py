@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..source.model import Span
+from ..source.text import line_and_column, line_start
 
 
 @dataclass(frozen=True)
@@ -25,11 +26,8 @@ class Fix:
 
 
 def offset(text: str, line: int, col: int) -> int:
-    """The string index of (line, col) in text."""
-    index = 0
-    for _ in range(line - 1):
-        index = text.index("\n", index) + 1
-    return index + col
+    """The string index of (line, col) in text: lines end at \\n, \\r\\n or \\r, columns count code points."""
+    return line_start(text, line) + col
 
 
 def apply_edits(text: str, edits: list[TextEdit]) -> str:
@@ -44,8 +42,7 @@ def apply_edits(text: str, edits: list[TextEdit]) -> str:
 
 def position(text: str, index: int) -> tuple[int, int]:
     """(line, col) of a string index: the inverse of `offset`."""
-    line = text.count("\n", 0, index) + 1
-    return line, index - (text.rfind("\n", 0, index) + 1)
+    return line_and_column(text, index)
 
 
 def inverse_edits(text: str, edits: list[TextEdit]) -> list[TextEdit]:

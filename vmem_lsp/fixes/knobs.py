@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..source.directives import Example, is_shape_literal
 from ..source.model import Span
 from ..source.syntax import parse_quietly
+from ..source.text import node_span, split_lines
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ def example_knobs(example: Example) -> list[Knob]:
     except SyntaxError:
         return []
     base_col = example.span.start_col + lead
+    lines = [text.strip()]
     knobs: list[Knob] = []
 
     def visit(node, prefix: str):
@@ -51,7 +53,8 @@ def example_knobs(example: Example) -> list[Knob]:
         for name, value in named:
             full = f"{prefix}{name}" if name.startswith("[") or not prefix else f"{prefix}.{name}"
             if (number := _int(value)) is not None and number > 0:
-                span = Span(example.line, base_col + value.col_offset, example.line, base_col + value.end_col_offset)
+                at = node_span(value, lines)
+                span = Span(example.line, base_col + at.start_col, example.line, base_col + at.end_col)
                 knobs.append(Knob(full, "example", example.path, span, number))
             elif isinstance(value, (ast.Call, ast.Tuple, ast.List)) and not is_shape_literal(value):
                 visit(value, full)
@@ -76,13 +79,14 @@ def default_knobs(example: Example, source: str) -> list[Knob]:
         module = parse_quietly(source)
     except SyntaxError:
         return []
+    lines = split_lines(source)
     for node in module.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             args = node.args
             positional = args.posonlyargs + args.args
             pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
             pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-            return [Knob(a.arg, "default", example.path, _span(d), _int(d)) for a, d in pairs
+            return [Knob(a.arg, "default", example.path, node_span(d, lines), _int(d)) for a, d in pairs
                     if _int(d) and a.arg not in passed]
     return []
 
@@ -94,14 +98,16 @@ def constant_knobs(path: str, source: str) -> list[Knob]:
         module = parse_quietly(source)
     except SyntaxError:
         return []
+    lines = split_lines(source)
     knobs = []
     for node in module.body:
         if (name := _int_assignment(node)) and source.count(name) > 1:
-            knobs.append(Knob(name, "constant", path, _span(node.value), node.value.value))
+            knobs.append(Knob(name, "constant", path, node_span(node.value, lines), node.value.value))
         if isinstance(node, ast.ClassDef):
             for field in node.body:
                 if name := _int_assignment(field):
-                    knobs.append(Knob(f"{node.name}.{name}", "field", path, _span(field.value), field.value.value))
+                    knobs.append(Knob(f"{node.name}.{name}", "field", path, node_span(field.value, lines),
+                                      field.value.value))
     return knobs
 
 
@@ -115,7 +121,3 @@ def _int_assignment(node) -> str | None:
         return None
     value = _int(node.value)
     return target.id if value is not None and value >= 8 else None
-
-
-def _span(node) -> Span:
-    return Span(node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)

@@ -13,6 +13,7 @@ from ..compile.protocol import CapturedCall
 from ..mapping import at_origin
 from ..source.model import BlockSpecSite, Expr, KernelSite, Span
 from ..source.syntax import parse_quietly
+from ..source.text import node_span, split_lines
 from .edits import TextEdit, offset, position
 
 TPU_ALIAS = re.compile(r"^\s*(?:from\s+jax\.experimental\.pallas\s+import\s+tpu\s+as\s+(\w+)"
@@ -20,7 +21,7 @@ TPU_ALIAS = re.compile(r"^\s*(?:from\s+jax\.experimental\.pallas\s+import\s+tpu\
 TPU_IMPORT = "from jax.experimental.pallas import tpu as pltpu\n"
 PALLAS_ALIAS = re.compile(r"^\s*(?:from\s+jax\.experimental\s+import\s+pallas\s+as\s+(\w+)"
                           r"|import\s+jax\.experimental\.pallas\s+as\s+(\w+))", re.M)
-KEYWORDS = ("in_specs=", "out_specs=", "grid_spec=", "out_shape=")
+KEYWORDS = ("in_specs", "out_specs", "grid_spec", "out_shape")
 
 
 def _node(expr: Expr) -> ast.AST | None:
@@ -33,9 +34,10 @@ def _node(expr: Expr) -> ast.AST | None:
 def _span_in(expr: Expr, node: ast.AST) -> Span:
     """A node's span in the file, from its position inside `expr.text`."""
     lead = len(expr.text) - len(expr.text.lstrip())
+    inside = node_span(node, split_lines(expr.text.strip()))
     def at(line, col):
         return (expr.span.start_line + line - 1, col + (expr.span.start_col + lead if line == 1 else 0))
-    return Span(*at(node.lineno, node.col_offset), *at(node.end_lineno, node.end_col_offset))
+    return Span(*at(inside.start_line, inside.start_col), *at(inside.end_line, inside.end_col))
 
 
 def _distinct(edits: list[TextEdit]) -> list[TextEdit]:
@@ -48,16 +50,19 @@ def _distinct(edits: list[TextEdit]) -> list[TextEdit]:
 
 def _keyword_anchor(site: KernelSite, source: str) -> tuple[int, int, str] | None:
     """Where to insert a new keyword argument of the pallas_call: before its
-    first in_specs=/out_specs=/... keyword; with the text to put after it."""
+    first in_specs=/out_specs=/... keyword; with the text to put after it.
+    The place is the keyword's node in the syntax tree: a comment or a
+    string that holds `out_shape=` is not a keyword."""
     start = offset(source, site.span.start_line, site.span.start_col)
     end = offset(source, site.span.end_line, site.span.end_col)
-    body = source[start:end]
-    hits = [body.find(k) for k in KEYWORDS if body.find(k) >= 0]
-    if not hits:
+    written = Expr(site.span, source[start:end])
+    node = _node(written)
+    keywords = [k for k in node.keywords if k.arg in KEYWORDS] if isinstance(node, ast.Call) else []
+    if not keywords:
         return None
-    index = start + min(hits)
-    line, col = position(source, index)
-    line_text = source.splitlines()[line - 1]
+    first = _span_in(written, min(keywords, key=lambda k: (k.lineno, k.col_offset)))
+    line, col = first.start_line, first.start_col
+    line_text = split_lines(source)[line - 1]
     starts_line = not line_text[:col].strip()
     return line, col, ("\n" + line_text[:col]) if starts_line else " "
 
@@ -134,21 +139,19 @@ def set_vmem_limit(site: KernelSite, source: str, limit: int) -> list[TextEdit] 
 
 
 def _first_argument(path: str, source: str, call: Expr, node: ast.Call, text: str) -> TextEdit:
-    """An edit that makes `text` the call's first argument: right after its
-    "(" when the arguments follow on that line; on a line of its own at their
-    indent when they start on a later line, as in jax's kernels, where
-    `CompilerParams(` ends its line: inserting after the "(" would leave that
-    line ending in a space."""
-    arguments = sorted([*node.args, *node.keywords], key=lambda a: (a.lineno, a.col_offset))
-    opening = offset(source, call.span.start_line, call.span.start_col) + call.text.index("(") + 1
-    line, col = position(source, opening)
-    if arguments:
-        first = _span_in(call, arguments[0])
-        indent = source.splitlines()[first.start_line - 1][:first.start_col]
-        if first.start_line > line and not indent.strip():
-            return TextEdit(path, Span(first.start_line, first.start_col, first.start_line, first.start_col),
-                            f"{text},\n{indent}")
-    return TextEdit(path, Span(line, col, line, col), f"{text}, " if arguments else text)
+    """An edit that makes `text` the call's first argument, placed by the
+    syntax tree: before the first argument there is, on a line of its own at
+    its indent when it starts a line (jax's kernels end the line with
+    `CompilerParams(`: inserting after the "(" would leave that line ending
+    in a space); before the ")" of a call without arguments."""
+    arguments = [*node.args, *node.keywords]
+    if not arguments:
+        whole = _span_in(call, node)
+        return TextEdit(path, Span(whole.end_line, whole.end_col - 1, whole.end_line, whole.end_col - 1), text)
+    first = _span_in(call, min(arguments, key=lambda a: (a.lineno, a.col_offset)))
+    indent = split_lines(source)[first.start_line - 1][:first.start_col]
+    after = f",\n{indent}" if not indent.strip() else ", "
+    return TextEdit(path, Span(first.start_line, first.start_col, first.start_line, first.start_col), text + after)
 
 
 def _after_imports(source: str) -> tuple[int, int]:

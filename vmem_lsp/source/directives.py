@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .model import Span
 from .syntax import parse_quietly
+from .text import split_lines
 
 DIRECTIVE = re.compile(r"^(?P<indent>\s*)#\s*vmem:\s?(?P<expr>.*?)\s*$")
 
@@ -52,7 +53,7 @@ def find_examples(source: str, path: str) -> tuple[list[Example], list[Directive
     examples, errors = [], []
     if "vmem" not in source:            # most files: no line to match
         return examples, errors
-    for number, line in enumerate(source.splitlines(), start=1):
+    for number, line in enumerate(split_lines(source), start=1):
         match = DIRECTIVE.match(line)
         if not match:
             continue
@@ -83,7 +84,7 @@ def parse_pyproject_example(entry: str, config_path: str, config_text: str = "")
 
 def text_span(text: str, needle: str) -> Span:
     """The span of the first occurrence of `needle` in `text`; line 1 when absent."""
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         col = line.find(needle)
         if col >= 0:
             return Span(number, col, number, col + len(needle))

@@ -1,0 +1,207 @@
+"""Edits that are right on any text (issue 12, part 5). Python's ast counts
+columns in UTF-8 bytes, vmem-lsp in code points: on a line with non-ASCII
+text before a token, a byte column points past it (a shrink once turned
+`BLÖCK = 512` into `BLÖCK = 5256x = BLÖCK`).
+
+The properties: a kernel module is generated with non-ASCII identifiers,
+strings and comments, astral characters, characters that str.splitlines
+takes for line ends (\\x85, U+2028, \\f), tabs and CRLF; its ASCII twin
+replaces each non-ASCII character by one ASCII character, so every token
+sits at the same line and code-point column in both. Every rewrite and
+every knob must then be the same on both (the ASCII twin being where byte
+and code point agree), start and end on token boundaries, leave the rest
+of the file alone and come back byte for byte by undo."""
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from test_edits_on_jax_ops import assert_intact, site_rewrites, whole_arrays
+from vmem_lsp.chips import MiB
+from vmem_lsp.fixes import rewrites
+from vmem_lsp.fixes.edits import TextEdit, apply_edits
+from vmem_lsp.fixes.knobs import constant_knobs, default_knobs, example_knobs
+from vmem_lsp.source.directives import find_examples
+from vmem_lsp.source.locate import locate
+
+PATH = "/work/kernel.py"
+
+# Identifier letters and their ASCII twins, one code point each; all NFKC
+# stable (Python normalizes identifiers, `𝔘` would read as `U`). Two
+# outside the BMP: 4 UTF-8 bytes, 2 UTF-16 units.
+LETTERS = {"a": "ä", "o": "ö", "u": "ü", "s": "ß", "e": "é", "n": "ñ", "c": "ç", "l": "ł", "d": "đ", "h": "ħ",
+           "w": "ω", "z": "ж", "y": "я", "k": "中", "q": "𐐀", "r": "𠀀", "O": "Ö", "A": "Ä", "U": "Ü", "B": "Ω",
+           "L": "Ł", "K": "Ж", "C": "Ç"}
+# What strings and comments hold: non-ASCII and astral characters, a
+# combining accent, tabs, what str.splitlines breaks at, and the keywords a
+# text search would take for code.
+TEXT_CHARS = "abc =(),:\tüßЖ中𝔘😀𠀀\u0301\x85\u2028\u2029\x0c\x0b\x1c"
+DECOYS = ("out_shape=", "in_specs=[", "grid_spec=(", "compiler_params=", "(", ")")
+TWIN = str.maketrans({**{u: a for a, u in LETTERS.items()},
+                      **{c: "x" for c in TEXT_CHARS if not c.isascii() and c not in LETTERS.values()}})
+
+
+def ascii_twin(text: str) -> str:
+    return text.translate(TWIN)
+
+
+@st.composite
+def names(draw, base: str) -> str:
+    """`base` with some of its letters non-ASCII."""
+    return "".join(LETTERS[c] if c in LETTERS and draw(st.booleans()) else c for c in base)
+
+
+def texts(decoys: bool = False):
+    text = st.text(st.sampled_from(TEXT_CHARS), max_size=10)
+    if decoys:
+        text = st.tuples(text, st.sampled_from(("",) + DECOYS), text).map("".join)
+    return text
+
+
+@st.composite
+def kernel_modules(draw) -> str:
+    """A Pallas kernel module in one of the shapes the rewrites handle."""
+    n, m = draw(names("rows")), draw(names("cols"))
+    block, kernel, func = draw(names("BLOCK")), draw(names("double_kernel")), draw(names("copy_rows"))
+    spec, label, tag, knob = draw(names("spec")), draw(names("label")), draw(names("tag")), draw(names("bk"))
+    I = draw(st.sampled_from(["    ", "\t"]))
+    T = draw(st.sampled_from(["", "\t"]))
+
+    def comment() -> str:
+        return "  # " + draw(texts(decoys=True)) if draw(st.booleans()) else ""
+
+    def string() -> str:
+        return '"' + draw(texts()) + '"'
+
+    shape, index_map = draw(st.sampled_from([
+        (f"({T}{n}, {m})", "lambda: (0, 0)"),                       # whole arrays: a grid can be introduced
+        (f"({T}256, 1024)", "lambda i: (i, 0)"),                    # literal sizes: shrunk in place
+        (f"({block}, {m})", "lambda i: (i, 0)")]))
+    keywords = draw(st.booleans())
+    made = (f"pl.BlockSpec(block_shape={shape}, index_map={index_map})" if keywords
+            else f"pl.BlockSpec({shape}, {index_map})")
+    named = draw(st.booleans())
+    grid = draw(st.sampled_from(["", f"grid=({T}16,),", f"grid=({n} // {block},),"]))
+    params = draw(st.sampled_from([
+        [], ['compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),'],
+        [f"compiler_params=pltpu.CompilerParams({comment()}", f'{I}dimension_semantics=("parallel",)),'],
+        ["compiler_params=pltpu.CompilerParams(),"],
+        ["compiler_params=pltpu.CompilerParams(vmem_limit_bytes=32 * 1024 * 1024),"]]))
+    tpu_import = "from jax.experimental.pallas import tpu as pltpu" if params or draw(st.booleans()) else ""
+    call = [f"{I}return pl.pallas_call({comment()}",
+            f"{I * 2}{kernel},{comment()}",
+            f"{I * 2}out_shape={T}jax.ShapeDtypeStruct(({n}, {m}), x.dtype),{comment()}",
+            *([f"{I * 2}{grid}{comment()}"] if grid else []),
+            f"{I * 2}in_specs=[{spec if named else made}],{comment()}",
+            f"{I * 2}out_specs={spec if named else made},{comment()}",
+            *[f"{I * 2}{line}{comment()}" for line in params],
+            f"{I})(x)"]
+    lines = [f'"""{draw(texts())}"""',
+             "import jax",
+             "from jax.experimental import pallas as pl",
+             tpu_import,
+             f"{block} = {T}256{comment()}",
+             "", "",
+             f"def {kernel}(x_ref, o_ref):{comment()}",
+             f"{I}o_ref[...] = x_ref[...] * 2",
+             "", "",
+             f"# vmem: {func}(f32[4096, 1024], {tag}={string()}, {knob}={T}512)",
+             f"def {func}(x, {tag}={string()}, *, {knob}=1024):",
+             f"{I}{label} = {string()}; {n}, {m} = x.shape{comment()}",
+             *([f"{I}{label} = {string()}; {spec} = {made}{comment()}"] if named else []),
+             *call]
+    return draw(st.sampled_from(["\n", "\r\n"])).join(lines) + "\n"
+
+
+def token_boundaries(source: str) -> set[tuple[int, int]]:
+    """(line, column) where a token starts or ends, columns in code points;
+    also the tokens of each `# vmem:` example, which Python sees as a comment."""
+    tokens = tokenize.generate_tokens(io.StringIO(source, newline="").readline)
+    found = {at for token in tokens for at in (token.start, token.end)}
+    for example in find_examples(source, PATH)[0]:
+        tokens = tokenize.generate_tokens(io.StringIO(example.text).readline)
+        found |= {(example.line, example.span.start_col + col) for token in tokens for _, col in (token.start, token.end)}
+    return found
+
+
+def on_boundaries(source: str, edits: list[TextEdit]) -> list[TextEdit]:
+    """The edits that start or end inside a token: a comment, a string, a name."""
+    boundaries = token_boundaries(source)
+    return [e for e in edits if {(e.span.start_line, e.span.start_col), (e.span.end_line, e.span.end_col)} - boundaries]
+
+
+def every_edit(source: str) -> list[tuple[str, list[TextEdit] | None]]:
+    """(label, edits) of every rewrite at every site and every knob halved."""
+    located = locate(source, PATH)
+    assert located.error is None, located.error
+    made = [(label, edits) for site in located.sites for label, edits in site_rewrites(site, source)]
+    [example], _ = find_examples(source, PATH)
+    knobs = [*example_knobs(example), *default_knobs(example, source), *constant_knobs(PATH, source)]
+    for knob in knobs:
+        made.append((f"knob {knob.name}", [TextEdit(PATH, knob.span, str(knob.value // 2))]))
+    return made
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kernel_modules())
+def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins(source):
+    twin = ascii_twin(source)
+    assert twin.isascii() and len(twin) == len(source)
+    made, expected = every_edit(source), every_edit(twin)
+    assert [(ascii_twin(label), [(e.span, ascii_twin(e.new_text)) for e in edits or ()]) for label, edits in made] == \
+        [(label, [(e.span, e.new_text) for e in edits or ()]) for label, edits in expected]
+    assert sum(1 for _, edits in made if edits) >= 4        # at least a limit, two single-buffers, a knob
+    for label, edits in made:
+        if edits:
+            assert_intact(source, edits, label)
+            assert on_boundaries(source, edits) == [], label
+
+
+def test_knobs_on_a_non_ascii_constant_edit_its_number():
+    """The issue's case: a shrink of `BLÖCK = 1024` writes `BLÖCK = 512`."""
+    source = "BLÖCK = 1024\n\n# vmem: f(f32[8, 8], bk=BLÖCK, tag='ü𝔘', bm=1024)\ndef f(x, bk=1, tag='', bm=1): ...\n"
+    [knob] = constant_knobs(PATH, source)
+    assert apply_edits(source, [TextEdit(PATH, knob.span, "512")]).startswith("BLÖCK = 512\n\n")
+    [example], _ = find_examples(source, PATH)
+    [bm] = example_knobs(example)
+    assert apply_edits(source, [TextEdit(PATH, bm.span, "512")]).splitlines()[2].endswith("tag='ü𝔘', bm=512)")
+
+
+DECOY_CALL = '''from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def copy(x):
+    return pl.pallas_call(  # out_shape= comes next; in_specs=[ too
+        kernel, out_shape=x,  # grid_spec=( here
+        in_specs=[pl.BlockSpec((8, 128), lambda: (0, 0))],
+        compiler_params=pltpu.CompilerParams(  # dimension_semantics=( below
+            dimension_semantics=("parallel",)),
+    )(x)
+'''
+
+
+def keywords_of(source: str, name: str) -> list[str]:
+    calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and ast.unparse(n.func).endswith(name)]
+    return [k.arg for call in calls for k in call.keywords]
+
+
+def test_keywords_are_inserted_in_the_code_not_in_a_comment_that_names_them():
+    source = DECOY_CALL.replace("        compiler_params=pltpu.CompilerParams(  # dimension_semantics=( below\n"
+                                "            dimension_semantics=(\"parallel\",)),\n", "")
+    [site] = locate(source, PATH).sites
+    after = apply_edits(source, rewrites.set_vmem_limit(site, source, 100 * MiB))
+    assert "compiler_params" in keywords_of(after, "pallas_call")
+    assert "# out_shape= comes next; in_specs=[ too\n" in after and "# grid_spec=( here\n" in after
+    [(rows, edits), *_] = rewrites.introduce_grid(site, whole_arrays(site), source)
+    assert "grid" in keywords_of(apply_edits(source, edits), "pallas_call")
+
+
+def test_a_limit_goes_into_compiler_params_in_the_code_not_in_its_comment():
+    [site] = locate(DECOY_CALL, PATH).sites
+    after = apply_edits(DECOY_CALL, rewrites.set_vmem_limit(site, DECOY_CALL, 100 * MiB))
+    assert keywords_of(after, "CompilerParams") == ["vmem_limit_bytes", "dimension_semantics"]
+    assert "CompilerParams(  # dimension_semantics=( below\n" in after
