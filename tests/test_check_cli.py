@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import jax.experimental.pallas.ops.tpu.flash_attention as flash_module
 
@@ -149,7 +152,7 @@ def test_library_kernel_diagnostics_land_in_jax_flash_attention(cache_dir):
 
 def test_misbehaving_examples_are_reported_and_the_check_goes_on(tmp_path):
     done, report = run_json("check", str(KERNELS / "misbehaving.py"), "--target", "v6e",
-                            "--timeout", "20", "--no-cache")
+                            "--trace-timeout", "20", "--no-cache")
     path = KERNELS / "misbehaving.py"
     lines = path.read_text().splitlines()
     at = {i: [d for d in report["diagnostics"] if d["range"]["start_line"] == i and d["path"].endswith("misbehaving.py")]
@@ -164,9 +167,12 @@ def test_misbehaving_examples_are_reported_and_the_check_goes_on(tmp_path):
     assert "does not parse" in only("# vmem: copy_rows(f32[4096, 4096)")
     assert "must be a call" in only("# vmem: 42")
     assert "ValueError: this example raises on purpose" in only("# vmem: raises(")
-    assert "timed out after 20 s" in only("# vmem: hangs(")
-    assert "exited with code 3" in only("# vmem: exits(")
-    assert "killed by signal 11" in only("# vmem: segfaults(")
+    assert "the example's Python did not return within 20 s (in hangs at misbehaving.py:27)" in only("# vmem: hangs(")
+    assert "exited with code 3 while running the example's Python" in only("# vmem: exits(")
+    segfault = only("# vmem: segfaults(")
+    assert "killed by signal 11 (SIGSEGV) while running the example's Python, in segfaults at misbehaving.py:36" \
+        in segfault
+    assert "Coroner" not in segfault and "remote_coredump" not in segfault and "last output" not in segfault
     assert "MemoryError" in only("# vmem: allocates(")
     assert "raised after the flood" in only("# vmem: floods(")
     # The last example still ran after all that, and overflows v6e's scoped limit.
@@ -307,3 +313,32 @@ def test_a_module_that_registers_on_import_is_checked_again_after_an_edit(tmp_pa
         assert check("v6e") != first                       # run again, it raised; a new worker answered
     finally:
         worker.stop()
+
+
+def test_the_cache_answers_only_for_the_same_compiler_flags(tmp_path):
+    """Issue 12: production jobs raise the scoped limit in LIBTPU_INIT_ARGS; a
+    verdict cached without it must not be served with it."""
+    cache = str(tmp_path / "cache")
+    args = ("check", str(EXAMPLES / "matmul.py"), "--target", "v5e", "--cache-dir", cache)
+    first = run_cli(*args)
+    assert first.returncode == 1 and "18.36M of 16.00M scoped VMEM on TPU v5e" in first.stdout
+    raised = subprocess.run([sys.executable, "-m", "vmem_lsp", *args], capture_output=True, text=True,
+                            env={**os.environ, "LIBTPU_INIT_ARGS": "--xla_tpu_scoped_vmem_limit_kib=65536"})
+    assert raised.returncode == 0, raised.stdout
+    assert "(1 compiled, 0 cached" in raised.stdout
+    again = run_cli(*args)
+    assert again.returncode == 1 and "(0 compiled, 1 cached" in again.stdout
+
+
+def test_the_scoped_limit_is_a_setting_and_messages_say_where_it_was_set(tmp_path):
+    source = tmp_path / "matmul.py"
+    source.write_text((EXAMPLES / "matmul.py").read_text())
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e"]\n'
+                                             'scoped-vmem-limit = { v5e = "17MiB" }\n')
+    done = run_cli("check", str(source), "--no-cache", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "kernel needs 18.36M of 17.00M scoped VMEM (set in pyproject.toml) on TPU v5e" in done.stdout
+    done = run_cli("check", str(source), "--no-cache", "--scoped-vmem-limit", "v5e=64MiB", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    done = run_cli("check", str(source), "--no-cache", "--scoped-vmem-limit", "v5e=lots", cwd=tmp_path)
+    assert done.returncode == 2 and "not a size" in done.stderr

@@ -238,7 +238,7 @@ def test_each_part_a_only_reason_holds(name, tmp_path, worker):
     tried = PART_A_ONLY[name]
     path = copy_with_example(name, tried.example, tmp_path)
     request = CheckRequest(tried.example, TARGET, path=str(path), compile=tried.compile)
-    answers = [worker.check(request, timeout=300) for _ in range(tried.requests)]
+    answers = [worker.check(request, 300) for _ in range(tried.requests)]
     *earlier, last = answers
     assert all(a.error is None and a.calls for a in earlier), earlier      # the example itself is sound
     if tried.evidence is None:

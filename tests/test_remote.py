@@ -177,3 +177,38 @@ def test_bad_credentials_fail_fast_and_clearly(sshd, problem):
     assert time.monotonic() - started < 60
     [d] = report["diagnostics"]
     assert d["code"] == "VMEM010" and expected in d["message"], d["message"]
+
+
+def test_the_remote_worker_dies_when_the_connection_drops(sshd, tmp_path):
+    """The ssh client is killed while the remote worker spins in user code:
+    the remote side sees its input end and its session go, and exits."""
+    import threading
+    mark = tmp_path / "spinning"
+    command = sshd.command().replace(f" {sys.executable} ", f" env VMEM_SPIN_MARK={mark} {sys.executable} ")
+    worker = WorkerClient(command)
+    request = CheckRequest("spin(f32[8, 128])", "v6e", path=str(KERNELS / "spins.py"))
+    checking = threading.Thread(target=worker.check, args=(request, 300), daemon=True)
+    checking.start()
+    deadline = time.monotonic() + 120
+    while not mark.exists():
+        assert time.monotonic() < deadline, "the remote example never started"
+        time.sleep(0.1)
+
+    remote = [pid for pid in descendants(sshd.process.pid)
+              if b"vmem_lsp\x00worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert remote
+
+    def alive():        # an orphan is no longer sshd's descendant: look the pids up
+        return [pid for pid in remote if os.path.exists(f"/proc/{pid}")
+                and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+
+    os.kill(worker.process.pid, signal.SIGKILL)         # the client side of the connection, gone
+    started = time.monotonic()
+    while alive() and time.monotonic() - started < 2:
+        time.sleep(0.05)
+    left = alive()
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the remote worker outlived its connection"
+    checking.join(timeout=30)
+    worker.stop()

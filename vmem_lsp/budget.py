@@ -61,7 +61,9 @@ def part_for_cost(cost: layout.WindowCost) -> Part:
 
 
 def scoped_limit(call: CapturedCall, target: Chip) -> int:
-    return min(call.vmem_limit_bytes or target.scoped_limit, target.capacity)
+    """The kernel's own vmem_limit_bytes, else the limit the compile ran under
+    (a setting, LIBTPU_INIT_ARGS), else the chip's default."""
+    return min(call.vmem_limit_bytes or call.scoped_limit or target.scoped_limit, target.capacity)
 
 
 def from_compile(call: CapturedCall, report: Report | None, target_name: str) -> Budget:

@@ -14,7 +14,7 @@ from typing import Callable
 from .compile.cache import ResultCache
 from .compile.client import CheckRequest, WorkerClient
 from .compile.pool import WorkerPool, default_size
-from .compile.protocol import ExampleResult
+from .compile.protocol import ExampleResult, PhaseLimits
 from .config import Settings
 from .diagnostics import Diagnostic, is_suppressed, merge_targets
 from .mapping import diagnostics_for
@@ -106,10 +106,12 @@ def gather_examples(files: list[str], settings: Settings, sources: SourceFiles, 
 
 
 def request_for(example: Example, target: str, settings: Settings) -> CheckRequest:
+    limit = settings.scoped_limit_for(target)
+    common = dict(compile=settings.compile, scoped_vmem_limit=limit,
+                  scoped_vmem_limit_source=settings.scoped_vmem_limit_source if limit else None)
     if example.module:
-        return CheckRequest(example.text, target, module=example.module, root=settings.root,
-                            compile=settings.compile)
-    return CheckRequest(example.text, target, path=example.path, compile=settings.compile)
+        return CheckRequest(example.text, target, module=example.module, root=settings.root, **common)
+    return CheckRequest(example.text, target, path=example.path, **common)
 
 
 def run_example(example: Example, target: str, settings: Settings, cache: ResultCache,
@@ -123,20 +125,20 @@ def run_example(example: Example, target: str, settings: Settings, cache: Result
         return result, True
     if before_compile:
         before_compile()
-    result = worker.check(request, settings.timeout)
+    result = worker.check(request, settings.limits())
     if result.error_kind == "no_compiler" and request.compile:
         # No libtpu here (macOS): the layout model's verdict, marked as such, beats none.
-        result = worker.check(dataclasses.replace(request, compile=False), settings.timeout)
+        result = worker.check(dataclasses.replace(request, compile=False), settings.limits())
     cache.put(request, result)
     return result, False
 
 
-def cached_runner(cache: ResultCache, worker: WorkerClient, timeout: float):
+def cached_runner(cache: ResultCache, worker: WorkerClient, limits: PhaseLimits):
     """worker.check through the cache: traces and verifying compiles of fixes repeat."""
     def run(request: CheckRequest) -> ExampleResult:
         result = cache.get(request)
         if result is None:
-            result = worker.check(request, timeout)
+            result = worker.check(request, limits)
             cache.put(request, result)
         return result
     return run

@@ -24,7 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-compile", action="store_true",
                        help="the layout model's verdict alone: trace the examples, compile nothing (works without libtpu)")
     check.add_argument("--cache-dir", help="where compile results are cached (default: .vmem_lsp_cache in the project root)")
-    check.add_argument("--timeout", type=float, help="seconds allowed per example and target")
+    check.add_argument("--timeout", type=float,
+                       help="seconds to lower and compile one kernel (default 300)")
+    check.add_argument("--trace-timeout", type=float,
+                       help="seconds for the example's Python: importing its module and running it (default 60)")
+    check.add_argument("--scoped-vmem-limit", metavar="CHIP=SIZE,...",
+                       help="the compiler's scoped VMEM limit per chip, e.g. v5e=64MiB (as "
+                            "--xla_tpu_scoped_vmem_limit_kib in LIBTPU_INIT_ARGS)")
     check.add_argument("--worker", help="the worker command (default: this Python, -m vmem_lsp worker), "
                        "e.g. 'ssh tpu-vm vmem-lsp worker'")
     check.add_argument("--worker-fallback", action="store_true",
@@ -44,13 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_for(args):
-    from .config import load_settings, parse_targets
+    from .config import load_settings, parse_scoped_limits, parse_targets
     settings = load_settings(args.paths[0])
     changes = {}
     if args.target:
         changes["targets"] = parse_targets(args.target)
     if args.timeout:
         changes["timeout"] = args.timeout
+    if args.trace_timeout:
+        changes["trace_timeout"] = args.trace_timeout
+    if args.scoped_vmem_limit:
+        changes["scoped_vmem_limit"] = parse_scoped_limits(args.scoped_vmem_limit)
+        changes["scoped_vmem_limit_source"] = "--scoped-vmem-limit"
     if args.worker:
         changes["worker"] = args.worker
     if args.cache_dir:
@@ -113,7 +124,7 @@ def fix_files(outcome, settings, worker, use_cache: bool, write: bool) -> int:
     from .fixes.plan import plan, unified_diff
     from .mapping import display_path
     sources = SourceFiles()
-    run = cached_runner(ResultCache(settings.cache_folder(), enabled=use_cache), worker, settings.timeout)
+    run = cached_runner(ResultCache(settings.cache_folder(), enabled=use_cache), worker, settings.limits())
     edits_by_path: dict = {}
     for example, fixes in plan(outcome.results, settings.targets, sources.text, run, sources.sites_of):
         where = f"{display_path(example.path)}:{example.line}"
@@ -173,13 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         from .compile.worker import main as worker_main
         return worker_main(argv[1:])
     args = build_parser().parse_args(argv)
+    from .lifetime import exit_with_children
+    exit_with_children()            # a signal to us reaches every worker we started
     if args.command == "serve":
         from .server.app import serve
         return serve()
     try:
         return run_check(args)
-    except KeyboardInterrupt:
-        return EXIT_ERROR
     except Exception as error:   # an internal error: say so, exit 2, never a silent 0 or 1
         import traceback
         traceback.print_exc()

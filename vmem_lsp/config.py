@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 
 from .chips import DEFAULT_TARGETS, chip
+from .compile.protocol import PhaseLimits
 
 
 @dataclass(frozen=True)
 class Settings:
     targets: tuple[str, ...] = DEFAULT_TARGETS     # chips to check against
     examples: tuple[str, ...] = ()                 # "package.module:function(f32[8, 128])"
-    timeout: float = 300.0                         # seconds per example and target
+    timeout: float = 300.0                         # seconds to lower and compile one kernel
+    trace_timeout: float = 60.0                    # seconds for the user's Python: import, run the example
+    scoped_vmem_limit: tuple[tuple[str, int], ...] = ()     # (chip, bytes): the compiler's scoped limit
+    scoped_vmem_limit_source: str | None = None    # where that was set, for messages
     worker: str | None = None                      # worker command; None: a local subprocess
     worker_fallback: bool = False                  # when that worker dies, compile with a local one
     jobs: int | None = None                        # workers at once; None: cores minus one
@@ -26,6 +31,12 @@ class Settings:
 
     def cache_folder(self) -> str:
         return self.cache_dir or os.path.join(self.root, ".vmem_lsp_cache")
+
+    def limits(self) -> PhaseLimits:
+        return PhaseLimits(trace=self.trace_timeout, compile=self.timeout)
+
+    def scoped_limit_for(self, target: str) -> int | None:
+        return dict(self.scoped_vmem_limit).get(target)
 
 
 class ConfigError(ValueError):
@@ -78,7 +89,8 @@ def load_settings(start: str) -> Settings:
 
 def apply(settings: Settings, table: dict, where: str) -> Settings:
     """Settings with the keys of one [tool.vmem-lsp]-shaped table applied."""
-    known = {"targets", "examples", "timeout", "worker", "worker-fallback", "jobs", "cache-dir", "exclude"}
+    known = {"targets", "examples", "timeout", "trace-timeout", "scoped-vmem-limit", "worker", "worker-fallback",
+             "jobs", "cache-dir", "exclude"}
     unknown = set(table) - known
     if unknown:
         raise ConfigError(f"{where}: unknown [tool.vmem-lsp] keys: {', '.join(sorted(unknown))}")
@@ -89,6 +101,11 @@ def apply(settings: Settings, table: dict, where: str) -> Settings:
         changes["examples"] = tuple(table["examples"])
     if "timeout" in table:
         changes["timeout"] = float(table["timeout"])
+    if "trace-timeout" in table:
+        changes["trace_timeout"] = float(table["trace-timeout"])
+    if "scoped-vmem-limit" in table:
+        changes["scoped_vmem_limit"] = parse_scoped_limits(table["scoped-vmem-limit"])
+        changes["scoped_vmem_limit_source"] = os.path.basename(where)
     if "worker" in table:
         changes["worker"] = table["worker"] or None
     if "worker-fallback" in table:
@@ -106,5 +123,44 @@ def parse_targets(value) -> tuple[str, ...]:
     names = value.split(",") if isinstance(value, str) else list(value)
     try:
         return tuple(chip(n).name for n in names if n.strip())
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*$", re.IGNORECASE)
+UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+         "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def parse_size(value) -> int:
+    """Bytes from 67108864, "64MiB", "64M" or "65536KiB" (binary units, as the
+    compiler prints them). The compiler takes the limit in whole KiB."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        found = SIZE.match(str(value))
+        if not found:
+            raise ConfigError(f"not a size: {value!r} (write e.g. \"64MiB\")")
+        size = int(float(found[1]) * UNITS[found[2].lower()])
+    if size <= 0 or size % 1024:
+        raise ConfigError(f"a scoped VMEM limit must be a positive whole number of KiB, not {value!r}")
+    return size
+
+
+def parse_scoped_limits(value) -> tuple[tuple[str, int], ...]:
+    """{"v5e": "64MiB"} or "v5e=64MiB,v6e=96MiB" -> (("v5e", 67108864), ...)."""
+    if isinstance(value, str):
+        pairs = []
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            name, equals, size = item.partition("=")
+            if not equals:
+                raise ConfigError(f"write the scoped VMEM limit as CHIP=SIZE, e.g. v5e=64MiB, not {item!r}")
+            pairs.append((name, size))
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        raise ConfigError(f"scoped-vmem-limit: expected a table such as {{ v5e = \"64MiB\" }}, not {value!r}")
+    try:
+        return tuple(sorted((chip(name).name, parse_size(size)) for name, size in pairs))
     except ValueError as error:
         raise ConfigError(str(error)) from None

@@ -129,12 +129,15 @@ def buffering(buffers: int | None) -> str:
     return {1: "single buffered", 2: "double buffered"}.get(buffers, f"{buffers} buffers" if buffers else "")
 
 
-def budget(report: Report, target: Chip) -> str:
-    """`kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)`."""
+def budget(report: Report, target: Chip, limit_source: str | None = None) -> str:
+    """`kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)`; a
+    scoped limit that is not the chip's default says where it was set."""
     space = (report.memory_space or "vmem").upper()
     if report.form == "single_allocation":
         return f"one allocation would exceed the {report.limit_text or format_size(report.limit or 0)} of {space} on {target.label}"
     scope = "scoped " if report.limit_kind == "scoped" else ""
+    if scope and limit_source:
+        space += f" (set in {limit_source})"
     used = report.used_text or format_size(report.used or 0)
     limit = report.limit_text or format_size(report.limit or 0)
     over = report.exceeded_by_text or format_size(report.exceeded_by or 0)
@@ -165,7 +168,7 @@ def findings_for(call: CapturedCall, report: Report, target: Chip, example: Exam
                  sites_of: SitesOf) -> KernelFindings:
     site = kernel_site(call, sites_of)
     anchor = call_anchor(call, site, example)
-    need = budget(report, target)
+    need = budget(report, target, call.scoped_limit_source)
     base = {"target": target.name, "chip": target.label, "form": report.form,
             "used": report.used, "limit": report.limit, "limit_kind": report.limit_kind,
             "exceeded_by": report.exceeded_by, "memory_space": report.memory_space}
@@ -305,7 +308,8 @@ def model_verdict(call: CapturedCall, target: Chip, example: Example, sites_of: 
         return []
     site = kernel_site(call, sites_of)
     anchor = call_anchor(call, site, example)
-    need = (f"kernel needs ~{format_size(b.total)} of {format_size(b.limit)} scoped VMEM on {target.label} "
+    set_in = f" (set in {call.scoped_limit_source})" if call.scoped_limit_source else ""
+    need = (f"kernel needs ~{format_size(b.total)} of {format_size(b.limit)} scoped VMEM{set_in} on {target.label} "
             f"(over by ~{format_size(b.total - b.limit)}; layout model estimate, not compiled)")
     base = {"target": target.name, "chip": target.label, "form": "model", "used": b.total, "limit": b.limit,
             "limit_kind": "scoped", "exceeded_by": b.total - b.limit, "memory_space": "vmem"}

@@ -1,9 +1,13 @@
 """The on-disk cache of compile results, like ruff's and mypy's.
 
-Key: the example, where it lives, the target, and the jax / jaxlib / libtpu /
-vmem-lsp versions. Each entry records the digest of every user source file the
-example reached; a changed file invalidates it. Transient failures (timeouts,
-crashes, no compiler) are never cached.
+Key: the example, where it lives, the target, the request's settings (the
+scoped VMEM limit), the jax / jaxlib / libtpu / vmem-lsp versions, and every
+variable of the environment that changes what the compiler is told:
+LIBTPU_INIT_ARGS (production jobs raise the scoped limit there), XLA_FLAGS and
+jax's JAX_* configuration. Measured before: with LIBTPU_INIT_ARGS raising the
+limit, a cached overflow was still served. Each entry records the digest of
+every user source file the example reached; a changed file invalidates it.
+Transient failures (timeouts, crashes, no compiler) are never cached.
 """
 from __future__ import annotations
 
@@ -18,6 +22,13 @@ from .shipping import file_digest
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"
 TRANSIENT = ("timeout", "crashed", "no_compiler")
+COMPILER_ENVIRONMENT = ("LIBTPU_INIT_ARGS", "XLA_FLAGS")
+
+
+def compiler_environment(environ=None) -> dict:
+    """The variables the worker inherits that reach tracing, lowering or libtpu."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(environ.items()) if k in COMPILER_ENVIRONMENT or k.startswith("JAX_")}
 
 
 def tool_versions() -> dict:
@@ -35,9 +46,11 @@ class ResultCache:
         self.directory = directory
         self.enabled = enabled
         self.versions = tool_versions()
+        self.environment = compiler_environment()
 
     def key(self, request: CheckRequest) -> str:
-        blob = json.dumps({"request": vars(request), "versions": self.versions}, sort_keys=True)
+        blob = json.dumps({"request": vars(request), "versions": self.versions, "environment": self.environment},
+                          sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def _file(self, key: str) -> str:

@@ -56,6 +56,12 @@ def is_user_file(path: str) -> bool:
                 or path.startswith(STDLIB_DIR) or path.startswith("<"))
 
 
+def code_folders() -> dict:
+    """For the client, which reads a crashed worker's faulthandler dump and
+    must tell user frames from ours with the same rule as is_user_file."""
+    return {"library_folders": [JAX_DIR, OWN_DIR, STDLIB_DIR], "user_folders": [JAX_OPS_DIR]}
+
+
 def user_origin(depth: int = 2) -> Origin | None:
     """The innermost user frame above the caller, with the column of the call."""
     frame = sys._getframe(depth)
@@ -333,31 +339,41 @@ def fingerprint(eqn) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-VERDICTS: dict[tuple[str, str], tuple[bool, str | None]] = {}     # (fingerprint, device kind) -> verdict
+VERDICTS: dict[tuple, tuple[bool, str | None]] = {}     # (fingerprint, device kind, options) -> verdict
 VERDICTS_KEPT = 4096
 
 
-def compile_alone(eqn, device) -> tuple[bool, str | None, float]:
+def no_phase(phase: str, kernel: str | None = None) -> None:
+    pass
+
+
+def compile_alone(eqn, device, compiler_options: dict | None = None, on_phase=no_phase
+                  ) -> tuple[bool, str | None, float]:
     """This one pallas_call's verdict on the device, (fits, compiler text,
-    seconds): compiled, or reused when this process compiled the same kernel."""
-    key = (fingerprint(eqn), device.device_kind)
+    seconds): compiled, or reused when this process compiled the same kernel
+    with the same options."""
+    key = (fingerprint(eqn), device.device_kind, tuple(sorted((compiler_options or {}).items())))
     if key in VERDICTS:
         return (*VERDICTS[key], 0.0)
-    fits, text, seconds = _compile(eqn, device)
+    fits, text, seconds = _compile(eqn, device, compiler_options, on_phase)
     if len(VERDICTS) >= VERDICTS_KEPT:
         VERDICTS.pop(next(iter(VERDICTS)))
     VERDICTS[key] = (fits, text)
     return fits, text, seconds
 
 
-def _compile(eqn, device) -> tuple[bool, str | None, float]:
+def _compile(eqn, device, compiler_options: dict | None, on_phase) -> tuple[bool, str | None, float]:
     sharding = SingleDeviceSharding(device)
     args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=sharding) for v in eqn.invars]
     params = eqn.params
+    name = kernel_name(eqn)
     started = time.perf_counter()
     try:
         with jax.default_device(device):
-            jax.jit(lambda *a: pallas_call_p.bind(*a, **params)).lower(*args).compile()
+            on_phase("lower", name)
+            lowered = jax.jit(lambda *a: pallas_call_p.bind(*a, **params)).lower(*args)
+            on_phase("compile", name)
+            lowered.compile(compiler_options=compiler_options or None)
         return True, None, time.perf_counter() - started
     except Exception as error:     # the compiler's verdict, whatever its type
         return False, str(error), time.perf_counter() - started
@@ -369,21 +385,34 @@ def kernel_name(eqn) -> str:
     return eqn.params.get("name") or getattr(debug, "func_name", None) or "pallas_call"
 
 
-def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = True) -> list[CapturedCall]:
+def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = True,
+                  scoped_limit: tuple[int, str] | None = None, on_phase=no_phase) -> list[CapturedCall]:
     """Every pallas_call the example reaches, described, and compiled alone
-    unless `compile` is false (a trace is enough to see block shapes)."""
+    unless `compile` is false (a trace is enough to see block shapes).
+    `on_phase(phase, kernel)` hears each step begin: "trace" (the example's
+    Python), then "lower" and "compile" per kernel, so limits and messages
+    can name what is running. `scoped_limit` is (bytes, where it was set):
+    the compiler's scoped VMEM limit for kernels that set none themselves."""
     device = target_device(target) if compile else trace_device(target)
+    limit, limit_source = scoped_limit or (None, None)
+    compiler_options = {"xla_tpu_scoped_vmem_limit_kib": limit // 1024} if limit else None
     PROVENANCE.clear()
+    on_phase("trace", None)
     calls = []
     for eqn in trace_example(call_text, namespace, device):
         invoke_origin = traceback_origin(eqn.source_info.traceback)
         provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
-        fits, text, seconds = compile_alone(eqn, device) if compile else (True, None, 0.0)
+        fits, text, seconds = (compile_alone(eqn, device, compiler_options, on_phase) if compile
+                               else (True, None, 0.0))
+        described = describe(eqn, provenance)
+        own_limit = described["vmem_limit_bytes"]
         calls.append(CapturedCall(
             name=kernel_name(eqn),
             call_origin=provenance.call_origin if provenance else invoke_origin,
             invoke_origin=invoke_origin,
             fits=fits, compiler_text=text, compile_seconds=round(seconds, 3), compiled=compile,
-            **describe(eqn, provenance),
+            scoped_limit=own_limit or limit,
+            scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
+            **described,
         ))
     return calls

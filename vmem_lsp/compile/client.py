@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import queue
+import re
 import shlex
 import signal
 import subprocess
@@ -13,13 +15,23 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict
+from .. import lifetime
+from .protocol import (PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_doing, phase_words,
+                       result_from_dict)
 from .shipping import Manifests
 from .worker import module_name_for
 
-STDERR_LINES_KEPT = 40
-NOISE = ("WARNING", "W0000", "I0000", "E0000", "Source Location Trace", "libtpu_init_utils",
-         "learning/", "TPU metadata", "Failed to get")
+log = logging.getLogger(__name__)
+
+STDERR_LINES_KEPT = 40          # shown when a worker fails to start (ssh's own words)
+STDERR_LINES_LOGGED = 400       # logged when one dies: libtpu's crash reporter, faulthandler's dump
+NOISE = ("WARNING", "W0000", "I0000", "E0000", "F0000", "Source Location Trace", "libtpu_init_utils",
+         "learning/", "TPU metadata", "Failed to get", "Coroner", "coredump", "Fatal Python error",
+         "File \"", "Current thread", "Thread 0x", "Extension modules:")
+# The worker checks its own limits; the client waits this much longer before
+# it gives up on a worker that cannot even say it is over.
+GRACE_SECONDS = 10.0
+FAULT_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
 
 
 @dataclass(frozen=True)
@@ -31,10 +43,41 @@ class CheckRequest:
     root: str | None = None          # put on sys.path first (the project root)
     source: str | None = None        # run this text as the file at `path` (verifying a fix)
     compile: bool = True             # False: trace only, to read block shapes
+    scoped_vmem_limit: int | None = None    # bytes: the compiler's scoped VMEM limit for this target
+    scoped_vmem_limit_source: str | None = None     # where it was set, for messages
 
 
 class WorkerError(Exception):
-    pass
+    def __init__(self, message: str, kind: str = "crashed", origin: Origin | None = None):
+        super().__init__(message)
+        self.kind, self.origin = kind, origin
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
+
+
+def crash_frame(lines, hello: dict) -> tuple[str, Origin] | None:
+    """(function, origin) of the innermost user frame in the last faulthandler
+    dump among `lines`: "File "x.py", line 14 in spin", most recent first."""
+    frames, dumping = [], False
+    for line in lines:
+        if line.startswith(("Current thread", "Thread 0x")):
+            frames, dumping = [], True
+        elif dumping and (match := FAULT_FRAME.match(line)):
+            frames.append((match["function"].strip(), Origin(match["file"], int(match["line"]))))
+        elif dumping and line.strip():
+            dumping = False
+    library, user = hello.get("library_folders", []), hello.get("user_folders", [])
+    for function, origin in frames:
+        if any(origin.file.startswith(f) for f in user) or not (
+                origin.file.startswith("<") or "site-packages" in origin.file
+                or any(origin.file.startswith(f) for f in library)):
+            return function, origin
+    return None
 
 
 def default_command() -> list[str]:
@@ -63,22 +106,28 @@ class WorkerClient:
         self.process: subprocess.Popen | None = None
         self.lines: queue.Queue = queue.Queue()
         self.stderr_tail: collections.deque = collections.deque(maxlen=STDERR_LINES_KEPT)
+        self.stderr_log: collections.deque = collections.deque(maxlen=STDERR_LINES_LOGGED)
         self.hello: dict | None = None
         self.next_id = 0
         self.restarts = 0
+        self.busy = False               # a request is out: stopping cannot wait for a polite shutdown
+        self.phase: dict = {}           # the worker's last word on what it is doing
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> dict:
         env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
                "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen(
+        self.process = lifetime.spawn(
             self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, bufsize=1, env=env, start_new_session=True)
+            text=True, bufsize=1, env=env)
         self.lines = queue.Queue()
         self.stderr_tail.clear()
+        self.stderr_log.clear()
+        self.phase = {}
         threading.Thread(target=self._pump_stdout, args=(self.process, self.lines), daemon=True).start()
-        threading.Thread(target=self._pump_stderr, args=(self.process,), daemon=True).start()
-        message = self._read(self.start_timeout, "starting")
+        self._pumped = threading.Event()
+        threading.Thread(target=self._pump_stderr, args=(self.process, self._pumped), daemon=True).start()
+        message = self._read(self.start_timeout)
         hello = message.get("hello")
         if not hello:
             raise WorkerError(f"the worker did not say hello: {message}")
@@ -93,10 +142,12 @@ class WorkerClient:
         return self.process is not None and self.process.poll() is None
 
     def stop(self) -> None:
+        """Politely when idle; at once when a request is out (the worker may be
+        stuck in user code or a long compile, and whoever stops us is in a hurry)."""
         process, self.process = self.process, None
         if process is None:
             return
-        if process.poll() is None:
+        if process.poll() is None and not self.busy:
             try:
                 process.stdin.write(json.dumps({"id": -1, "method": "shutdown"}) + "\n")
                 process.stdin.flush()
@@ -106,12 +157,9 @@ class WorkerClient:
         self._kill(process)
 
     def _kill(self, process: subprocess.Popen) -> None:
-        if process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        lifetime.kill_group(process)
         process.wait()
+        lifetime.forget(process)
         for stream in (process.stdin, process.stdout, process.stderr):
             try:
                 stream.close()
@@ -119,56 +167,70 @@ class WorkerClient:
                 pass
 
     # -- requests ----------------------------------------------------------------
-    def check(self, request: CheckRequest, timeout: float) -> ExampleResult:
+    def check(self, request: CheckRequest, limits: PhaseLimits | float) -> ExampleResult:
         """Run one example on one target. A hang or a crash becomes an error
         result; the worker is replaced so the next request finds a live one.
         A module whose import fails when run a second time in one process (it
         registers something on import) is tried once more in a new worker;
         not an example that raises (the fix search's variants often do)."""
-        result, reran = self._check(request, timeout)
+        limits = limits if isinstance(limits, PhaseLimits) else PhaseLimits(limits, limits)
+        result, reran = self._check(request, limits)
         if reran and result.error_kind == "import":
             self.stop()
-            result, _ = self._check(request, timeout)
+            result, _ = self._check(request, limits)
         return result
 
-    def _check(self, request: CheckRequest, timeout: float) -> tuple[ExampleResult, bool]:
+    def _check(self, request: CheckRequest, limits: PhaseLimits) -> tuple[ExampleResult, bool]:
+        self.busy = True
         try:
             if not self.running():
                 self.start()
             params = {k: v for k, v in vars(request).items() if v is not None}
+            params["limits"] = vars(limits)
             shipped = self._ship(request)
             if shipped is not None:
                 params.update(manifest=shipped[1], client_root=shipped[0])
-            message = self._call("check", params, timeout)
+            message = self._call("check", params, limits)
             if "need" in message and shipped is not None:
                 root, manifest = shipped
                 by_sha = {sha: relative for relative, sha in manifest.items()}
                 blobs = {sha: self.manifests.read(root, by_sha[sha]) for sha in message["need"]}
-                self._call("put", {"blobs": blobs}, timeout)
+                self._call("put", {"blobs": blobs}, limits)
                 self.blobs_sent += len(blobs)
-                message = self._call("check", params, timeout)
+                message = self._call("check", params, limits)
             if "result" not in message:
                 raise WorkerError(f"the worker refused the request: {message.get('error', message)}")
+            if message.get("exiting"):          # over a limit: it answered, then ended itself
+                self.restarts += 1
+                self._kill(self.process)
+                self.process = None
             return result_from_dict(message["result"]), bool(message.get("reran"))
         except WorkerError as error:
             self.restarts += 1
-            kind = "timeout" if "timed out" in str(error) else "crashed"
             if self.process is not None:
                 self._kill(self.process)
                 self.process = None
-            return ExampleResult(request.target, None, error=str(error), error_kind=kind), False
+            return ExampleResult(request.target, None, error=str(error), error_kind=error.kind,
+                                 error_origin=error.origin), False
         except (BrokenPipeError, OSError) as error:
             self.restarts += 1
             self.process = None
             return ExampleResult(request.target, None, error=f"the worker is gone: {error}",
                                  error_kind="crashed"), False
+        finally:
+            self.busy = False
 
-    def _call(self, method: str, params: dict, timeout: float) -> dict:
+    def _call(self, method: str, params: dict, limits: PhaseLimits) -> dict:
+        """Send one request and wait for its answer. Each phase message the
+        worker sends restarts the wait with that phase's limit."""
         self.next_id += 1
         self.process.stdin.write(json.dumps({"id": self.next_id, "method": method, "params": params}) + "\n")
         self.process.stdin.flush()
         while True:
-            message = self._read(timeout, "compiling")
+            message = self._read(limits.of(self.phase.get("phase")) + GRACE_SECONDS, limits)
+            if "phase" in message:
+                self.phase = message
+                continue
             if message.get("id") in (self.next_id, None):
                 return message
 
@@ -179,21 +241,44 @@ class WorkerClient:
         root = request.root or module_name_for(request.path)[0]
         return root, self.manifests.manifest(root)
 
-    def _read(self, timeout: float, doing: str) -> dict:
+    def _read(self, timeout: float, limits: PhaseLimits | None = None) -> dict:
+        """The next protocol message. `limits`: a request is out, and a
+        silence or an end is reported in terms of the phase it came in."""
+        phase, kernel, target = (self.phase.get(k) for k in ("phase", "kernel", "target"))
         try:
             line = self.lines.get(timeout=timeout)
         except queue.Empty:
-            raise WorkerError(f"timed out after {timeout:g} s {doing}") from None
+            if limits is None:
+                raise WorkerError(f"the worker did not start within {timeout:g} s") from None
+            raise WorkerError(f"{phase_words(phase, kernel, target, limits.of(phase))}; the worker did not "
+                              f"answer and was stopped", kind="timeout") from None
         if line is None:
-            code = self.process.wait() if self.process else None
-            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-            tail = "; ".join(self.stderr_tail) or "no output"
-            raise WorkerError(f"the worker {how} while {doing} (last output: {tail[-600:]})")
+            raise self._ended(limits is not None)
         try:
             return json.loads(line)
         except json.JSONDecodeError:       # stray output on the protocol stream: keep it for errors
             self.stderr_tail.append(line.strip())
-            return self._read(timeout, doing)
+            return self._read(timeout, limits)
+
+    def _ended(self, during_request: bool) -> WorkerError:
+        """Why the worker's output ended, in the user's terms: the phase it
+        was in, and the user frame faulthandler named; libtpu's own noise goes
+        to the log, never into the message."""
+        code = self.process.wait() if self.process else None
+        self._pumped.wait(timeout=2)        # the last of its stderr
+        how = f"was killed by signal {-code} ({signal_name(-code)})" if code is not None and code < 0 \
+            else f"exited with code {code}"
+        log.warning("the worker %s; its last output:\n%s", how, "\n".join(self.stderr_log))
+        if not during_request:
+            tail = "; ".join(self.stderr_tail) or "no output"
+            return WorkerError(f"the worker {how} while starting (last output: {tail[-600:]})")
+        phase = self.phase.get("phase")
+        message = f"the worker {how} while {phase_doing(phase, self.phase.get('kernel'), self.phase.get('target'))}"
+        frame = crash_frame(self.stderr_log, self.hello or {}) if phase in ("import", "trace", None) else None
+        if frame is not None:
+            function, origin = frame
+            message += f", in {function} at {os.path.basename(origin.file)}:{origin.line}"
+        return WorkerError(message, origin=frame[1] if frame else None)
 
     @staticmethod
     def _pump_stdout(process, lines: queue.Queue) -> None:
@@ -202,8 +287,12 @@ class WorkerClient:
                 lines.put(line)
         lines.put(None)
 
-    def _pump_stderr(self, process) -> None:
+    def _pump_stderr(self, process, pumped: threading.Event) -> None:
         for line in process.stderr:
             text = line.rstrip()
-            if text and not any(mark in text for mark in NOISE):
+            if not text:
+                continue
+            self.stderr_log.append(text)
+            if not any(mark in text for mark in NOISE):
                 self.stderr_tail.append(text)
+        pumped.set()

@@ -8,9 +8,11 @@ import queue
 import threading
 
 from .client import CheckRequest, WorkerClient
-from .protocol import ExampleResult
+from .protocol import ExampleResult, PhaseLimits
 
-RETRIED = ("crashed", "timeout")
+# A crash may be the machine's (a lost connection); a limit overrun is the
+# example's own, and retrying it only doubles the wait for its message.
+RETRIED = ("crashed",)
 
 
 def default_size() -> int:
@@ -40,18 +42,18 @@ class WorkerPool:
                 return worker
         return self.idle.get()
 
-    def check(self, request: CheckRequest, timeout: float) -> ExampleResult:
+    def check(self, request: CheckRequest, limits: PhaseLimits | float) -> ExampleResult:
         worker = self._acquire()
         try:
-            result = worker.check(request, timeout)
+            result = worker.check(request, limits)
             if result.error_kind in RETRIED:
-                result = worker.check(request, timeout)     # a fresh process: the old one was replaced
+                result = worker.check(request, limits)     # a fresh process: the old one was replaced
         finally:
             self.idle.put(worker)
         if result.error_kind == "crashed" and self.fallback is not None:
             with self.lock:
                 self.fallbacks += 1
-                local = self.fallback.check(request, timeout)
+                local = self.fallback.check(request, limits)
             if not local.error_kind:
                 return local
             result = ExampleResult(request.target, None, error=f"{result.error}; the local fallback too: "

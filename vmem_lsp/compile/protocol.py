@@ -10,7 +10,40 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2      # 2: phase messages, per-phase limits, the scoped VMEM limit
+
+
+@dataclass(frozen=True)
+class PhaseLimits:
+    """Seconds each step of a request may take. The user's Python (importing
+    the module, running the example) hangs in ways a compile does not: a
+    `while True` should be reported in a minute, not after the five minutes a
+    large kernel may rightly spend in libtpu."""
+    trace: float = 60.0         # "import" and "trace": the user's Python
+    compile: float = 300.0      # "lower" and "compile": one kernel, in jax and libtpu
+
+    def of(self, phase: str | None) -> float:
+        return self.compile if phase in ("lower", "compile") else self.trace
+
+
+def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:
+    """What ran too long, in the user's terms."""
+    on = f" for {target}" if target else ""
+    if phase == "import":
+        return f"importing the module did not finish within {seconds:g} s"
+    if phase == "lower":
+        return f"lowering kernel {kernel!r}{on} did not finish within {seconds:g} s"
+    if phase == "compile":
+        return f"the TPU compiler did not finish kernel {kernel!r}{on} within {seconds:g} s"
+    return f"the example's Python did not return within {seconds:g} s"
+
+
+def phase_doing(phase: str | None, kernel: str | None, target: str | None) -> str:
+    """The step a worker was in, for a crash message: "while ..."."""
+    on = f" for {target}" if target else ""
+    return {"import": "importing the module", "trace": "running the example's Python",
+            "lower": f"lowering kernel {kernel!r}{on}",
+            "compile": f"compiling kernel {kernel!r}{on} in libtpu"}.get(phase, "starting")
 
 
 @dataclass(frozen=True)
@@ -59,6 +92,8 @@ class CapturedCall:
     compiler_text: str | None       # the compiler's error text, verbatim
     compile_seconds: float
     compiled: bool = True           # False: traced only, `fits` says nothing
+    scoped_limit: int | None = None         # the scoped VMEM limit the compile ran under, when not the chip's default
+    scoped_limit_source: str | None = None  # where that limit was set: "pyproject.toml", "LIBTPU_INIT_ARGS", ...
 
 
 @dataclass(frozen=True)

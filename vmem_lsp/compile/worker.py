@@ -9,18 +9,24 @@ the protocol stream.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import importlib
 import importlib.util
 import json
 import os
+import queue
+import re
 import resource
 import signal
 import sys
+import threading
+import time
 import traceback as tb
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
-from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, to_json
+from ..lifetime import die_with_parent
+from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_words, to_json
 from .shipping import file_digest
 
 
@@ -123,11 +129,11 @@ class Worker:
                 found[name] = module
         return found
 
-    def check(self, params: dict) -> ExampleResult:
+    def check(self, params: dict, on_phase=lambda phase, kernel=None: None) -> ExampleResult:
         self.forget_user_modules()
         before = self.user_modules()
         try:
-            return self._check(params)
+            return self._check(params, on_phase)
         finally:
             self.overridden = params.get("source") is not None
             now = self.user_modules()
@@ -136,7 +142,7 @@ class Worker:
             self.executed |= ran
             self.loaded = self.user_deps([])
 
-    def _check(self, params: dict) -> ExampleResult:
+    def _check(self, params: dict, on_phase) -> ExampleResult:
         target = params["target"]
         path, module = params.get("path"), params.get("module")
         compile = params.get("compile", True)
@@ -148,11 +154,13 @@ class Worker:
         kind = device.device_kind if device is not None else None
         source = params.get("source")
         try:
+            on_phase("import")
             namespace = vars(self.load_module(path, module, params.get("root"), source))
         except BaseException as error:
             return self.failure(target, kind, "import", "importing the module failed", error, path)
         try:
-            calls = self.capture.capture_calls(params["example"], namespace, target, compile=compile)
+            calls = self.capture.capture_calls(params["example"], namespace, target, compile=compile,
+                                               scoped_limit=scoped_limit(params), on_phase=on_phase)
         except BaseException as error:
             return self.failure(target, kind, "raised", "the example raised", error, path)
         deps = self.user_deps([os.path.abspath(path)] if path else [])
@@ -172,6 +180,20 @@ class Worker:
         message = f"{what}: {type(error).__name__}: {error}".strip()
         return ExampleResult(target, kind, error=message, error_kind=error_kind, error_origin=origin,
                              deps=self.user_deps([os.path.abspath(path)] if path else []))
+
+
+SCOPED_FLAG = re.compile(r"--xla_tpu_scoped_vmem_limit_kib=(\d+)")
+
+
+def scoped_limit(params: dict) -> tuple[int, str] | None:
+    """The scoped VMEM limit a request compiles under, and where it was set:
+    the request's (the user's setting), else the flag production jobs pass
+    in LIBTPU_INIT_ARGS, which libtpu reads here too."""
+    if params.get("scoped_vmem_limit"):
+        return params["scoped_vmem_limit"], params.get("scoped_vmem_limit_source") or "the settings"
+    if found := SCOPED_FLAG.search(os.environ.get("LIBTPU_INIT_ARGS", "")):
+        return int(found[1]) * 1024, "LIBTPU_INIT_ARGS"
+    return None
 
 
 @dataclass(frozen=True)
@@ -233,18 +255,81 @@ def virtual_size() -> int:
         return int(f.read().split()[0]) * resource.getpagesize()
 
 
+class PhaseClock:
+    """Which step of a request is running and for how long it may: the
+    example's Python ("import", "trace") gets the trace limit, each kernel's
+    "lower" and "compile" the compile limit. A watchdog thread answers for a
+    step over its limit, naming it and, for Python, where it stood, then ends
+    the worker: code that ignores every signal cannot be stopped any other way,
+    and the client starts a fresh one."""
+
+    TICK = 0.05
+
+    def __init__(self, send, is_user_file):
+        self.send = send
+        self.is_user_file = is_user_file
+        self.lock = threading.Lock()
+        self.request: tuple | None = None       # (id, target, PhaseLimits)
+        self.phase: tuple | None = None         # (phase, kernel, deadline)
+        threading.Thread(target=self._watch, name="vmem-lsp-phase-clock", daemon=True).start()
+
+    def begin(self, ident, target: str, limits: PhaseLimits) -> None:
+        with self.lock:
+            self.request, self.phase = (ident, target, limits), None
+
+    def enter(self, phase: str, kernel: str | None = None) -> None:
+        with self.lock:
+            if self.request is None:
+                return
+            ident, target, limits = self.request
+            self.phase = (phase, kernel, time.monotonic() + limits.of(phase))
+        self.send({"id": ident, "phase": phase, "kernel": kernel, "target": target})
+
+    def end(self) -> None:
+        with self.lock:
+            self.request = self.phase = None
+
+    def _watch(self) -> None:
+        main = threading.main_thread().ident
+        while True:
+            time.sleep(self.TICK)
+            with self.lock:
+                if self.request is None or self.phase is None or time.monotonic() < self.phase[2]:
+                    continue
+                (ident, target, limits), (phase, kernel, _) = self.request, self.phase
+                where = self.where(sys._current_frames().get(main)) if phase in ("import", "trace") else None
+                message = f"{phase_words(phase, kernel, target, limits.of(phase))}"
+                if where is not None:
+                    message += f" (in {where[0]} at {os.path.basename(where[1].file)}:{where[1].line})"
+                result = ExampleResult(target, None, error=message, error_kind="timeout",
+                                       error_origin=where[1] if where else None)
+                self.send({"id": ident, "result": json.loads(to_json(result)), "exiting": True})
+                os._exit(0)
+
+    def where(self, frame) -> tuple[str, Origin] | None:
+        """The innermost frame of user code on the stack: where it hangs."""
+        while frame is not None:
+            if self.is_user_file(frame.f_code.co_filename):
+                return frame.f_code.co_name, Origin(frame.f_code.co_filename, frame.f_lineno)
+            frame = frame.f_back
+        return None
+
+
 class Server:
     """The request loop: check, put (blobs of shipped source), shutdown."""
 
     def __init__(self, out, limits: Limits, cache_folder: str):
         self.out = out
+        self.out_lock = threading.Lock()
         self.limits = limits
         self.cache_folder = cache_folder
         self.worker = Worker()
+        self.clock = PhaseClock(self.send, self.worker.capture.is_user_file)
         self.store = None
 
     def send(self, message: dict) -> None:
-        self.out.write(json.dumps(message) + "\n")
+        with self.out_lock:
+            self.out.write(json.dumps(message) + "\n")
 
     def handle(self, request: dict) -> bool:
         method, ident, params = request.get("method"), request.get("id"), request.get("params", {})
@@ -268,6 +353,7 @@ class Server:
 
     def check(self, ident, params: dict) -> None:
         manifest, client_root = params.pop("manifest", None), params.pop("client_root", None)
+        phase_limits = PhaseLimits(**params.pop("limits", {}))
         workspace = None
         if manifest is not None:
             missing = self.shipped().missing(manifest)
@@ -276,12 +362,15 @@ class Server:
                 return
             workspace = self.shipped().workspace(client_root, manifest)
             params = relocate_params(params, client_root, workspace)
+        self.clock.begin(ident, params.get("target"), phase_limits)
         try:
             with request_limits(self.limits):
-                result = json.loads(to_json(self.worker.check(params)))
+                result = json.loads(to_json(self.worker.check(params, self.clock.enter)))
         except OverTime as error:
             result = json.loads(to_json(ExampleResult(params.get("target"), None, error=str(error),
                                                       error_kind="timeout")))
+        finally:
+            self.clock.end()
         if workspace is not None:
             from .shipping import relocate
             result = relocate(result, workspace, client_root)
@@ -295,6 +384,33 @@ def relocate_params(params: dict, client_root: str, workspace: str) -> dict:
     return {k: relocate(v, client_root, workspace) if k in ("path", "root") else v for k, v in params.items()}
 
 
+class Requests:
+    """Request lines read by a thread of their own, so the end of input is
+    seen while a request runs: the client is gone, nobody wants the answer,
+    and the worker ends at once (a remote worker whose connection dropped
+    ends this way too). Between requests it ends the loop as usual."""
+
+    END = (None, 0)
+
+    def __init__(self, stream, limit: int):
+        self.lines: queue.Queue = queue.Queue()
+        self.busy = threading.Event()
+        threading.Thread(target=self._read, args=(stream, limit), name="vmem-lsp-requests", daemon=True).start()
+
+    def _read(self, stream, limit: int) -> None:
+        while True:
+            line, size = read_request(stream, limit)
+            if line is None and size == 0:
+                if self.busy.is_set():
+                    os._exit(0)
+                self.lines.put(self.END)
+                return
+            self.lines.put((line, size))
+
+    def next(self) -> tuple[bytes | None, int]:
+        return self.lines.get()
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     parser = argparse.ArgumentParser(prog="vmem-lsp worker")
@@ -304,15 +420,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-memory-mb", type=float, default=8192,
                         help="address space a request may add (default 8192; 0: no cap)")
     args = parser.parse_args(argv)
+    die_with_parent()
     limits = Limits(int(args.max_request_mb * 2**20), args.max_seconds,
                     int(args.max_memory_mb * 2**20) if args.max_memory_mb else None)
     out = protocol_stream()
+    faulthandler.enable(sys.stderr)         # a crash names the Python frame it happened in
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     server = Server(out, limits, args.cache_dir)
-    out.write(json.dumps({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), **versions()}}) + "\n")
-    stream = sys.stdin.buffer
+    out.write(json.dumps({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), **versions(),
+                                    **server.worker.capture.code_folders()}}) + "\n")
+    requests = Requests(sys.stdin.buffer, limits.max_request_bytes)
     while True:
-        line, size = read_request(stream, limits.max_request_bytes)
+        line, size = requests.next()
         if line is None and size == 0:
             break
         if line is None:
@@ -326,9 +445,12 @@ def main(argv: list[str] | None = None) -> int:
         except json.JSONDecodeError as error:
             server.send({"id": None, "error": f"bad request: {error}"})
             continue
+        requests.busy.set()
         try:
             if not server.handle(request):
                 break
         except Exception as error:      # a bad request never ends the worker
             server.send({"id": request.get("id"), "error": f"{type(error).__name__}: {error}"})
+        finally:
+            requests.busy.clear()
     return 0

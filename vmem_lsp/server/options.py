@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..config import ConfigError, Settings, load_settings, parse_targets
+from ..config import ConfigError, Settings, load_settings, parse_scoped_limits, parse_targets
 
 SECTION = "vmemLsp"
 
@@ -16,7 +16,9 @@ class Options:
     """What an editor can set. None means: take it from pyproject.toml, else the default."""
     targets: tuple[str, ...] | None = None   # chips to check against, e.g. ("v5e", "v6e")
     worker: str | None = None                # worker command, e.g. "ssh tpu-vm vmem-lsp worker"
-    timeout: float | None = None             # seconds per example and target
+    timeout: float | None = None             # seconds to lower and compile one kernel
+    trace_timeout: float | None = None       # seconds for the example's Python (import and run)
+    scoped_vmem_limit: tuple | None = None   # ((chip, bytes), ...): the compiler's scoped VMEM limit
     headroom_warning: float = 0.10           # warn when a kernel fits with less than this share free
     inlay_hints: bool = True                 # bytes after each BlockSpec, totals on pallas_call lines
     code_lens: bool = True                   # the same as code lenses, for clients without inlay hints
@@ -32,7 +34,10 @@ class Options:
         except (ConfigError, OSError, ValueError):
             settings = Settings()
         changes = {k: v for k, v in (("targets", self.targets), ("worker", self.worker),
-                                     ("timeout", self.timeout)) if v is not None}
+                                     ("timeout", self.timeout), ("trace_timeout", self.trace_timeout))
+                   if v is not None}
+        if self.scoped_vmem_limit is not None:
+            changes.update(scoped_vmem_limit=self.scoped_vmem_limit, scoped_vmem_limit_source="the editor's settings")
         return dataclasses.replace(settings, **changes)
 
 
@@ -62,8 +67,10 @@ def _coerce(name: str, value):
         return parse_targets(value)
     if name == "worker":
         return str(value) or None
-    if name in ("timeout", "headroom_warning"):
+    if name in ("timeout", "trace_timeout", "headroom_warning"):
         return float(value)
+    if name == "scoped_vmem_limit":
+        return parse_scoped_limits(value)
     if name == "debounce_ms":
         return int(value)
     if not isinstance(value, bool):

@@ -1,5 +1,5 @@
 """didChangeConfiguration: new options; re-estimate open files, and recompile
-them when what decides the verdict (targets, worker, timeout) changed."""
+them when what decides the verdict (targets, worker, limits) changed."""
 from lsprotocol import types
 
 from ..options import SECTION, Options, options_from
@@ -16,7 +16,8 @@ async def handle(ls, params: types.DidChangeConfigurationParams) -> None:
     for problem in problems:
         ls.log(types.MessageType.Warning, f"vmem-lsp: {problem}")
     after = ls.session.options
-    recompile = (before.targets, before.worker, before.timeout) != (after.targets, after.worker, after.timeout)
+    verdict = lambda o: (o.targets, o.worker, o.timeout, o.trace_timeout, o.scoped_vmem_limit)
+    recompile = verdict(before) != verdict(after)
     for path in list(ls.session.documents):
         await ls.analyse_now(path)
         if recompile:
