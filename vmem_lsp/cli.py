@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="when the configured worker dies (a lost SSH connection), compile locally")
     check.add_argument("--jobs", "-j", type=int, help="workers at once (default: cores minus one)")
     check.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    check.add_argument("--verbose", "-v", action="store_true",
+                       help="log to stderr what the workers did, with the last output of one that died")
     fixing = check.add_mutually_exclusive_group()
     fixing.add_argument("--fix", action="store_true",
                         help="apply the best compiler-verified fix for each overflowing example, then check again")
@@ -178,6 +180,16 @@ def write_edits(path: str, checked: str, edits: list) -> str | None:
     return None
 
 
+def log_to_stderr() -> None:
+    """vmem-lsp's own log (not its libraries') at INFO on stderr."""
+    import logging
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("vmem-lsp %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("vmem_lsp")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"]:          # its own options: --cache-dir, --max-seconds, ...
@@ -188,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     exit_with_children()            # a signal to us reaches every worker we started
     if args.command == "serve":
         from .server.app import serve
+        log_to_stderr()             # the editor's log of the server
         return serve()
+    if args.verbose:
+        log_to_stderr()
     try:
         return run_check(args)
     except Exception as error:   # an internal error: say so, exit 2, never a silent 0 or 1

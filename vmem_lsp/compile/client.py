@@ -61,12 +61,14 @@ def signal_name(number: int) -> str:
 
 
 def crash_frame(lines, hello: dict) -> tuple[str, Origin] | None:
-    """(function, origin) of the innermost user frame in the last faulthandler
-    dump among `lines`: "File "x.py", line 14 in spin", most recent first."""
+    """(function, origin) of the innermost user frame of the crashing thread
+    in the last faulthandler dump among `lines` ('File "x.py", line 14 in
+    spin', most recent first)."""
     frames, dumping = [], False
     for line in lines:
-        if line.startswith(("Current thread", "Thread 0x")):
-            frames, dumping = [], True
+        if line.startswith(("Current thread", "Thread 0x")):      # only the thread that crashed
+            dumping = line.startswith("Current thread")
+            frames = [] if dumping else frames
         elif dumping and (match := FAULT_FRAME.match(line)):
             frames.append((match["function"].strip(), Origin(match["file"], int(match["line"]))))
         elif dumping and line.strip():
@@ -268,7 +270,7 @@ class WorkerClient:
         self._pumped.wait(timeout=2)        # the last of its stderr
         how = f"was killed by signal {-code} ({signal_name(-code)})" if code is not None and code < 0 \
             else f"exited with code {code}"
-        log.warning("the worker %s; its last output:\n%s", how, "\n".join(self.stderr_log))
+        log.info("the worker %s; its last output:\n%s", how, "\n".join(self.stderr_log))
         if not during_request:
             tail = "; ".join(self.stderr_tail) or "no output"
             return WorkerError(f"the worker {how} while starting (last output: {tail[-600:]})")

@@ -9,6 +9,8 @@ export const SERVER_KEYS = [
   "targets",
   "worker",
   "timeout",
+  "traceTimeout",
+  "scopedVmemLimit",
   "headroomWarning",
   "inlayHints",
   "codeLens",
