@@ -342,3 +342,13 @@ def test_the_scoped_limit_is_a_setting_and_messages_say_where_it_was_set(tmp_pat
     assert done.returncode == 0, done.stdout
     done = run_cli("check", str(source), "--no-cache", "--scoped-vmem-limit", "v5e=lots", cwd=tmp_path)
     assert done.returncode == 2 and "not a size" in done.stderr
+
+
+def test_a_slow_compile_is_limited_by_the_compile_limit_and_named():
+    """Issue 12: the trace limit covers the example's Python only; a kernel's
+    compile gets the compile limit, and its message names the kernel."""
+    done, report = run_json("check", str(KERNELS / "flash_user.py"), "--target", "v5e", "--no-cache",
+                            "--trace-timeout", "3", "--timeout", "8")
+    [d] = report["diagnostics"]
+    assert d["code"] == "VMEM010"
+    assert "the TPU compiler did not finish kernel '_flash_attention_kernel' for v5e within 8 s" in d["message"]
