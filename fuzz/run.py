@@ -1,9 +1,11 @@
 """Coverage-guided fuzzing with atheris (libFuzzer) of what reads untrusted
 text: the compiler's report parser, the locator, the `# vmem:` directive
-parser and the didChange splice. hypothesis (tests/test_fuzz.py) covers the
-same properties from structured inputs; libFuzzer mutates bytes towards new
-branches, starting from the real reports in tests/data/reports and the jax
-ops files.
+parser and the didChange splice. The properties are tests/fuzz_properties.py,
+which hypothesis (tests/test_fuzz.py) checks from structured inputs; each
+fails on an internal error (an exception, the locator's `internal_error`) and
+on an answer that disagrees with one computed independently. libFuzzer mutates
+bytes towards new branches, starting from the real reports in
+tests/data/reports and the jax ops files.
 
     .venv/bin/python fuzz/run.py report  -runs=20000
     .venv/bin/python fuzz/run.py locate  -max_total_time=60
@@ -25,43 +27,16 @@ import atheris
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "tests" / "data" / "reports"
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"     # inputs that once failed, replayed first
+sys.path.insert(0, str(ROOT / "tests"))
 
 with atheris.instrument_imports(include=["vmem_lsp"]):
     from lsprotocol import types
-    from pygls.workspace.position_codec import PositionCodec
 
-    from vmem_lsp.report.parse import parse_report
-    from vmem_lsp.server.documents import apply_change, offset_of
-    from vmem_lsp.source.directives import check_call, find_examples
-    from vmem_lsp.source.locate import locate
-
-FORMS = {"physical", "scoped", "single_allocation", "block_shape", "unknown"}
-CODEC = PositionCodec()
+    from fuzz_properties import check_directive, check_locate, check_report, check_splice
 
 
 def text_of(data: bytes) -> str:
     return data.decode("utf-8", "replace")
-
-
-def report(data: bytes) -> None:
-    text = text_of(data)
-    parsed = parse_report(text)
-    assert parsed.text == text, "the user must always get the whole text"
-    assert parsed.form in FORMS, parsed.form
-    assert all(a.size >= 0 for a in parsed.allocations)
-
-
-def locate_target(data: bytes) -> None:
-    result = locate(text_of(data), "fuzzed.py")
-    assert isinstance(result.sites, tuple)
-
-
-def directives(data: bytes) -> None:
-    text = " ".join(text_of(data).splitlines())
-    problem = check_call(text)
-    assert problem is None or isinstance(problem, str)
-    examples, errors = find_examples(f"# vmem: {text}\n", "fuzzed.py")
-    assert len(examples) + len(errors) == 1, "one directive line: an example or a reason, never neither"
 
 
 def did_change(data: bytes) -> None:
@@ -69,16 +44,14 @@ def did_change(data: bytes) -> None:
     numbers = [fdp.ConsumeIntInRange(0, 80) for _ in range(4)]
     new = fdp.ConsumeUnicodeNoSurrogates(8)
     text = fdp.ConsumeUnicodeNoSurrogates(4096)
-    change = types.TextDocumentContentChangePartial(
-        range=types.Range(types.Position(*numbers[:2]), types.Position(*numbers[2:])), text=new)
-    after = apply_change(text, change, CODEC)
-    start = offset_of(text, change.range.start, CODEC)
-    end = max(start, offset_of(text, change.range.end, CODEC))
-    assert 0 <= start <= end <= len(text)
-    assert after == text[:start] + new + text[end:]
+    check_splice(text, types.TextDocumentContentChangePartial(
+        range=types.Range(types.Position(*numbers[:2]), types.Position(*numbers[2:])), text=new))
 
 
-TARGETS = {"report": report, "locate": locate_target, "directives": directives, "did_change": did_change}
+TARGETS = {"report": lambda data: check_report(text_of(data)),
+           "locate": lambda data: check_locate(text_of(data)),
+           "directives": lambda data: check_directive(text_of(data)),
+           "did_change": did_change}
 
 
 def seed_corpus(target: str) -> Path:

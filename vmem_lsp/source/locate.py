@@ -24,6 +24,7 @@ import ast
 import bisect
 import gc
 import re
+import traceback
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -39,18 +40,22 @@ from vmem_lsp.source.syntax import parse_quietly
 
 @dataclass(frozen=True)
 class LocateResult:
-    """The kernel sites of one source, and its syntax error if it has one."""
+    """The kernel sites of one source; its syntax error if it has one (the user's
+    to fix); and the traceback of the locator's own failure, which is never the
+    user's: the edges log it and count it (server) or exit 2 (CLI)."""
     sites: tuple[KernelSite, ...]
     error: str | None = None
+    internal_error: str | None = None
 
 
 def locate(source: str, path: str) -> LocateResult:
-    """Every pallas_call site of `source`, in source order. Never raises: an editor buffer can hold anything."""
+    """Every pallas_call site of `source`, in source order. Never raises: an editor
+    buffer can hold anything, and a bug of ours comes back as `internal_error`."""
     try:
         with _collector_paused():
             return _locate(source, path)
-    except Exception as exc:  # noqa: BLE001 - the last line of defence of a language server
-        return LocateResult((), f"internal error: {exc!r}")
+    except Exception:  # noqa: BLE001 - the last line of defence of a language server
+        return LocateResult((), internal_error=traceback.format_exc())
 
 
 def clear_cache() -> None:
