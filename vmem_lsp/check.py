@@ -31,6 +31,7 @@ class CheckOutcome:
     compiles: int = 0           # example x target pairs sent to the worker
     cache_hits: int = 0
     seconds: float = 0.0
+    internal_errors: list = field(default_factory=list)     # (path, traceback): bugs of ours, not the files'
 
 
 class SourceFiles:
@@ -60,6 +61,10 @@ class SourceFiles:
             self.located[path] = (locate(text, path) if text is not None
                                   else LocateResult(sites=(), error=f"cannot read {path}"))
         return self.located[path]
+
+    def internal_errors(self) -> list[tuple[str, str]]:
+        """(path, traceback) of each file the locator failed on: a bug of ours, not the file's."""
+        return [(path, r.internal_error) for path, r in self.located.items() if r.internal_error]
 
     def line(self, path: str, number: int) -> str:
         lines = (self.text(path) or "").splitlines()
@@ -218,9 +223,12 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
         outcome.diagnostics.extend(diagnostics_for(example, result, sources.sites_of))
     outcome.diagnostics = merge_targets(
         [d for d in set(outcome.diagnostics) if not is_suppressed(d, sources.line(d.path, d.span.start_line))])
+    outcome.internal_errors = sources.internal_errors()
     outcome.seconds = time.perf_counter() - started
     return outcome
 
 
 def exit_code(outcome: CheckOutcome) -> int:
+    if outcome.internal_errors:
+        return 2
     return 1 if any(d.severity == "error" for d in outcome.diagnostics) else 0

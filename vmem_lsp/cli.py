@@ -98,7 +98,8 @@ def run_check(args) -> int:
         if args.fix or args.diff:
             changed = fix_files(outcome, settings, worker, use_cache=not args.no_cache, write=args.fix)
             if args.diff:
-                return EXIT_FOUND if changed else EXIT_OK
+                report_internal_errors(outcome)
+                return EXIT_ERROR if outcome.internal_errors else EXIT_FOUND if changed else EXIT_OK
             if changed:
                 outcome = check(args.paths, settings, use_cache=not args.no_cache, progress=progress, worker=worker)
     finally:
@@ -114,7 +115,16 @@ def run_check(args) -> int:
             f.write(rendered)
     else:
         sys.stdout.write(rendered)
+    report_internal_errors(outcome)
     return exit_code(outcome)
+
+
+def report_internal_errors(outcome) -> None:
+    """Our bugs go to stderr, whole; everything else was still checked and reported."""
+    from .mapping import display_path
+    for path, details in outcome.internal_errors:
+        sys.stderr.write(f"vmem-lsp: internal error locating the kernels of {display_path(path)}:\n"
+                         f"{details.rstrip()}\n")
 
 
 def fix_files(outcome, settings, worker, use_cache: bool, write: bool) -> int:
