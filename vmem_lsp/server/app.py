@@ -14,7 +14,7 @@ from pygls.uris import to_fs_path
 
 from .. import __version__
 from .compiler import CompileEvent, CompileJob, CompileService
-from .convert import to_diagnostic, to_uri
+from .convert import Positions, to_diagnostic, to_uri
 from .protocol import VmemProtocol
 from .options import Options
 from .session import Session
@@ -85,6 +85,11 @@ class VmemServer(LanguageServer):
     @staticmethod
     def path_of(uri: str) -> str:
         return to_fs_path(uri) or uri
+
+    def positions(self) -> Positions:
+        """Our spans in the client's position encoding, for one message."""
+        return Positions(self.workspace.position_codec,
+                         lambda path: doc.text if (doc := self.session.documents.get(path)) else None)
 
     def client_supports(self, *names: str) -> bool:
         node = self.client_capabilities
@@ -187,6 +192,7 @@ class VmemServer(LanguageServer):
 
     def publish(self, paths) -> None:
         refresh = False
+        positions = self.positions()
         for path in paths:
             if self.uses_pull(path):
                 refresh = True
@@ -196,7 +202,7 @@ class VmemServer(LanguageServer):
                 continue
             doc = self.session.documents.get(path)
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                uri=to_uri(path), diagnostics=[to_diagnostic(d) for d in diagnostics],
+                uri=to_uri(path), diagnostics=[to_diagnostic(d, positions) for d in diagnostics],
                 version=doc.version if doc else None))
             (self.published.add if diagnostics else self.published.discard)(path)
         if refresh and self.client_supports("workspace", "diagnostics", "refresh_support"):

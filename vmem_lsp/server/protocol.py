@@ -1,7 +1,8 @@
 """pygls' language server protocol, with two costs taken off the message
 loop: didChange applied by one splice (documents.py) instead of pygls'
 rewrite of every line, and Python's full garbage collections moved to quiet
-moments (collector.py)."""
+moments (collector.py); and the position encoding chosen as ruff chooses it
+(convert.py)."""
 from __future__ import annotations
 
 from lsprotocol import types
@@ -9,6 +10,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from .collector import QuietCollector
+from .convert import negotiate
 from .documents import apply_change
 
 
@@ -20,6 +22,11 @@ class VmemProtocol(LanguageServerProtocol):
     def handle_message(self, message):
         self.collector.message_arrived()
         return super().handle_message(message)
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        negotiate(params.capabilities)
+        return (yield from super().lsp_initialize(params))
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):

@@ -2,7 +2,6 @@
 from lsprotocol import types
 
 from ... import views
-from ..convert import to_range
 
 
 def handle(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
@@ -10,5 +9,6 @@ def handle(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
     if not options.code_lens or ls.client_supports("text_document", "inlay_hint"):
         return []
     path = ls.path_of(params.text_document.uri)
-    return [types.CodeLens(to_range(site.name_span), types.Command(views.total_hint(by_target), ""))
+    positions = ls.positions()
+    return [types.CodeLens(positions.range(path, site.name_span), types.Command(views.total_hint(by_target), ""))
             for site, by_target, _ in ls.session.all_budgets(path) if by_target]

@@ -2,6 +2,7 @@
 from lsprotocol import types
 
 from ... import views
+from ...source.text import split_lines
 
 
 def handle(ls, params: types.InlayHintParams) -> list[types.InlayHint]:
@@ -11,7 +12,8 @@ def handle(ls, params: types.InlayHintParams) -> list[types.InlayHint]:
     doc = ls.session.documents.get(path)
     if doc is None:
         return []
-    lines = doc.text.splitlines()
+    lines = split_lines(doc.text)
+    positions = ls.positions()
     first, last = params.range.start.line + 1, params.range.end.line + 1
     hints = []
     for site, by_target, known in ls.session.all_budgets(path):
@@ -19,10 +21,10 @@ def handle(ls, params: types.InlayHintParams) -> list[types.InlayHint]:
             continue
         line = site.name_span.start_line
         end_of_line = len(lines[line - 1]) if line <= len(lines) else 0
-        hints.append(types.InlayHint(types.Position(line - 1, end_of_line), "  " + views.total_hint(by_target),
+        hints.append(types.InlayHint(positions.position(path, line, end_of_line), "  " + views.total_hint(by_target),
                                      kind=None, padding_left=True))
         shown = next(iter(by_target.values()))
         for span, text in views.spec_hints(site, known, shown):
-            hints.append(types.InlayHint(types.Position(span.end_line - 1, span.end_col), text,
+            hints.append(types.InlayHint(positions.position(path, span.end_line, span.end_col), text,
                                          kind=types.InlayHintKind.Type, padding_left=True))
     return hints

@@ -6,4 +6,5 @@ from ..convert import to_diagnostic
 
 def handle(ls, params: types.DocumentDiagnosticParams) -> types.FullDocumentDiagnosticReport:
     path = ls.path_of(params.text_document.uri)
-    return types.FullDocumentDiagnosticReport(items=[to_diagnostic(d) for d in ls.session.diagnostics(path)])
+    positions = ls.positions()
+    return types.FullDocumentDiagnosticReport(items=[to_diagnostic(d, positions) for d in ls.session.diagnostics(path)])
