@@ -3,12 +3,17 @@ publishing. Handlers (one module per message, in handlers/) stay thin."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
+import traceback
 import uuid
+from collections import deque
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 from lsprotocol import types
+from pygls.exceptions import (FeatureNotificationError, FeatureRequestError, JsonRpcException,
+                              JsonRpcInternalError)
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -19,6 +24,7 @@ from .protocol import VmemProtocol
 from .options import Options
 from .session import Session
 
+logger = logging.getLogger(__name__)       # no handler: errors go to stderr, the server's log
 STATUS = "vmemLsp/status"
 # The parsing process runs at this niceness: its bursts (200 files opened at
 # once) leave the CPU to the server's loop and the editor. Not the compile
@@ -31,7 +37,8 @@ class Locator:
     free to answer hovers while a large file is parsed. A parse that kills
     that process is redone here and the process replaced; where no process
     can be had at all (no /dev/shm for its semaphores), after a few tries
-    every parse is done here."""
+    every parse is done here. The locator's own failures (`internal_error`)
+    wait in `internal_errors` for the server's loop to report them."""
 
     TRIES = 3
 
@@ -39,6 +46,7 @@ class Locator:
         self.start_pool = start_pool or self._spawn
         self.pool = None
         self.failures = 0       # in a row; at TRIES, stop asking for a process
+        self.internal_errors: deque[tuple[str, str]] = deque()     # (path, traceback); thread-safe
 
     @staticmethod
     def _spawn() -> ProcessPoolExecutor:
@@ -47,7 +55,13 @@ class Locator:
                                    initializer=os.nice, initargs=(PARSER_NICENESS,))
 
     def __call__(self, text: str, path: str):
-        from ..source.locate import LocateResult, locate
+        located = self._locate(text, path)
+        if located.internal_error is not None:
+            self.internal_errors.append((path, located.internal_error))
+        return located
+
+    def _locate(self, text: str, path: str):
+        from ..source.locate import locate
         if self.failures < self.TRIES:
             try:
                 if self.pool is None:
@@ -58,10 +72,7 @@ class Locator:
             except Exception:               # a broken pool: parse here rather than not at all
                 self.failures += 1
                 self.stop(wait=False)
-        try:
-            return locate(text, path)
-        except Exception as error:
-            return LocateResult((), f"internal error: {error!r}")
+        return locate(text, path)           # never raises
 
     def stop(self, wait: bool = True) -> None:
         if self.pool is not None:
@@ -79,7 +90,8 @@ class VmemServer(LanguageServer):
         self.debounced: dict[str, asyncio.Task] = {}
         self.published: set[str] = set()
         self.progress_token: str | None = None
-        self.status = "idle"
+        self.status = {"state": "idle", "message": "", "done": 0, "total": 0, "targets": []}
+        self.internal_errors = 0        # errors of ours, never of the user's files: in every status
 
     # -- paths and capabilities ---------------------------------------------------------
     @staticmethod
@@ -115,9 +127,13 @@ class VmemServer(LanguageServer):
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self.analysis, self.session.analyse, path)
-        except Exception as error:     # a user's file never takes the server down
-            self.log(types.MessageType.Error, f"analysis of {path} failed: {error!r}")
+        except Exception:              # a user's file never takes the server down
+            self.internal_error(f"analysing {path}", traceback.format_exc())
             return
+        finally:
+            while self.locator.internal_errors:
+                located, details = self.locator.internal_errors.popleft()
+                self.internal_error(f"locating the kernels of {located}", details)
         self.publish({path})
 
     # -- the compiler tier ------------------------------------------------------------------
@@ -162,11 +178,33 @@ class VmemServer(LanguageServer):
         self.log(kind, event.message)
         if event.state == "crashed":
             self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, f"vmem-lsp: {event.message}"))
-        self.status = event.state
-        self.protocol.notify(STATUS, {"state": event.state, "message": event.message, "done": event.done,
-                                      "total": event.total,
-                                      "targets": list(event.targets or self.session.options.targets or ())})
+        self.send_status({"state": event.state, "message": event.message, "done": event.done,
+                          "total": event.total,
+                          "targets": list(event.targets or self.session.options.targets or ())})
         self.progress(event)
+
+    def send_status(self, status: dict | None = None) -> None:
+        """vmemLsp/status: the worker's last state, and how many internal errors so far."""
+        self.status = status or self.status
+        self.protocol.notify(STATUS, {**self.status, "internalErrors": self.internal_errors})
+
+    # -- errors of ours ----------------------------------------------------------------------
+    def internal_error(self, what: str, details: str, logged: bool = False) -> None:
+        """A bug of vmem-lsp's, not a problem of the user's file: to the server
+        log (stderr), the client's log at Error level, and counted in the status."""
+        self.internal_errors += 1
+        if not logged:
+            logger.error("internal error %s:\n%s", what, details)
+        self.log(types.MessageType.Error, f"vmem-lsp internal error {what}:\n{details}")
+        self.send_status()
+
+    def report_server_error(self, error: Exception, source) -> None:
+        """pygls' boundary around every handler. A handler that raised is an
+        internal error (pygls has logged its traceback to stderr already); a
+        JSON-RPC error raised on purpose, or a client's unknown method, is not."""
+        if source in (FeatureRequestError, FeatureNotificationError) and (details := handler_failure(error)):
+            self.internal_error(f"in a {source.__name__}", details, logged=True)
+        super().report_server_error(error, source)
 
     def progress(self, event: CompileEvent) -> None:
         if not self.client_supports("window", "work_done_progress"):
@@ -219,6 +257,17 @@ class VmemServer(LanguageServer):
             self.compiler = None
         self.analysis.shutdown(wait=False, cancel_futures=True)
         self.locator.stop()
+
+
+def handler_failure(error: Exception) -> str | None:
+    """The traceback of a handler's own failure as pygls reports it; None for a
+    JSON-RPC error raised on purpose or a client's unknown method."""
+    if isinstance(error, JsonRpcInternalError):         # pygls' wrapping of a handler's exception
+        frames = error.data.get("traceback", []) if isinstance(error.data, dict) else []
+        return "".join(frames) + error.message
+    if isinstance(error, JsonRpcException):
+        return None
+    return "".join(traceback.format_exception(error))
 
 
 def build_server() -> VmemServer:
