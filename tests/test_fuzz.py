@@ -58,6 +58,24 @@ def test_directive_parser_on_random_input(text):
     check_directive(text)
 
 
+DIM = st.one_of(st.integers(-2, 10**20).map(str), st.sampled_from(["n", "", "1.5", "True", "(8)", "*s"]))
+SHAPE = st.builds(lambda dtype, dims: f"{dtype}[{', '.join(dims)}]",
+                  st.sampled_from(["f32", "bf16", "s8", "i32", "u4", "pred", "f8e4m3fn", "q7"]), st.lists(DIM, max_size=4))
+VALUE = st.one_of(SHAPE, st.integers().map(str), st.sampled_from(["(512, 512)", "None", "x", "BlockSizes(bq=8)"]))
+ARGUMENT = st.one_of(VALUE, st.builds("{}={}".format, st.sampled_from(["bm", "block_q", "lambda"]), VALUE))
+CALL = st.builds(lambda name, args, tail: f"{name}({', '.join(args)}){tail}",
+                 st.sampled_from(["matmul", "mod.kernel", "f", "1"]), st.lists(ARGUMENT, max_size=4),
+                 st.sampled_from(["", ")", "  # note", ".x", "(y)"]))
+
+
+@FUZZ
+@given(CALL)
+def test_directive_parser_on_example_like_calls(text):
+    """Calls built from the directive's own pieces (shapes of every rank, odd
+    dims, keywords): random text alone seldom gets past `does not parse`."""
+    check_directive(text)
+
+
 @FUZZ
 @given(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=1500))
 def test_locator_on_random_text(text):
