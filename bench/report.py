@@ -22,6 +22,7 @@ BENCHES = [
     ("load", [PY, "bench/bench_load.py"]),
     ("model", [PY, "bench/model_harness.py", "--from", "bench/model_results.jsonl"]),
     ("remote", [PY, "bench/bench_remote.py"]),
+    ("limits", [PY, "bench/bench_limits.py"]),
 ]
 
 # (row, bench, regex over its output, how to show the match)
@@ -42,6 +43,10 @@ ROWS = [
     ("final diagnostics = final text's, after load", "load", r"final text: (\w+)", "{0}"),
     ("pool speedup, 20 kernels x 3 chips", "remote", r"speedup with \d+ workers: ([\d.]+)x", "{0}x"),
     ("SSH overhead per compile", "remote", r"overhead ([\d-]+) ms per compile", "{0} ms"),
+    ("hanging example reported (default limits)", "limits", r"reported after ([\d.]+) s", "{0} s"),
+    *[(f"check killed by {how} mid-example: processes left", "limits",
+       how + r" mid-example: (\d+) process\(es\) left after ([\d.]+) s", "{0} after {1} s")
+      for how in ("SIGTERM", "SIGKILL")],
 ]
 
 
