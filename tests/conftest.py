@@ -57,7 +57,7 @@ def fixes_for(path, targets, cache, sources=None, worker=None) -> list:
     worker = worker or WorkerClient()
     try:
         outcome = check([str(path)], settings, worker=worker)
-        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.timeout)
+        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.limits())
         return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
     finally:
         if own:

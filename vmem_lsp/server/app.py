@@ -32,6 +32,13 @@ STATUS = "vmemLsp/status"
 PARSER_NICENESS = 10
 
 
+def start_parser(server_pid: int) -> None:
+    """In the parsing process: yield the CPU, and die with the server."""
+    from ..lifetime import die_with_parent
+    os.nice(PARSER_NICENESS)
+    die_with_parent(server_pid)
+
+
 class Locator:
     """libcst parsing in a process of its own: the server's interpreter stays
     free to answer hovers while a large file is parsed. A parse that kills
@@ -52,7 +59,7 @@ class Locator:
     def _spawn() -> ProcessPoolExecutor:
         import multiprocessing
         return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=os.nice, initargs=(PARSER_NICENESS,))
+                                   initializer=start_parser, initargs=(os.getpid(),))
 
     def __call__(self, text: str, path: str):
         located = self._locate(text, path)
@@ -281,6 +288,8 @@ def serve() -> int:
     # Analysis runs in a thread; hand the interpreter back to the message loop
     # often, so a hover never waits long behind a parse.
     sys.setswitchinterval(0.001)
+    from ..lifetime import exit_with_children
+    exit_with_children()        # TERM, INT, HUP: the worker and the parser go first
     from .collector import freeze_survivors
     from .stdio import start_io
     server = build_server()
