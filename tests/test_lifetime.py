@@ -5,6 +5,7 @@ their environment, which every child inherits; the process table is read
 from /proc."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -76,35 +77,41 @@ def environment(tmp_path: Path) -> tuple[str, dict, Path]:
     return tag.split("=", 1)[1], env, mark
 
 
-def kill(process: subprocess.Popen, how: str) -> None:
+@contextlib.contextmanager
+def started(command: list[str], tag: str, **popen):
+    """The process, killed with anything left of its tree when the test ends."""
+    process = subprocess.Popen(command, **popen)
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.communicate()
+        for pid in tagged(tag):
+            os.kill(pid, signal.SIGKILL)
+
+
+def kill_and_expect_nothing_left(process: subprocess.Popen, how: str, tag: str) -> None:
     if how == "stdin":
         process.stdin.close()
     else:
         process.send_signal(getattr(signal, how))
+    left, _ = left_after(tag, process)
+    assert not left, f"after {how}: {describe(left)}"
 
 
 @pytest.mark.parametrize("how,jobs", [("SIGTERM", 1), ("SIGINT", 1), ("SIGHUP", 1), ("SIGKILL", 1),
                                       ("SIGTERM", 2), ("SIGKILL", 2)])
 def test_check_leaves_nothing_behind(tmp_path, how, jobs):
     tag, env, mark = environment(tmp_path)
-    check = subprocess.Popen([sys.executable, "-m", "vmem_lsp", "check", str(SPINS), "--target", "v6e",
-                              "--no-cache", "--jobs", str(jobs)], cwd=tmp_path, env=env,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    command = [sys.executable, "-m", "vmem_lsp", "check", str(SPINS), "--target", "v6e", "--no-cache",
+               "--jobs", str(jobs)]
+    with started(command, tag, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE) as check:
         wait_for(mark)
         assert len(tagged(tag)) >= 2, "no worker was started"
-        kill(check, how)
-        left, seconds = left_after(tag, check)
-        assert not left, f"after {how}: {describe(left)}"
-    finally:
-        check.kill()
-        check.communicate()
-        for pid in tagged(tag):
-            os.kill(pid, signal.SIGKILL)
-    if how == "SIGKILL":
-        assert check.returncode == -signal.SIGKILL
-    else:
-        assert check.returncode == -getattr(signal, how), check.returncode
+        kill_and_expect_nothing_left(check, how, tag)
+        check.wait()
+        assert check.returncode == -getattr(signal, how), check.returncode   # dies of it, as a shell expects
 
 
 def lsp_message(body: dict) -> bytes:
@@ -117,9 +124,8 @@ def test_serve_leaves_nothing_behind(tmp_path, how):
     tag, env, mark = environment(tmp_path)
     source = tmp_path / "spins.py"
     source.write_text(SPINS.read_text())
-    server = subprocess.Popen([sys.executable, "-m", "vmem_lsp", "serve"], cwd=tmp_path, env=env,
-                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    with started([sys.executable, "-m", "vmem_lsp", "serve"], tag, cwd=tmp_path, env=env,
+                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as server:
         for message in (
                 {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                  "params": {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
@@ -135,11 +141,4 @@ def test_serve_leaves_nothing_behind(tmp_path, how):
         while len(tagged(tag)) < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(tagged(tag)) >= 3, describe(tagged(tag))
-        kill(server, how)
-        left, seconds = left_after(tag, server)
-        assert not left, f"after {how}: {describe(left)}"
-    finally:
-        server.kill()
-        server.wait()
-        for pid in tagged(tag):
-            os.kill(pid, signal.SIGKILL)
+        kill_and_expect_nothing_left(server, how, tag)
