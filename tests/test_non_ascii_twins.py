@@ -40,6 +40,9 @@ SOURCES = {
     "copy_whole.py": ((EXAMPLES / "copy_whole.py").read_text(), renamed("copy_whole", "double_kernel", "n")),
     "matmul.py": (MATMUL, renamed("matmul", "matmul_kernel", "bk", "acc_ref", "kk")),
     "add_fits.py": ((EXAMPLES / "add_fits.py").read_text(), renamed("BLOCK_ROWS", "add", "spec", "rows")),
+    # Two BlockSpecs on one line: the worker's column of each (a byte column in Python) must find its own.
+    "matmul_one_line.py": (MATMUL.replace("\n            pl.BlockSpec((bk, bn)", " pl.BlockSpec((bk, bn)"),
+                           renamed("matmul", "bk", "kk")),
     # The case: a module constant used in the example.
     "matmul_constant.py": (MATMUL.replace("import functools\n", "import functools\n\nBLOCK = 1024\n", 1)
                            .replace("bk=1024, bn=1024)", "bk=BLOCK, bn=1024)"), {"BLOCK": "BLÖCK"}),

@@ -14,6 +14,7 @@ import ast
 import contextlib
 import functools
 import hashlib
+import linecache
 import os
 import sys
 import sysconfig
@@ -32,6 +33,7 @@ from jax.sharding import SingleDeviceSharding
 
 from ..chips import chip
 from ..source.directives import SHAPE_FUNCTION, compile_call
+from ..source.text import char_column
 from .protocol import CapturedCall, Operand, Origin, Scratch
 
 JAX_DIR = os.path.dirname(jax.__file__) + os.sep
@@ -72,8 +74,10 @@ def user_origin(depth: int = 2) -> Origin | None:
     col = None
     positions = list(frame.f_code.co_positions())
     index = frame.f_lasti // 2
-    if 0 <= index < len(positions):
-        col = positions[index][2]
+    if 0 <= index < len(positions) and positions[index][2] is not None:
+        line, _, col, _ = positions[index]      # Python counts the column in UTF-8 bytes; we, in code points
+        linecache.checkcache(frame.f_code.co_filename)     # the file may have changed since this worker read it
+        col = char_column(linecache.getline(frame.f_code.co_filename, line), col)
     return Origin(frame.f_code.co_filename, frame.f_lineno, col)
 
 
