@@ -36,6 +36,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from vmem_lsp.source.model import BlockSpecSite, Expr, KernelSite, ScratchSite, Span
 from vmem_lsp.source.syntax import parse_quietly
+from vmem_lsp.source.text import char_column
 
 
 @dataclass(frozen=True)
@@ -384,7 +385,7 @@ class _File:
 
     def _find(self, statement: ast.stmt, ancestors: tuple[ast.stmt, ...]) -> tuple[_Piece, cst.CSTNode] | None:
         line = statement.lineno
-        column = _char_column(self.lines[line - 1], statement.col_offset)
+        column = char_column(self.lines[line - 1], statement.col_offset)     # ast's bytes, libcst's code points
         for anchor in (statement, *reversed(ancestors)):
             piece = self._piece(_first_line(anchor), anchor.end_lineno)
             node = piece and piece.parsed.statements.get((line - piece.line_offset, column))
@@ -400,11 +401,6 @@ class _File:
             parsed = _parse_cached("if 1:\n" + body if indented else body)
             self._pieces[first, last] = parsed and _Piece(parsed, first - 2 if indented else first - 1)
         return self._pieces[first, last]
-
-
-def _char_column(line: str, byte_column: int) -> int:
-    """ast columns count UTF-8 bytes, libcst's count characters."""
-    return byte_column if line.isascii() else len(line.encode()[:byte_column].decode(errors="ignore"))
 
 
 # --- what names may hold ---------------------------------------------------------------------------
