@@ -14,6 +14,7 @@ from ..compile.protocol import CapturedCall, ExampleResult
 from ..mapping import SitesOf, kernel_site
 from ..report.parse import format_size, parse_report
 from ..source.directives import Example
+from ..source.text import split_lines
 from .edits import Fix, TextEdit, apply_edits
 from .knobs import Knob, constant_knobs, default_knobs, example_knobs
 from . import rewrites
@@ -67,7 +68,8 @@ class Variant:
         in_example = [e for e in edits if e.path == ex.path and e.span.start_line == ex.line
                       and e.span.start_col >= ex.span.start_col]
         in_source = [e for e in edits if e not in in_example]
-        line = problem.source.splitlines()[ex.line - 1] if ex.line <= len(problem.source.splitlines()) else ""
+        lines = split_lines(problem.source)
+        line = lines[ex.line - 1] if ex.line <= len(lines) else ""
         new_line = apply_edits(line, [replace(e, span=replace(e.span, start_line=1, end_line=1)) for e in in_example])
         start = ex.span.start_col
         new_example = new_line[start:len(new_line) - (len(line) - ex.span.end_col)]
