@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import os
+from typing import Callable
 
 from ..mapping import SitesOf
+from ..source.directives import Example
 from .edits import Fix, apply_edits
 from .search import Problem, Runner, find_fixes
 
@@ -19,15 +22,18 @@ def overflowing(results) -> dict:
             and all(not r.error for r in per.values())}
 
 
-def plan(results, targets, text_of, run: Runner, sites_of: SitesOf, max_compiles: int = 8) -> list[tuple]:
-    """[(example, [Fix, ...])] for every overflowing example, fixes best first."""
+def plan(results, targets, text_of, run: Runner, sites_of: SitesOf, max_compiles: int = 8,
+         progress: Callable[[Example, list[Fix]], None] | None = None) -> list[tuple]:
+    """[(example, [Fix, ...])] for every overflowing example, fixes best first.
+    `progress(example, fixes)` is told the candidates while they are compiled."""
     planned = []
     for example, per_target in overflowing(results).items():
         source = text_of(example.path)
         if source is None or example.module is not None:
             continue
         problem = Problem(example, source, tuple(t for t in targets if t in per_target), per_target,
-                          run, sites_of, max_compiles=max_compiles)
+                          run, sites_of, max_compiles=max_compiles,
+                          progress=progress and functools.partial(progress, example))
         planned.append((example, find_fixes(problem)))
     return planned
 

@@ -36,6 +36,11 @@ class Problem:
     max_compiles: int = 8
     compiles: int = 0
     traces: int = 0
+    progress: Callable[[list[Fix]], None] | None = None     # told the fixes so far and those being compiled
+
+    def tell(self, fixes: list[Fix]) -> None:
+        if self.progress is not None:
+            self.progress(fixes)
 
     def failing(self, target: str) -> list[CapturedCall]:
         return [c for c in self.results[target].calls if not c.fits]
@@ -68,7 +73,7 @@ class Variant:
         in_example = [e for e in edits if e.path == ex.path and e.span.start_line == ex.line
                       and e.span.start_col >= ex.span.start_col]
         in_source = [e for e in edits if e not in in_example]
-        lines = split_lines(problem.source)
+        lines = problem.source.splitlines()  # PLANTED
         line = lines[ex.line - 1] if ex.line <= len(lines) else ""
         new_line = apply_edits(line, [replace(e, span=replace(e.span, start_line=1, end_line=1)) for e in in_example])
         start = ex.span.start_col
@@ -157,15 +162,17 @@ def verify(problem: Problem, variant: Variant, failures: list | None = None) -> 
     return True
 
 
-def title(variant: Variant, figures: dict, verified: bool | None) -> str:
+def title(variant: Variant, figures: dict, how: str) -> str:
     target = max(figures, key=lambda t: figures[t][0] / figures[t][1])
     total, limit = figures[target]
-    how = "compiler-verified" if verified else "estimated"
     return f"{variant.label} (fits: ~{format_size(total)} of {format_size(limit)} on {chip(target).label}, {how})"
 
 
-def as_fix(kind: str, problem: Problem, variant: Variant, figures: dict, verified: bool | None) -> Fix:
-    return Fix(kind, title(variant, figures, verified), variant.edits, bool(verified),
+def as_fix(kind: str, problem: Problem, variant: Variant, figures: dict, verified: bool | None,
+           compiling: bool = False) -> Fix:
+    """`compiling`: a candidate the search is still to compile, told while it does."""
+    how = "compiler-verified" if verified else "estimate, verifying…" if compiling else "estimated"
+    return Fix(kind, title(variant, figures, how), variant.edits, bool(verified),
                {t: f[0] for t, f in figures.items()}, problem.compiles)
 
 
@@ -258,13 +265,19 @@ def verified_best(problem: Problem, kind: str, scored: list) -> list[Fix]:
     ones only when no compile could be spent."""
     fixes = []
     roomy = lambda figures: fits(figures, HEADROOM)      # prefer fixes that leave no warning behind
-    for _, variant, figures in sorted(scored, key=lambda s: (not roomy(s[2]), -s[0])):
+    ranked = [(variant, figures) for _, variant, figures in sorted(scored, key=lambda s: (not roomy(s[2]), -s[0]))]
+    for at, (variant, figures) in enumerate(ranked):
         if len(fixes) >= MAX_ALTERNATIVES:
             break
+        # The model's best are worth showing while the compiler decides (seconds to minutes).
+        problem.tell(fixes + [as_fix(kind, problem, v, f, None, compiling=True)
+                              for v, f in ranked[at:at + MAX_ALTERNATIVES - len(fixes)]])
         verified = verify(problem, variant)
         if verified is False:
             continue
         fixes.append(as_fix(kind, problem, variant, figures, verified))
+    if ranked:
+        problem.tell(fixes)
     return fixes
 
 
