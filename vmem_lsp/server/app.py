@@ -23,6 +23,7 @@ from .convert import Positions, to_diagnostic, to_uri
 from .protocol import VmemProtocol
 from .options import Options
 from .session import Session
+from .waiting import Waiters
 
 logger = logging.getLogger(__name__)       # no handler: errors go to stderr, the server's log
 STATUS = "vmemLsp/status"
@@ -91,7 +92,8 @@ class VmemServer(LanguageServer):
     def __init__(self):
         super().__init__("vmem-lsp", __version__, protocol_cls=VmemProtocol)
         self.locator = Locator()
-        self.session = Session(Options(), self.locator)
+        self.waiters = Waiters()
+        self.session = Session(Options(), self.locator, self.waiters.wake)
         self.compiler: CompileService | None = None
         self.analysis = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vmem-lsp-analysis")
         self.debounced: dict[str, asyncio.Task] = {}
@@ -175,8 +177,8 @@ class VmemServer(LanguageServer):
         if self.session.options.inlay_hints and self.client_supports("workspace", "inlay_hint", "refresh_support"):
             self.workspace_inlay_hint_refresh(None)
 
-    def on_fixes(self, job: CompileJob, planned) -> None:
-        if self.session.accept_fixes(job.uri, job.version, planned):
+    def on_fixes(self, job: CompileJob, planned, done: bool) -> None:
+        if self.session.accept_fixes(job.uri, job.version, planned, done) and done and planned is not None:
             count = sum(len(fixes) for _, fixes in planned)
             self.log(types.MessageType.Log, f"{count} fix(es) ready for {job.uri}")
 

@@ -44,7 +44,7 @@ class CompileService:
     def __init__(self, loop: asyncio.AbstractEventLoop,
                  on_result: Callable[[CompileJob, list[tuple[Example, ExampleResult]]], None],
                  on_event: Callable[[CompileEvent], None],
-                 on_fixes: Callable[[CompileJob, list], None] | None = None):
+                 on_fixes: Callable[[CompileJob, list | None, bool], None] | None = None):
         self.loop = loop
         self.on_result = on_result
         self.on_event = on_event
@@ -84,9 +84,13 @@ class CompileService:
         self.thread.join(timeout=5)
 
     # -- the thread ------------------------------------------------------------------
-    def _emit(self, event: CompileEvent) -> None:
+    def _call(self, callback: Callable, *args) -> None:
+        """Run callback(*args) on the loop, in the order asked."""
         if not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self.on_event, event)
+            self.loop.call_soon_threadsafe(callback, *args)
+
+    def _emit(self, event: CompileEvent) -> None:
+        self._call(self.on_event, event)
 
     def _next(self) -> CompileJob | None:
         with self.wakeup:
@@ -152,18 +156,23 @@ class CompileService:
             self._emit(CompileEvent("ready", f"compiled {total} example x target pair(s)", total, total, targets))
         if job.cancelled.is_set():
             return
-        self.loop.call_soon_threadsafe(self.on_result, job, results)
+        self._call(self.on_result, job, results)
         if self.on_fixes is not None:
-            self._search_fixes(job, results, cache, worker)
+            planned = None
+            try:
+                planned = self._search_fixes(job, results, cache, worker)
+            finally:       # told even when superseded or failed: requests waiting on the search go on
+                self._call(self.on_fixes, job, None if job.cancelled.is_set() else planned, True)
 
-    def _search_fixes(self, job: CompileJob, results, cache: ResultCache, worker: WorkerClient) -> None:
-        """After the verdict is out: find fixes for what overflows, verified by compiling."""
+    def _search_fixes(self, job: CompileJob, results, cache: ResultCache, worker: WorkerClient) -> list | None:
+        """After the verdict is out: find fixes for what overflows, verified by
+        compiling. The candidates are told (on_fixes(job, planned, False)) while
+        they are compiled. None when a newer job stopped the search."""
         from ..check import SourceFiles, cached_runner
         from ..fixes.plan import overflowing, plan
         triples = [(example, result.target, result) for example, result in results]
         if not overflowing(triples):
-            self.loop.call_soon_threadsafe(self.on_fixes, job, [])
-            return
+            return []
         self._emit(CompileEvent("compiling", "looking for fixes that fit", targets=tuple(job.settings.targets)))
         sources = SourceFiles()
         run = cached_runner(cache, worker, job.settings.timeout)
@@ -173,10 +182,13 @@ class CompileService:
                 raise Superseded()          # a newer save waits: its verdict comes first
             return run(request)
 
+        def progress(example, fixes):
+            self._call(self.on_fixes, job, [(example, fixes)], False)
+
         try:
-            planned = plan(triples, job.settings.targets, sources.text, run_unless_superseded, sources.sites_of)
+            planned = plan(triples, job.settings.targets, sources.text, run_unless_superseded, sources.sites_of,
+                           progress=progress)
         except Superseded:
-            return
+            return None
         self._emit(CompileEvent("ready", f"fixes found for {sum(bool(f) for _, f in planned)} example(s)"))
-        if not job.cancelled.is_set():
-            self.loop.call_soon_threadsafe(self.on_fixes, job, planned)
+        return planned

@@ -9,6 +9,7 @@ from ..budget import KnownKernel
 from ..check import SourceFiles, directive_diagnostic
 from ..compile.protocol import ExampleResult
 from ..diagnostics import Diagnostic, is_suppressed, merge_targets
+from ..fixes.plan import overflowing
 from ..mapping import diagnostics_for
 from ..source.directives import Example, find_examples
 from ..source.locate import LocateResult, locate
@@ -31,13 +32,15 @@ class Document:
     budgets: dict = field(default_factory=dict)                  # SiteKey -> {target: Budget}, as shown
     fixes: dict = field(default_factory=dict)                    # "path:line" of an example -> [Fix], best first
     fixes_version: int | None = None
+    searching: bool = False      # a fix search for fixes_version runs: `fixes` holds the candidates it compiles
     saved_version: int | None = None                             # the last version equal to the file on disk
 
 
 class Session:
-    def __init__(self, options: Options, locator=locate):
+    def __init__(self, options: Options, locator=locate, changed=lambda: None):
         self.options = options
         self.locator = locator           # locate(text, path); the server runs it in another process
+        self.changed = changed           # called after a change a waiting request may look for (fixes, edits)
         self.documents: dict[str, Document] = {}
         self.known: dict = {}            # SiteKey -> KnownKernel, from the last compile of each site
         self.contributions: dict = {}    # origin path -> {path: [Diagnostic]}: compiler diagnostics by file
@@ -60,10 +63,12 @@ class Session:
         doc = self.documents.get(path)
         if doc is not None:
             doc.version, doc.text = version, text
+            self.changed()
         return doc
 
     def close(self, path: str) -> None:
         self.documents.pop(path, None)
+        self.changed()
 
     def overlay(self, path: str) -> str | None:
         doc = self.documents.get(path)
@@ -127,20 +132,38 @@ class Session:
         doc.verdict = by_path.get(path, [])
         doc.compiled_version = version
         doc.budgets = {k: v for k, v in learned.budgets.items() if k[0] == path}
+        # The compile service searches fixes for what overflows, right after this
+        # verdict: known before it is published, so no request finds it unknown.
+        doc.fixes, doc.fixes_version = {}, version
+        doc.searching = bool(overflowing([(e, r.target, r) for e, r in results]))
+        self.changed()
         return {path, *old, *by_path}
 
-    def accept_fixes(self, path: str, version: int, planned) -> bool:
+    def accept_fixes(self, path: str, version: int, planned: list | None, done: bool) -> bool:
+        """Take the fix search's fixes for some examples while it runs (`done`
+        False: unverified ones are still being compiled), or for all when done.
+        None when it stopped early: what the compiler accepted stays."""
         doc = self.documents.get(path)
-        if doc is None or doc.version != version:
+        if doc is None or doc.fixes_version != version or not doc.searching:
             return False
-        doc.fixes = {f"{example.path}:{example.line}": fixes for example, fixes in planned}
-        doc.fixes_version = version
+        if planned is None:
+            doc.fixes = {key: [f for f in fixes if f.verified] for key, fixes in doc.fixes.items()}
+        else:
+            found = {f"{example.path}:{example.line}": fixes for example, fixes in planned}
+            doc.fixes = found if done else {**doc.fixes, **found}
+        doc.searching = not done
+        self.changed()
         return True
 
     def fixes_for(self, path: str) -> dict:
         """The fixes of the examples in `path`, while they still apply to its text."""
         doc = self.documents.get(path)
         return doc.fixes if doc is not None and doc.fixes_version == doc.version else {}
+
+    def searching(self, path: str) -> bool:
+        """A fix search runs for the text of `path` as it is now."""
+        doc = self.documents.get(path)
+        return doc is not None and doc.searching and doc.fixes_version == doc.version
 
     # -- what a file shows ------------------------------------------------------------------
     def diagnostics(self, path: str) -> list[Diagnostic]:
