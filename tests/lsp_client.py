@@ -30,6 +30,40 @@ PULL_CAPABILITIES = types.ClientCapabilities(
         diagnostics=types.DiagnosticWorkspaceClientCapabilities(refresh_support=True)),
 )
 
+BARE_CAPABILITIES = types.ClientCapabilities()      # no progress, no resolve, no pull: the least a client says
+
+RESOLVE_CAPABILITIES = types.ClientCapabilities(text_document=types.TextDocumentClientCapabilities(
+    code_action=types.CodeActionClientCapabilities(
+        resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]))))
+
+
+def ask_on_verdict(client, uri: str, version: int | None = None) -> asyncio.Future:
+    """(seconds, actions): a codeAction on the first compiler squiggle of `uri`
+    (of `version`, if given), sent from inside the publishDiagnostics that
+    brings it, as soon as a client can ask; the seconds from that publish to
+    the answer."""
+    answer = asyncio.get_running_loop().create_future()
+    original = client.protocol.fm.features.get(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+
+    async def ask(window, arrived):
+        actions = await client.text_document_code_action_async(types.CodeActionParams(
+            types.TextDocumentIdentifier(uri), window.range, types.CodeActionContext(diagnostics=[window])))
+        answer.set_result((time.monotonic() - arrived, actions or []))
+
+    def on_publish(params: types.PublishDiagnosticsParams):
+        if original:
+            original(params)
+        verdict = any(d.data and d.data.get("tier") == "compiler" for d in params.diagnostics)
+        # The squiggle on a BlockSpec (its split may be the model's, of the compiler's total), else on the call.
+        window = min((d for d in params.diagnostics if d.data and "example" in d.data),
+                     key=lambda d: d.code != "VMEM001", default=None)
+        if params.uri == uri and verdict and window is not None and version in (None, params.version):
+            client.protocol.fm.features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = original
+            asyncio.ensure_future(ask(window, time.monotonic()))
+
+    client.protocol.fm.features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = on_publish
+    return answer
+
 
 @asynccontextmanager
 async def running_server(workdir: Path, options: dict | None = None, capabilities=PUSH_CAPABILITIES,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import time
@@ -9,8 +10,9 @@ import time
 import pytest
 from lsprotocol import types
 
-from conftest import EXAMPLES, line_of
-from lsp_client import PULL_CAPABILITIES, Editor, lsp_lines, running_server, utf16_columns, wait_for
+from conftest import EXAMPLES, line_of, run_cli
+from lsp_client import (BARE_CAPABILITIES, PULL_CAPABILITIES, RESOLVE_CAPABILITIES, Editor, ask_on_verdict, lsp_lines,
+                        running_server, utf16_columns, wait_for)
 
 pytestmark = pytest.mark.asyncio
 
@@ -237,6 +239,116 @@ async def test_quick_fix_is_verified_and_clears_the_errors(tmp_path):
         editor.change(apply_text_edits(editor.text, first.edit.changes[editor.uri]))
         editor.save()
         await wait_for(lambda: not editor.diagnostics(), what="errors cleared by the quick fix")
+
+
+def fits_when_applied(editor: Editor, action: types.CodeAction) -> bool:
+    """The compiler's word on the file with the action's edit applied: `vmem-lsp check` exits 0."""
+    fixed = editor.path.parent / "applied.py"
+    fixed.write_text(apply_text_edits(editor.text, action.edit.changes[editor.uri]))
+    return run_cli("check", str(fixed), cwd=editor.path.parent).returncode == 0
+
+
+@contextlib.asynccontextmanager
+async def asked_on_the_first_verdict(tmp_path, capabilities):
+    """(client, editor, actions): the seed overflow opened by a client that asks
+    for code actions the moment the compiler's first diagnostic arrives."""
+    work = project(tmp_path, "copy_whole.py")
+    async with running_server(work, capabilities=capabilities) as client:
+        editor = Editor(client, work / "copy_whole.py")
+        asked = ask_on_verdict(client, editor.uri)
+        editor.open()
+        latency, actions = await asyncio.wait_for(asked, 240)
+        print(f"codeAction answered {latency:.2f} s after the first compiler diagnostic: {[a.title for a in actions]}")
+        yield client, editor, actions
+
+
+async def test_quick_fixes_are_ready_when_the_squiggles_are(tmp_path):
+    """Issue 12: a client that asks at once upon the compiler's first squiggle
+    is answered with fixes, not "No code actions available", and the one
+    marked preferred is compiler-verified."""
+    async with asked_on_the_first_verdict(tmp_path, BARE_CAPABILITIES) as (_, editor, actions):
+        pass
+    assert actions, "no quick fix for a client that asked upon the first compiler diagnostic"
+    [preferred] = [a for a in actions if a.is_preferred]
+    assert "compiler-verified" in preferred.title
+    assert fits_when_applied(editor, preferred)
+
+
+async def test_clients_that_resolve_get_estimates_at_once_and_a_verified_edit(tmp_path):
+    """With codeAction/resolve: fixes still being compiled come at once as
+    estimates, never preferred and without an edit; resolving one waits for
+    the compiler's word on it and brings the verified edit."""
+    async with asked_on_the_first_verdict(tmp_path, RESOLVE_CAPABILITIES) as (client, editor, actions):
+        for action in actions:
+            verified = "compiler-verified" in action.title
+            assert (action.edit is not None) == verified and (action.is_preferred or False) <= verified
+            assert verified or ("verifying" in action.title and action.data)
+        chosen = next(a for a in actions if a.edit is None)      # the search is slower than this answer
+        resolved = await client.code_action_resolve_async(chosen)
+    assert "compiler-verified" in resolved.title and resolved.edit is not None
+    assert fits_when_applied(editor, resolved)
+
+
+async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stops_or_the_file_closes():
+    """The waiting itself, on the session without a compiler: a request on a
+    search waits past its candidates for the compiler's word; a search stopped
+    by a newer save, or the file closed, answers it at once."""
+    from types import SimpleNamespace
+    from vmem_lsp.compile.protocol import CapturedCall, ExampleResult
+    from vmem_lsp.fixes.edits import Fix, TextEdit
+    from vmem_lsp.server.convert import to_uri
+    from vmem_lsp.server.handlers import code_action
+    from vmem_lsp.server.options import Options
+    from vmem_lsp.server.session import Session
+    from vmem_lsp.server.waiting import Waiters
+    from vmem_lsp.source.directives import find_examples
+    from vmem_lsp.source.model import Span
+    path = str(EXAMPLES / "copy_whole.py")
+    text = (EXAMPLES / "copy_whole.py").read_text()
+    [example], _ = find_examples(text, path)
+    overflow = ExampleResult("v6e", None, (CapturedCall("k", None, None, (), 0, (), (), None, False, "vmem", 0.1),))
+    waiters = Waiters()
+    session = Session(Options(), changed=waiters.wake)
+    shown = []
+    ls = SimpleNamespace(session=session, waiters=waiters, path_of=lambda uri: path, client_capabilities=None,
+                         client_supports=lambda *names: False, window_show_message=shown.append,
+                         positions=lambda: SimpleNamespace(range=lambda path, span: types.Range(
+                             types.Position(span.start_line - 1, span.start_col),
+                             types.Position(span.end_line - 1, span.end_col))))
+    diagnostic = types.Diagnostic(types.Range(types.Position(0, 0), types.Position(0, 1)), "over",
+                                  data={"example": f"{example.path}:{example.line}"})
+    params = types.CodeActionParams(types.TextDocumentIdentifier(to_uri(path)), diagnostic.range,
+                                    types.CodeActionContext(diagnostics=[diagnostic]))
+    fix = lambda verified: Fix("grid", "compiler-verified" if verified else "estimate, verifying…",
+                               (TextEdit(path, Span(18, 32, 18, 38), "(256, m)"),), verified, {})
+
+    async def asked(then) -> list:
+        session.open(path, 1, text)
+        session.accept_compile(path, 1, [(example, overflow)])
+        request = asyncio.ensure_future(code_action.handle(ls, params))
+        await asyncio.sleep(0.1)
+        assert not request.done()                   # a search runs: nothing yet
+        then()
+        return await asyncio.wait_for(request, 0.5)
+
+    def candidate_then_verified():
+        session.accept_fixes(path, 1, [(example, [fix(False)])], False)
+        assert session.searching(path)
+        asyncio.get_running_loop().call_later(0.1, session.accept_fixes, path, 1, [(example, [fix(True)])], True)
+    [action, _] = await asked(candidate_then_verified)
+    assert action.is_preferred and action.title == "compiler-verified"
+    assert await asked(lambda: session.accept_fixes(path, 1, None, True)) == []      # superseded
+    assert await asked(lambda: session.close(path)) == []
+    # A client that resolves: the candidate at once, without an edit; resolving it waits for the compiler.
+    ls.client_capabilities = RESOLVE_CAPABILITIES
+    [estimate] = await asked(lambda: session.accept_fixes(path, 1, [(example, [fix(False)])], False))
+    assert estimate.edit is None and not estimate.is_preferred
+    resolving = asyncio.ensure_future(code_action.resolve(ls, estimate))
+    await asyncio.sleep(0.1)
+    assert not resolving.done()
+    session.accept_fixes(path, 1, [(example, [])], False)      # the compiler rejected it
+    rejected = await asyncio.wait_for(resolving, 0.5)
+    assert rejected.edit is None and "did not verify" in shown[0].message
 
 
 def process_table() -> list[tuple[int, str, int]]:

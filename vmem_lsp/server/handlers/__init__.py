@@ -18,6 +18,7 @@ def register(server) -> None:
     server.feature(types.TEXT_DOCUMENT_INLAY_HINT)(inlay_hint.handle)
     server.feature(types.TEXT_DOCUMENT_CODE_LENS)(code_lens.handle)
     server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=code_action.KINDS))(code_action.handle)
+        code_action_kinds=code_action.KINDS, resolve_provider=True))(code_action.handle)
+    server.feature(types.CODE_ACTION_RESOLVE)(code_action.resolve)
     server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DiagnosticOptions(
         identifier="vmem-lsp", inter_file_dependencies=True, workspace_diagnostics=False))(pull_diagnostic.handle)

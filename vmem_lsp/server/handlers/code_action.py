@@ -1,7 +1,20 @@
 """codeAction: the fixes found for the examples behind the diagnostics in
 range, best first; and source.fixAll.vmem, the best verified fix of every
-example in the file."""
+example in the file.
+
+Fixes are ready when the squiggles are: the fix search starts when the
+compiler's verdict is published and takes from a second to minutes. A quick-fix
+request about an example it is searching never answers empty while it runs:
+- a client that resolves edits gets at once the fixes the compiler accepted so
+  far and the model's best candidates, marked as estimates and not preferred;
+  resolving one waits for the compiler's word on it;
+- any other client waits for the search (up to WAIT seconds, with work-done
+  progress), then gets what the compiler accepted, and the candidates still
+  being compiled, marked as estimates, if it is not done.
+The preferred fix is always a compiler-verified one."""
 from __future__ import annotations
+
+import uuid
 
 from lsprotocol import types
 
@@ -10,6 +23,8 @@ from ..convert import Positions, to_uri
 
 FIX_ALL = "source.fixAll.vmem"
 KINDS = [types.CodeActionKind.QuickFix, FIX_ALL]
+WAIT = 8.0              # seconds a quick-fix request waits for a running fix search
+RESOLVE_WAIT = 120.0    # seconds resolving a candidate waits for the compiler's word on it
 
 
 def workspace_edit(fixes: list[Fix], positions: Positions) -> types.WorkspaceEdit:
@@ -26,22 +41,78 @@ def wanted(params: types.CodeActionParams, kind: str) -> bool:
     return not only or any(kind == k or kind.startswith(f"{k}.") for k in only)
 
 
-def handle(ls, params: types.CodeActionParams) -> list[types.CodeAction]:
+def resolves_edits(ls) -> bool:
+    """The client fills in an action's edit by codeAction/resolve when it is chosen."""
+    support = ls.client_capabilities
+    for name in ("text_document", "code_action", "resolve_support"):
+        support = getattr(support, name, None)
+    return support is not None and "edit" in support.properties
+
+
+def edits_key(fix: Fix) -> list:
+    """A fix's edits as JSON, to know it again when an action comes back to resolve."""
+    return [[e.path, e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col, e.new_text]
+            for e in fix.edits]
+
+
+def example_of(d: types.Diagnostic) -> str | None:
+    """The example ("path:line") whose verdict a diagnostic of ours is part of."""
+    return d.data.get("example") if isinstance(d.data, dict) else None
+
+
+def asked_about(ls, path: str, params: types.CodeActionParams) -> set[str]:
+    """The examples a request is about: of its diagnostics, or the directive on its first line."""
+    asked = {example_of(d) for d in params.context.diagnostics} - {None}
+    doc = ls.session.documents.get(path)
+    line = params.range.start.line + 1
+    return asked | {f"{path}:{e.line}" for e in (doc.examples if doc else []) if e.line == line}
+
+
+async def wait_with_progress(ls, ready, timeout: float, token, message: str) -> None:
+    """Wait until ready() or `timeout`, shown as work-done progress where the client can show it."""
+    if ready():
+        return
+    if token is None and ls.client_supports("window", "work_done_progress"):
+        token = str(uuid.uuid4())
+        ls.work_done_progress.create(token)
+    if token is not None:
+        ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title="vmem-lsp", message=message))
+    try:
+        await ls.waiters.until(ready, timeout)
+    finally:
+        if token is not None:
+            ls.work_done_progress.end(token, types.WorkDoneProgressEnd())
+
+
+async def handle(ls, params: types.CodeActionParams) -> list[types.CodeAction]:
     path = ls.path_of(params.text_document.uri)
-    by_example = ls.session.fixes_for(path)
+    session = ls.session
+    resolving = resolves_edits(ls)
+    asked = asked_about(ls, path, params) if wanted(params, types.CodeActionKind.QuickFix) else set()
+    # The light bulb asks on every cursor move: it takes what there is; a user's request waits.
+    if asked and session.searching(path) and params.context.trigger_kind != types.CodeActionTriggerKind.Automatic:
+        if resolving:
+            ready = lambda: not session.searching(path) or all(session.fixes_for(path).get(e) for e in asked)
+        else:
+            ready = lambda: not session.searching(path)
+        await wait_with_progress(ls, ready, WAIT, params.work_done_token, "verifying fixes with the compiler")
+    by_example = session.fixes_for(path)
     positions = ls.positions()
+    compiling = session.searching(path)          # its unverified fixes are candidates still being compiled
     actions = []
-    if wanted(params, types.CodeActionKind.QuickFix):
-        first = params.range.start.line + 1
-        for example, fixes in by_example.items():
-            related = [d for d in params.context.diagnostics if d.data and d.data.get("example") == example]
-            on_directive = example.startswith(f"{path}:") and int(example.rsplit(":", 1)[1]) == first
-            if not related and not on_directive:
-                continue
-            for rank, fix in enumerate(fixes):
-                actions.append(types.CodeAction(
-                    title=fix.title, kind=types.CodeActionKind.QuickFix, diagnostics=related or None,
-                    edit=workspace_edit([fix], positions), is_preferred=(rank == 0 and fix.verified)))
+    for example, fixes in by_example.items():
+        if example not in asked:
+            continue
+        related = [d for d in params.context.diagnostics if example_of(d) == example]
+        for rank, fix in enumerate(fixes):
+            action = types.CodeAction(title=fix.title, kind=types.CodeActionKind.QuickFix, diagnostics=related or None,
+                                      is_preferred=(rank == 0 and fix.verified))
+            if compiling and not fix.verified and resolving:
+                action.data = {"uri": params.text_document.uri, "version": session.documents[path].version,
+                               "example": example, "edits": edits_key(fix)}
+            else:
+                action.edit = workspace_edit([fix], positions)
+            actions.append(action)
     if wanted(params, FIX_ALL):
         best = [next(f for f in fixes if f.verified) for fixes in by_example.values()
                 if any(f.verified for f in fixes)]
@@ -49,3 +120,39 @@ def handle(ls, params: types.CodeActionParams) -> list[types.CodeAction]:
             actions.append(types.CodeAction(title=f"Apply {len(best)} verified VMEM fix(es)", kind=FIX_ALL,
                                             edit=workspace_edit(best, positions)))
     return actions
+
+
+async def resolve(ls, action: types.CodeAction) -> types.CodeAction:
+    """A candidate chosen while the compiler checks it: wait for its word, then
+    give the edit it verified, or say why there is none."""
+    data = action.data if isinstance(action.data, dict) else {}
+    if action.edit is not None or "edits" not in data:
+        return action
+    path, session = ls.path_of(data["uri"]), ls.session
+
+    def found() -> Fix | None:
+        return next((f for f in session.fixes_for(path).get(data["example"], []) if edits_key(f) == data["edits"]),
+                    None)
+
+    def current() -> bool:
+        doc = session.documents.get(path)
+        return doc is not None and doc.version == data["version"]
+
+    def decided() -> bool:      # the search drops a candidate the compiler rejects
+        fix = found()
+        return not current() or not session.searching(path) or fix is None or fix.verified
+
+    await wait_with_progress(ls, decided, RESOLVE_WAIT, None, "verifying the chosen fix with the compiler")
+    fix = found()
+    if fix is not None and (fix.verified or not session.searching(path)):
+        action.title, action.edit, action.is_preferred = fix.title, workspace_edit([fix], ls.positions()), fix.verified
+        return action
+    if not current():
+        why = "the file changed since it was offered"
+    elif fix is None:
+        why = "the compiler did not verify it; the verified fixes are in the quick-fix list"
+    else:
+        why = "the compiler is still checking it; ask again in a moment"
+    ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning,
+                                                   f"vmem-lsp: no edit for \"{action.title}\": {why}"))
+    return action
