@@ -26,7 +26,7 @@ from vmem_lsp.fixes.edits import apply_edits
 
 TARGETS = ("v5e",)      # 16 MiB of scoped VMEM: matmul and copy_whole overflow it, add_fits does not
 PREFIX = '_ñ = "ß😀𝔘"; '
-COMMENT = "  # ü 𝔘ж out_shape= in_specs=["
+COMMENT = "  # ü 𝔘ж\x85\u2028 out_shape= in_specs=["     # \x85, U+2028: line ends to str.splitlines
 
 MATMUL = (EXAMPLES / "matmul.py").read_text()
 
