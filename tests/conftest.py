@@ -14,9 +14,10 @@ EXAMPLES = ROOT / "examples"
 KERNELS = ROOT / "tests" / "data" / "kernels"
 
 
-def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None = None
+            ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "vmem_lsp", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
 
 
 def run_json(*args: str, **kw) -> tuple[subprocess.CompletedProcess, dict]:

@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the fixes --fix would apply as a unified diff; change nothing")
     commands.add_parser("worker", help="run a compile worker on stdin/stdout (JSON lines); "
                         "options: --cache-dir, --max-request-mb, --max-seconds, --max-memory-mb")
+    trust = commands.add_parser("trust", help="let the language server run the code of a folder (its examples, "
+                                "the modules they import, the worker command of its pyproject.toml)")
+    trust.add_argument("path", nargs="?", default=".", metavar="PATH", help="the folder (default: this one)")
+    trust.add_argument("--list", action="store_true", help="print the trusted folders")
+    untrust = commands.add_parser("untrust", help="take a folder off the trusted list")
+    untrust.add_argument("path", nargs="?", default=".", metavar="PATH")
     serve = commands.add_parser("serve", help="run the language server on stdin/stdout")
     serve.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the transport")
     return parser
@@ -190,6 +196,30 @@ def write_edits(path: str, checked: str, edits: list) -> str | None:
     return None
 
 
+def run_trust(args) -> int:
+    """`vmem-lsp trust [PATH]`, `--list`, `vmem-lsp untrust [PATH]`: the user's own list."""
+    from . import trust
+    if args.command == "trust" and args.list:
+        for entry in trust.entries():
+            print(entry)
+        return EXIT_OK
+    if not os.path.isdir(args.path):
+        print(f"vmem-lsp: not a folder: {args.path}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.command == "trust":
+        entry = trust.add(args.path)
+        print(f"trusted {entry}: the language server may run the examples and worker command of files below it")
+        if os.path.islink(os.path.abspath(args.path).rstrip(os.sep)):
+            print(f"note: {args.path} is a symlink; files opened through it are not trusted, only through {entry}",
+                  file=sys.stderr)
+        return EXIT_OK
+    if trust.remove(args.path):
+        print(f"no longer trusted: {os.path.realpath(args.path)}")
+        return EXIT_OK
+    print(f"vmem-lsp: {os.path.realpath(args.path)} was not trusted", file=sys.stderr)
+    return EXIT_FOUND
+
+
 def log_to_stderr() -> None:
     """vmem-lsp's own log (not its libraries') at INFO on stderr."""
     import logging
@@ -212,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         from .server.app import serve
         log_to_stderr()             # the editor's log of the server
         return serve()
+    if args.command in ("trust", "untrust"):
+        return run_trust(args)
     if args.verbose:
         log_to_stderr()
     try:

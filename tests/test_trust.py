@@ -1,0 +1,65 @@
+"""Trust: what a trusted folder covers, on real folders and symlinks, and the
+`vmem-lsp trust` / `untrust` commands as a user runs them."""
+from __future__ import annotations
+
+import os
+
+from conftest import run_cli
+from vmem_lsp.trust import trusted_by
+
+
+def test_an_entry_covers_its_subfolders_and_nothing_else(tmp_path):
+    a, b, b2 = tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b2"
+    (b / "sub").mkdir(parents=True)
+    b2.mkdir()
+    entry = [str(b)]
+    assert trusted_by(str(b), entry) == str(b)
+    assert trusted_by(str(b / "sub" / "kernel.py"), entry) == str(b)
+    assert trusted_by(str(b2), entry) is None
+    assert trusted_by(str(a), entry) is None
+    assert trusted_by(str(b / ".." / "b2" / "kernel.py"), entry) is None
+
+
+def test_symlinks_never_widen_trust(tmp_path):
+    b, elsewhere, outside = tmp_path / "a" / "b", tmp_path / "elsewhere", tmp_path / "outside"
+    b.mkdir(parents=True)
+    elsewhere.mkdir()
+    outside.mkdir()
+    (elsewhere / "into_b").symlink_to(b)                 # from an untrusted folder into the trusted one
+    (b / "out").symlink_to(outside)                     # from the trusted folder out of it
+    (b / "inner").mkdir()
+    (b / "alias").symlink_to(b / "inner")               # within it: still trusted
+    entry = [str(b)]
+    assert trusted_by(str(elsewhere / "into_b"), entry) is None
+    assert trusted_by(str(elsewhere / "into_b" / "kernel.py"), entry) is None
+    assert trusted_by(str(b / "out"), entry) is None
+    assert trusted_by(str(b / "out" / "kernel.py"), entry) is None
+    assert trusted_by(str(b / "alias" / "kernel.py"), entry) == str(b)
+
+
+def test_a_trusted_folder_reached_through_a_symlinked_parent_is_trusted(tmp_path):
+    """/home/u -> /data/u: the folder itself is real, only its parent is a link."""
+    real_home = tmp_path / "data" / "u"
+    (real_home / "proj").mkdir(parents=True)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "u").symlink_to(real_home)
+    entry = [os.path.realpath(tmp_path / "home" / "u" / "proj")]
+    assert trusted_by(str(tmp_path / "home" / "u" / "proj" / "kernel.py"), entry) == entry[0]
+
+
+def test_trust_untrust_and_list_from_the_command_line(tmp_path):
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    project = tmp_path / "project"
+    project.mkdir()
+    assert run_cli("trust", "--list", env=env).stdout == ""
+    done = run_cli("trust", str(project), env=env)
+    assert done.returncode == 0 and str(project) in done.stdout
+    assert run_cli("trust", "--list", env=env).stdout.splitlines() == [str(project)]
+    assert (tmp_path / "config" / "vmem-lsp" / "trusted").read_text().splitlines()[-1] == str(project)
+    assert run_cli("trust", str(project), cwd=project, env=env).returncode == 0     # twice: listed once
+    assert run_cli("trust", "--list", env=env).stdout.splitlines() == [str(project)]
+    assert run_cli("untrust", str(project), env=env).returncode == 0
+    assert run_cli("trust", "--list", env=env).stdout == ""
+    done = run_cli("untrust", str(project), env=env)
+    assert done.returncode == 1 and "was not trusted" in done.stderr
+    assert run_cli("trust", str(tmp_path / "missing"), env=env).returncode == 2
