@@ -175,7 +175,7 @@ class CompileService:
             return []
         self._emit(CompileEvent("compiling", "looking for fixes that fit", targets=tuple(job.settings.targets)))
         sources = SourceFiles()
-        run = cached_runner(cache, worker, job.settings.timeout)
+        run = cached_runner(cache, worker, job.settings.limits())
 
         def run_unless_superseded(request):
             if job.cancelled.is_set() or self.stopping:
