@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import subprocess
 import tokenize
 from pathlib import Path
 
@@ -129,3 +130,25 @@ def test_the_issues_constant_is_shrunk_where_it_is_written(tmp_path):
     done = run_cli("check", str(path), "--target", "v5e", "--diff", "--cache-dir", str(tmp_path / "cache"))
     assert "-BLÖCK = 1024\n+BLÖCK = 512\n" in done.stdout, done.stdout + done.stderr
     assert "Shrink blocks: BLÖCK=512 (module constant)" in done.stderr, done.stderr
+
+
+def test_noqa_and_diff_count_lines_as_python_does(tmp_path):
+    """A comment holding U+2028, \\x85 and \\f (line ends to str.splitlines, not
+    to Python or an editor) above the kernel: `# noqa` still silences its own
+    line, and `--diff` numbers its hunk by the file's lines and applies."""
+    source = (EXAMPLES / "copy_whole.py").read_text().replace(
+        "# vmem: copy_whole", "# a comment with \u2028, \x85 and \x0c in it\n# vmem: copy_whole").replace(
+        "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],", "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],  # noqa")
+    path = tmp_path / "copy_whole.py"
+    path.write_text(source)
+    lines = source.split("\n")
+    number = lambda needle: next(i for i, line in enumerate(lines, 1) if needle in line)
+    done = run_cli("check", str(path), "--target", "v6e", "--no-compile")
+    squiggled = {int(line.split(":")[1]) for line in done.stdout.splitlines() if " VMEM001 " in line}
+    assert squiggled == {number("out_specs=")}, done.stdout
+    diff = run_cli("check", str(path), "--target", "v6e", "--diff", "--cache-dir", str(tmp_path / "cache")).stdout
+    assert f"@@ -{number('n, m = x.shape')},7 +{number('n, m = x.shape')},8 @@" in diff, diff
+    patched = tmp_path / "patched.py"
+    subprocess.run(["patch", "-s", "-o", str(patched), str(path)], input=diff, text=True, check=True)
+    run_cli("check", str(path), "--target", "v6e", "--fix", "--cache-dir", str(tmp_path / "cache"))
+    assert patched.read_text() == path.read_text() != source

@@ -21,6 +21,7 @@ from .mapping import diagnostics_for
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
 from .source.locate import LocateResult, locate
 from .source.model import Span
+from .source.text import split_lines
 
 @dataclass
 class CheckOutcome:
@@ -67,7 +68,7 @@ class SourceFiles:
         return [(path, r.internal_error) for path, r in self.located.items() if r.internal_error]
 
     def line(self, path: str, number: int) -> str:
-        lines = (self.text(path) or "").splitlines()
+        lines = split_lines(self.text(path) or "")
         return lines[number - 1] if 0 < number <= len(lines) else ""
 
 

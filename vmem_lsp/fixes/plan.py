@@ -8,6 +8,7 @@ from typing import Callable
 
 from ..mapping import SitesOf
 from ..source.directives import Example
+from ..source.text import split_lines
 from .edits import Fix, apply_edits
 from .search import Problem, Runner, find_fixes
 
@@ -50,4 +51,5 @@ def unified_diff(path: str, before: str, after: str, label: str) -> str:
     """git's a/ b/ headers for a relative path (`git apply`, `patch -p1`); an
     absolute path, outside the working folder, is named as it is."""
     old, new = (label, label) if os.path.isabs(label) else (f"a/{label}", f"b/{label}")
-    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), fromfile=old, tofile=new))
+    return "".join(difflib.unified_diff(split_lines(before, keepends=True), split_lines(after, keepends=True),
+                                       fromfile=old, tofile=new))

@@ -14,6 +14,7 @@ from ..mapping import diagnostics_for
 from ..source.directives import Example, find_examples
 from ..source.locate import LocateResult, locate
 from ..source.model import KernelSite
+from ..source.text import split_lines
 from .. import views
 from .options import Options
 
@@ -173,7 +174,7 @@ class Session:
             own = doc.verdict if doc.compiled_version == doc.version else doc.estimates
         others = [d for origin, by_path in self.contributions.items() if origin != path
                   for d in by_path.get(path, [])]
-        lines = (doc.text if doc else _read(path)).splitlines()
+        lines = split_lines(doc.text if doc else _read(path))
         line = lambda n: lines[n - 1] if 0 < n <= len(lines) else ""
         return [d for d in [*own, *others] if not is_suppressed(d, line(d.span.start_line))]
 

@@ -12,10 +12,14 @@ import re
 from .model import Span
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
+LINE_WITH_END = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
-def split_lines(text: str) -> list[str]:
-    """The lines of a text, without their ends; a final line end leaves an empty last line."""
+def split_lines(text: str, keepends: bool = False) -> list[str]:
+    """The lines of a text, without their ends (a final line end leaves an
+    empty last line); or with them, as str.splitlines(True) gives them."""
+    if keepends:
+        return LINE_WITH_END.findall(text)
     return text.split("\n") if "\r" not in text else LINE_BREAK.split(text)
 
 
