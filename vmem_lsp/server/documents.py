@@ -5,30 +5,10 @@ every line back, in Python: about a millisecond per keystroke in a
 change costs a search for its two line starts and one string splice."""
 from __future__ import annotations
 
-import re
-
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-LINE_BREAK = re.compile(r"\r\n|\r|\n")      # LSP's line ends; nothing else starts a line
-
-
-def line_start(text: str, line: int) -> int:
-    """String index where 0-based `line` starts; the text's end past its last line."""
-    if "\r" not in text:
-        index = 0
-        for _ in range(line):
-            found = text.find("\n", index)
-            if found < 0:
-                return len(text)
-            index = found + 1
-        return index
-    if line == 0:
-        return 0
-    for number, match in enumerate(LINE_BREAK.finditer(text), start=1):
-        if number == line:
-            return match.end()
-    return len(text)
+from ..source.text import LINE_BREAK, line_start
 
 
 def _line_at(text: str, start: int) -> str:
@@ -39,7 +19,7 @@ def _line_at(text: str, start: int) -> str:
 def offset_of(text: str, position: types.Position, codec: PositionCodec) -> int:
     """String index of an LSP position (its character in the client's code
     units); a column past the line's end means the line's end."""
-    start = line_start(text, position.line)
+    start = line_start(text, position.line + 1)
     line = _line_at(text, start)
     if line.isascii():
         return start + min(position.character, len(line))
