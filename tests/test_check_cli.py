@@ -110,7 +110,7 @@ def test_sarif_carries_the_same_facts(cache_dir, examples_check):
     _, report = examples_check
     done = run_cli("check", "examples", "--target", "v5e,v6e", "--cache-dir", str(cache_dir), "--format", "sarif")
     sarif = json.loads(done.stdout)
-    assert sarif["version"] == "2.1.0"
+    assert sarif["version"] == "2.1.0" and sarif["runs"][0]["columnKind"] == "unicodeCodePoints"
     results = sarif["runs"][0]["results"]
     assert len(results) == len(report["diagnostics"])
     rules = {r["id"] for r in sarif["runs"][0]["tool"]["driver"]["rules"]}

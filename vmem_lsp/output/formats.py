@@ -72,6 +72,7 @@ def sarif_text(diagnostics: list[Diagnostic], summary: str) -> str:
             "tool": {"driver": {"name": "vmem-lsp", "version": __version__, "rules": rules,
                                 "informationUri": "https://pypi.org/project/vmem-lsp/"}},
             "originalUriBaseIds": {"SRCROOT": {"uri": Path(os.getcwd()).as_uri() + "/"}},
+            "columnKind": "unicodeCodePoints",      # as vmem-lsp counts columns
             "results": results,
             "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [{"message": {"text": summary}}]}],
         }],
