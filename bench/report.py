@@ -19,6 +19,7 @@ BENCHES = [
     ("check", [PY, "bench/bench_check.py", "--runs", "2"]),
     ("server", [PY, "bench/bench_server.py"]),
     ("fixes", [PY, "bench/bench_fixes.py"]),
+    ("quickfix", [PY, "bench/bench_quick_fix.py"]),
     ("load", [PY, "bench/bench_load.py"]),
     ("model", [PY, "bench/model_harness.py", "--from", "bench/model_results.jsonl"]),
     ("remote", [PY, "bench/bench_remote.py"]),
@@ -37,6 +38,9 @@ ROWS = [
        "{0} / {1} s") for name in ("copy_whole.py", "matmul.py", "add_fits.py")],
     ("fix search, median / max per example", "fixes", r"fix search: median ([\d.]+) s, max ([\d.]+) s", "{0} / {1} s"),
     ("compiles to the first verified fix, mean", "fixes", r"first verified fix: mean ([\d.]+)", "{0}"),
+    *[(f"codeAction after the first compiler diagnostic, {name}, {kind} client: median / max", "quickfix",
+       name.replace(".", r"\.") + r" on \w+, " + kind + r" client: median ([\d.]+) s, max ([\d.]+) s", "{0} / {1} s")
+      for name in ("copy_whole.py", "matmul.py") for kind in ("bare", "resolving")],
     ("hover under load, p50 / p95 / max", "load", r"p50 ([\d.]+) ms, p95 ([\d.]+) ms, max ([\d.]+) ms", "{0} / {1} / {2} ms"),
     ("slowest hovers under load (ms, after edit N)", "load", r"slowest hovers \(ms after edit N\): (.*)", "{0}"),
     ("server memory under load (edits: MB)", "load", r"server memory \(edits, MB\): (.*)", "{0}"),
