@@ -5,6 +5,7 @@ independent one."""
 from __future__ import annotations
 
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -23,10 +24,11 @@ FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCh
 
 
 def mutate(text: str, rng: random.Random) -> str:
-    """Real compiler text, damaged the ways logs get damaged: cut, spliced, digits changed."""
+    """Real compiler text, damaged the ways logs get damaged: cut, spliced, digits changed,
+    a number lost or garbled."""
     for _ in range(rng.randint(1, 6)):
         at = rng.randrange(len(text) + 1)
-        kind = rng.choice(["cut", "insert", "digit", "dup", "truncate"])
+        kind = rng.choice(["cut", "insert", "digit", "dup", "truncate", "number"])
         if kind == "cut":
             text = text[:at] + text[at + rng.randint(1, 40):]
         elif kind == "insert":
@@ -35,6 +37,11 @@ def mutate(text: str, rng: random.Random) -> str:
             text = "".join(rng.choice("987654321") if c.isdigit() and rng.random() < 0.3 else c for c in text)
         elif kind == "dup":
             text = text[:at] + text[at:at + 200] + text[at:]
+        elif kind == "number":
+            numbers = list(re.finditer(r"\d+", text))
+            if numbers:
+                number = rng.choice(numbers)
+                text = text[:number.start()] + rng.choice(["", "0", "-1", "1.5", "9" * 25]) + text[number.end():]
         else:
             text = text[:at]
     return text
