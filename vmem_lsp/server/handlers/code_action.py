@@ -4,14 +4,15 @@ example in the file.
 
 Fixes are ready when the squiggles are: the fix search starts when the
 compiler's verdict is published and takes from a second to minutes. A quick-fix
-request about an example it is searching never answers empty while it runs:
-- a client that resolves edits gets at once the fixes the compiler accepted so
-  far and the model's best candidates, marked as estimates and not preferred;
-  resolving one waits for the compiler's word on it;
+request about an example it is searching is not answered empty at once:
+- a client that resolves edits gets, as soon as the model has ranked them, the
+  fixes the compiler accepted so far and the model's best candidates, marked as
+  estimates and not preferred; resolving one waits for the compiler's word on it;
 - any other client waits for the search (up to WAIT seconds, with work-done
   progress), then gets what the compiler accepted, and the candidates still
   being compiled, marked as estimates, if it is not done.
-The preferred fix is always a compiler-verified one."""
+Either waits at most WAIT for a first answer. The preferred fix is always a
+compiler-verified one."""
 from __future__ import annotations
 
 import uuid
