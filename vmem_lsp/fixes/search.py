@@ -73,7 +73,7 @@ class Variant:
         in_example = [e for e in edits if e.path == ex.path and e.span.start_line == ex.line
                       and e.span.start_col >= ex.span.start_col]
         in_source = [e for e in edits if e not in in_example]
-        lines = problem.source.splitlines()  # PLANTED
+        lines = split_lines(problem.source)
         line = lines[ex.line - 1] if ex.line <= len(lines) else ""
         new_line = apply_edits(line, [replace(e, span=replace(e.span, start_line=1, end_line=1)) for e in in_example])
         start = ex.span.start_col
