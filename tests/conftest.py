@@ -32,6 +32,19 @@ def line_of(path: Path, needle: str, nth: int = 0) -> int:
     return hits[nth]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_config_folder(tmp_path_factory):
+    """The tests' own $XDG_CONFIG_HOME, inherited by every process they start:
+    the user's list of trusted folders is neither read nor written."""
+    previous = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CONFIG_HOME", None)
+    else:
+        os.environ["XDG_CONFIG_HOME"] = previous
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")

@@ -67,13 +67,16 @@ def ask_on_verdict(client, uri: str, version: int | None = None) -> asyncio.Futu
 
 @asynccontextmanager
 async def running_server(workdir: Path, options: dict | None = None, capabilities=PUSH_CAPABILITIES,
-                         settings: dict | None = None):
+                         settings: dict | None = None, trusted: bool = True):
+    """The server, started as an editor starts it. `trusted`: the editor's
+    user-level settings trust `workdir` (trustedFolders), so its examples run."""
     client = make_test_lsp_client()
     if settings is not None:
         client.set_configuration(settings, section="vmemLsp")
     await client.start_io(sys.executable, "-m", "vmem_lsp", "serve", cwd=str(workdir))
+    options = {**({"trustedFolders": [str(workdir)]} if trusted else {}), **(options or {})}
     await client.initialize_session(types.InitializeParams(
-        capabilities=capabilities, root_uri=workdir.as_uri(), initialization_options=options or {}))
+        capabilities=capabilities, root_uri=workdir.as_uri(), initialization_options=options))
     try:
         yield client
     finally:

@@ -20,7 +20,9 @@ local function lines_of(diagnostics)
   return found
 end
 
-require("vmem_lsp").setup({ cmd = { python, "-m", "vmem_lsp", "serve" }, settings = { targets = { "v6e" } } })
+-- The folder is trusted the way a user would, from their own init.lua: trusted_folders.
+require("vmem_lsp").setup({ cmd = { python, "-m", "vmem_lsp", "serve" }, settings = { targets = { "v6e" } },
+                            trusted_folders = { vim.fn.fnamemodify(file, ":p:h") } })
 vim.cmd("edit " .. file)
 local bufnr = vim.api.nvim_get_current_buf()
 

@@ -23,6 +23,7 @@ from .convert import Positions, to_diagnostic, to_uri
 from .protocol import VmemProtocol
 from .options import Options
 from .session import Session
+from . import trusting
 from .waiting import Waiters
 
 logger = logging.getLogger(__name__)       # no handler: errors go to stderr, the server's log
@@ -101,6 +102,7 @@ class VmemServer(LanguageServer):
         self.progress_token: str | None = None
         self.status = {"state": "idle", "message": "", "done": 0, "total": 0, "targets": []}
         self.internal_errors = 0        # errors of ours, never of the user's files: in every status
+        self.trust_asked: set[str] = set()     # folders the user was asked about, once each
 
     # -- paths and capabilities ---------------------------------------------------------
     @staticmethod
@@ -163,10 +165,50 @@ class VmemServer(LanguageServer):
         settings = self.session.settings(path)
         if not examples and not settings.examples:
             return
+        if not self.trusted(path, settings):
+            self.hold_untrusted(path, settings, examples)
+            return
+        if doc.not_run:
+            doc.not_run = []
+            self.publish({path})
         # The worker compiles the file on disk: its verdict belongs to the version
         # last saved, and is dropped as stale if the buffer has moved on since.
         self.ensure_compiler().submit(CompileJob(path, doc.saved_version, settings, examples,
                                                  self.session.options.cache))
+
+    # -- trust: nobody's code runs uninvited ----------------------------------------------
+    def trusted(self, path: str, settings) -> bool:
+        return trusting.trusted(path, settings, self.session.options.trusted_folders)
+
+    def hold_untrusted(self, path: str, settings, examples) -> None:
+        """Say on each example why it was not compiled, and ask once per folder."""
+        folder = trusting.folder_to_trust(path, settings, [self.path_of(uri) for uri in self.workspace.folders])
+        self.session.documents[path].not_run = trusting.not_run(examples, folder)
+        self.publish({path})
+        if folder in self.trust_asked:
+            return
+        self.trust_asked.add(folder)
+        would_run = trusting.what_would_run(path, settings, examples,
+                                            worker_from_project=self.session.options.worker is None)
+        message = trusting.notice(folder, would_run)
+        self.log(types.MessageType.Warning, message)
+        if self.client_supports("window", "show_message"):
+            asyncio.ensure_future(self.ask_trust(folder, message))
+        else:
+            self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, message))
+
+    async def ask_trust(self, folder: str, message: str) -> None:
+        answer = await self.window_show_message_request_async(types.ShowMessageRequestParams(
+            types.MessageType.Warning, message,
+            [types.MessageActionItem(trusting.TRUST), types.MessageActionItem(trusting.NOT_NOW)]))
+        if answer is None or answer.title != trusting.TRUST:
+            return
+        from .. import trust
+        entry = trust.add(folder)
+        self.log(types.MessageType.Info, f"vmem-lsp: trusted {entry}")
+        for path in list(self.session.documents):
+            if trust.trusted_by(path, [entry]):
+                self.compile(path)
 
     def on_compile_result(self, job: CompileJob, results) -> None:
         changed = self.session.accept_compile(job.uri, job.version, results)

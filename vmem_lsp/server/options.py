@@ -26,6 +26,10 @@ class Options:
     compile_on_save: bool = True
     debounce_ms: int = 300                   # quiet time after typing before the estimate
     cache: bool = True                       # use the on-disk compile cache
+    # Folders whose code may run, from the client's user-level settings: read
+    # from the initialization options only, never from workspace/configuration,
+    # which may come from the folder itself (.vscode/settings.json).
+    trusted_folders: tuple[str, ...] = ()
 
     def settings(self, path: str) -> Settings:
         """The check settings for a file: its pyproject.toml, overridden by these options."""
@@ -45,15 +49,24 @@ CAMEL = {f.name: "".join(w.capitalize() if i else w for i, w in enumerate(f.name
          for f in dataclasses.fields(Options)}
 
 
-def options_from(raw, base: Options = Options()) -> tuple[Options, list[str]]:
+USER_LEVEL_ONLY = ("trusted_folders",)
+
+
+def options_from(raw, base: Options = Options(), initialization: bool = False) -> tuple[Options, list[str]]:
     """Options updated from an editor's JSON (camelCase keys, optionally under
-    "vmemLsp"); returns the options and what was wrong with the input."""
+    "vmemLsp"); returns the options and what was wrong with the input. Only
+    the initialization options may name trusted folders; elsewhere the key
+    keeps `base`'s value."""
     if not isinstance(raw, dict):
         return base, []
     raw = raw.get(SECTION, raw) if isinstance(raw.get(SECTION), dict) else raw
     changes, problems = {}, []
     for name, key in CAMEL.items():
         if key not in raw or raw[key] is None:
+            continue
+        if name in USER_LEVEL_ONLY and not initialization:
+            problems.append(f"setting {key} is read only from the initialization options (user-level), "
+                            f"not from workspace settings: ignored here")
             continue
         try:
             changes[name] = _coerce(name, raw[key])
@@ -73,6 +86,10 @@ def _coerce(name: str, value):
         return parse_scoped_limits(value)
     if name == "debounce_ms":
         return int(value)
+    if name == "trusted_folders":
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise TypeError(f"expected a list of folders, got {value!r}")
+        return tuple(value)
     if not isinstance(value, bool):
         raise TypeError(f"expected true or false, got {value!r}")
     return value

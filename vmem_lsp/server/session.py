@@ -35,6 +35,7 @@ class Document:
     fixes_version: int | None = None
     searching: bool = False      # a fix search for fixes_version runs: `fixes` holds the candidates it compiles
     saved_version: int | None = None                             # the last version equal to the file on disk
+    not_run: list[Diagnostic] = field(default_factory=list)      # examples not compiled: the folder is untrusted
 
 
 class Session:
@@ -176,7 +177,8 @@ class Session:
                   for d in by_path.get(path, [])]
         lines = split_lines(doc.text if doc else _read(path))
         line = lambda n: lines[n - 1] if 0 < n <= len(lines) else ""
-        return [d for d in [*own, *others] if not is_suppressed(d, line(d.span.start_line))]
+        not_run = doc.not_run if doc is not None else []
+        return [d for d in [*own, *not_run, *others] if not is_suppressed(d, line(d.span.start_line))]
 
     def site_budgets(self, path: str, line: int) -> tuple[KernelSite | None, dict, KnownKernel | None]:
         """The site at `line` and its budgets per target, as currently shown."""

@@ -87,7 +87,9 @@ class Controller implements vscode.Disposable {
     this.sent = userSettings(scope);
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: "file", language: "python" }],
-      initializationOptions: { [SECTION]: this.sent },
+      // Workspace trust carries over: the server runs a folder's examples only in folders named here
+      // (or trusted with `vmem-lsp trust`), and never takes this list from workspace settings.
+      initializationOptions: { [SECTION]: { ...this.sent, trustedFolders: trustedFolders() } },
       synchronize: { configurationSection: SECTION },
       outputChannel: this.output,
       traceOutputChannel: this.trace,
@@ -266,6 +268,14 @@ function refreshHints(client: LanguageClient): void {
       // not a document of ours, or the feature is not registered
     }
   }
+}
+
+/** The workspace's folders when the user trusts the workspace (the extension runs only then). */
+function trustedFolders(): string[] {
+  if (!vscode.workspace.isTrusted) {
+    return [];
+  }
+  return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath);
 }
 
 function asTargets(value: unknown): string[] {

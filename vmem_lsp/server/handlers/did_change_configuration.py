@@ -12,7 +12,8 @@ async def handle(ls, params: types.DidChangeConfigurationParams) -> None:
             items=[types.ConfigurationItem(section=SECTION)]))
     before = ls.session.options
     # The editor sends its whole section: a setting it no longer has goes back to the default.
-    ls.session.options, problems = options_from(raw, Options()) if raw else (before, [])
+    ls.session.options, problems = (options_from(raw, Options(trusted_folders=before.trusted_folders)) if raw
+                                    else (before, []))
     for problem in problems:
         ls.log(types.MessageType.Warning, f"vmem-lsp: {problem}")
     after = ls.session.options

@@ -1,5 +1,6 @@
 """initialized: ask the client for its settings, then start the worker in
 the background (libtpu takes seconds to load) so the first save is quick."""
+import dataclasses
 import os
 
 from lsprotocol import types
@@ -19,4 +20,7 @@ async def handle(ls, params: types.InitializedParams) -> None:
             ls.log(types.MessageType.Warning, f"vmem-lsp: reading settings failed: {error!r}")
     if ls.session.options.compile_on_open or ls.session.options.compile_on_save:
         root = ls.workspace.root_path or os.getcwd()
-        ls.ensure_compiler().warm_up(ls.session.settings(root))
+        settings = ls.session.settings(root)
+        if not ls.trusted(root, settings):      # our own worker only: it runs nothing of the folder's
+            settings = dataclasses.replace(settings, worker=None)
+        ls.ensure_compiler().warm_up(settings)

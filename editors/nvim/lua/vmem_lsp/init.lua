@@ -3,7 +3,12 @@
 --   require("vmem_lsp").setup({
 --     cmd = { "/path/to/venv/bin/python", "-m", "vmem_lsp", "serve" },  -- default: { "vmem-lsp", "serve" }
 --     settings = { targets = { "v5e", "v6e" }, headroomWarning = 0.1 },  -- the server's options (README)
+--     trusted_folders = { "~/src/my-kernels" },  -- folders whose examples may run (or: vmem-lsp trust DIR)
 --   })
+--
+-- vmem-lsp compiles a file's `# vmem:` examples, which runs that folder's code, only in a trusted
+-- folder. Trust is yours to give: here in your own config, with `vmem-lsp trust DIR`, or by
+-- answering the server's notice. Never put trusted_folders in a project's .nvim.lua.
 --
 -- Uses vim.lsp.config / vim.lsp.enable on Neovim 0.11+, vim.lsp.start on 0.8-0.10,
 -- and vim.lsp.start_client + vim.lsp.buf_attach_client on 0.7.
@@ -14,6 +19,7 @@ local defaults = {
   filetypes = { "python" },
   root_markers = { "pyproject.toml", "setup.py", ".git" },
   settings = {},
+  trusted_folders = {},
 }
 
 local function root_dir(path, markers)
@@ -46,7 +52,11 @@ local function config(opts)
   return {
     name = "vmem-lsp",
     cmd = opts.cmd,
-    init_options = opts.settings,
+    -- Trusted folders go in the initialization options only: the server never takes them
+    -- from workspace/configuration, which a project's own files can answer.
+    init_options = vim.tbl_extend("force", opts.settings,
+      { trustedFolders = vim.tbl_map(function(f) return vim.fn.fnamemodify(vim.fn.expand(f), ":p") end,
+                                     opts.trusted_folders) }),
     settings = { vmemLsp = opts.settings },
     handlers = handlers(opts.settings),
   }
