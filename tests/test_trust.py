@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from conftest import run_cli
+from conftest import EXAMPLES, run_cli
 from vmem_lsp.trust import trusted_by
 
 
@@ -63,3 +63,18 @@ def test_trust_untrust_and_list_from_the_command_line(tmp_path):
     done = run_cli("untrust", str(project), env=env)
     assert done.returncode == 1 and "was not trusted" in done.stderr
     assert run_cli("trust", str(tmp_path / "missing"), env=env).returncode == 2
+
+
+def test_check_says_which_pyproject_worker_it_runs_and_can_refuse_it(tmp_path):
+    """`check` runs what it is told, as pytest does, but a worker command
+    from the repository's pyproject is named before it runs, and
+    --no-pyproject-worker keeps it from running at all."""
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v6e"]\nworker = "touch pwned"\n')
+    (tmp_path / "add_fits.py").write_text((EXAMPLES / "add_fits.py").read_text())
+    refused = run_cli("check", "add_fits.py", "--no-cache", "--no-pyproject-worker", cwd=tmp_path)
+    assert refused.returncode == 0, refused.stdout + refused.stderr
+    assert "not running the worker from pyproject.toml (--no-pyproject-worker): touch pwned" in refused.stderr
+    assert not (tmp_path / "pwned").exists()
+    used = run_cli("check", "add_fits.py", "--no-cache", cwd=tmp_path)
+    assert used.stderr.startswith("using worker from pyproject.toml: touch pwned")
+    assert (tmp_path / "pwned").exists() and used.returncode == 1

@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "--xla_tpu_scoped_vmem_limit_kib in LIBTPU_INIT_ARGS)")
     check.add_argument("--worker", help="the worker command (default: this Python, -m vmem_lsp worker), "
                        "e.g. 'ssh tpu-vm vmem-lsp worker'")
+    check.add_argument("--no-pyproject-worker", action="store_true",
+                       help="never run a worker command that pyproject.toml names; compile locally")
     check.add_argument("--worker-fallback", action="store_true",
                        help="when the configured worker dies (a lost SSH connection), compile locally")
     check.add_argument("--jobs", "-j", type=int, help="workers at once (default: cores minus one)")
@@ -71,7 +73,15 @@ def settings_for(args):
         changes["scoped_vmem_limit"] = parse_scoped_limits(args.scoped_vmem_limit)
         changes["scoped_vmem_limit_source"] = "--scoped-vmem-limit"
     if args.worker:
-        changes["worker"] = args.worker
+        changes.update(worker=args.worker, worker_source="--worker")
+    elif settings.worker and settings.worker_source == "pyproject.toml":
+        # A repository's pyproject can name any command: say so before it runs, or refuse it.
+        if args.no_pyproject_worker:
+            print(f"vmem-lsp: not running the worker from pyproject.toml (--no-pyproject-worker): "
+                  f"{settings.worker}", file=sys.stderr)
+            changes.update(worker=None, worker_source=None)
+        else:
+            print(f"using worker from pyproject.toml: {settings.worker}", file=sys.stderr)
     if args.cache_dir:
         changes["cache_dir"] = os.path.abspath(args.cache_dir)
     if args.no_compile:

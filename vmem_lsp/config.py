@@ -21,6 +21,7 @@ class Settings:
     scoped_vmem_limit: tuple[tuple[str, int], ...] = ()     # (chip, bytes): the compiler's scoped limit
     scoped_vmem_limit_source: str | None = None    # where that was set, for messages
     worker: str | None = None                      # worker command; None: a local subprocess
+    worker_source: str | None = None               # where it was set: "pyproject.toml", "--worker", ...
     worker_fallback: bool = False                  # when that worker dies, compile with a local one
     jobs: int | None = None                        # workers at once; None: cores minus one
     cache_dir: str | None = None                   # None: <project root>/.vmem_lsp_cache
@@ -108,6 +109,7 @@ def apply(settings: Settings, table: dict, where: str) -> Settings:
         changes["scoped_vmem_limit_source"] = os.path.basename(where)
     if "worker" in table:
         changes["worker"] = table["worker"] or None
+        changes["worker_source"] = os.path.basename(where)
     if "worker-fallback" in table:
         changes["worker_fallback"] = bool(table["worker-fallback"])
     if "jobs" in table:
