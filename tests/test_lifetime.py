@@ -129,7 +129,8 @@ def test_serve_leaves_nothing_behind(tmp_path, how):
         for message in (
                 {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                  "params": {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
-                            "initializationOptions": {"targets": ["v6e"], "cache": False}}},
+                            "initializationOptions": {"targets": ["v6e"], "cache": False,
+                                                      "trustedFolders": [str(tmp_path)]}}},
                 {"jsonrpc": "2.0", "method": "initialized", "params": {}},
                 {"jsonrpc": "2.0", "method": "textDocument/didOpen",
                  "params": {"textDocument": {"uri": source.as_uri(), "languageId": "python", "version": 1,

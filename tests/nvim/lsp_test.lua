@@ -54,7 +54,22 @@ seen.actions = {}
 for _, action in ipairs(actions) do
   table.insert(seen.actions, action.title)
 end
-vim.lsp.util.apply_workspace_edit(actions[1].edit, "utf-16")
+-- As vim.lsp.buf.code_action() does: an action without an edit (an estimate the compiler is
+-- still checking; Neovim declares resolveSupport for "edit") is resolved first.
+local chosen = actions[1]
+if not chosen.edit then
+  local resolved = vim.lsp.buf_request_sync(bufnr, "codeAction/resolve", chosen, 180000) or {}
+  for _, response in pairs(resolved) do
+    if response.result and response.result.edit then
+      chosen = response.result
+    end
+  end
+  seen.resolved = chosen.title
+end
+if not chosen.edit then
+  return finish("the chosen code action has no edit, even resolved")
+end
+vim.lsp.util.apply_workspace_edit(chosen.edit, "utf-16")
 vim.cmd("write")
 seen.steps[#seen.steps + 1] = "fixed"
 if not vim.wait(240000, function() return #vim.diagnostic.get(bufnr) == 0 end, 200) then
