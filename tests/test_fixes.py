@@ -22,6 +22,8 @@ def test_matmul_fix_compiles_on_v5e(tmp_path):
     done = run_cli("check", str(path), "--target", "v5e", "--fix", "--no-cache")
     after = path.read_text()
     assert after != before and "fixed: Shrink blocks" in done.stderr, done.stderr
+    # The recheck after the fix compiles nothing: the fix search compiled that kernel already (issue 14).
+    assert "(0 compiled, 1 already compiled by this run, 0 cached" in done.stdout, done.stdout
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert len(changed) == 1 and changed[0][0].startswith("# vmem: matmul(")   # only the example's numbers
     # The rewritten file, compiled again from scratch by the real compiler: it fits.

@@ -29,7 +29,8 @@ class CheckOutcome:
     files: int = 0
     examples: int = 0
     results: list = field(default_factory=list)   # (example, target, ExampleResult)
-    compiles: int = 0           # example x target pairs sent to the worker
+    compiles: int = 0           # example x target pairs the worker compiled (at least one kernel)
+    reused: int = 0             # pairs it answered from kernels it had compiled before in this run (a --fix recheck)
     cache_hits: int = 0
     seconds: float = 0.0
     internal_errors: list = field(default_factory=list)     # (path, traceback): bugs of ours, not the files'
@@ -219,7 +220,9 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
             worker.stop()
     for example, target, result, cached in done:
         outcome.cache_hits += cached
-        outcome.compiles += not cached
+        reused = not cached and result.calls and all(c.reused for c in result.calls)
+        outcome.reused += bool(reused)
+        outcome.compiles += not (cached or reused)
         outcome.results.append((example, target, result))
         outcome.diagnostics.extend(diagnostics_for(example, result, sources.sites_of))
     outcome.diagnostics = merge_targets(

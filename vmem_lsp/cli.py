@@ -124,7 +124,8 @@ def run_check(args) -> int:
     summary = (f"{errors} error{'s' * (errors != 1)} in {outcome.examples} example"
                f"{'s' * (outcome.examples != 1)} on {', '.join(settings.targets)} "
                f"({outcome.compiles} {'compiled' if settings.compile else 'traced (layout model only)'}, "
-               f"{outcome.cache_hits} cached, {outcome.seconds:.1f} s)")
+               + (f"{outcome.reused} already compiled by this run, " if outcome.reused else "")
+               + f"{outcome.cache_hits} cached, {outcome.seconds:.1f} s)")
     rendered = render(args.format, outcome.diagnostics, summary)
     if args.output:
         with open(args.output, "w") as f:

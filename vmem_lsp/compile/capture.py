@@ -351,12 +351,16 @@ def no_phase(phase: str, kernel: str | None = None) -> None:
     pass
 
 
+def verdict_key(eqn, device, compiler_options: dict | None = None) -> tuple:
+    return fingerprint(eqn), device.device_kind, tuple(sorted((compiler_options or {}).items()))
+
+
 def compile_alone(eqn, device, compiler_options: dict | None = None, on_phase=no_phase
                   ) -> tuple[bool, str | None, float]:
     """This one pallas_call's verdict on the device, (fits, compiler text,
     seconds): compiled, or reused when this process compiled the same kernel
     with the same options."""
-    key = (fingerprint(eqn), device.device_kind, tuple(sorted((compiler_options or {}).items())))
+    key = verdict_key(eqn, device, compiler_options)
     if key in VERDICTS:
         return (*VERDICTS[key], 0.0)
     fits, text, seconds = _compile(eqn, device, compiler_options, on_phase)
@@ -406,6 +410,7 @@ def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = 
     for eqn in trace_example(call_text, namespace, device):
         invoke_origin = traceback_origin(eqn.source_info.traceback)
         provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
+        reused = compile and verdict_key(eqn, device, compiler_options) in VERDICTS
         fits, text, seconds = (compile_alone(eqn, device, compiler_options, on_phase) if compile
                                else (True, None, 0.0))
         described = describe(eqn, provenance)
@@ -414,7 +419,7 @@ def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = 
             name=kernel_name(eqn),
             call_origin=provenance.call_origin if provenance else invoke_origin,
             invoke_origin=invoke_origin,
-            fits=fits, compiler_text=text, compile_seconds=round(seconds, 3), compiled=compile,
+            fits=fits, compiler_text=text, compile_seconds=round(seconds, 3), compiled=compile, reused=reused,
             scoped_limit=own_limit or limit,
             scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
             **described,

@@ -94,6 +94,7 @@ class CapturedCall:
     compiled: bool = True           # False: traced only, `fits` says nothing
     scoped_limit: int | None = None         # the scoped VMEM limit the compile ran under, when not the chip's default
     scoped_limit_source: str | None = None  # where that limit was set: "pyproject.toml", "LIBTPU_INIT_ARGS", ...
+    reused: bool = False            # the worker had compiled this very kernel before: its verdict, not a compile
 
 
 @dataclass(frozen=True)
