@@ -166,7 +166,8 @@ def test_misbehaving_examples_are_reported_and_the_check_goes_on(tmp_path):
 
     assert "does not parse" in only("# vmem: copy_rows(f32[4096, 4096)")
     assert "must be a call" in only("# vmem: 42")
-    assert "ValueError: this example raises on purpose" in only("# vmem: raises(")
+    assert "ValueError: this example raises on purpose (raised at tests/data/kernels/misbehaving.py:22)" \
+        in only("# vmem: raises(")      # where it raised, in the text too (issue 14)
     assert "the example's Python did not return within 20 s (in hangs at misbehaving.py:27)" in only("# vmem: hangs(")
     assert "exited with code 3 while running the example's Python" in only("# vmem: exits(")
     segfault = only("# vmem: segfaults(")

@@ -353,6 +353,10 @@ def error_diagnostic(example: Example, result: ExampleResult) -> Diagnostic:
     if result.error_origin is not None:
         related = (Related(result.error_origin.file, line_span(result.error_origin.line), "raised here"),)
     where = f" on TPU {result.target}" if result.target else ""
+    message = f"example not checked{where}: {result.error}"
+    if result.error_origin is not None and result.error_kind in ("raised", "import"):
+        # Where it raised belongs in the text too, not only in JSON's related locations.
+        message += f" (raised at {display_path(result.error_origin.file)}:{result.error_origin.line})"
     return Diagnostic(example.path, example.span, "warning" if soft else "error", code,
-                      f"example not checked{where}: {result.error}", result.target, "compiler", related,
+                      message, result.target, "compiler", related,
                       {"error_kind": result.error_kind, "target": result.target})
