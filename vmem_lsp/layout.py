@@ -13,14 +13,8 @@ import math
 from dataclasses import dataclass
 
 from .compile.protocol import CapturedCall, Operand, Scratch
+from .dtypes import ITEM_BITS
 
-ITEM_BITS = {
-    "f64": 64, "s64": 64, "u64": 64,
-    "f32": 32, "s32": 32, "u32": 32,
-    "bf16": 16, "f16": 16, "s16": 16, "u16": 16,
-    "s8": 8, "u8": 8, "pred": 8, "f8e4m3fn": 8, "f8e5m2": 8, "f8e4m3b11fnuz": 8,
-    "s4": 4, "u4": 4,
-}
 LANES = 128
 SUBLANES = 8
 # One sublane of 32-bit words across the lanes: the smallest unit of a tile.

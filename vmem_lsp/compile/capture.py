@@ -32,6 +32,7 @@ from jax.experimental import topologies
 from jax.sharding import SingleDeviceSharding
 
 from ..chips import chip
+from ..dtypes import COMPILER_DTYPES
 from ..source.directives import SHAPE_FUNCTION, compile_call
 from ..source.text import char_column
 from .protocol import CapturedCall, Operand, Origin, Scratch
@@ -40,13 +41,6 @@ JAX_DIR = os.path.dirname(jax.__file__) + os.sep
 JAX_OPS_DIR = os.path.join(JAX_DIR, "experimental", "pallas", "ops") + os.sep
 OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 STDLIB_DIR = sysconfig.get_paths()["stdlib"] + os.sep
-
-COMPILER_DTYPES = {
-    "float64": "f64", "float32": "f32", "bfloat16": "bf16", "float16": "f16",
-    "int64": "s64", "int32": "s32", "int16": "s16", "int8": "s8", "int4": "s4",
-    "uint64": "u64", "uint32": "u32", "uint16": "u16", "uint8": "u8", "uint4": "u4",
-    "bool": "pred", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2",
-}
 
 
 def is_user_file(path: str) -> bool:

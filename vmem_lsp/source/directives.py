@@ -12,22 +12,13 @@ import ast
 import re
 from dataclasses import dataclass
 
+from ..dtypes import DIRECTIVE_DTYPES
 from .model import Span
 from .syntax import parse_quietly
 from .text import split_lines
 
 DIRECTIVE = re.compile(r"^(?P<indent>\s*)#\s*vmem:\s?(?P<expr>.*?)\s*$")
 
-# Compiler spelling -> numpy/jax dtype name.
-DTYPES = {
-    "f64": "float64", "f32": "float32", "bf16": "bfloat16", "f16": "float16",
-    "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
-    "f8e4m3b11fnuz": "float8_e4m3b11fnuz",
-    "s64": "int64", "s32": "int32", "s16": "int16", "s8": "int8", "s4": "int4",
-    "u64": "uint64", "u32": "uint32", "u16": "uint16", "u8": "uint8", "u4": "uint4",
-    "i32": "int32", "i16": "int16", "i8": "int8",
-    "pred": "bool", "bool": "bool",
-}
 SHAPE_FUNCTION = "__vmem_shape__"
 
 
@@ -111,7 +102,7 @@ def check_call(text: str) -> str | None:
 
 def is_shape_literal(node: ast.AST) -> bool:
     return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-            and node.value.id in DTYPES)
+            and node.value.id in DIRECTIVE_DTYPES)
 
 
 def check_dims(node: ast.Subscript) -> str | None:
@@ -128,7 +119,7 @@ class _ShapeLiterals(ast.NodeTransformer):
             return self.generic_visit(node)
         dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         call = ast.Call(ast.Name(SHAPE_FUNCTION, ast.Load()),
-                        [ast.Constant(DTYPES[node.value.id]), ast.Tuple(list(dims), ast.Load())], [])
+                        [ast.Constant(DIRECTIVE_DTYPES[node.value.id]), ast.Tuple(list(dims), ast.Load())], [])
         return ast.copy_location(call, node)
 
 
