@@ -1,0 +1,81 @@
+"""The server's options (vmem_lsp/server/options.py) against the VS Code extension's settings
+(src/settings.ts SERVER_KEYS, package.json's vmemLsp.* contribution) and README's option table.
+Fast: reads files, starts nothing."""
+import dataclasses
+import json
+import pathlib
+import re
+
+from vmem_lsp.server.options import CAMEL, SECTION, Options
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+VSCODE = ROOT / "editors" / "vscode"
+
+# Options the server reads that are no VS Code setting, and why.
+SERVER_ONLY = {
+    "trustedFolders": "read from the initialization options only, never from workspace settings, which "
+                      "a folder can write itself (.vscode/settings.json); the extension passes it from "
+                      "VS Code's workspace trust (extension.ts trustedFolders())",
+}
+# VS Code settings the server never reads, and why.
+CLIENT_ONLY = {
+    "interpreter": "the Python the extension starts the server with; changing it restarts the server",
+    "trace.server": "vscode-languageclient's trace of the LSP messages, to an output channel",
+}
+
+
+def ts_array(name: str) -> list[str]:
+    """The string array `export const NAME = [...]` of settings.ts."""
+    text = (VSCODE / "src" / "settings.ts").read_text()
+    body = re.search(rf"export const {name} = \[(.*?)\]", text, re.DOTALL)
+    assert body, f"settings.ts has no {name}"
+    return re.findall(r'"([^"]+)"', body.group(1))
+
+
+def contributed() -> dict:
+    """package.json's vmemLsp.* settings, by key without the section."""
+    properties = json.loads((VSCODE / "package.json").read_text())["contributes"]["configuration"]["properties"]
+    assert all(key.startswith(SECTION + ".") for key in properties)
+    return {key[len(SECTION) + 1:]: schema for key, schema in properties.items()}
+
+
+def readme_options() -> list[str]:
+    """The first column of README's "| option | default | meaning |" table, `a` / `b` split."""
+    text = (ROOT / "README.md").read_text()
+    table = re.search(r"^\| option \| default \| meaning \|\n\| --- .*?\n((?:\|.*\n)+)", text, re.MULTILINE)
+    assert table, "README has no option table"
+    return [name for row in table.group(1).splitlines()
+            for name in re.findall(r"`([^`]+)`", row.split("|")[1])]
+
+
+def test_exceptions_are_real():
+    assert set(SERVER_ONLY) <= set(CAMEL.values())
+    assert set(CLIENT_ONLY) <= set(contributed())
+
+
+def test_settings_ts_sends_every_server_option():
+    keys = ts_array("SERVER_KEYS")
+    assert len(keys) == len(set(keys))
+    assert sorted(keys) == sorted(set(CAMEL.values()) - set(SERVER_ONLY))
+
+
+def test_package_json_contributes_every_server_option():
+    assert sorted(set(contributed()) - set(CLIENT_ONLY)) == sorted(ts_array("SERVER_KEYS"))
+
+
+def test_restart_keys_are_client_settings():
+    assert set(ts_array("RESTART_KEYS")) <= set(CLIENT_ONLY)
+
+
+def test_package_json_defaults_are_the_servers():
+    """A VS Code default of null stands for the server's None: pyproject.toml, else its own default."""
+    defaults = {CAMEL[f.name]: f.default for f in dataclasses.fields(Options)}
+    for key, schema in contributed().items():
+        if key not in CLIENT_ONLY:
+            assert schema["default"] == defaults[key], key
+
+
+def test_readme_lists_every_option():
+    names = readme_options()
+    assert len(names) == len(set(names))
+    assert sorted(names) == sorted(CAMEL.values())
