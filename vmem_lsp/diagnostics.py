@@ -36,7 +36,10 @@ class Diagnostic:
     facts: dict = field(default_factory=dict, compare=False)   # structured detail for JSON/SARIF
 
     def sort_key(self):
-        return (self.path, self.span.start_line, self.span.start_col, self.code, self.target or "")
+        """A total order: diagnostics at one place with one code (a BlockSpec
+        shared by several operands) otherwise kept the worker's order, which
+        varied from run to run."""
+        return (self.path, self.span.start_line, self.span.start_col, self.code, self.target or "", self.message)
 
 
 def is_suppressed(diagnostic: Diagnostic, line_text: str) -> bool:
