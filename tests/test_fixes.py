@@ -181,3 +181,16 @@ def test_a_file_changed_since_it_was_checked_is_not_fixed(tmp_path):
     assert path.read_text() == "BLOCK = 1024  # edited in the editor meanwhile\n"
     path.write_text(checked)
     assert write_edits(str(path), checked, [edit]) is None and path.read_text() == "BLOCK = 512\n"
+
+
+def test_a_block_size_passed_positionally_is_named_by_its_parameter(tmp_path):
+    """Issue 14: fix titles read `arg4=512` where the example passed a block
+    size by position; the function's own parameter names it."""
+    path = tmp_path / "matmul.py"
+    path.write_text((EXAMPLES / "matmul.py").read_text()
+                    .replace("def matmul(x, y, *, bm=512", "def matmul(x, y, bm=512")
+                    .replace("bf16[8192, 8192], bm=1024, bk=1024, bn=1024)", "bf16[8192, 8192], 1024, 1024, 1024)"))
+    [(example, fixes)] = fixes_for(path, ("v5e",), tmp_path / "cache")
+    best = next(f for f in fixes if f.verified)
+    assert "bk=512" in best.title and "arg" not in best.title, best.title
+    assert not any("arg" in f.title for f in fixes), [f.title for f in fixes]

@@ -26,9 +26,11 @@ def _int(node) -> int | None:
     return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
-def example_knobs(example: Example) -> list[Knob]:
+def example_knobs(example: Example, source: str | None = None) -> list[Knob]:
     """Integer arguments of the example call, at any depth (also those of a
-    call that makes the function called), except shape dims."""
+    call that makes the function called), except shape dims. A positional
+    argument of the called function is named by its parameter when `source`
+    defines it (`bk=512`, not `arg2=512`, in a fix's title)."""
     if example.module is not None:
         return []           # pyproject examples: edited in the source, not the table
     text = example.text
@@ -45,7 +47,8 @@ def example_knobs(example: Example) -> list[Knob]:
         if isinstance(node, ast.Call):
             if isinstance(node.func, ast.Call):     # make_kernel(block_sizes=...)(q, k, v)
                 visit(node.func, prefix)
-            named = [(f"arg{i}", a) for i, a in enumerate(node.args)] + [(k.arg, k.value) for k in node.keywords if k.arg]
+            named = ([(named_positionally(node, i), a) for i, a in enumerate(node.args)]
+                     + [(k.arg, k.value) for k in node.keywords if k.arg])
         elif isinstance(node, (ast.Tuple, ast.List)):       # block_shape=(512, 512)
             named = [(f"[{i}]", e) for i, e in enumerate(node.elts)]
         else:
@@ -59,6 +62,13 @@ def example_knobs(example: Example) -> list[Knob]:
             elif isinstance(value, (ast.Call, ast.Tuple, ast.List)) and not is_shape_literal(value):
                 visit(value, full)
 
+    parameters = _parameters(source, callee_name(example)) if source is not None else []
+
+    def named_positionally(node, index: int) -> str:
+        if node is call and index < len(parameters):
+            return parameters[index]
+        return f"arg{index}"
+
     visit(call, "")
     return knobs
 
@@ -71,24 +81,35 @@ def callee_name(example: Example) -> str | None:
     return func.id if isinstance(func, ast.Name) else None
 
 
-def default_knobs(example: Example, source: str) -> list[Knob]:
-    """Integer defaults of the example's function, when the example leaves them."""
-    name = callee_name(example)
-    passed = {k.name.split(".")[0] for k in example_knobs(example)}
+def _function(source: str, name: str | None):
+    """The module-level def called `name` in `source`, or None."""
     try:
         module = parse_quietly(source)
     except SyntaxError:
+        return None
+    return next((node for node in module.body
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name), None)
+
+
+def _parameters(source: str, name: str | None) -> list[str]:
+    """The positional parameters of the def called `name`, in order."""
+    function = _function(source, name)
+    return [a.arg for a in function.args.posonlyargs + function.args.args] if function else []
+
+
+def default_knobs(example: Example, source: str) -> list[Knob]:
+    """Integer defaults of the example's function, when the example leaves them."""
+    function = _function(source, callee_name(example))
+    if function is None:
         return []
+    passed = {k.name.split(".")[0] for k in example_knobs(example, source)}
     lines = split_lines(source)
-    for node in module.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            args = node.args
-            positional = args.posonlyargs + args.args
-            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-            return [Knob(a.arg, "default", example.path, node_span(d, lines), _int(d)) for a, d in pairs
-                    if _int(d) and a.arg not in passed]
-    return []
+    args = function.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return [Knob(a.arg, "default", example.path, node_span(d, lines), _int(d)) for a, d in pairs
+            if _int(d) and a.arg not in passed]
 
 
 def constant_knobs(path: str, source: str) -> list[Knob]:

@@ -231,7 +231,7 @@ def candidates(knobs: list[Knob], levels: int = 4) -> list[list[tuple[Knob, int]
 
 
 def shrink_fixes(problem: Problem) -> list[Fix]:
-    knobs = example_knobs(problem.example) + default_knobs(problem.example, problem.source)
+    knobs = example_knobs(problem.example, problem.source) + default_knobs(problem.example, problem.source)
     knobs += constant_knobs(problem.example.path, problem.source)
     moving = relevant_knobs(problem, knobs)
     variants = [Variant.of(problem, [knob_edit(k, v) for k, v in changes], knob_label(changes),
