@@ -1,0 +1,29 @@
+"""The CLI's text, JSON and SARIF output, pinned (issue 14, "Behaviour kept"):
+examples/ and copies of four jax ops kernels, checked on v5e and v6e by the real
+CLI and compiler, against tests/data/golden/, captured before the refactor by
+scripts/capture_golden.py. What the script normalises (paths, seconds, vmem-lsp's
+version) is all that may differ; everything else is a fact."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from capture_golden import GOLDEN, capture, differences  # noqa: E402
+
+HOW_TO_RECAPTURE = """\
+The CLI's output differs from the golden files in tests/data/golden/ (diff: stored -> now).
+If this change of output is not intended, it is a regression: fix the code.
+If it is intended (or jax/libtpu moved: see versions.txt), capture again and review and commit
+the new files with the change that made them:
+    .venv/bin/python scripts/capture_golden.py
+"""
+
+
+def test_cli_output_matches_the_golden_files():
+    changed = differences(capture(), GOLDEN)
+    if changed:
+        pytest.fail(HOW_TO_RECAPTURE + "\n" + changed, pytrace=False)
