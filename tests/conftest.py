@@ -45,6 +45,15 @@ def own_config_folder(tmp_path_factory):
         os.environ["XDG_CONFIG_HOME"] = previous
 
 
+@pytest.fixture(scope="module")
+def worker():
+    """One compile worker for a test module: starting one imports jax and libtpu."""
+    from vmem_lsp.compile.client import WorkerClient
+    client = WorkerClient()
+    yield client
+    client.stop()
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")

@@ -18,7 +18,7 @@ import pytest
 from conftest import changed_outside, fixes_for, overlapping, run_json
 from jax_ops import EXAMPLES, OPS, TARGET, copy_with_example
 from vmem_lsp.chips import MiB
-from vmem_lsp.compile.client import CheckRequest, WorkerClient
+from vmem_lsp.compile.client import CheckRequest
 from vmem_lsp.compile.protocol import CapturedCall, Operand, Origin
 from vmem_lsp.fixes import rewrites
 from vmem_lsp.fixes.knobs import example_knobs
@@ -170,14 +170,6 @@ def test_part_a_makes_every_kind_of_rewrite_on_jax():
 
 
 # ---- part B: the real compiler ----------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def worker():
-    """One worker for the module: starting one imports jax and libtpu."""
-    client = WorkerClient()
-    yield client
-    client.stop()
-
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_fixes_on_a_copy_of_each_jax_kernel_keep_it_intact_and_fit(name, tmp_path, worker):

@@ -21,7 +21,6 @@ import pytest
 from conftest import EXAMPLES, fixes_for, run_cli
 from test_unicode_edits import LETTERS, ascii_twin
 from vmem_lsp.check import check
-from vmem_lsp.compile.client import WorkerClient
 from vmem_lsp.config import Settings
 from vmem_lsp.fixes.edits import apply_edits
 
@@ -89,13 +88,6 @@ def verdict_and_fixes(path: Path, worker) -> tuple[list, list]:
     planned = [(example.line, [(f.kind, said(f.title), f.verified, [(name(e.path), e.span, e.new_text) for e in f.edits])
                                for f in found]) for example, found in fixes]
     return diagnostics, planned
-
-
-@pytest.fixture(scope="module")
-def worker():
-    client = WorkerClient()
-    yield client
-    client.stop()
 
 
 @pytest.mark.parametrize("name", sorted(SOURCES))

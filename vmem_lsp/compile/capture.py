@@ -349,12 +349,12 @@ def verdict_key(eqn, device, compiler_options: dict | None = None) -> tuple:
     return fingerprint(eqn), device.device_kind, tuple(sorted((compiler_options or {}).items()))
 
 
-def compile_alone(eqn, device, compiler_options: dict | None = None, on_phase=no_phase
+def compile_alone(eqn, device, compiler_options: dict | None = None, on_phase=no_phase, key: tuple | None = None
                   ) -> tuple[bool, str | None, float]:
     """This one pallas_call's verdict on the device, (fits, compiler text,
     seconds): compiled, or reused when this process compiled the same kernel
     with the same options."""
-    key = verdict_key(eqn, device, compiler_options)
+    key = key or verdict_key(eqn, device, compiler_options)
     if key in VERDICTS:
         return (*VERDICTS[key], 0.0)
     fits, text, seconds = _compile(eqn, device, compiler_options, on_phase)
@@ -404,8 +404,9 @@ def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = 
     for eqn in trace_example(call_text, namespace, device):
         invoke_origin = traceback_origin(eqn.source_info.traceback)
         provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
-        reused = compile and verdict_key(eqn, device, compiler_options) in VERDICTS
-        fits, text, seconds = (compile_alone(eqn, device, compiler_options, on_phase) if compile
+        key = verdict_key(eqn, device, compiler_options) if compile else None    # the fingerprint, once
+        reused = key in VERDICTS
+        fits, text, seconds = (compile_alone(eqn, device, compiler_options, on_phase, key) if compile
                                else (True, None, 0.0))
         described = describe(eqn, provenance)
         own_limit = described["vmem_limit_bytes"]
