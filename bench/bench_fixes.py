@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vmem_lsp.check import SourceFiles, check  # noqa: E402
+from vmem_lsp.engine import SourceFiles, check  # noqa: E402
 from vmem_lsp.compile.client import WorkerClient  # noqa: E402
 from vmem_lsp.config import Settings  # noqa: E402
 from vmem_lsp.fixes.plan import overflowing  # noqa: E402

@@ -128,6 +128,26 @@ def scratch_copy(scratch: list[tuple[tuple[int, int], object]], vmem_limit_bytes
     return f
 
 
+def twin_scratch(shape: tuple[int, int], vmem_limit_bytes: int) -> Callable:
+    """A row-block copy through two f32 VMEM scratch buffers of one shape, each
+    written from the input and read back a step later (a value in the same
+    step would be forwarded and the buffer dropped): two allocations alike."""
+    def kernel(x_ref, o_ref, a_ref, b_ref):
+        step = pl.program_id(0)
+        rows, earlier = pl.ds(step * 8, 8), pl.ds((step // 2) * 8, 8)
+        a_ref[rows, :] = x_ref[...] * 2
+        b_ref[rows, :] = x_ref[...] + 1
+        o_ref[...] = a_ref[earlier, :] + b_ref[earlier, :]
+
+    def f(x):
+        spec = pl.BlockSpec((8, x.shape[1]), lambda i: (i, 0))
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(x.shape[0] // 8,),
+                              in_specs=[spec], out_specs=spec,
+                              scratch_shapes=[pltpu.VMEM(shape, jnp.float32), pltpu.VMEM(shape, jnp.float32)],
+                              **compiler_params(vmem_limit_bytes))(x)
+    return f
+
+
 def smem_prefetch() -> Callable:
     """Row gather driven by a scalar-prefetched index table too big for SMEM."""
     def kernel(idx_ref, x_ref, o_ref):
@@ -220,6 +240,9 @@ CASES = (
          "s8(3,100), f32(8192,4096), vmem_limit_bytes=120 MiB",
          lambda: scratch_copy([((8, 100), BF16), ((3, 128), BF16), ((3, 100), I8), ((8192, 4096), F32)], 120 * MiB),
          (((64, 1024), F32),)),
+    Case("twin-scratch-v6e", "v6e", "f32 row copy, block (8, 4096), two scratch_shapes VMEM f32(4096,4096) written "
+         "and read: two allocations alike, 64 MiB each, vmem_limit_bytes=120 MiB",
+         lambda: twin_scratch((4096, 4096), 120 * MiB), (((4096, 4096), F32),)),
     # Over the scoped limit: E1001, totals only.
     Case("scoped-e1001-v5e", "v5e", "bf16 matmul 8192^3, blocks 1024/1024/1024, f32 VMEM accumulator",
          lambda: matmul(1024, 1024, 1024), MATMUL_8K),

@@ -69,7 +69,7 @@ def fixes_for(path, targets, cache, sources=None, worker=None) -> list:
     """[(example, fixes)] for the overflowing examples under `path`, with a real
     worker: `worker` when given (a module's tests share one: starting one
     imports jax), else one of its own."""
-    from vmem_lsp.check import SourceFiles, cached_runner, check
+    from vmem_lsp.engine import SourceFiles, cached_runner, check
     from vmem_lsp.compile.cache import ResultCache
     from vmem_lsp.compile.client import WorkerClient
     from vmem_lsp.config import Settings

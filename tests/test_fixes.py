@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from conftest import EXAMPLES, KERNELS, changed_outside, fixes_for, run_cli, run_json
-from vmem_lsp.check import SourceFiles
+from vmem_lsp.engine import SourceFiles
 from vmem_lsp.fixes.edits import apply_edits, inverse_edits
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import EXAMPLES, fixes_for, run_cli
 from test_unicode_edits import LETTERS, ascii_twin
-from vmem_lsp.check import check
+from vmem_lsp.engine import check
 from vmem_lsp.config import Settings
 from vmem_lsp.fixes.edits import apply_edits
 

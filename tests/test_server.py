@@ -316,7 +316,7 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
                              types.Position(span.start_line - 1, span.start_col),
                              types.Position(span.end_line - 1, span.end_col))))
     diagnostic = types.Diagnostic(types.Range(types.Position(0, 0), types.Position(0, 1)), "over",
-                                  data={"example": f"{example.path}:{example.line}"})
+                                  data={"example": {"path": example.path, "line": example.line}})
     params = types.CodeActionParams(types.TextDocumentIdentifier(to_uri(path)), diagnostic.range,
                                     types.CodeActionContext(diagnostics=[diagnostic]))
     fix = lambda verified: Fix("grid", "compiler-verified" if verified else "estimate, verifying…",

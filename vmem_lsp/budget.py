@@ -12,9 +12,10 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
-from . import layout
+from . import layout, render
 from .chips import Chip, chip
 from .compile.protocol import CapturedCall, Operand
+from .correlate import part_indices
 from .report.model import Report
 from .source.model import Expr, KernelSite
 from .source.syntax import parse_quietly
@@ -52,11 +53,10 @@ class Budget:
 
 
 def part_for_cost(cost: layout.WindowCost) -> Part:
-    shape = f"{cost.dtype}[{','.join(map(str, cost.shape))}]"
     if cost.kind == "scratch":
-        label = f"scratch {cost.index} {shape}"
+        label = render.scratch(cost.index, cost.dtype, cost.shape)
     else:
-        label = f"{'input' if cost.kind == 'input_window' else 'output'} {cost.index} window {shape}"
+        label = render.window("in" if cost.kind == "input_window" else "out", cost.index, cost.dtype, cost.shape)
     return Part(cost.kind, cost.index, label, cost.bytes, cost.buffers if cost.kind != "scratch" else None, True)
 
 
@@ -77,8 +77,8 @@ def from_compile(call: CapturedCall, report: Report | None, target_name: str) ->
         return Budget(target.name, parts, modelled + internal, scoped_limit(call, target), "scoped",
                       target.capacity, "model", report is None)
     if report.form == "physical":
-        listed = tuple(Part(a.kind, _part_index(call, a), _allocation_label(a), a.size, a.buffers, False)
-                       for a in report.allocations)
+        listed = tuple(Part(a.kind, index, render.allocation_label(a), a.size, a.buffers, False)
+                       for a, index in zip(report.allocations, part_indices(call, report.allocations)))
         return Budget(target.name, listed, report.used or sum(p.bytes for p in listed),
                       report.limit or target.capacity, "physical", target.capacity, "compiler", False)
     if report.form == "scoped":
@@ -92,27 +92,6 @@ def from_compile(call: CapturedCall, report: Report | None, target_name: str) ->
 
 def internal_part(size: int, label: str) -> Part:
     return Part("internal", None, label, size, None, True)
-
-
-def _part_index(call: CapturedCall, allocation) -> int | None:
-    """The in_specs / out_specs / scratch_shapes index the allocation belongs to
-    (the compiler counts scalar-prefetch operands among the inputs)."""
-    from .mapping import operand_for, scratch_index
-    if allocation.kind == "scratch":
-        return scratch_index(call, allocation)
-    op = operand_for(call, allocation)
-    return op.index if op is not None else allocation.operand_index
-
-
-def _allocation_label(allocation) -> str:
-    if allocation.kind in ("input_window", "output_window"):
-        role = "input" if allocation.kind == "input_window" else "output"
-        return f"{role} {allocation.operand_index} window {allocation.window_shape or ''}".strip()
-    if allocation.kind == "scratch":
-        return f"scratch {allocation.window_shape or ''}".strip()
-    if allocation.kind == "spill":
-        return "register spills"
-    return allocation.kind.replace("_", " ")
 
 
 # ---- estimates while typing ---------------------------------------------------------

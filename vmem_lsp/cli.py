@@ -93,8 +93,44 @@ def settings_for(args):
     return dataclasses.replace(settings, **changes)
 
 
+class ProgressBar:
+    """kernels done / total and the current file, on a terminal (tqdm): the
+    engine's Progress as the CLI shows it."""
+
+    bar = None
+
+    def start(self, total: int) -> None:
+        from tqdm import tqdm
+        if total:
+            self.bar = tqdm(total=total, unit="kernel", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def line(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+
+    def advance(self, where: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(where, refresh=False)
+            self.bar.update(1)
+
+
+def checked(args, settings, worker):
+    """engine.check with a progress bar on a terminal."""
+    from .engine import check
+    bar = ProgressBar() if sys.stderr.isatty() else None
+    try:
+        return check(args.paths, settings, use_cache=not args.no_cache, progress=bar, worker=worker)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def run_check(args) -> int:
-    from .check import check, exit_code
+    from .engine import exit_code
     from .config import ConfigError
     from .output import render
     missing = [p for p in args.paths if not os.path.exists(p)]
@@ -106,18 +142,17 @@ def run_check(args) -> int:
     except ConfigError as error:
         print(f"vmem-lsp: {error}", file=sys.stderr)
         return EXIT_ERROR
-    from .check import make_workers
-    progress = sys.stderr.isatty()
+    from .engine import make_workers
     worker = make_workers(settings)
     try:
-        outcome = check(args.paths, settings, use_cache=not args.no_cache, progress=progress, worker=worker)
+        outcome = checked(args, settings, worker)
         if args.fix or args.diff:
             changed = fix_files(outcome, settings, worker, use_cache=not args.no_cache, write=args.fix)
             if args.diff:
                 report_internal_errors(outcome)
                 return EXIT_ERROR if outcome.internal_errors else EXIT_FOUND if changed else EXIT_OK
             if changed:
-                outcome = check(args.paths, settings, use_cache=not args.no_cache, progress=progress, worker=worker)
+                outcome = checked(args, settings, worker)
     finally:
         worker.stop()
     errors = sum(d.severity == "error" for d in outcome.diagnostics)
@@ -138,7 +173,7 @@ def run_check(args) -> int:
 
 def report_internal_errors(outcome) -> None:
     """Our bugs go to stderr, whole; everything else was still checked and reported."""
-    from .mapping import display_path
+    from .render import display_path
     for path, details in outcome.internal_errors:
         sys.stderr.write(f"vmem-lsp: internal error locating the kernels of {display_path(path)}:\n"
                          f"{details.rstrip()}\n")
@@ -147,11 +182,11 @@ def report_internal_errors(outcome) -> None:
 def fix_files(outcome, settings, worker, use_cache: bool, write: bool) -> int:
     """Find fixes for the overflowing examples; write them (--fix) or print
     them as a diff (--diff). Returns how many files change."""
-    from .check import SourceFiles, cached_runner
+    from .engine import SourceFiles, cached_runner
     from .compile.cache import ResultCache
     from .fixes.edits import apply_edits
     from .fixes.plan import plan, unified_diff
-    from .mapping import display_path
+    from .render import display_path
     sources = SourceFiles()
     run = cached_runner(ResultCache(settings.cache_folder(), enabled=use_cache), worker, settings.limits())
     edits_by_path: dict = {}

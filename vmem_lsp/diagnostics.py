@@ -1,8 +1,10 @@
 """Diagnostics as plain data: what the CLI prints and the server publishes."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from .render import Wording, per_target
+from .source.directives import ExampleKey
 from .source.model import Span
 
 CODES = {
@@ -24,6 +26,17 @@ class Related:
 
 
 @dataclass(frozen=True)
+class Subject:
+    """What a diagnostic is about, the same on every chip: the example, which
+    of its pallas_call invocations, and which part of that kernel ("input 0",
+    "scratch 1", "allocation 3", "kernel", "example"). Two allocations the
+    compiler lists with the same size are two subjects, so both are shown."""
+    example: ExampleKey
+    call: int | None = None
+    part: str = "example"
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     path: str
     span: Span
@@ -34,6 +47,8 @@ class Diagnostic:
     origin: str = "compiler"        # "compiler" | "model": who says the figures
     related: tuple[Related, ...] = ()
     facts: dict = field(default_factory=dict, compare=False)   # structured detail for JSON/SARIF
+    subject: Subject | None = None                  # what it is about: the key chips merge by
+    wording: Wording | None = field(default=None, compare=False)   # the message as head + the chip's clause
 
     def sort_key(self):
         """A total order: diagnostics at one place with one code (a BlockSpec
@@ -54,40 +69,33 @@ def is_suppressed(diagnostic: Diagnostic, line_text: str) -> bool:
     return diagnostic.code in codes
 
 
-NEEDS = ("kernel needs", "one allocation would exceed")
-
-
-def _split(d: Diagnostic) -> tuple[str, str, str] | None:
-    """(what, separator, what the chip says) of a message that reports a
-    chip's budget: what comes before "kernel needs ..." is the same on every chip."""
-    starts = [i for i in (d.message.find(f"{sep}{need}") for sep in ("; ", ": ") for need in NEEDS) if i > 0]
-    if not starts:
-        return None
-    at = min(starts)
-    return d.message[:at], d.message[at:at + 2], d.message[at + 2:]
+def group_key(d: Diagnostic):
+    """What makes diagnostics of several chips one: the place, the code and
+    the subject (which example, which call of it, which part). Never the
+    text; never two examples; a diagnostic without a subject stands alone."""
+    if d.subject is None or d.target is None or d.wording is None:
+        return id(d)
+    return (d.path, d.span, d.code, d.severity, d.subject)
 
 
 def merge_targets(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    """One diagnostic per place, code and allocation, listing what each chip
-    that fails says, instead of one a chip."""
+    """One diagnostic per place, code and subject, listing what each chip that
+    fails says, instead of one a chip."""
     groups: dict = {}
     for d in diagnostics:
-        parts = _split(d) if d.target else None
-        key = (d.path, d.span, d.code, d.severity, parts[0] if parts else id(d))
-        groups.setdefault(key, []).append((d, parts))
+        groups.setdefault(group_key(d), []).append(d)
     merged = []
     for members in groups.values():
         if len(members) == 1:
-            merged.append(members[0][0])
+            merged.append(members[0])
             continue
-        members.sort(key=lambda m: m[0].target)
-        first, (subject, separator, _) = members[0]
-        ds = [d for d, _ in members]
-        origins = {d.origin for d in ds}
-        related = tuple(dict.fromkeys(r for d in ds for r in d.related))
-        merged.append(Diagnostic(
-            first.path, first.span, first.severity, first.code,
-            subject + separator + "; ".join(p[2] for _, p in members),
-            ",".join(d.target for d in ds), origins.pop() if len(origins) == 1 else "mixed", related,
-            {"targets": {d.target: d.facts for d in ds}}))
+        members.sort(key=lambda d: d.target)
+        first = members[0]
+        origins = {d.origin for d in members}
+        related = tuple(dict.fromkeys(r for d in members for r in d.related))
+        merged.append(replace(
+            first, message=per_target([d.wording for d in members]),
+            target=",".join(d.target for d in members),
+            origin=origins.pop() if len(origins) == 1 else "mixed", related=related,
+            facts={"targets": {d.target: d.facts for d in members}}, wording=None))
     return sorted(merged, key=Diagnostic.sort_key)

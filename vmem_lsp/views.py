@@ -8,9 +8,11 @@ from . import budget as budgets
 from .budget import Budget, KnownKernel, Part
 from .chips import chip
 from .compile.protocol import ExampleResult
-from .diagnostics import Diagnostic, Related
-from .mapping import SitesOf, at_origin, kernel_site
-from .report.parse import format_size, parse_report
+from .correlate import SitesOf, kernel_site, spec_ordinals
+from .diagnostics import Diagnostic
+from .render import size as format_size
+from .report.parse import parse_report
+from . import render
 from .source.model import BlockSpecSite, KernelSite, Span
 
 SiteKey = tuple  # (path, enclosing function, ordinal of the site within that function)
@@ -55,23 +57,8 @@ def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
             previous = learned.known.get(key)
             internal = dict(previous.internal) if previous else {}
             internal.update({result.target: p.bytes for p in compiled.parts if p.kind == "internal"})
-            learned.known[key] = KnownKernel(call, spec_ordinals(call, site, sites_of), internal)
+            learned.known[key] = KnownKernel(call, spec_ordinals(call, site), internal)
     return learned
-
-
-def spec_ordinals(call, site: KernelSite, sites_of: SitesOf) -> dict:
-    """(role, index) -> position of the BlockSpec that made it in the site's spec tuple."""
-    ordinals = {}
-    for op in call.operands:
-        if op.role == "prefetch":
-            continue
-        specs = site.in_specs if op.role == "in" else site.out_specs
-        found = at_origin(specs, op.origin) if op.origin and op.origin.file == site.path else None
-        if found is None:
-            found = next((s for s in specs if s.index == op.index), None)
-        if found is not None:
-            ordinals[(op.role, op.index)] = specs.index(found)
-    return ordinals
 
 
 # ---- the static tier ----------------------------------------------------------------
@@ -92,10 +79,10 @@ def part_span(part: Part, site: KernelSite, known: KnownKernel | None) -> Span:
     return site.name_span
 
 
-def needs_text(b: Budget, estimated: bool) -> str:
-    scope = "scoped " if b.limit_kind == "scoped" else ""
-    approx = "~" if estimated else ""
-    return f"kernel needs {approx}{format_size(b.total)} of {format_size(b.limit)} {scope}VMEM on {b.chip.label}"
+def needs_text(b: Budget, over: bool = False) -> str:
+    """The budget sentence of an estimate; with how much it is over, to save and compile."""
+    return render.needs(b.total, b.limit, b.chip.label, scoped=b.limit_kind == "scoped", approx=True,
+                        over=b.total - b.limit if over else None, note=render.SAVE_TO_COMPILE)
 
 
 def estimated_diagnostics(site: KernelSite, key: SiteKey, known: KnownKernel, targets, headroom: float
@@ -106,19 +93,15 @@ def estimated_diagnostics(site: KernelSite, key: SiteKey, known: KnownKernel, ta
     for target in targets:
         b = budgets.estimate(site, known, target)
         by_target[target] = b
-        need = needs_text(b, estimated=True)
         if not b.fits:
-            over = format_size(b.total - b.limit)
+            need = needs_text(b, over=True)
             for part in b.parts:
                 if part.kind == "internal":
                     continue
-                how = {1: ", single buffered", 2: ", double buffered"}.get(part.buffers, "")
+                wording = render.part(part.label, part.bytes, need, buffers=part.buffers, approx=True)
                 found.append(Diagnostic(site.path, part_span(part, site, known), "error", "VMEM001",
-                                        f"{part.label} ~ {format_size(part.bytes)}{how}; {need} (over by ~{over}; "
-                                        f"layout model estimate, save to compile)",
-                                        target, "model", facts={"estimated": True, "size": part.bytes}))
-            found.append(Diagnostic(site.path, site.name_span, "error", "VMEM002",
-                                    f"{need} (over by ~{over}; layout model estimate, save to compile)",
+                                        wording.text(), target, "model", facts={"estimated": True, "size": part.bytes}))
+            found.append(Diagnostic(site.path, site.name_span, "error", "VMEM002", need,
                                     target, "model", facts={"estimated": True, "total": b.total}))
         elif b.headroom() < headroom:
             found.append(headroom_warning(site, b, estimated=True))
@@ -128,8 +111,7 @@ def estimated_diagnostics(site: KernelSite, key: SiteKey, known: KnownKernel, ta
 def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic:
     free = max(b.headroom(), 0.0)
     return Diagnostic(site.path, site.name_span, "warning", "VMEM005",
-                      f"fits on {b.chip.label} with {free:.0%} to spare: {needs_text(b, True)} "
-                      f"(layout model estimate{', save to compile' if estimated else ''})",
+                      render.headroom(b.chip.label, free, needs_text(b), estimated),
                       b.target, "model", facts={"estimated": True, "total": b.total, "limit": b.limit})
 
 

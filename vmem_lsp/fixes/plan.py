@@ -6,7 +6,7 @@ import functools
 import os
 from typing import Callable
 
-from ..mapping import SitesOf
+from ..correlate import SitesOf
 from ..source.directives import Example
 from ..source.text import split_lines
 from .edits import Fix, apply_edits

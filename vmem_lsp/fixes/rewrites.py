@@ -10,7 +10,7 @@ import re
 from ..budget import literal_int
 from ..chips import MiB
 from ..compile.protocol import CapturedCall
-from ..mapping import at_origin
+from ..correlate import spec_in_site
 from ..source.model import BlockSpecSite, Expr, KernelSite, Span
 from ..source.syntax import parse_quietly
 from ..source.text import node_span, split_lines
@@ -163,22 +163,12 @@ def _after_imports(source: str) -> tuple[int, int]:
     return ((imports[-1].end_lineno + 1) if imports else 1), 0
 
 
-def _spec_for(site: KernelSite, call: CapturedCall, role: str, index: int) -> BlockSpecSite | None:
-    specs = site.in_specs if role == "in" else site.out_specs
-    op = next((o for o in call.operands if o.role == role and o.index == index), None)
-    if op is not None and op.origin is not None and op.origin.file == site.path:
-        found = at_origin(specs, op.origin)
-        if found is not None:
-            return found
-    return next((s for s in specs if s.index == index), None)
-
-
 def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, source: str
                   ) -> list[TextEdit] | None:
     """pipeline_mode=pl.Buffered(1) as the BlockSpec's last argument, written
     right after the last argument already there, so a call whose ")" closes
     on a line of its own keeps it there alone."""
-    spec = _spec_for(site, call, role, index)
+    spec = spec_in_site(site, call, role, index)
     if spec is None or spec.pipeline_mode is not None:
         return None
     start = offset(source, spec.span.start_line, spec.span.start_col)

@@ -11,7 +11,7 @@ from .. import budget as budgets
 from ..chips import MiB, chip
 from ..compile.client import CheckRequest
 from ..compile.protocol import CapturedCall, ExampleResult
-from ..mapping import SitesOf, kernel_site
+from ..correlate import SitesOf, kernel_site
 from ..report.parse import format_size, parse_report
 from ..source.directives import Example
 from ..source.text import split_lines

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..diagnostics import CODES, Diagnostic
-from ..mapping import display_path
+from ..render import display_path
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "information": "note"}
 

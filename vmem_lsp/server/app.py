@@ -135,9 +135,14 @@ class VmemServer(LanguageServer):
         await self.analyse_now(path)
 
     async def analyse_now(self, path: str) -> None:
+        """The static tier: analysed off the loop from a snapshot, applied on it."""
+        from ..engine import analyse
+        arguments = self.session.analysis_input(path)
+        if arguments is None:
+            return
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self.analysis, self.session.analyse, path)
+            self.session.apply_analysis(await loop.run_in_executor(self.analysis, analyse, *arguments))
         except Exception:              # a user's file never takes the server down
             self.internal_error(f"analysing {path}", traceback.format_exc())
             return

@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..check import run_example
+from ..engine import run_example
 from ..compile.cache import ResultCache
 from ..compile.client import CheckRequest, WorkerClient
 from ..compile.protocol import ExampleResult
@@ -168,7 +168,7 @@ class CompileService:
         """After the verdict is out: find fixes for what overflows, verified by
         compiling. The candidates are told (on_fixes(job, planned, False)) while
         they are compiled. None when a newer job stopped the search."""
-        from ..check import SourceFiles, cached_runner
+        from ..engine import SourceFiles, cached_runner
         from ..fixes.plan import overflowing, plan
         triples = [(example, result.target, result) for example, result in results]
         if not overflowing(triples):

@@ -11,6 +11,7 @@ from pygls.uris import from_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
 from ..diagnostics import Diagnostic
+from ..source.directives import ExampleKey
 from ..source.model import Span
 from ..source.text import split_lines
 
@@ -88,8 +89,15 @@ def to_diagnostic(d: Diagnostic, positions: Positions) -> types.Diagnostic:
         source="vmem-lsp",
         related_information=[types.DiagnosticRelatedInformation(
             types.Location(to_uri(r.path), positions.range(r.path, r.span)), r.message) for r in d.related] or None,
-        data={"target": d.target, "tier": tier, **{k: v for k, v in d.facts.items() if _plain(v)}},
+        data={"target": d.target, "tier": tier, **{k: v for k, v in d.facts.items() if _plain(v)},
+              **(example_data(d.subject.example) if d.subject is not None else {})},
     )
+
+
+def example_data(key: ExampleKey) -> dict:
+    """The example a diagnostic or an action is about, in its `data`: what a
+    code action request brings back to find the example's fixes."""
+    return {"example": {"path": key.path, "line": key.line}}
 
 
 def _plain(value) -> bool:

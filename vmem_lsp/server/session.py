@@ -6,12 +6,11 @@ import os
 from dataclasses import dataclass, field
 
 from ..budget import KnownKernel
-from ..check import SourceFiles, directive_diagnostic
 from ..compile.protocol import ExampleResult
-from ..diagnostics import Diagnostic, is_suppressed, merge_targets
+from ..diagnostics import Diagnostic, is_suppressed
+from ..engine import Analysis, SourceFiles, diagnose, headroom_warnings
 from ..fixes.plan import overflowing
-from ..mapping import diagnostics_for
-from ..source.directives import Example, find_examples
+from ..source.directives import Example, ExampleKey
 from ..source.locate import LocateResult, locate
 from ..source.model import KernelSite
 from ..source.text import split_lines
@@ -31,7 +30,7 @@ class Document:
     verdict: list[Diagnostic] = field(default_factory=list)      # the compiler tier, for `compiled_version`
     compiled_version: int | None = None
     budgets: dict = field(default_factory=dict)                  # SiteKey -> {target: Budget}, as shown
-    fixes: dict = field(default_factory=dict)                    # "path:line" of an example -> [Fix], best first
+    fixes: dict = field(default_factory=dict)                    # ExampleKey -> [Fix], best first
     fixes_version: int | None = None
     searching: bool = False      # a fix search for fixes_version runs: `fixes` holds the candidates it compiles
     saved_version: int | None = None                             # the last version equal to the file on disk
@@ -39,6 +38,10 @@ class Document:
 
 
 class Session:
+    """Changed only on the server's event loop: work done off the loop (an
+    analysis, a compile) returns a result that the loop applies here, after
+    checking it is for the document's current version."""
+
     def __init__(self, options: Options, locator=locate, changed=lambda: None):
         self.options = options
         self.locator = locator           # locate(text, path); the server runs it in another process
@@ -80,33 +83,26 @@ class Session:
         return self.options.settings(path)
 
     # -- the static tier ------------------------------------------------------------------
-    def analyse(self, path: str) -> Document | None:
-        """Locate sites and estimate budgets for the document as it is now.
-        Runs off the loop; never raises on any text."""
+    def analysis_input(self, path: str) -> tuple | None:
+        """engine.analyse's arguments for the document as it is now: a snapshot,
+        so that the analysis may run off the loop while edits come in."""
         doc = self.documents.get(path)
         if doc is None:
             return None
-        version, text = doc.version, doc.text
-        located = self.locator(text, path)
-        examples, errors = find_examples(text, path)
-        settings = self.settings(path)
-        estimates = [directive_diagnostic(e) for e in errors]
-        shown = {}
-        keys = views.site_keys(located.sites)
-        for site, key in zip(located.sites, keys):
-            known = self.known.get(key)
-            if known is None:
-                continue
-            found, by_target = views.estimated_diagnostics(site, key, known, settings.targets,
-                                                           self.options.headroom_warning)
-            estimates.extend(found)
-            shown[key] = by_target
-        if doc.version == version:       # an edit may have come in meanwhile: keep the newer
-            doc.located, doc.examples, doc.estimates = located, examples, estimates
-            doc.analysed_version = version
-            if doc.compiled_version != version:
-                doc.budgets = shown
-        return doc
+        return (path, doc.version, doc.text, self.settings(path).targets, dict(self.known),
+                self.options.headroom_warning, self.locator)
+
+    def apply_analysis(self, analysis: Analysis) -> bool:
+        """Take an analysis if the document is still at its version (an edit
+        may have come in meanwhile: the newer analysis will follow)."""
+        doc = self.documents.get(analysis.path)
+        if doc is None or doc.version != analysis.version:
+            return False
+        doc.located, doc.examples, doc.estimates = analysis.located, analysis.examples, analysis.estimates
+        doc.analysed_version = analysis.version
+        if doc.compiled_version != analysis.version:
+            doc.budgets = analysis.budgets
+        return True
 
     # -- the compiler tier ------------------------------------------------------------------
     def accept_compile(self, path: str, version: int, results: list[tuple[Example, ExampleResult]]
@@ -120,15 +116,8 @@ class Session:
         if doc is None or doc.version != version:
             return None
         by_path: dict[str, list[Diagnostic]] = {}
-        for example, result in results:
-            for d in diagnostics_for(example, result, sources.sites_of):
-                by_path.setdefault(d.path, []).append(d)
-        for key, by_target in learned.budgets.items():
-            site = learned.sites[key]
-            for b in by_target.values():
-                if b.fits and b.headroom() < self.options.headroom_warning:
-                    by_path.setdefault(site.path, []).append(views.headroom_warning(site, b, estimated=False))
-        by_path = {p: merge_targets(list(set(ds))) for p, ds in by_path.items()}
+        for d in diagnose([], results, sources, headroom_warnings(learned, self.options.headroom_warning)):
+            by_path.setdefault(d.path, []).append(d)
         old = self.contributions.get(path, {})
         self.contributions[path] = {p: ds for p, ds in by_path.items() if p != path}
         doc.verdict = by_path.get(path, [])
@@ -151,7 +140,7 @@ class Session:
         if planned is None:
             doc.fixes = {key: [f for f in fixes if f.verified] for key, fixes in doc.fixes.items()}
         else:
-            found = {f"{example.path}:{example.line}": fixes for example, fixes in planned}
+            found = {example.key: fixes for example, fixes in planned}
             doc.fixes = found if done else {**doc.fixes, **found}
         doc.searching = not done
         self.changed()

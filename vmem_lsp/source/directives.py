@@ -31,6 +31,21 @@ class Example:
     text: str               # the call as written
     module: str | None = None   # "package.module" for pyproject examples; None: the file itself
 
+    @property
+    def key(self) -> ExampleKey:
+        return ExampleKey(self.path, self.line)
+
+
+@dataclass(frozen=True, order=True)
+class ExampleKey:
+    """Which example: its file and the line of its directive. What fixes and
+    diagnostics are filed under; "path:line" only in JSON output."""
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
 
 @dataclass(frozen=True)
 class DirectiveError:

@@ -20,7 +20,8 @@ import uuid
 from lsprotocol import types
 
 from ...fixes.edits import Fix
-from ..convert import Positions, to_uri
+from ...source.directives import ExampleKey
+from ..convert import Positions, example_data, to_uri
 
 FIX_ALL = "source.fixAll.vmem"
 KINDS = [types.CodeActionKind.QuickFix, FIX_ALL]
@@ -56,17 +57,20 @@ def edits_key(fix: Fix) -> list:
             for e in fix.edits]
 
 
-def example_of(d: types.Diagnostic) -> str | None:
-    """The example ("path:line") whose verdict a diagnostic of ours is part of."""
-    return d.data.get("example") if isinstance(d.data, dict) else None
+def example_of(data) -> ExampleKey | None:
+    """The example named in a diagnostic's or an action's data (convert.example_data)."""
+    found = data.get("example") if isinstance(data, dict) else None
+    if isinstance(found, dict) and isinstance(found.get("path"), str) and isinstance(found.get("line"), int):
+        return ExampleKey(found["path"], found["line"])
+    return None
 
 
-def asked_about(ls, path: str, params: types.CodeActionParams) -> set[str]:
+def asked_about(ls, path: str, params: types.CodeActionParams) -> set[ExampleKey]:
     """The examples a request is about: of its diagnostics, or the directive on its first line."""
-    asked = {example_of(d) for d in params.context.diagnostics} - {None}
+    asked = {example_of(d.data) for d in params.context.diagnostics} - {None}
     doc = ls.session.documents.get(path)
     line = params.range.start.line + 1
-    return asked | {f"{path}:{e.line}" for e in (doc.examples if doc else []) if e.line == line}
+    return asked | {e.key for e in (doc.examples if doc else []) if e.line == line}
 
 
 async def wait_with_progress(ls, ready, timeout: float, token, message: str) -> None:
@@ -104,13 +108,13 @@ async def handle(ls, params: types.CodeActionParams) -> list[types.CodeAction]:
     for example, fixes in by_example.items():
         if example not in asked:
             continue
-        related = [d for d in params.context.diagnostics if example_of(d) == example]
+        related = [d for d in params.context.diagnostics if example_of(d.data) == example]
         for rank, fix in enumerate(fixes):
             action = types.CodeAction(title=fix.title, kind=types.CodeActionKind.QuickFix, diagnostics=related or None,
                                       is_preferred=(rank == 0 and fix.verified))
             if compiling and not fix.verified and resolving:
                 action.data = {"uri": params.text_document.uri, "version": session.documents[path].version,
-                               "example": example, "edits": edits_key(fix)}
+                               **example_data(example), "edits": edits_key(fix)}
             else:
                 action.edit = workspace_edit([fix], positions)
             actions.append(action)
@@ -129,10 +133,10 @@ async def resolve(ls, action: types.CodeAction) -> types.CodeAction:
     data = action.data if isinstance(action.data, dict) else {}
     if action.edit is not None or "edits" not in data:
         return action
-    path, session = ls.path_of(data["uri"]), ls.session
+    path, session, example = ls.path_of(data["uri"]), ls.session, example_of(data)
 
     def found() -> Fix | None:
-        return next((f for f in session.fixes_for(path).get(data["example"], []) if edits_key(f) == data["edits"]),
+        return next((f for f in session.fixes_for(path).get(example, []) if edits_key(f) == data["edits"]),
                     None)
 
     def current() -> bool:

@@ -1,6 +1,13 @@
-"""`vmem-lsp check`: files in, diagnostics out. Finds the examples, asks the
-cache or the worker for each example on each target, and maps the results
-back to source."""
+"""The engine under both faces, the CLI and the language server: source in,
+diagnostics as data out.
+
+    text/path --locate--> sites, examples --run--> per-target results
+              --diagnose--> diagnostics (merged across chips, suppressed by # noqa)
+    text + what compiles taught --analyse--> estimates (the static tier)
+
+`check` is the CLI's whole run; the server calls `analyse` while the user
+types and `run_example` + `diagnose` on save. Neither face words or merges a
+diagnostic itself, and nothing here knows of LSP or of a terminal."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,8 +27,9 @@ from .diagnostics import Diagnostic, is_suppressed, merge_targets
 from .mapping import diagnostics_for
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
 from .source.locate import LocateResult, locate
-from .source.model import Span
+from .source.model import KernelSite, Span
 from .source.text import split_lines
+from . import views
 
 @dataclass
 class CheckOutcome:
@@ -160,31 +168,22 @@ def make_workers(settings: Settings):
     return WorkerClient(settings.worker)
 
 
-class ProgressBar:
-    """kernels done / total and the current file, on a terminal (tqdm)."""
+class Progress:
+    """What a long run tells its face: a kernel about to compile, a kernel done.
+    The CLI draws a bar; this one says nothing."""
 
-    def __init__(self, total: int, enabled: bool):
-        self.bar = None
-        if enabled and total:
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, unit="kernel", file=sys.stderr, leave=False, dynamic_ncols=True)
+    def start(self, total: int) -> None:
+        pass
 
     def line(self, text: str) -> None:
-        if self.bar is not None:
-            self.bar.write(text, file=sys.stderr)
+        pass
 
     def advance(self, where: str) -> None:
-        if self.bar is not None:
-            self.bar.set_description(where, refresh=False)
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        pass
 
 
 def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
-          progress: bool = False, worker=None) -> CheckOutcome:
+          progress: Progress | None = None, worker=None) -> CheckOutcome:
     """Every example under `paths` on every target; `worker` is a WorkerClient
     or WorkerPool to reuse (else one is made and stopped here)."""
     started = time.perf_counter()
@@ -198,7 +197,8 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
     own_worker = worker is None
     worker = worker or make_workers(settings)
     jobs = [(example, target) for example in examples for target in settings.targets]
-    bar = ProgressBar(len(jobs), progress)
+    bar = progress or Progress()
+    bar.start(len(jobs))
 
     def run(numbered):
         number, (example, target) = numbered
@@ -215,7 +215,6 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
         else:
             done = [run(job) for job in enumerate(jobs, 1)]
     finally:
-        bar.close()
         if own_worker:
             worker.stop()
     for example, target, result, cached in done:
@@ -224,12 +223,57 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
         outcome.reused += bool(reused)
         outcome.compiles += not (cached or reused)
         outcome.results.append((example, target, result))
-        outcome.diagnostics.extend(diagnostics_for(example, result, sources.sites_of))
-    outcome.diagnostics = merge_targets(
-        [d for d in set(outcome.diagnostics) if not is_suppressed(d, sources.line(d.path, d.span.start_line))])
+    outcome.diagnostics = diagnose(outcome.diagnostics, [(e, r) for e, _, r in outcome.results], sources)
     outcome.internal_errors = sources.internal_errors()
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def diagnose(found: list[Diagnostic], results: list[tuple[Example, ExampleResult]], sources: SourceFiles,
+             extra: list[Diagnostic] = ()) -> list[Diagnostic]:
+    """The diagnostics of compiled examples, as both faces show them: each
+    example's on each chip mapped to source, the same finding once (a kernel
+    called twice alike), one per subject across chips, none that a `# noqa`
+    on its line suppresses. `found` are diagnostics gathered before (bad
+    directives), `extra` any the face adds (headroom warnings)."""
+    mapped = [d for example, result in results for d in diagnostics_for(example, result, sources.sites_of)]
+    unique = dict.fromkeys([*found, *mapped, *extra])
+    return merge_targets([d for d in unique if not is_suppressed(d, sources.line(d.path, d.span.start_line))])
+
+
+@dataclass
+class Analysis:
+    """The static tier of one document's text: what the locator found, its
+    examples, and the estimates from what earlier compiles taught."""
+    path: str
+    version: int
+    located: LocateResult
+    examples: list[Example]
+    estimates: list[Diagnostic]
+    budgets: dict               # SiteKey -> {target: Budget}, estimated
+
+
+def analyse(path: str, version: int, text: str, targets, known: dict, headroom: float, locator=locate
+            ) -> Analysis:
+    """Locate, find the examples and estimate every site that a compile has
+    taught (`known`: SiteKey -> KnownKernel) for the text as typed. Never
+    raises on any text; changes nothing."""
+    located = locator(text, path)
+    examples, errors = find_examples(text, path)
+    estimates = [directive_diagnostic(e) for e in errors]
+    budgets = {}
+    for site, key in zip(located.sites, views.site_keys(located.sites)):
+        if (taught := known.get(key)) is not None:
+            found, budgets[key] = views.estimated_diagnostics(site, key, taught, targets, headroom)
+            estimates.extend(found)
+    return Analysis(path, version, located, examples, estimates, budgets)
+
+
+def headroom_warnings(learned: views.Learned, headroom: float) -> list[Diagnostic]:
+    """VMEM005 for each compiled kernel that fits with less than `headroom` free."""
+    return [views.headroom_warning(learned.sites[key], b, estimated=False)
+            for key, by_target in learned.budgets.items() for b in by_target.values()
+            if b.fits and b.headroom() < headroom]
 
 
 def exit_code(outcome: CheckOutcome) -> int:

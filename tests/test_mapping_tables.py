@@ -1,0 +1,202 @@
+"""The middle of the pipeline without a compiler: a captured report text
+(tests/data/reports, written by scripts/capture_reports.py), a hand-built
+captured call and a small located source in; anchors and messages out.
+
+Each case is one row of a table: what it feeds mapping, budget and the
+rendering, and what the user must read, where. Runs in about a second."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vmem_lsp import budget, render
+from vmem_lsp.compile.protocol import CapturedCall, ExampleResult, Operand, Origin, Scratch
+from vmem_lsp.correlate import scratch_indices
+from vmem_lsp.diagnostics import merge_targets
+from vmem_lsp.engine import SourceFiles, diagnose
+from vmem_lsp.mapping import allocation_name, diagnostics_for
+from vmem_lsp.report.model import Allocation
+from vmem_lsp.report.parse import parse_report
+from vmem_lsp.source.directives import find_examples
+
+REPORTS = Path(__file__).parent / "data" / "reports"
+
+# A small source as a user writes it: the kernel, its BlockSpecs and scratch,
+# and two examples that reach the same pallas_call.
+SOURCE = '''\
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def copy(x, n: int = 8):
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(x.shape[0] // n,),
+        in_specs=[pl.BlockSpec((n, 4096), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((n, 4096), lambda i: (i, 0)),
+        scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32), pltpu.VMEM((4096, 4096), jnp.float32)],
+    )(x)
+# vmem: copy(f32[4096,4096])
+# vmem: copy(f32[8192,4096], 16)
+'''
+PATH = "/project/kernels/copy.py"
+CALL_LINE = 8           # `return pl.pallas_call(`
+IN_SPEC, OUT_SPEC, SCRATCH = 12, 13, 14
+
+
+def report(name: str) -> str:
+    """A captured compiler text, without the capture script's # header lines."""
+    return "".join(l for l in (REPORTS / f"{name}.txt").read_text().splitlines(True) if not l.startswith("# "))
+
+
+def operand(role: str, index: int, rows: int = 8, full=(4096, 4096), buffers=None, operand=None) -> Operand:
+    return Operand(role, index, index if operand is None else operand, "f32", full, (rows, 4096), None, buffers,
+                   False, None)
+
+
+def call(text: str | None, *, rows: int = 8, full=(4096, 4096), scratch=((4096, 4096), (4096, 4096)),
+         fits: bool = False) -> CapturedCall:
+    return CapturedCall(
+        "kernel for copy", Origin(PATH, CALL_LINE), None, (full[0] // rows,), 0,
+        (operand("in", 0, rows, full), operand("out", 0, rows, full)),
+        tuple(Scratch(i, "f32", shape, "vmem", None) for i, shape in enumerate(scratch)),
+        None, fits, text, 1.0)
+
+
+def sources() -> SourceFiles:
+    return SourceFiles(overlay=lambda path: SOURCE if path == PATH else None)
+
+
+def examples():
+    found, errors = find_examples(SOURCE, PATH)
+    assert not errors
+    return found
+
+
+def where(d) -> tuple[int, int]:
+    return d.span.start_line, d.span.start_col
+
+
+# ---- one chip: where each allocation is marked, and what it says ---------------------------
+
+TWIN = "twin-scratch-v6e"
+CASES = [
+    # (report, target, {(code, line): [message fragments]})
+    (TWIN, "v6e", {
+        ("VMEM001", SCRATCH): ["scratch 0 f32[4096,4096] = 64.00M; kernel needs 128.50M of 127.94M VMEM on TPU v6e "
+                               "(over by 576.0K)",
+                               "scratch 1 f32[4096,4096] = 64.00M; kernel needs 128.50M of 127.94M VMEM on TPU v6e"],
+        ("VMEM001", IN_SPEC): ["input 0 window f32[8,4096] = 256.0K, double buffered"],
+        ("VMEM001", OUT_SPEC): ["output 0 window f32[8,4096] = 256.0K, double buffered"],
+        ("VMEM002", CALL_LINE): ["pallas_call kernel: kernel needs 128.50M of 127.94M VMEM on TPU v6e (over by 576.0K)"],
+        ("VMEM004", 16): ["example does not fit: pallas_call kernel at "],
+    }),
+    ("scoped-e1001-v6e", "v6e", {
+        ("VMEM001", IN_SPEC): ["input 0 window f32[8,4096] = 256.0K, double buffered; kernel needs",
+                               "(sizes estimated by the layout model; the compiler gives only the total)"],
+        ("VMEM002", CALL_LINE): ["scoped VMEM on TPU v6e (over by"],
+    }),
+]
+
+
+@pytest.mark.parametrize("name,target,expected", CASES, ids=[c[0] for c in CASES])
+def test_each_allocation_is_marked_where_it_was_made(name, target, expected):
+    example = examples()[0]
+    found = diagnostics_for(example, ExampleResult(target, None, (call(report(name)),)), sources().sites_of)
+    for (code, line), fragments in expected.items():
+        messages = [d.message for d in found if d.code == code and d.span.start_line == line]
+        for fragment in fragments:
+            assert any(fragment in m for m in messages), (code, line, fragment, messages)
+
+
+def test_two_allocations_alike_are_two_diagnostics_and_add_up_to_the_total():
+    """The compiler listed two 64.00M scratch buffers; both are shown, each at
+    its own entry's index, and the parts sum to the report's total."""
+    text = report(TWIN)
+    parsed = parse_report(text)
+    assert scratch_indices(call(text), parsed.allocations)[:2] == [0, 1]
+    shown = diagnose([], [(examples()[0], ExampleResult("v6e", None, (call(text),)))], sources())
+    parts = [d for d in shown if d.code in ("VMEM001", "VMEM003")]
+    assert sum(d.facts["size"] for d in parts) == parsed.used
+    assert len([d for d in parts if d.span.start_line == SCRATCH]) == 2
+    b = budget.from_compile(call(text), parsed, "v6e")
+    assert sum(p.bytes for p in b.parts) == b.total == parsed.used
+
+
+def test_an_allocation_is_named_by_the_compilers_tag_never_the_tools_own_hlo_label():
+    """The label of the tool's own jax.jit(lambda ...) wrapper says nothing to the user."""
+    [first] = parse_report(report(TWIN)).allocations[:1]
+    wrapper = replace(first, kind="other", tag=None, label="_lambda_.1 = custom-call(a_0_.1, b_0_.1), custom_call")
+    assert "_lambda_" not in allocation_name(wrapper)
+    assert allocation_name(replace(wrapper, tag="scoped memory for tpu_custom_call")) == \
+        "scoped memory for tpu_custom_call"
+
+
+# ---- chips merge by subject, never across examples ------------------------------------------
+
+def test_two_examples_of_one_kernel_stay_apart_and_each_merges_its_own_chips():
+    """Two examples reach one pallas_call: one diagnostic per example on each
+    line, each naming its own figures on each of its chips, with its facts."""
+    small, large = examples()
+    twin, scoped = report(TWIN), report("scoped-e1001-v6e")
+    results = [(small, ExampleResult("v6e", None, (call(twin),))),
+               (small, ExampleResult("v5e", None, (call(scoped),))),
+               (large, ExampleResult("v6e", None, (call(scoped, full=(8192, 4096), rows=16),)))]
+    shown = diagnose([], results, sources())
+    totals = [d for d in shown if d.code == "VMEM002"]
+    assert len(totals) == 2
+    by_example = {d.subject.example.line: d for d in totals}
+    assert by_example[16].target == "v5e,v6e"
+    assert set(by_example[16].facts["targets"]) == {"v5e", "v6e"}
+    assert by_example[17].target == "v6e" and by_example[17].facts["example"] == f"{PATH}:17"
+    assert "TPU v5e" in by_example[16].message and "TPU v6e" in by_example[16].message
+    assert "TPU v5e" not in by_example[17].message
+
+
+def test_merging_reads_the_subject_not_the_text():
+    """Reworded messages merge the same: the key is the subject."""
+    example = examples()[0]
+    text = report(TWIN)
+    found = [*diagnostics_for(example, ExampleResult("v6e", None, (call(text),)), sources().sites_of),
+             *diagnostics_for(example, ExampleResult("v7x", None, (call(text),)), sources().sites_of)]
+    reworded = [replace(d, message=d.message.upper()) for d in found]
+    assert len(merge_targets(reworded)) == len(merge_targets(found)) == len(found) // 2
+
+
+# ---- the wording -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,expected", [
+    (dict(used=134217728, limit=16777216, chip="TPU v5e", scoped=True, over=117440512),
+     "kernel needs 128.00M of 16.00M scoped VMEM on TPU v5e (over by 112.00M)"),
+    (dict(used=134217728, limit=134154813, chip="TPU v6e", scoped=False, over=65536),
+     "kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)"),
+    (dict(used=20 << 20, limit=17 << 20, chip="TPU v5e", scoped=True, set_in="pyproject.toml", over=3 << 20,
+          approx=True, note=render.NOT_COMPILED),
+     "kernel needs ~20.00M of 17.00M scoped VMEM (set in pyproject.toml) on TPU v5e "
+     "(over by ~3.00M; layout model estimate, not compiled)"),
+    (dict(used=10 << 20, limit=16 << 20, chip="TPU v5e", scoped=True, approx=True),
+     "kernel needs ~10.00M of 16.00M scoped VMEM on TPU v5e"),
+])
+def test_the_budget_sentence(kwargs, expected):
+    used, limit, chip = kwargs.pop("used"), kwargs.pop("limit"), kwargs.pop("chip")
+    assert render.needs(used, limit, chip, **kwargs) == expected
+
+
+def test_chips_clauses_join_after_one_head_and_differing_heads_stay_with_their_clause():
+    a = render.part("input 0 window f32[8,128]", 4096, "needs A", buffers=2)
+    b = render.part("input 0 window f32[8,128]", 4096, "needs B", buffers=2)
+    c = render.part("input 0 window f32[8,128]", 8192, "needs C", buffers=2)
+    assert render.per_target([a, b]) == "input 0 window f32[8,128] = 4.0K, double buffered; needs A; needs B"
+    assert render.per_target([a, c]) == ("input 0 window f32[8,128] = 4.0K, double buffered; needs A; "
+                                         "input 0 window f32[8,128] = 8.0K, double buffered; needs C")
+
+
+def test_shapes_and_buffering():
+    assert render.shape("bf16", (1024, 512)) == "bf16[1024,512]"
+    assert [render.buffering(n) for n in (None, 1, 2, 3)] == ["", "single buffered", "double buffered", "3 buffers"]
+    assert render.window("out", 1, "f32", (8, 128)) == "output 1 window f32[8,128]"

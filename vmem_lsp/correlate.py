@@ -1,0 +1,180 @@
+"""Located sites x captured calls: which pallas_call, BlockSpec and scratch
+entry of the source made each kernel, operand and allocation the worker saw.
+
+The one place the two sides meet. Mapping (diagnostics), budget (the parts of
+a compiled kernel), views (estimates, hints) and fixes (rewrites) all ask
+here, so a rule about origins is written once. Pure functions; nothing here
+imports mapping, budget or views.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .compile.protocol import CapturedCall, Operand, Origin
+from .report.model import Allocation
+from .source.locate import LocateResult
+from .source.model import BlockSpecSite, KernelSite, ScratchSite, Span
+
+SitesOf = Callable[[str], LocateResult]
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Where a diagnostic is marked: a file and a span in it."""
+    path: str
+    span: Span
+
+
+def line_span(line: int) -> Span:
+    return Span(line, 0, line, 0)
+
+
+def at_origin(candidates, origin: Origin):
+    """The located thing an origin (file, line, col) points at: the one that
+    starts there, else the first that covers the line."""
+    exact = [c for c in candidates if c.span.start_line == origin.line
+             and (origin.col is None or c.span.start_col == origin.col)]
+    if exact:
+        return exact[0]
+    return next((c for c in candidates if c.span.contains_line(origin.line)), None)
+
+
+def kernel_site(call: CapturedCall, sites_of: SitesOf) -> KernelSite | None:
+    """The pallas_call site a captured call came from: by where pallas_call
+    was called, else where its result was invoked."""
+    for origin in (call.call_origin, call.invoke_origin):
+        if origin is None:
+            continue
+        found = [s for s in sites_of(origin.file).sites if s.span.contains_line(origin.line)]
+        if found:   # the innermost: a partial's site may contain another
+            return min(found, key=lambda s: (s.span.end_line - s.span.start_line))
+    return None
+
+
+def call_anchor(call: CapturedCall, site: KernelSite | None, fallback: Anchor) -> Anchor:
+    """The `pallas_call` token of the site, else the line the call came from."""
+    if site is not None:
+        return Anchor(site.path, site.name_span)
+    origin = call.call_origin or call.invoke_origin
+    if origin is not None:
+        return Anchor(origin.file, line_span(origin.line))
+    return fallback
+
+
+def spec_for(op: Operand, site: KernelSite | None, sites_of: SitesOf) -> tuple[str, BlockSpecSite] | None:
+    """(file, BlockSpec) that made this operand: the BlockSpec constructed at
+    the operand's origin (a spec built in a helper or another file), else the
+    site's spec of that index."""
+    if op.origin is not None:
+        located = sites_of(op.origin.file).sites
+        found = at_origin([b for s in located for b in (*s.in_specs, *s.out_specs)], op.origin)
+        return (op.origin.file, found) if found is not None else None
+    if site is not None:
+        specs = site.in_specs if op.role == "in" else site.out_specs
+        found = next((b for b in specs if b.index == op.index), None)
+        return (site.path, found) if found is not None else None
+    return None
+
+
+def spec_anchor(op: Operand, site: KernelSite | None, sites_of: SitesOf, fallback: Anchor) -> Anchor:
+    """The block-shape expression of the BlockSpec that made this operand;
+    the origin's line when the locator found no BlockSpec there."""
+    found = spec_for(op, site, sites_of)
+    if found is not None:
+        path, spec = found
+        return Anchor(path, (spec.block_shape or spec).span)
+    if op.origin is not None:
+        return Anchor(op.origin.file, line_span(op.origin.line))
+    return fallback
+
+
+def spec_in_site(site: KernelSite, call: CapturedCall, role: str, index: int) -> BlockSpecSite | None:
+    """The BlockSpec of the site's own spec tuple behind operand (role, index):
+    by the operand's origin when it lies in the site's file, else by index.
+    What a rewrite edits and what an estimate re-reads."""
+    specs = site.in_specs if role == "in" else site.out_specs
+    op = next((o for o in call.operands if o.role == role and o.index == index), None)
+    if op is not None and op.origin is not None and op.origin.file == site.path:
+        found = at_origin(specs, op.origin)
+        if found is not None:
+            return found
+    return next((s for s in specs if s.index == index), None)
+
+
+def spec_ordinals(call: CapturedCall, site: KernelSite) -> dict:
+    """(role, index) -> position of the BlockSpec that made it in the site's
+    spec tuple: how an estimate finds an operand's spec again after edits."""
+    ordinals = {}
+    for op in call.operands:
+        if op.role == "prefetch":
+            continue
+        spec = spec_in_site(site, call, op.role, op.index)
+        if spec is not None:
+            ordinals[(op.role, op.index)] = (site.in_specs if op.role == "in" else site.out_specs).index(spec)
+    return ordinals
+
+
+def scratch_entry(call: CapturedCall, index: int):
+    return next((s for s in call.scratch if s.index == index), None)
+
+
+def scratch_anchor(index: int, call: CapturedCall, site: KernelSite | None, sites_of: SitesOf,
+                   fallback: Anchor) -> Anchor:
+    """The scratch_shapes entry `index`: where the worker saw it constructed,
+    else the site's entry of that index."""
+    entry = scratch_entry(call, index)
+    if entry is not None and entry.origin is not None:
+        located = sites_of(entry.origin.file).sites
+        found: ScratchSite | None = at_origin([x for s in located for x in s.scratch], entry.origin)
+        return Anchor(entry.origin.file, found.span if found is not None else line_span(entry.origin.line))
+    if site is not None:
+        found = next((x for x in site.scratch if x.index == index), None)
+        if found is not None:
+            return Anchor(site.path, found.span)
+    return fallback
+
+
+def operand_for(call: CapturedCall, allocation: Allocation) -> Operand | None:
+    """The operand a window allocation belongs to. The compiler counts
+    scalar-prefetch operands among the inputs: "operator input N" is the
+    call's Nth operand, not in_specs[N]."""
+    if allocation.operand_index is None:
+        return None
+    if allocation.kind == "output_window":
+        return next((o for o in call.operands if o.role == "out" and o.index == allocation.operand_index), None)
+    return next((o for o in call.operands if o.role in ("in", "prefetch")
+                 and o.operand == allocation.operand_index), None)
+
+
+def scratch_indices(call: CapturedCall, allocations) -> list[int | None]:
+    """The scratch_shapes index of each allocation (None where it is no
+    scratch). The compiler says "scratch operand" without a number: match by
+    the typed shape it prints, each entry once (two f32[4096,4096] buffers
+    are scratch 0 and scratch 1, not scratch 0 twice: the parts must add up
+    to the total), else the first entry not yet matched, else the first."""
+    taken = {a.operand_index for a in allocations if a.kind == "scratch" and a.operand_index is not None}
+    indices: list[int | None] = []
+    for allocation in allocations:
+        if allocation.kind != "scratch" or allocation.operand_index is not None:
+            indices.append(allocation.operand_index if allocation.kind == "scratch" else None)
+            continue
+        free = [e for e in call.scratch if e.index not in taken]
+        shape = allocation.window_shape
+        alike = [e for e in free if shape is not None and (e.dtype, e.shape) == (shape.dtype, shape.dims)]
+        chosen = (alike or free or call.scratch[:1] or [None])[0]
+        index = chosen.index if chosen is not None else 0
+        taken.add(index)
+        indices.append(index)
+    return indices
+
+
+def part_indices(call: CapturedCall, allocations) -> list[int | None]:
+    """The in_specs / out_specs / scratch_shapes index of each allocation."""
+    scratch = scratch_indices(call, allocations)
+    indices = []
+    for allocation, index in zip(allocations, scratch):
+        op = operand_for(call, allocation) if allocation.kind != "scratch" else None
+        indices.append(index if allocation.kind == "scratch" else op.index if op is not None
+                       else allocation.operand_index)
+    return indices

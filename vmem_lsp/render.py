@@ -1,0 +1,182 @@
+"""All the wording of diagnostics, in one place: sizes, `dtype[shape]`,
+buffering, the budget sentence, and each diagnostic's message.
+
+A message is built as a `Wording`: a head that is the same on every chip
+("input 0 window f32[4096,4096] = 64.00M, single buffered") and a clause that
+is the chip's ("kernel needs 128.00M of 16.00M scoped VMEM on TPU v5e (over by
+112.00M)"). Merging one finding across chips joins the clauses; nothing ever
+searches a message's text to learn what it says.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .report.parse import format_size
+
+size = format_size      # bytes as the compiler prints them: 64.00M, 512.0K
+
+
+@dataclass(frozen=True)
+class Wording:
+    """A message as head + separator + the chip's clause."""
+    head: str
+    separator: str
+    clause: str
+
+    def text(self) -> str:
+        return f"{self.head}{self.separator}{self.clause}"
+
+
+def per_target(wordings: list[Wording]) -> str:
+    """One message for the chips of one finding, in target order: the head
+    once and each chip's clause after it ("...; kernel needs ... on TPU v5e
+    (...); kernel needs ... on TPU v6e (...)"). Each clause names its chip.
+    Heads that differ by chip (a padded size) are each kept with their clause."""
+    first = wordings[0]
+    if all(w.head == first.head and w.separator == first.separator for w in wordings):
+        return first.head + first.separator + "; ".join(w.clause for w in wordings)
+    return "; ".join(w.text() for w in wordings)
+
+
+# ---- the pieces ----------------------------------------------------------------------
+
+def display_path(path: str) -> str:
+    """Relative to the working folder when inside it, else as given."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def shape(dtype: str, dims) -> str:
+    """`f32[4096,4096]`, as the compiler prints a typed shape."""
+    return f"{dtype}[{','.join(map(str, dims))}]"
+
+
+def buffering(buffers: int | None) -> str:
+    return {1: "single buffered", 2: "double buffered"}.get(buffers, f"{buffers} buffers" if buffers else "")
+
+
+def buffering_suffix(buffers: int | None) -> str:
+    how = buffering(buffers)
+    return f", {how}" if how else ""
+
+
+def operand(role: str, index: int | None) -> str:
+    """`input 0`, `output 1`, `scalar-prefetch operand 0`."""
+    return f"{ {'in': 'input', 'out': 'output', 'prefetch': 'scalar-prefetch operand'}[role]} {index}"
+
+
+def window(role: str, index: int | None, dtype: str, dims) -> str:
+    return f"{operand(role, index)} window {shape(dtype, dims)}"
+
+
+def scratch(index: int | None, dtype: str | None = None, dims=None) -> str:
+    return f"scratch {index} {shape(dtype, dims)}" if dtype is not None else f"scratch {index}"
+
+
+def allocation_label(allocation) -> str:
+    """A reported allocation as a hover row names it: `input 0 window bf16[1024,1024]`."""
+    if allocation.kind in ("input_window", "output_window"):
+        role = "in" if allocation.kind == "input_window" else "out"
+        return f"{operand(role, allocation.operand_index)} window {allocation.window_shape or ''}".strip()
+    if allocation.kind == "scratch":
+        return f"scratch {allocation.window_shape or ''}".strip()
+    if allocation.kind == "spill":
+        return "register spills"
+    return allocation.kind.replace("_", " ")
+
+
+def needs(used: int, limit: int, chip: str, *, scoped: bool, space: str = "VMEM", set_in: str | None = None,
+          over: int | None = None, approx: bool = False, note: str | None = None,
+          printed: tuple[str | None, str | None, str | None] = (None, None, None)) -> str:
+    """The budget sentence: `kernel needs 128.00M of 16.00M scoped VMEM on TPU
+    v5e (over by 112.00M)`. `printed` are the compiler's own texts of used,
+    limit and over, which win over ours so that figures read as in its log;
+    `approx` marks an estimate (~); a scoped limit that is not the chip's
+    default says where it was set."""
+    used_text, limit_text, over_text = printed
+    tilde = "~" if approx else ""
+    where = f" (set in {set_in})" if scoped and set_in else ""
+    sentence = (f"kernel needs {tilde}{used_text or size(used)} of {limit_text or size(limit)} "
+                f"{'scoped ' if scoped else ''}{space}{where} on {chip}")
+    if over is not None:
+        sentence += f" (over by {tilde}{over_text or size(over)}{'; ' + note if note else ''})"
+    return sentence
+
+
+def single_allocation(limit: int, chip: str, space: str = "VMEM", printed_limit: str | None = None) -> str:
+    return f"one allocation would exceed the {printed_limit or size(limit)} of {space} on {chip}"
+
+
+# ---- messages ---------------------------------------------------------------------------
+
+ESTIMATED_SPLIT = "sizes estimated by the layout model; the compiler gives only the total"
+NOT_COMPILED = "layout model estimate, not compiled"
+SAVE_TO_COMPILE = "layout model estimate, save to compile"
+SINGLE_ALLOCATION_NOTE = "the compiler names only the first allocation that does not fit"
+
+
+def part(label: str, bytes_: int, need: str, *, buffers: int | None = None, approx: bool = False,
+         note: str | None = None, printed: str | None = None) -> Wording:
+    """VMEM001: a window or scratch buffer and the budget it takes part in;
+    `printed` is the compiler's text of its size."""
+    sign = "~" if approx else "="
+    clause = f"{need} ({note})" if note else need
+    return Wording(f"{label} {sign} {printed or size(bytes_)}{buffering_suffix(buffers)}", "; ", clause)
+
+
+def spill(bytes_: int, need: str, printed: str | None = None) -> Wording:
+    return Wording(f"register allocator spill slots {printed or size(bytes_)}: the kernel body's intermediates "
+                   f"grow with the block sizes", "; ", need)
+
+
+def allocation(what: str, bytes_: int, need: str, printed: str | None = None) -> Wording:
+    """VMEM003 for an allocation the report names by the compiler's tag."""
+    return Wording(f"{what.strip()[:120]} = {printed or size(bytes_)}", "; ", need)
+
+
+def internal_remainder(remainder: int, modelled: int, need: str) -> Wording:
+    return Wording(f"compiler-internal scratch ~ {size(remainder)}: the compiler's total less the model's "
+                   f"windows and scratch ({size(modelled)})", "; ", need)
+
+
+def internal_estimate(bytes_: int, need: str) -> Wording:
+    return Wording(f"compiler-internal scratch ~ {size(bytes_)} (the model's estimate of the kernel body's "
+                   f"spills and intermediates)", "; ", need)
+
+
+def kernel_total(kernel: str, clause: str) -> Wording:
+    """VMEM002 at the pallas_call."""
+    return Wording(f"pallas_call {kernel}", ": ", clause)
+
+
+def example_total(kernel: str, where: str, clause: str) -> Wording:
+    """VMEM004 at the example."""
+    return Wording(f"example does not fit: pallas_call {kernel} at {where}", ": ", clause)
+
+
+def headroom(chip: str, free: float, need: str, estimated: bool) -> str:
+    return (f"fits on {chip} with {free:.0%} to spare: {need} "
+            f"(layout model estimate{', save to compile' if estimated else ''})")
+
+
+def rejected(chip: str, text: str) -> str:
+    return f"the compiler rejected this kernel on {chip}: {text}"
+
+
+def example_rejected(chip: str, where: str, text: str) -> str:
+    return f"example does not compile on {chip} (see {where}): {text.splitlines()[0] if text else ''}"
+
+
+def not_checked(target: str | None, error: str, raised_at: str | None) -> str:
+    """VMEM010/012. Where it raised belongs in the text too, not only in
+    JSON's related locations."""
+    message = f"example not checked{f' on TPU {target}' if target else ''}: {error}"
+    return message + (f" (raised at {raised_at})" if raised_at else "")
+
+
+def at(path: str, line: int) -> str:
+    return f"{display_path(path)}:{line}"
