@@ -1,0 +1,655 @@
+"""What a name may hold where a kernel site uses it: a flow walk, without running anything.
+
+The walk follows the `ast` statement skeleton of the enclosing function (then
+module), in order: every assignment, `+=`, `.append` / `.extend` / `.insert`
+and `x[k] = ...` makes a lazy binding, branches join, loops blur indices, a
+helper's value is what its return statements give. A binding is parsed (by
+libcst, pieces.py) and evaluated only when a site asks for it, so the cost is
+that of the names the sites use, not of the file.
+"""
+from __future__ import annotations
+
+import ast
+import weakref
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import libcst as cst
+
+from .pieces import Piece, Source, dotted, int_literal, is_none
+from .prepass import Plan
+
+
+class File(Source):
+    """The module being located: its statements parsed on demand, its plan, and the walk's state."""
+
+    def __init__(self, path: str, lines: list[str], plan: Plan):
+        super().__init__(lines)
+        self.path = path
+        self.plan = plan
+        self.names = plan.names
+        self.site_statements: list[SiteStatement] = []
+        self.helper_values: dict[int, Value | None] = {}
+        self.scopes: list[Scope] = []     # keeps alive the scopes that defs refer to weakly
+
+
+# --- what names may hold ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Leaf:
+    """An expression where following stops, with where it is and what its names mean there."""
+    node: cst.BaseExpression
+    piece: Piece
+    scope: Scope
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return id(self.node), self.piece.line_offset    # a cached piece can sit at several places
+
+    def at(self, node: cst.BaseExpression) -> Leaf:
+        return Leaf(node, self.piece, self.scope)
+
+
+@dataclass(frozen=True)
+class Entry:
+    leaf: Leaf
+    index: int | None
+
+
+@dataclass(frozen=True)
+class Value:
+    """What an expression may be: one item (alternatives), a sequence of items, and what was not followed."""
+    leaves: tuple[Leaf, ...] = ()
+    entries: tuple[Entry, ...] | None = None    # None: not known as a sequence
+    length: int | None = None
+    unknown: tuple[str, ...] = ()
+
+
+def unique(items: Iterable, key=lambda item: item) -> tuple:
+    seen: dict = {}
+    for item in items:
+        seen.setdefault(key(item), item)
+    return tuple(seen.values())
+
+
+def _unique_entries(entries: Iterable[Entry]) -> tuple[Entry, ...]:
+    return unique(entries, key=lambda e: (e.leaf.key, e.index))
+
+
+def _join(values: Sequence[Value]) -> Value:
+    """Either of the values (branches of an if, of a conditional expression)."""
+    sequences = [v for v in values if v.entries is not None]
+    lengths = {v.length for v in sequences}
+    return Value(
+        leaves=unique((leaf for v in values for leaf in v.leaves), key=lambda leaf: leaf.key),
+        entries=_unique_entries(e for v in sequences for e in v.entries) if sequences else None,
+        length=lengths.pop() if len(lengths) == 1 and len(sequences) == len(values) else None,
+        unknown=unique(u for v in values for u in v.unknown))
+
+
+def as_sequence(value: Value) -> Value:
+    """The value used as in_specs: a lone BlockSpec is the only item; a lone unknown call may be many."""
+    if value.entries is not None:
+        extra = tuple(Entry(leaf, None) for leaf in value.leaves)
+        return Value(entries=_unique_entries(value.entries + extra),
+                      length=None if extra else value.length, unknown=value.unknown)
+    single = bool(value.leaves) and all(_is_single_item(leaf.node) for leaf in value.leaves)
+    return Value(entries=tuple(Entry(leaf, 0 if single else None) for leaf in value.leaves),
+                  length=1 if single else None, unknown=value.unknown)
+
+
+def _is_single_item(node: cst.BaseExpression) -> bool:
+    """None, or a constructor (a capitalised name: BlockSpec, VMEM, SemaphoreType.DMA), not a list-maker."""
+    if is_none(node):
+        return True
+    return any(part[:1].isupper() for part in dotted(node.func if isinstance(node, cst.Call) else node))
+
+
+def _as_item(value: Value, index: int | None) -> tuple[Entry, ...]:
+    """The value as one element of a list; a nested sequence keeps its items, without an index."""
+    nested = tuple(Entry(e.leaf, None) for e in value.entries or ())
+    return tuple(Entry(leaf, index) for leaf in value.leaves) + nested
+
+
+def _concat(first: Value, second: Value) -> Value:
+    a, b = as_sequence(first), as_sequence(second)
+    return Value(entries=_unique_entries(a.entries + _shifted(b.entries, a.length)),
+                  length=None if a.length is None or b.length is None else a.length + b.length,
+                  unknown=a.unknown + b.unknown)
+
+
+def _shifted(entries: tuple[Entry, ...], offset: int | None) -> tuple[Entry, ...]:
+    return tuple(Entry(e.leaf, None if offset is None or e.index is None else e.index + offset) for e in entries)
+
+
+
+# --- bindings and scopes ---------------------------------------------------------------------------
+
+class Scope:
+    """Names at one point of a body, then the enclosing body's (filled once that body is walked)."""
+
+    def __init__(self, names: Mapping[str, _Binding], parent: Scope | None):
+        self.names = names
+        self.parent = parent
+
+    def lookup(self, name: str) -> _Binding | None:
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.names:
+                return scope.names[name]
+            scope = scope.parent
+        return None
+
+
+class _Binding:
+    """What a name may hold at one point of the flow.
+
+    Bindings get the file as an argument rather than keeping it: the graph of
+    bindings and scopes must stay free of cycles, or every statement parsed for
+    one call would stay alive until a full garbage collection.
+    """
+
+    def __init__(self, description: str):
+        self.description = description
+
+    def value(self, file: File) -> Value | None:
+        return None
+
+    def expression(self, file: File) -> Leaf | None:
+        """The single expression the name holds, when it has exactly one plain assignment."""
+        return None
+
+
+class _Lazy(_Binding):
+    """Evaluated on first request only; asked for while computing itself (recursion), it is not followed."""
+
+    def value(self, file: File) -> Value | None:
+        if not hasattr(self, "_value"):
+            self._value = None
+            self._value = self._compute(file)
+        return self._value
+
+    def _compute(self, file: File) -> Value | None:
+        raise NotImplementedError
+
+
+class _Statement(_Lazy):
+    """A binding made by one statement, evaluated in the scope just before it."""
+
+    def __init__(self, name: str, statement: ast.stmt, ancestors: tuple[ast.stmt, ...], scope: Scope):
+        super().__init__(f"`{name}` (line {statement.lineno})")
+        self.statement = statement
+        self.ancestors = ancestors
+        self.scope = scope
+
+    def _node(self, file: File) -> tuple[Piece, cst.CSTNode] | None:
+        return file.statement(self.statement, self.ancestors)
+
+
+class _Assigned(_Statement):
+    """`name = value`, `name: T = value`, or one name of `a, b = x, y` (element)."""
+
+    def __init__(self, name: str, statement: ast.stmt, ancestors: tuple[ast.stmt, ...], scope: Scope,
+                 element: int | None = None):
+        super().__init__(name, statement, ancestors, scope)
+        self.element = element
+
+    def expression(self, file: File) -> Leaf | None:
+        found = self._node(file)
+        value = getattr(found[1], "value", None) if found else None
+        if value is not None and self.element is not None:
+            value = _unpacked(value, self.element)
+        return None if value is None else Leaf(value, found[0], self.scope)
+
+    def _compute(self, file: File) -> Value | None:
+        leaf = self.expression(file)
+        return None if leaf is None else evaluate(file, leaf)
+
+
+def _unpacked(value: cst.BaseExpression, element: int) -> cst.BaseExpression | None:
+    if not isinstance(value, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in value.elements):
+        return None
+    return value.elements[element].value if element < len(value.elements) else None
+
+
+class _Mutated(_Statement):
+    """`name += x`, `name.append(x)`, `name.extend(x)`, `name.insert(i, x)` or `name[k] = x`, on what name held."""
+
+    def __init__(self, name: str, statement: ast.stmt, ancestors: tuple[ast.stmt, ...], scope: Scope,
+                 previous: _Binding | None, how: str):
+        super().__init__(name, statement, ancestors, scope)
+        self.previous = previous
+        self.how = how
+
+    def _compute(self, file: File) -> Value:
+        before = self.previous.value(file) if self.previous else None
+        if before is None:
+            unknown = (self.previous.description,) if self.previous else ()
+            before = Value(entries=(), length=None, unknown=unknown)
+        found = self._node(file)
+        arguments = _mutation_arguments(found[1]) if found else ()
+        if len(arguments) != (2 if self.how == "insert" else 1):
+            return Value(entries=as_sequence(before).entries, length=None, unknown=before.unknown)
+        added = evaluate(file, Leaf(arguments[-1], found[0], self.scope))
+        if self.how == "insert":
+            return _inserted(before, int_literal(arguments[0]), added)
+        if self.how == "append":
+            return _concat(before, Value(entries=_as_item(added, 0), length=1, unknown=added.unknown))
+        if self.how == "item":
+            sequence = as_sequence(before)
+            return Value(entries=sequence.entries + _as_item(added, None), length=sequence.length,
+                          unknown=sequence.unknown + added.unknown)
+        return _concat(before, added)
+
+
+def _mutation_arguments(node: cst.CSTNode) -> tuple[cst.BaseExpression, ...]:
+    """`x += a`, `x[k] = a`, `x.append(a)` -> (a,); `x.insert(i, a)` -> (i, a)."""
+    if isinstance(node, (cst.AugAssign, cst.Assign)):
+        return (node.value,)
+    if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+        args = node.value.args
+        return () if any(a.keyword or a.star for a in args) else tuple(a.value for a in args)
+    return ()
+
+
+def _inserted(before: Value, position: int | None, item: Value) -> Value:
+    """list.insert: the items from `position` on move one place right; an unknown position blurs them all."""
+    sequence = as_sequence(before)
+    length = sequence.length
+    if position is not None and position < 0 and length is not None:
+        position = max(length + position, 0)
+    if position is None or position < 0:
+        moved, at = _shifted(sequence.entries, None), None
+    else:
+        moved = tuple(e if e.index is None or e.index < position else Entry(e.leaf, e.index + 1)
+                      for e in sequence.entries)
+        at = position if length is None else min(position, length)
+    return Value(entries=_unique_entries(moved + _as_item(item, at)), length=None if length is None else length + 1,
+                  unknown=sequence.unknown + item.unknown)
+
+
+class _Joined(_Lazy):
+    """A name bound differently on different paths (if / else, try / except)."""
+
+    def __init__(self, name: str, alternatives: tuple[_Binding, ...]):
+        super().__init__(f"`{name}`")
+        self.alternatives = alternatives
+
+    def _compute(self, file: File) -> Value:
+        values = [(b.value(file), b.description) for b in self.alternatives]
+        return _join([v if v is not None else Value(unknown=(d,)) for v, d in values])
+
+
+class _Looped(_Lazy):
+    """A name changed in a loop body: items the loop adds have no known index."""
+
+    def __init__(self, name: str, before: _Binding | None, after: _Binding):
+        super().__init__(f"`{name}`")
+        self.before = before
+        self.after = after
+
+    def _compute(self, file: File) -> Value:
+        before = (self.before.value(file) if self.before else None) or Value()
+        after = self.after.value(file) or Value(unknown=(self.after.description,))
+        kept = {(e.leaf.key, e.index) for e in before.entries or ()}
+        added = tuple(e if (e.leaf.key, e.index) in kept else Entry(e.leaf, None) for e in after.entries or ())
+        entries = None if before.entries is None and after.entries is None else (before.entries or ()) + added
+        return _join([before, Value(leaves=after.leaves, entries=entries, unknown=after.unknown)])
+
+
+class _Function(_Binding):
+    """A def: calling it gives what its return statements give.
+
+    It refers weakly to the scope it is defined in, which names it (a cycle
+    otherwise); `File.scopes` keeps that scope alive while locating.
+    """
+
+    def __init__(self, statement: ast.FunctionDef | ast.AsyncFunctionDef, ancestors: tuple[ast.stmt, ...],
+                 enclosing: Scope):
+        super().__init__(f"`{statement.name}`, a function")
+        self.statement = statement
+        self.ancestors = ancestors
+        self._enclosing = weakref.ref(enclosing)
+
+    @property
+    def enclosing(self) -> Scope:
+        return self._enclosing()
+
+
+# --- the flow walk (ast skeleton) ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SiteStatement:
+    """A statement holding kernel site(s), with the names as they are just before it."""
+    statement: ast.stmt
+    ancestors: tuple[ast.stmt, ...]
+    scope: Scope
+    function: str | None
+
+
+Env = Mapping[str, _Binding]
+
+
+class _Walk:
+    """One pass over a body, in order: every binding statement makes a new (never mutated) env."""
+
+    def __init__(self, file: File, parent: Scope | None, defining: Scope, function: str | None,
+                 record_sites: bool):
+        self.file = file
+        self.parent = parent            # scope seen by names not bound in this body
+        self.defining = defining        # scope that nested defs will see (this body, once walked)
+        self.function = function
+        self.record_sites = record_sites
+        self.returns: list[tuple[ast.Return, tuple[ast.stmt, ...], Scope]] = []
+        self.nested: list[tuple[ast.stmt, tuple[ast.stmt, ...]]] = []
+
+    def body(self, statements: Sequence[ast.stmt], env: Env, ancestors: tuple[ast.stmt, ...]) -> Env:
+        for statement in statements:
+            env = self.statement(statement, env, ancestors)
+        return env
+
+    def statement(self, statement: ast.stmt, env: Env, ancestors: tuple[ast.stmt, ...]) -> Env:
+        scope = Scope(env, self.parent)
+        if self.record_sites and id(statement) in self.file.plan.flagged:
+            self.file.site_statements.append(SiteStatement(statement, ancestors, scope, self.function))
+        inner = ancestors + (statement,)
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)):
+            return self._simple(statement, env, ancestors, scope)
+        if isinstance(statement, ast.If):
+            return _merge(self.body(statement.body, env, inner), self.body(statement.orelse, env, inner))
+        if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)):
+            start = _opaque(env, _targets(getattr(statement, "target", None)), "a loop variable")
+            return self.body(statement.orelse, _looped(env, self.body(statement.body, start, inner)), inner)
+        if isinstance(statement, (ast.With, ast.AsyncWith)):
+            names = [n for item in statement.items for n in _targets(item.optional_vars)]
+            return self.body(statement.body, _opaque(env, names, "a with target"), inner)
+        if isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            done = self.body(statement.orelse, self.body(statement.body, env, inner), inner)
+            raised = _merge(env, done)
+            handled = [self.body(h.body, _opaque(raised, [h.name] if h.name else [], "an exception"), inner)
+                       for h in statement.handlers]
+            return self.body(statement.finalbody, _merge(done, *handled), inner)
+        if isinstance(statement, getattr(ast, "Match", ())):
+            cases = [self.body(case.body, _opaque(env, _targets(case.pattern), "a match capture"), inner)
+                     for case in statement.cases]
+            return _merge(env, *cases)
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._keep_if_nested_sites(statement, ancestors)
+            return {**env, statement.name: _Function(statement, ancestors, self.defining)}
+        if isinstance(statement, ast.ClassDef):
+            self._keep_if_nested_sites(statement, ancestors)
+            return _opaque(env, [statement.name], "a class")
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            return _opaque(env, [(a.asname or a.name).split(".")[0] for a in statement.names], "an import")
+        if isinstance(statement, ast.Return) and statement.value is not None:
+            self.returns.append((statement, ancestors, scope))
+        return env
+
+    def _keep_if_nested_sites(self, statement: ast.stmt, ancestors: tuple[ast.stmt, ...]) -> None:
+        if self.record_sites and id(statement) in self.file.plan.enclosing:
+            self.nested.append((statement, ancestors))
+
+    def _simple(self, statement: ast.stmt, env: Env, ancestors: tuple[ast.stmt, ...], scope: Scope) -> Env:
+        if isinstance(statement, ast.Assign) or isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            for target in targets:
+                env = self._assign(target, statement, env, ancestors, scope)
+            return env
+        if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+            name = statement.target.id
+            if not isinstance(statement.op, ast.Add):
+                return _opaque(env, [name], "changed by an operator other than +=")
+            return {**env, name: _Mutated(name, statement, ancestors, scope, env.get(name), "+=")}
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr in ("append", "extend", "insert") and isinstance(call.func.value, ast.Name)):
+            name = call.func.value.id
+            return {**env, name: _Mutated(name, statement, ancestors, scope, env.get(name), call.func.attr)}
+        return env
+
+    def _assign(self, target: ast.expr, statement: ast.stmt, env: Env, ancestors: tuple[ast.stmt, ...],
+                scope: Scope) -> Env:
+        if isinstance(target, ast.Name):
+            return {**env, target.id: _Assigned(target.id, statement, ancestors, scope)}
+        if isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in target.elts):
+            for element, item in enumerate(target.elts):
+                if isinstance(item, ast.Name):
+                    env = {**env, item.id: _Assigned(item.id, statement, ancestors, scope, element)}
+                else:
+                    env = _opaque(env, _targets(item), "unpacked")
+            return env
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            name = target.value.id
+            return {**env, name: _Mutated(name, statement, ancestors, scope, env.get(name), "item")}
+        return _opaque(env, _targets(target), "unpacked")
+
+
+def _targets(node: ast.AST | None) -> list[str]:
+    """Names bound by an assignment target or a match pattern (not `self` of `self.x = ...`)."""
+    if node is None:
+        return []
+    return [n.id if isinstance(n, ast.Name) else n.name for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            or isinstance(n, ast.pattern) and getattr(n, "name", None)]
+
+
+def _opaque(env: Env, names: Iterable[str], why: str) -> Env:
+    names = list(names)
+    return {**env, **{name: _Binding(f"`{name}`, {why}") for name in names}} if names else env
+
+
+def _merge(*envs: Env) -> Env:
+    """The names after paths that may each have run: a name bound differently on two paths joins."""
+    if all(env is envs[0] for env in envs):
+        return envs[0]
+    merged = {}
+    for name in {name for env in envs for name in env}:
+        bindings = unique((env[name] for env in envs if name in env), key=id)
+        merged[name] = bindings[0] if len(bindings) == 1 else _Joined(name, bindings)
+    return merged
+
+
+def _looped(before: Env, after: Env) -> Env:
+    """A loop body runs any number of times: what it changes joins with what was there, indices blurred."""
+    if after is before:
+        return before
+    return {**before, **{name: _Looped(name, before.get(name), binding)
+                         for name, binding in after.items() if before.get(name) is not binding}}
+
+
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Env:
+    a = function.args
+    names = [p.arg for p in (*a.posonlyargs, *a.args, a.vararg, *a.kwonlyargs, a.kwarg) if p is not None]
+    return _opaque({}, names, "a parameter")
+
+
+def walk_module(file: File, statements: list[ast.stmt]) -> None:
+    module = Scope({}, None)
+    file.scopes.append(module)
+    walk = _Walk(file, parent=None, defining=module, function=None, record_sites=True)
+    module.names = walk.body(statements, {}, ())
+    _walk_nested(file, walk.nested, module, None)
+
+
+def _walk_nested(file: File, nested: list[tuple[ast.stmt, tuple[ast.stmt, ...]]], enclosing: Scope,
+                 function: str | None) -> None:
+    """Walk the defs and classes holding sites; a method sees the class's enclosing scope, not the class."""
+    for statement, ancestors in nested:
+        name = statement.name if function is None else f"{function}.{statement.name}"
+        inner = ancestors + (statement,)
+        if isinstance(statement, ast.ClassDef):
+            walk = _Walk(file, parent=enclosing, defining=enclosing, function=name, record_sites=True)
+            walk.body(statement.body, {}, inner)
+            _walk_nested(file, walk.nested, enclosing, name)
+            continue
+        body = Scope({}, enclosing)
+        file.scopes.append(body)
+        walk = _Walk(file, parent=enclosing, defining=body, function=name, record_sites=True)
+        body.names = walk.body(statement.body, _parameters(statement), inner)
+        _walk_nested(file, walk.nested, body, name)
+
+
+def _helper_value(file: File, function: _Function) -> Value | None:
+    """What a module or local helper returns, joined over its return statements (walked once per def)."""
+    key = id(function.statement)
+    if key not in file.helper_values:
+        file.helper_values[key] = None                 # a recursive helper is not followed
+        body = Scope({}, function.enclosing)
+        file.scopes.append(body)
+        walk = _Walk(file, parent=function.enclosing, defining=body, function=None, record_sites=False)
+        body.names = walk.body(function.statement.body, _parameters(function.statement),
+                               function.ancestors + (function.statement,))
+        values = [_return_value(file, *returned) for returned in walk.returns]
+        file.helper_values[key] = _join(values) if values else None
+    return file.helper_values[key]
+
+
+def _return_value(file: File, statement: ast.Return, ancestors: tuple[ast.stmt, ...], scope: Scope) -> Value:
+    found = file.statement(statement, ancestors)
+    value = getattr(found[1], "value", None) if found else None
+    if value is None:
+        return Value(unknown=(f"the return at line {statement.lineno}",))
+    return evaluate(file, Leaf(value, found[0], scope))
+
+
+# --- evaluating libcst expressions -----------------------------------------------------------------
+
+def evaluate(file: File, leaf: Leaf) -> Value:
+    """Follow an expression to the items it may hold; what cannot be followed is a leaf or unknown."""
+    node = leaf.node
+    if isinstance(node, cst.Name):
+        return _evaluate_name(file, leaf)
+    if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+        return _elements(file, leaf, node.elements)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Multiply)):
+        left, right = evaluate(file, leaf.at(node.left)), evaluate(file, leaf.at(node.right))
+        if isinstance(node.operator, cst.Add):
+            return _concat(left, right)
+        repeated = [v for v in (left, right) if v.entries is not None]
+        if repeated:
+            return Value(entries=_shifted(repeated[0].entries, None), length=None, unknown=repeated[0].unknown)
+    if isinstance(node, cst.IfExp):
+        return _join([evaluate(file, leaf.at(node.body)), evaluate(file, leaf.at(node.orelse))])
+    if isinstance(node, cst.BooleanOperation):
+        return _join([evaluate(file, leaf.at(node.left)), evaluate(file, leaf.at(node.right))])
+    if isinstance(node, cst.NamedExpr):
+        return evaluate(file, leaf.at(node.value))
+    if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+        return _comprehension(file, leaf)
+    if isinstance(node, cst.Dict):
+        return _dict_items(file, leaf, [(e.value, isinstance(e, cst.StarredDictElement)) for e in node.elements])
+    if isinstance(node, cst.Subscript):
+        return _subscript(file, leaf)
+    if isinstance(node, cst.Call):
+        return _evaluate_call(file, leaf)
+    return Value(leaves=(leaf,))
+
+
+def _evaluate_name(file: File, leaf: Leaf) -> Value:
+    name = leaf.node.value
+    if name in ("None", "True", "False"):
+        return Value(leaves=(leaf,))
+    binding = leaf.scope.lookup(name)
+    if binding is None:
+        return Value(unknown=(f"`{name}`",))
+    value = binding.value(file)
+    return value if value is not None else Value(unknown=(binding.description,))
+
+
+def _elements(file: File, leaf: Leaf, elements: Sequence[cst.BaseElement]) -> Value:
+    entries: list[Entry] = []
+    unknown: list[str] = []
+    position: int | None = 0
+    for element in elements:
+        value = evaluate(file, leaf.at(element.value))
+        if isinstance(element, cst.StarredElement):
+            spread = as_sequence(value)
+            entries += _shifted(spread.entries, position)
+            position = None if position is None or spread.length is None else position + spread.length
+        else:
+            entries += _as_item(value, position)
+            position = None if position is None else position + 1
+        unknown += value.unknown
+    return Value(entries=_unique_entries(entries), length=position, unknown=unique(unknown))
+
+
+def _dict_items(file: File, leaf: Leaf, items: Sequence[tuple[cst.BaseExpression, bool]]) -> Value:
+    """A dict of specs is a pytree whose leaf order is the sorted keys': items get no index."""
+    entries: list[Entry] = []
+    unknown: list[str] = []
+    for node, spread_out in items:
+        value = evaluate(file, leaf.at(node))
+        spread = as_sequence(value).entries if spread_out else _as_item(value, None)
+        entries += _shifted(spread, None)
+        unknown += value.unknown
+    return Value(entries=_unique_entries(entries), length=None, unknown=unique(unknown))
+
+
+def _comprehension(file: File, leaf: Leaf) -> Value:
+    node = leaf.node
+    names = []
+    loop = node.for_in
+    while loop is not None:
+        names += _cst_names(loop.target)
+        loop = loop.inner_for_in
+    shadowed = Scope(_opaque({}, names, "a comprehension variable"), leaf.scope)
+    element = node.value if isinstance(node, cst.DictComp) else node.elt
+    value = evaluate(file, Leaf(element, leaf.piece, shadowed))
+    return Value(entries=_as_item(value, None), length=None, unknown=value.unknown)
+
+
+def _cst_names(target: cst.CSTNode) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in _cst_names(element.value)]
+    return []
+
+
+def _subscript(file: File, leaf: Leaf) -> Value:
+    node = leaf.node
+    base = evaluate(file, leaf.at(node.value))
+    if base.entries is None:
+        return Value(leaves=(leaf,))
+    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
+        return Value(entries=_shifted(base.entries, None), length=None, unknown=base.unknown)
+    index = _literal_index(node.slice)
+    if index is not None and index < 0 and base.length is not None:
+        index += base.length
+    picked = tuple(e.leaf for e in base.entries if index is None or e.index in (index, None))
+    return Value(leaves=picked or (leaf,), unknown=base.unknown)
+
+
+def _literal_index(elements: Sequence[cst.SubscriptElement]) -> int | None:
+    if len(elements) != 1 or not isinstance(elements[0].slice, cst.Index):
+        return None
+    return int_literal(elements[0].slice.value)
+
+
+def _evaluate_call(file: File, leaf: Leaf) -> Value:
+    node = leaf.node
+    if isinstance(node.func, cst.Name):
+        name = node.func.value
+        binding = leaf.scope.lookup(name)
+        if isinstance(binding, _Function):
+            value = _helper_value(file, binding)
+            return value if value is not None else Value(unknown=(f"what `{name}()` returns",))
+        positional = [a for a in node.args if not a.keyword and not a.star]
+        if binding is None and name in ("list", "tuple") and len(node.args) == 1 == len(positional):
+            return as_sequence(evaluate(file, leaf.at(positional[0].value)))
+        if binding is None and name == "dict":
+            return _dict_items(file, leaf, [(a.value, a.star == "**") for a in node.args if a.keyword or a.star])
+    return Value(leaves=(leaf,))
+
+
+def follow(file: File, leaf: Leaf | None) -> Leaf | None:
+    """Through names with one plain assignment, to the expression that defines them."""
+    for _ in range(16):
+        if leaf is None or not isinstance(leaf.node, cst.Name):
+            return leaf
+        binding = leaf.scope.lookup(leaf.node.value)
+        expression = binding.expression(file) if binding is not None else None
+        if expression is None:
+            return leaf
+        leaf = expression
+    return leaf
