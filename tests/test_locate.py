@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import pickle
 import random
 import textwrap
 from pathlib import Path
@@ -515,6 +516,62 @@ def test_identical_statements_at_two_places_keep_their_own_spans():
     """), "k.py")
     assert [(s.function, s.in_specs[0].span.start_line, s.in_specs[0].block_shape.span.start_line)
             for s in result.sites] == [("a", 2, 2), ("b", 4, 4)]
+
+
+# --- keyword arguments: where the fixes insert one, without parsing the call again ---------------
+
+def ast_span(node: ast.AST, lines: list[str]) -> Span:
+    """An ast node's span with its UTF-8 byte columns turned into code points, here, apart from the locator."""
+    def column(line: int, byte: int) -> int:
+        return len(lines[line - 1].encode()[:byte].decode())
+    return Span(node.lineno, column(node.lineno, node.col_offset),
+                node.end_lineno, column(node.end_lineno, node.end_col_offset))
+
+
+@pytest.mark.parametrize("path", [p for p in JAX_FILES if "pallas_call" in p.read_text()], ids=lambda p: p.name)
+def test_keyword_positions_of_jax_tpu_ops_are_those_of_ast(path):
+    source = path.read_text()
+    lines = source.split("\n")
+    calls = {ast_span(n, lines): n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)}
+    for site in locate(source, str(path)).sites:
+        expected = tuple((k.arg, ast_span(k, lines)) for k in calls[site.span].keywords if k.arg is not None)
+        assert site.keywords == expected and expected
+
+
+def test_keyword_positions_count_code_points_on_non_ascii_lines():
+    source = textwrap.dedent("""\
+        from jax.experimental import pallas as pl
+
+        def f(x):
+            return pl.pallas_call(kernel, name="注意力", out_shape=x,  # 形状 first
+                debug="é", grid=(2,), in_specs=[pl.BlockSpec((8, 128), None)], **extra)(x)
+    """)
+    site = only_site(source)
+    assert site.keywords == (
+        ("name", Span(4, 34, 4, 44)), ("out_shape", Span(4, 46, 4, 57)),
+        ("debug", Span(5, 8, 5, 17)), ("grid", Span(5, 19, 5, 28)), ("in_specs", Span(5, 30, 5, 69)))
+    assert [source_at(source, span) for _, span in site.keywords] == [
+        'name="注意力"', "out_shape=x", 'debug="é"', "grid=(2,)", "in_specs=[pl.BlockSpec((8, 128), None)]"]
+    assert pickle.loads(pickle.dumps(site)) == site     # sites cross a process boundary
+
+
+def test_keyword_positions_are_those_of_the_call_at_the_span():
+    """A partial's keywords are written elsewhere: the fixes insert into the call that is the site."""
+    source = textwrap.dedent("""\
+        from functools import partial
+        from jax.experimental import pallas as pl
+
+        def f(x):
+            call = partial(pl.pallas_call, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])
+            return call(kernel, out_specs = pl.BlockSpec((8, 256), None), grid=(4,))(x)
+    """)
+    site = only_site(source)
+    assert [(name, source_at(source, span)) for name, span in site.keywords] == [
+        ("out_specs", "out_specs = pl.BlockSpec((8, 256), None)"), ("grid", "grid=(4,)")]
+    twice = locate("def a(x):\n    return pl.pallas_call(k, out_shape=x)(x)\n"
+                   "def b(x):\n    return pl.pallas_call(k, out_shape=x)(x)\n", "k.py")
+    assert [s.keywords for s in twice.sites] == [(("out_shape", Span(2, 29, 2, 40)),),
+                                                 (("out_shape", Span(4, 29, 4, 40)),)]
 
 
 def test_cached_and_cold_results_are_equal():

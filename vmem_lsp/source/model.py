@@ -65,3 +65,6 @@ class KernelSite:
     compiler_params: Expr | None = None
     vmem_limit_bytes: Expr | None = None
     notes: tuple[str, ...] = field(default=())   # what the locator could not follow, said plainly
+    # The keyword arguments written in the call at `span`, in source order: name -> span of
+    # `name=value` (where the fixes insert a keyword, without parsing the call again).
+    keywords: tuple[tuple[str, Span], ...] = ()

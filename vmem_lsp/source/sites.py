@@ -127,6 +127,8 @@ def kernel_site(file: File, call: SiteCall, piece: Piece, function: str | None) 
         compiler_params=_written(compiler_params),
         vmem_limit_bytes=_defined(file, vmem_limit),
         notes=tuple(unique(notes + in_notes + out_notes + scratch_notes)),
+        keywords=tuple((arg.keyword.value, piece.span(arg)) for arg in call.span_node.args
+                       if arg.keyword is not None),
     )
 
 
