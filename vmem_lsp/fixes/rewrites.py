@@ -51,16 +51,12 @@ def _distinct(edits: list[TextEdit]) -> list[TextEdit]:
 def _keyword_anchor(site: KernelSite, source: str) -> tuple[int, int, str] | None:
     """Where to insert a new keyword argument of the pallas_call: before its
     first in_specs=/out_specs=/... keyword; with the text to put after it.
-    The place is the keyword's node in the syntax tree: a comment or a
-    string that holds `out_shape=` is not a keyword."""
-    start = offset(source, site.span.start_line, site.span.start_col)
-    end = offset(source, site.span.end_line, site.span.end_col)
-    written = Expr(site.span, source[start:end])
-    node = _node(written)
-    keywords = [k for k in node.keywords if k.arg in KEYWORDS] if isinstance(node, ast.Call) else []
-    if not keywords:
+    The place is a keyword argument the locator recorded (KernelSite.keywords):
+    a comment or a string that holds `out_shape=` is not a keyword."""
+    spans = [span for name, span in site.keywords if name in KEYWORDS]
+    if not spans:
         return None
-    first = _span_in(written, min(keywords, key=lambda k: (k.lineno, k.col_offset)))
+    first = min(spans, key=lambda span: (span.start_line, span.start_col))
     line, col = first.start_line, first.start_col
     line_text = split_lines(source)[line - 1]
     starts_line = not line_text[:col].strip()
