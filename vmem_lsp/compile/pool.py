@@ -1,6 +1,8 @@
-"""A pool of workers for checks over many files and for fix searches. Each
-job runs on an idle worker; one that dies or hangs is replaced and the job
-retried once, then reported; a remote pool can fall back to a local worker."""
+"""Workers for more than one compile at once. `WorkerPool`, for checks over
+many files and for fix searches: each job runs on an idle worker; one that
+dies or hangs is replaced and the job retried once, then reported; a remote
+pool can fall back to a local worker. `ChipLanes`, for the server's save: each
+chip always on the same worker, the chips of one save compiled at once."""
 from __future__ import annotations
 
 import os
@@ -15,9 +17,25 @@ from .protocol import ExampleResult, PhaseLimits
 RETRIED = ("crashed",)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a container's or taskset's share), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):       # no sched_getaffinity: macOS
+        return os.cpu_count() or 1
+
+
 def default_size() -> int:
     """Cores minus one (a compile is nearly single-threaded; leave one for the editor), at least one."""
-    return max(1, (os.cpu_count() or 2) - 1)
+    return max(1, usable_cores() - 1)
+
+
+def lanes_for(chips: int, jobs: int | None = None) -> int:
+    """Workers for a save's `chips` compiled at once: one per chip, at most one
+    per core (or `jobs`, when set); one on a single core. A save's compiles are
+    a burst of seconds while the editor waits for them, so unlike a check of
+    many files they take every core, the editor's too."""
+    return max(1, min(chips, jobs or usable_cores()))
 
 
 class WorkerPool:
@@ -65,3 +83,46 @@ class WorkerPool:
             worker.stop()
         if self.fallback is not None:
             self.fallback.stop()
+
+
+class ChipLanes:
+    """One worker per lane, and each chip on the lane it was first given: a
+    worker keeps what it compiled for its chips, so a save that leaves a kernel
+    as it was is answered from there whichever lane is free. `check` may be
+    called from a thread per lane; two chips that share a lane take turns."""
+
+    def __init__(self, command=None, size: int = 1):
+        self.command = command
+        self.workers: list[WorkerClient] = []
+        self.locks: list[threading.Lock] = []
+        self.lane_of: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.grow(size)
+
+    def grow(self, size: int) -> None:
+        """At least `size` lanes. Never fewer: another file's settings may want them back."""
+        with self.lock:
+            while len(self.workers) < size:
+                self.workers.append(WorkerClient(self.command))
+                self.locks.append(threading.Lock())
+
+    def lane(self, target: str) -> int:
+        with self.lock:
+            return self.lane_of.setdefault(target, len(self.lane_of) % len(self.workers))
+
+    def worker(self, target: str) -> WorkerClient:
+        return self.workers[self.lane(target)]
+
+    @property
+    def restarts(self) -> int:
+        return sum(w.restarts for w in self.workers)
+
+    def check(self, request: CheckRequest, limits: PhaseLimits | float) -> ExampleResult:
+        lane = self.lane(request.target)
+        with self.locks[lane]:
+            return self.workers[lane].check(request, limits)
+
+    def stop(self) -> None:
+        """At once for a busy worker (WorkerClient.stop): not behind its lane's lock."""
+        for worker in self.workers:
+            worker.stop()

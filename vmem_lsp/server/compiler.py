@@ -1,16 +1,19 @@
-"""Compiling off the editor's loop: one background thread owns the worker,
+"""Compiling off the editor's loop: one background thread owns the workers,
 takes jobs from a queue, and hands results back to the loop. A newer job for
-a document supersedes its older one."""
+a document supersedes its older one. A job's chips compile at once, each on
+its own worker, where there are cores for it (pool.lanes_for)."""
 from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..engine import run_example
 from ..compile.cache import ResultCache
-from ..compile.client import CheckRequest, WorkerClient
+from ..compile.client import WorkerClient
+from ..compile.pool import ChipLanes, lanes_for
 from ..compile.protocol import ExampleResult
 from ..config import Settings
 from ..source.directives import Example
@@ -53,7 +56,7 @@ class CompileService:
         self.current: CompileJob | None = None
         self.wakeup = threading.Condition()
         self.stopping = False
-        self.worker: WorkerClient | None = None
+        self.workers: ChipLanes | None = None
         self.worker_command: str | None = None
         self.thread = threading.Thread(target=self._run, name="vmem-lsp-compile", daemon=True)
         self.thread.start()
@@ -79,8 +82,8 @@ class CompileService:
             for job in [*self.pending.values(), *([self.current] if self.current else [])]:
                 job.cancelled.set()
             self.wakeup.notify()
-        if self.worker is not None:
-            self.worker.stop()
+        if self.workers is not None:
+            self.workers.stop()
         self.thread.join(timeout=5)
 
     # -- the thread ------------------------------------------------------------------
@@ -102,21 +105,29 @@ class CompileService:
             self.current = self.pending.pop(uri)
             return self.current
 
-    def _worker_for(self, settings: Settings) -> WorkerClient:
-        if self.worker is None or self.worker_command != settings.worker:
-            if self.worker is not None:
-                self.worker.stop()
-            self.worker = WorkerClient(settings.worker)
+    def _workers_for(self, settings: Settings) -> ChipLanes:
+        """The lanes for these settings' chips, each worker they use started."""
+        targets = tuple(settings.targets)
+        if self.workers is None or self.worker_command != settings.worker:
+            if self.workers is not None:
+                self.workers.stop()
+            self.workers = ChipLanes(settings.worker)
             self.worker_command = settings.worker
-        if not self.worker.running():
-            self._emit(CompileEvent("starting", "starting the TPU compiler worker"))
-            try:
-                hello = self.worker.start()
-                self._emit(CompileEvent("ready", f"worker ready (pid {hello.get('pid')}): jax {hello.get('jax')}, "
-                                                     f"libtpu {hello.get('libtpu')}"))
-            except Exception as error:     # reported, and the next job tries again
-                self._emit(CompileEvent("crashed", f"the worker did not start: {error}"))
-        return self.worker
+        self.workers.grow(lanes_for(len(targets), settings.jobs))
+        idle = {id(w): w for w in map(self.workers.worker, targets) if not w.running()}.values()
+        if idle:        # libtpu takes seconds to load: every worker loads it at once
+            with ThreadPoolExecutor(len(idle), thread_name_prefix="vmem-lsp-start") as starting:
+                list(starting.map(self._start, idle))
+        return self.workers
+
+    def _start(self, worker: WorkerClient) -> None:
+        self._emit(CompileEvent("starting", "starting the TPU compiler worker"))
+        try:
+            hello = worker.start()
+            self._emit(CompileEvent("ready", f"worker ready (pid {hello.get('pid')}): jax {hello.get('jax')}, "
+                                                 f"libtpu {hello.get('libtpu')}"))
+        except Exception as error:     # reported, and the next job tries again
+            self._emit(CompileEvent("crashed", f"the worker did not start: {error}"))
 
     def _run(self) -> None:
         while (job := self._next()) is not None:
@@ -129,25 +140,43 @@ class CompileService:
                     self.current = None
 
     def _run_job(self, job: CompileJob) -> None:
-        worker = self._worker_for(job.settings)
+        workers = self._workers_for(job.settings)
         if not job.examples:
             return
         cache = ResultCache(job.settings.cache_folder(), enabled=job.use_cache)
         targets = tuple(job.settings.targets)
-        total = len(job.examples) * len(targets)
-        results, done = [], 0
-        restarts = worker.restarts
-        for example in job.examples:
-            for target in targets:
+        pairs = [(example, target) for example in job.examples for target in targets]
+        total = len(pairs)
+        results: list = [None] * total
+        done, counting = 0, threading.Lock()
+        restarts = workers.restarts
+
+        def run_lane(numbered: list[tuple[int, Example, str]]) -> None:
+            """This lane's pairs, one after another; the other lanes' meanwhile."""
+            nonlocal done
+            for number, example, target in numbered:
                 if job.cancelled.is_set() or self.stopping:
                     return
                 announce = lambda: self._emit(CompileEvent(
                     "compiling", f"{target}: {example.text}", done, total, targets))
-                result, _ = run_example(example, target, job.settings, cache, worker, announce)
-                results.append((example, result))
-                done += 1
-        if worker.restarts != restarts:
-            self._emit(CompileEvent("crashed", f"the worker died or hung {worker.restarts - restarts} time(s) "
+                result, _ = run_example(example, target, job.settings, cache, workers, announce)
+                results[number] = (example, result)
+                with counting:
+                    done += 1
+
+        lanes: dict[int, list] = {}
+        for number, (example, target) in enumerate(pairs):
+            lanes.setdefault(workers.lane(target), []).append((number, example, target))
+        if len(lanes) == 1:
+            run_lane(*lanes.values())
+        else:
+            with ThreadPoolExecutor(len(lanes), thread_name_prefix="vmem-lsp-lane") as running:
+                for future in [running.submit(run_lane, numbered) for numbered in lanes.values()]:
+                    future.result()     # a lane's exception, raised here
+        if None in results:         # a lane stopped early: a newer job, or the server, is waiting
+            return
+        if workers.restarts != restarts:
+            self._emit(CompileEvent("crashed", f"the worker died or hung {workers.restarts - restarts} time(s) "
                                                f"and was restarted", targets=targets))
         if any(not c.compiled for _, r in results for c in r.calls):
             self._emit(CompileEvent("no_compiler", "no TPU compiler here (libtpu is Linux-only): "
@@ -160,11 +189,11 @@ class CompileService:
         if self.on_fixes is not None:
             planned = None
             try:
-                planned = self._search_fixes(job, results, cache, worker)
+                planned = self._search_fixes(job, results, cache, workers)
             finally:       # told even when superseded or failed: requests waiting on the search go on
                 self._call(self.on_fixes, job, None if job.cancelled.is_set() else planned, True)
 
-    def _search_fixes(self, job: CompileJob, results, cache: ResultCache, worker: WorkerClient) -> list | None:
+    def _search_fixes(self, job: CompileJob, results, cache: ResultCache, workers: ChipLanes) -> list | None:
         """After the verdict is out: find fixes for what overflows, verified by
         compiling. The candidates are told (on_fixes(job, planned, False)) while
         they are compiled. None when a newer job stopped the search."""
@@ -175,7 +204,7 @@ class CompileService:
             return []
         self._emit(CompileEvent("compiling", "looking for fixes that fit", targets=tuple(job.settings.targets)))
         sources = SourceFiles()
-        run = cached_runner(cache, worker, job.settings.limits())
+        run = cached_runner(cache, workers, job.settings.limits())
 
         def run_unless_superseded(request):
             if job.cancelled.is_set() or self.stopping:
