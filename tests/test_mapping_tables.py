@@ -200,3 +200,26 @@ def test_shapes_and_buffering():
     assert render.shape("bf16", (1024, 512)) == "bf16[1024,512]"
     assert [render.buffering(n) for n in (None, 1, 2, 3)] == ["", "single buffered", "double buffered", "3 buffers"]
     assert render.window("out", 1, "f32", (8, 128)) == "output 1 window f32[8,128]"
+
+
+# ---- the static tier: estimates of the text as typed, from what a compile taught ------------
+
+def test_an_edited_block_shape_is_estimated_from_the_last_compile():
+    """The compile saw blocks (8, 4096); the user types (2048, 4096): the
+    estimate doubles-buffers the new window and says it is over, at the spec."""
+    from vmem_lsp import views
+    from vmem_lsp.engine import analyse
+    literal = SOURCE.replace("(n, 4096)", "(8, 4096)")
+    sources_then = SourceFiles(overlay=lambda path: literal if path == PATH else None)
+    compiled = ExampleResult("v6e", None, (call(report(TWIN)),))
+    learned = views.learn([compiled], sources_then.sites_of)
+    typed = literal.replace("in_specs=[pl.BlockSpec((8, 4096)", "in_specs=[pl.BlockSpec((2048, 4096)")
+    from vmem_lsp.source.locate import locate
+    analysis = analyse(PATH, 2, typed, ("v6e",), learned.known, 0.10, locate)
+    [(key, by_target)] = analysis.budgets.items()
+    window = next(p for p in by_target["v6e"].parts if p.kind == "input_window")
+    assert window.bytes == 2 * 2048 * 4096 * 4
+    marked = [d for d in analysis.estimates if d.code == "VMEM001" and d.span.start_line == IN_SPEC]
+    assert marked and marked[0].message.startswith("input 0 window f32[2048,4096] ~ 64.00M, double buffered; "
+                                                   "kernel needs ~")
+    assert "layout model estimate, save to compile" in marked[0].message

@@ -182,15 +182,13 @@ def report_internal_errors(outcome) -> None:
 def fix_files(outcome, settings, worker, use_cache: bool, write: bool) -> int:
     """Find fixes for the overflowing examples; write them (--fix) or print
     them as a diff (--diff). Returns how many files change."""
-    from .engine import SourceFiles, cached_runner
-    from .compile.cache import ResultCache
+    from .engine import SourceFiles, find_fixes
     from .fixes.edits import apply_edits
-    from .fixes.plan import plan, unified_diff
+    from .fixes.plan import unified_diff
     from .render import display_path
-    sources = SourceFiles()
-    run = cached_runner(ResultCache(settings.cache_folder(), enabled=use_cache), worker, settings.limits())
+    sources = outcome.sources or SourceFiles()
     edits_by_path: dict = {}
-    for example, fixes in plan(outcome.results, settings.targets, sources.text, run, sources.sites_of):
+    for example, fixes in find_fixes(outcome, settings, worker, use_cache):
         where = f"{display_path(example.path)}:{example.line}"
         best = next((f for f in fixes if f.verified), None)
         if best is None:

@@ -33,6 +33,8 @@ from . import views
 
 @dataclass
 class CheckOutcome:
+    """What a check found: the diagnostics as data, each example's result on
+    each target, the sources and sites it read, and its counts."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     files: int = 0
     examples: int = 0
@@ -42,6 +44,7 @@ class CheckOutcome:
     cache_hits: int = 0
     seconds: float = 0.0
     internal_errors: list = field(default_factory=list)     # (path, traceback): bugs of ours, not the files'
+    sources: SourceFiles | None = None      # the texts checked and the sites located in them
 
 
 class SourceFiles:
@@ -225,6 +228,7 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
         outcome.results.append((example, target, result))
     outcome.diagnostics = diagnose(outcome.diagnostics, [(e, r) for e, _, r in outcome.results], sources)
     outcome.internal_errors = sources.internal_errors()
+    outcome.sources = sources
     outcome.seconds = time.perf_counter() - started
     return outcome
 
@@ -274,6 +278,16 @@ def headroom_warnings(learned: views.Learned, headroom: float) -> list[Diagnosti
     return [views.headroom_warning(learned.sites[key], b, estimated=False)
             for key, by_target in learned.budgets.items() for b in by_target.values()
             if b.fits and b.headroom() < headroom]
+
+
+def find_fixes(outcome: CheckOutcome, settings: Settings, worker, use_cache: bool = True) -> list[tuple]:
+    """[(example, [Fix, ...])] for each overflowing example of a check, best
+    first: candidates ranked by the layout model, verified by compiling them
+    on every target (through the cache: traces and compiles of fixes repeat)."""
+    from .fixes.plan import plan
+    sources = outcome.sources or SourceFiles()
+    run = cached_runner(ResultCache(settings.cache_folder(), enabled=use_cache), worker, settings.limits())
+    return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
 
 
 def exit_code(outcome: CheckOutcome) -> int:

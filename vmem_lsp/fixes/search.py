@@ -12,7 +12,8 @@ from ..chips import MiB, chip
 from ..compile.client import CheckRequest
 from ..compile.protocol import CapturedCall, ExampleResult
 from ..correlate import SitesOf, kernel_site
-from ..report.parse import format_size, parse_report
+from ..render import size as format_size
+from ..report.parse import parse_report
 from ..source.directives import Example
 from ..source.text import split_lines
 from .edits import Fix, TextEdit, apply_edits

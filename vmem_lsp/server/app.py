@@ -21,7 +21,7 @@ from .. import __version__
 from .compiler import CompileEvent, CompileJob, CompileService
 from .convert import Positions, to_diagnostic, to_uri
 from .protocol import VmemProtocol
-from .options import Options
+from .options import SECTION, Options, options_from
 from .session import Session
 from . import trusting
 from .waiting import Waiters
@@ -301,6 +301,30 @@ class VmemServer(LanguageServer):
             (self.published.add if diagnostics else self.published.discard)(path)
         if refresh and self.client_supports("workspace", "diagnostics", "refresh_support"):
             self.workspace_diagnostic_refresh(None)
+
+    # -- options: one path from the editor's JSON to the session ------------------------------
+    def take_options(self, raw, base: Options, initialization: bool = False) -> Options:
+        """Options from an editor's JSON over `base`, into the session; what
+        was wrong with them goes to the client's log. Every message that
+        carries options (initialize, initialized, didChangeConfiguration) comes here."""
+        options, problems = options_from(raw, base, initialization=initialization)
+        for problem in problems:
+            self.log(types.MessageType.Warning, f"vmem-lsp: {problem}")
+        self.session.options = options
+        return options
+
+    async def client_settings(self):
+        """The client's "vmemLsp" section by workspace/configuration, or None
+        where the client cannot say or answers badly."""
+        if not self.client_supports("workspace", "configuration"):
+            return None
+        try:
+            [raw] = await self.workspace_configuration_async(types.ConfigurationParams(
+                items=[types.ConfigurationItem(section=SECTION)]))
+        except Exception as error:      # a client that answers badly still gets a server
+            self.log(types.MessageType.Warning, f"vmem-lsp: reading settings failed: {error!r}")
+            return None
+        return raw
 
     def log(self, kind: types.MessageType, message: str) -> None:
         self.window_log_message(types.LogMessageParams(kind, message))

@@ -16,12 +16,16 @@ compiler-verified one."""
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from ...fixes.edits import Fix
 from ...source.directives import ExampleKey
 from ..convert import Positions, example_data, to_uri
+
+if TYPE_CHECKING:
+    from ..app import VmemServer
 
 FIX_ALL = "source.fixAll.vmem"
 KINDS = [types.CodeActionKind.QuickFix, FIX_ALL]
@@ -43,7 +47,7 @@ def wanted(params: types.CodeActionParams, kind: str) -> bool:
     return not only or any(kind == k or kind.startswith(f"{k}.") for k in only)
 
 
-def resolves_edits(ls) -> bool:
+def resolves_edits(ls: VmemServer) -> bool:
     """The client fills in an action's edit by codeAction/resolve when it is chosen."""
     support = ls.client_capabilities
     for name in ("text_document", "code_action", "resolve_support"):
@@ -65,7 +69,7 @@ def example_of(data) -> ExampleKey | None:
     return None
 
 
-def asked_about(ls, path: str, params: types.CodeActionParams) -> set[ExampleKey]:
+def asked_about(ls: VmemServer, path: str, params: types.CodeActionParams) -> set[ExampleKey]:
     """The examples a request is about: of its diagnostics, or the directive on its first line."""
     asked = {example_of(d.data) for d in params.context.diagnostics} - {None}
     doc = ls.session.documents.get(path)
@@ -73,7 +77,7 @@ def asked_about(ls, path: str, params: types.CodeActionParams) -> set[ExampleKey
     return asked | {e.key for e in (doc.examples if doc else []) if e.line == line}
 
 
-async def wait_with_progress(ls, ready, timeout: float, token, message: str) -> None:
+async def wait_with_progress(ls: VmemServer, ready, timeout: float, token, message: str) -> None:
     """Wait until ready() or `timeout`, shown as work-done progress where the client can show it."""
     if ready():
         return
@@ -89,7 +93,7 @@ async def wait_with_progress(ls, ready, timeout: float, token, message: str) -> 
             ls.work_done_progress.end(token, types.WorkDoneProgressEnd())
 
 
-async def handle(ls, params: types.CodeActionParams) -> list[types.CodeAction]:
+async def handle(ls: VmemServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     path = ls.path_of(params.text_document.uri)
     session = ls.session
     resolving = resolves_edits(ls)
@@ -127,7 +131,7 @@ async def handle(ls, params: types.CodeActionParams) -> list[types.CodeAction]:
     return actions
 
 
-async def resolve(ls, action: types.CodeAction) -> types.CodeAction:
+async def resolve(ls: VmemServer, action: types.CodeAction) -> types.CodeAction:
     """A candidate chosen while the compiler checks it: wait for its word, then
     give the edit it verified, or say why there is none."""
     data = action.data if isinstance(action.data, dict) else {}

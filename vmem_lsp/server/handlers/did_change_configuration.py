@@ -1,22 +1,22 @@
 """didChangeConfiguration: new options; re-estimate open files, and recompile
 them when what decides the verdict (targets, worker, limits) changed."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
-from ..options import SECTION, Options, options_from
+from ..options import Options
+
+if TYPE_CHECKING:
+    from ..app import VmemServer
 
 
-async def handle(ls, params: types.DidChangeConfigurationParams) -> None:
-    raw = params.settings
-    if not raw and ls.client_supports("workspace", "configuration"):
-        [raw] = await ls.workspace_configuration_async(types.ConfigurationParams(
-            items=[types.ConfigurationItem(section=SECTION)]))
+async def handle(ls: VmemServer, params: types.DidChangeConfigurationParams) -> None:
+    raw = params.settings or await ls.client_settings()
     before = ls.session.options
     # The editor sends its whole section: a setting it no longer has goes back to the default.
-    ls.session.options, problems = (options_from(raw, Options(trusted_folders=before.trusted_folders)) if raw
-                                    else (before, []))
-    for problem in problems:
-        ls.log(types.MessageType.Warning, f"vmem-lsp: {problem}")
-    after = ls.session.options
+    after = ls.take_options(raw, Options(trusted_folders=before.trusted_folders)) if raw else before
     verdict = lambda o: (o.targets, o.worker, o.timeout, o.trace_timeout, o.scoped_vmem_limit)
     recompile = verdict(before) != verdict(after)
     for path in list(ls.session.documents):

@@ -1,8 +1,15 @@
 """didClose: forget the buffer; what compiles of other files say about it stays."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
+if TYPE_CHECKING:
+    from ..app import VmemServer
 
-def handle(ls, params: types.DidCloseTextDocumentParams) -> None:
+
+def handle(ls: VmemServer, params: types.DidCloseTextDocumentParams) -> None:
     path = ls.path_of(params.text_document.uri)
     task = ls.debounced.pop(path, None)
     if task is not None:

@@ -1,8 +1,15 @@
 """didOpen: estimate at once, and compile in the background."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
+if TYPE_CHECKING:
+    from ..app import VmemServer
 
-async def handle(ls, params: types.DidOpenTextDocumentParams) -> None:
+
+async def handle(ls: VmemServer, params: types.DidOpenTextDocumentParams) -> None:
     document = params.text_document
     path = ls.path_of(document.uri)
     ls.session.open(path, document.version, document.text)

@@ -1,8 +1,15 @@
 """didSave: compile the file's examples; a newer save supersedes this one."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
+if TYPE_CHECKING:
+    from ..app import VmemServer
 
-async def handle(ls, params: types.DidSaveTextDocumentParams) -> None:
+
+async def handle(ls: VmemServer, params: types.DidSaveTextDocumentParams) -> None:
     path = ls.path_of(params.text_document.uri)
     if path not in ls.session.documents:
         return

@@ -1,11 +1,13 @@
 """initialize: read the editor's initializationOptions into the typed options."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
-from ..options import options_from
+if TYPE_CHECKING:
+    from ..app import VmemServer
 
 
-def handle(ls, params: types.InitializeParams) -> None:
-    options, problems = options_from(params.initialization_options, ls.session.options, initialization=True)
-    ls.session.options = options
-    for problem in problems:
-        ls.log(types.MessageType.Warning, f"vmem-lsp: {problem}")
+def handle(ls: VmemServer, params: types.InitializeParams) -> None:
+    ls.take_options(params.initialization_options, ls.session.options, initialization=True)

@@ -1,11 +1,18 @@
 """inlayHint: bytes and buffers after each BlockSpec, the total on each pallas_call line."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
 from ... import views
 from ...source.text import split_lines
 
+if TYPE_CHECKING:
+    from ..app import VmemServer
 
-def handle(ls, params: types.InlayHintParams) -> list[types.InlayHint]:
+
+def handle(ls: VmemServer, params: types.InlayHintParams) -> list[types.InlayHint]:
     if not ls.session.options.inlay_hints:
         return []
     path = ls.path_of(params.text_document.uri)
