@@ -10,6 +10,7 @@ show which forms changed. Large cases take minutes (flash_attention with 8192 bl
 """
 from __future__ import annotations
 
+import functools
 import os
 
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # another libtpu process may hold the lockfile
@@ -148,6 +149,17 @@ def twin_scratch(shape: tuple[int, int], vmem_limit_bytes: int) -> Callable:
     return f
 
 
+@cache
+def pipelines():
+    """tests/data/kernels/pipelines.py: kernels whose body allocates (emit_pipeline, run_scoped)."""
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "tests" / "data" / "kernels" / "pipelines.py"
+    spec = importlib.util.spec_from_file_location("pipelines", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def smem_prefetch() -> Callable:
     """Row gather driven by a scalar-prefetched index table too big for SMEM."""
     def kernel(idx_ref, x_ref, o_ref):
@@ -202,6 +214,20 @@ def blocked_copy(in_block: tuple[int, ...], out_block: tuple[int, ...], steps: i
     return f
 
 
+def extent_one_copy(bm: int, bn: int, steps: int) -> Callable:
+    """grid=(1, steps): the input's index map reads only the axis of extent 1, the output's both.
+    The input array is larger than its block, so Pallas does not force one buffer itself (a block
+    that is the whole array at literal zero indices is "trivial": pipeline_mode Buffered(1))."""
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2
+
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((bm, bn * steps), x.dtype), grid=(1, steps),
+                              in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, 0))],
+                              out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)))(x)
+    return f
+
+
 def flash(block: int) -> Callable:
     """jax's own flash_attention with every block size set to `block`."""
     from jax.experimental.pallas.ops.tpu.flash_attention import BlockSizes, flash_attention
@@ -240,9 +266,22 @@ CASES = (
          "s8(3,100), f32(8192,4096), vmem_limit_bytes=120 MiB",
          lambda: scratch_copy([((8, 100), BF16), ((3, 128), BF16), ((3, 100), I8), ((8192, 4096), F32)], 120 * MiB),
          (((64, 1024), F32),)),
+    Case("extent1-grid-v6e", "v6e", "f32 copy, grid=(1, 8), blocks (4096, 4096): input f32[8192,4096] with index map "
+         "(i, 0), reading only the axis of extent 1; output (i, j)", lambda: extent_one_copy(4096, 4096, 8),
+         (((8192, 4096), F32),)),
     Case("twin-scratch-v6e", "v6e", "f32 row copy, block (8, 4096), two scratch_shapes VMEM f32(4096,4096) written "
          "and read: two allocations alike, 64 MiB each, vmem_limit_bytes=120 MiB",
          lambda: twin_scratch((4096, 4096), 120 * MiB), (((4096, 4096), F32),)),
+    # VMEM the kernel body allocates: "scoped memory for <function>", sizes only.
+    Case("pipeline-flat-v6e", "v6e", "tests/data/kernels/pipelines.py flat: emit_pipeline of a copy, f32[8192,8192] "
+         "in HBM, inner blocks (1024, 8192)", lambda: functools.partial(pipelines().flat, bm=1024),
+         (((8192, 8192), F32),)),
+    Case("pipeline-in-a-row-v6e", "v6e", "pipelines.py in_a_row: two such emit_pipelines one after the other",
+         lambda: functools.partial(pipelines().in_a_row, bm=1024), (((8192, 8192), F32),)),
+    Case("pipeline-buffered1-v6e", "v6e", "pipelines.py buffered: inner input Buffered(1), blocks (2048, 8192)",
+         lambda: functools.partial(pipelines().buffered, bm=2048), (((8192, 8192), F32),)),
+    Case("run-scoped-v6e", "v6e", "pipelines.py scoped: pl.run_scoped of two VMEM f32[4096,4104] (lanes padded)",
+         lambda: pipelines().scoped, (((4096, 4104), F32),)),
     # Over the scoped limit: E1001, totals only.
     Case("scoped-e1001-v5e", "v5e", "bf16 matmul 8192^3, blocks 1024/1024/1024, f32 VMEM accumulator",
          lambda: matmul(1024, 1024, 1024), MATMUL_8K),

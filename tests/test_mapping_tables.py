@@ -107,7 +107,7 @@ CASES = [
 @pytest.mark.parametrize("name,target,expected", CASES, ids=[c[0] for c in CASES])
 def test_each_allocation_is_marked_where_it_was_made(name, target, expected):
     example = examples()[0]
-    found = diagnostics_for(example, ExampleResult(target, None, (call(report(name)),)), sources().sites_of)
+    found = diagnostics_for(example, ExampleResult(target, None, (call(report(name)),)), sources())
     for (code, line), fragments in expected.items():
         messages = [d.message for d in found if d.code == code and d.span.start_line == line]
         for fragment in fragments:
@@ -162,8 +162,8 @@ def test_merging_reads_the_subject_not_the_text():
     """Reworded messages merge the same: the key is the subject."""
     example = examples()[0]
     text = report(TWIN)
-    found = [*diagnostics_for(example, ExampleResult("v6e", None, (call(text),)), sources().sites_of),
-             *diagnostics_for(example, ExampleResult("v7x", None, (call(text),)), sources().sites_of)]
+    found = [*diagnostics_for(example, ExampleResult("v6e", None, (call(text),)), sources()),
+             *diagnostics_for(example, ExampleResult("v7x", None, (call(text),)), sources())]
     reworded = [replace(d, message=d.message.upper()) for d in found]
     assert len(merge_targets(reworded)) == len(merge_targets(found)) == len(found) // 2
 

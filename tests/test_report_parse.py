@@ -47,6 +47,11 @@ EXPECTED_FORM = {
     "smem-prefetch-v7x": "single_allocation",
     "smem-scratch-v6e": "single_allocation",
     "spills-breakdown-v5e": "physical",
+    "twin-scratch-v6e": "physical",
+    "pipeline-flat-v6e": "physical",
+    "pipeline-in-a-row-v6e": "physical",
+    "pipeline-buffered1-v6e": "physical",
+    "run-scoped-v6e": "physical",
 }
 
 
@@ -321,3 +326,13 @@ def test_parse_size_rejects(bad):
 ])
 def test_format_size(n, printed):
     assert format_size(n) == printed
+
+
+@pytest.mark.parametrize("name", ["pipeline-flat-v6e", "pipeline-in-a-row-v6e", "pipeline-buffered1-v6e",
+                                  "run-scoped-v6e"])
+def test_what_the_body_allocates_is_scoped_memory_of_the_function(name):
+    """emit_pipeline's windows and run_scoped's buffers: "scoped memory for
+    <jitted function>", a size and nothing more."""
+    r = report(name)
+    assert r.allocations and all(a.kind == "other" and a.tag.startswith("scoped memory for ")
+                                 and a.window_shape is None for a in r.allocations)

@@ -53,11 +53,8 @@ class Budget:
 
 
 def part_for_cost(cost: layout.WindowCost) -> Part:
-    if cost.kind == "scratch":
-        label = render.scratch(cost.index, cost.dtype, cost.shape)
-    else:
-        label = render.window("in" if cost.kind == "input_window" else "out", cost.index, cost.dtype, cost.shape)
-    return Part(cost.kind, cost.index, label, cost.bytes, cost.buffers if cost.kind != "scratch" else None, True)
+    label = render.cost_label(cost.kind, cost.index, cost.dtype, cost.shape)
+    return Part(cost.kind, cost.index, label, cost.bytes, cost.buffering, True)
 
 
 def scoped_limit(call: CapturedCall, target: Chip) -> int:

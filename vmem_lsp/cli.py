@@ -156,7 +156,10 @@ def run_check(args) -> int:
     finally:
         worker.stop()
     errors = sum(d.severity == "error" for d in outcome.diagnostics)
-    summary = (f"{errors} error{'s' * (errors != 1)} in {outcome.examples} example"
+    warnings = sum(d.severity == "warning" for d in outcome.diagnostics)
+    summary = (f"{errors} error{'s' * (errors != 1)}"
+               + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
+               + f" in {outcome.examples} example"
                f"{'s' * (outcome.examples != 1)} on {', '.join(settings.targets)} "
                f"({outcome.compiles} {'compiled' if settings.compile else 'traced (layout model only)'}, "
                + (f"{outcome.reused} already compiled by this run, " if outcome.reused else "")

@@ -9,14 +9,24 @@ imports mapping, budget or views.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
-from .compile.protocol import CapturedCall, Operand, Origin
+from . import layout
+from .compile.protocol import CapturedCall, Operand, Origin, Scoped
 from .report.model import Allocation
+from .source.calls import call_at
 from .source.locate import LocateResult
 from .source.model import BlockSpecSite, KernelSite, ScratchSite, Span
 
 SitesOf = Callable[[str], LocateResult]
+TextOf = Callable[[str], "str | None"]
+
+
+class Sources(Protocol):
+    """The files a mapping reads: their sites, and their texts for what no
+    site holds (engine.SourceFiles)."""
+    def sites_of(self, path: str) -> LocateResult: ...
+    def text(self, path: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -178,3 +188,50 @@ def part_indices(call: CapturedCall, allocations) -> list[int | None]:
         indices.append(index if allocation.kind == "scratch" else op.index if op is not None
                        else allocation.operand_index)
     return indices
+
+
+# ---- what the kernel body allocates: pipeline windows, run_scoped entries ------------------
+
+def scoped_anchor(entry: Scoped, sites_of: SitesOf, text_of: TextOf | None, fallback: Anchor) -> Anchor:
+    """Where a scoped buffer is marked: the block shape of the inner BlockSpec
+    that made a pipeline window (a located one, else the BlockSpec call the
+    worker saw at that line and column, in a helper or a library alike), the
+    VMEM(...) of a run_scoped entry; the origin's line when neither is found."""
+    origin = entry.origin
+    if origin is None:
+        return fallback
+    if entry.kind != "run_scoped":
+        located = [b for s in sites_of(origin.file).sites for b in (*s.in_specs, *s.out_specs)]
+        spec = at_origin(located, origin) if origin.col is not None else None
+        if spec is not None:
+            return Anchor(origin.file, (spec.block_shape or spec).span)
+    text = text_of(origin.file) if text_of is not None else None
+    found = call_at(text, origin.line, origin.col) if text else None
+    if found is not None:
+        call, first = found
+        return Anchor(origin.file, first if entry.kind != "run_scoped" and first is not None else call)
+    return Anchor(origin.file, line_span(origin.line))
+
+
+def scoped_entry(call: CapturedCall, index: int) -> Scoped | None:
+    return next((s for s in call.scoped if s.index == index), None)
+
+
+SCOPED_TAG = "scoped memory for "
+
+
+def scoped_allocations(call: CapturedCall, allocations) -> list[int | None]:
+    """The scoped buffer (its index) behind each allocation the compiler
+    calls "scoped memory for <kernel>": it names no operand, so match sizes,
+    each buffer once, among the buffers live at the peak (pipeline-flat-v6e: two
+    64.00M allocations, the input and the output windows of the pipeline)."""
+    free = [(s.index, layout.padded_bytes(s.dtype, s.shape)) for s in layout.scoped_peak(call.scoped)]
+    matched: list[int | None] = []
+    for allocation in allocations:
+        found = None
+        if allocation.kind == "other" and (allocation.tag or "").startswith(SCOPED_TAG):
+            found = next((pair for pair in free if pair[1] == allocation.size), None)
+            if found is not None:
+                free.remove(found)
+        matched.append(found[0] if found else None)
+    return matched

@@ -12,6 +12,8 @@ CODES = {
     "VMEM002": "A pallas_call whose kernel needs more VMEM than the limit",
     "VMEM003": "Compiler-internal VMEM (register spills, internal scratch) of a kernel body",
     "VMEM004": "An example whose kernels do not fit in VMEM",
+    "VMEM005": "A kernel that fits with little VMEM to spare",
+    "VMEM006": "A layout-model estimate that is only a lower bound: the kernel body computes values it cannot place",
     "VMEM010": "An example that cannot be checked (does not parse, raises, hangs, crashes the worker)",
     "VMEM011": "A compiler error that is not a VMEM report, shown whole",
     "VMEM012": "No TPU compiler available for a target",

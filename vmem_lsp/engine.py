@@ -240,7 +240,7 @@ def diagnose(found: list[Diagnostic], results: list[tuple[Example, ExampleResult
     called twice alike), one per subject across chips, none that a `# noqa`
     on its line suppresses. `found` are diagnostics gathered before (bad
     directives), `extra` any the face adds (headroom warnings)."""
-    mapped = [d for example, result in results for d in diagnostics_for(example, result, sources.sites_of)]
+    mapped = [d for example, result in results for d in diagnostics_for(example, result, sources)]
     unique = dict.fromkeys([*found, *mapped, *extra])
     return merge_targets([d for d in unique if not is_suppressed(d, sources.line(d.path, d.span.start_line))])
 

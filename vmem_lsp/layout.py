@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .compile.protocol import CapturedCall, Operand, Scratch
+from .compile.protocol import CapturedCall, Operand, Scoped, Scratch
 from .dtypes import ITEM_BITS
 
 LANES = 128
@@ -32,13 +32,19 @@ PRINTED_DTYPE = {**VMEM_DTYPE, "u8": "s8"}
 @dataclass(frozen=True)
 class WindowCost:
     """One VMEM consumer as the model sees it."""
-    kind: str                 # "input_window" | "output_window" | "scratch"
-    index: int                # in_specs / out_specs / scratch_shapes index
+    kind: str                 # "input_window" | "output_window" | "scratch" | "pipeline_in" | "pipeline_out" | "run_scoped"
+    index: int                # in_specs / out_specs / scratch_shapes index; a scoped buffer's number
     operand: int | None       # the compiler's operand number, for windows
     dtype: str
     shape: tuple[int, ...]    # the block (window) shape
     buffers: int
     bytes: int                # all buffers, padded
+
+    @property
+    def buffering(self) -> int | None:
+        """The buffers worth saying: a window's; None for a scratch buffer or a
+        run_scoped entry, one buffer by nature."""
+        return None if self.kind in ("scratch", "run_scoped") else self.buffers
 
 
 def packing(dtype: str) -> int:
@@ -110,8 +116,9 @@ def window_bytes(dtype: str, shape: tuple[int, ...], buffers: int) -> int:
 
 
 def window_costs(call: CapturedCall, target: str | None = None) -> list[WindowCost]:
-    """Every window and VMEM scratch buffer of `call`. Scalar-prefetch, SMEM and ANY
-    operands have no window (smem-operand-*, any-dma-*: none listed); nor do semaphores."""
+    """Every window and VMEM scratch buffer of `call`, and what its body allocates
+    (scoped_costs). Scalar-prefetch, SMEM and ANY operands have no window
+    (smem-operand-*, any-dma-*: none listed); nor do semaphores."""
     costs = []
     for op in call.operands:
         if op.role == "prefetch" or not in_vmem(op.memory_space):
@@ -124,7 +131,36 @@ def window_costs(call: CapturedCall, target: str | None = None) -> list[WindowCo
         if in_vmem(s.memory_space) and s.dtype in ITEM_BITS:
             costs.append(WindowCost("scratch", s.index, None, s.dtype, s.shape, 1,
                                     padded_bytes(s.dtype, s.shape)))
-    return costs
+    return costs + scoped_costs(call)
+
+
+SCOPED_KINDS = ("pipeline_in", "pipeline_out", "run_scoped")
+
+
+def scoped_peak(scoped: tuple[Scoped, ...]) -> list[Scoped]:
+    """The scoped buffers live at once at the kernel's peak: a run_scoped's
+    own buffers and the largest of the scopes inside it. Scopes side by side
+    run one after the other and share their memory (pipeline-in-a-row-v6e: two
+    emit_pipelines in a row, each with two 64.00M windows, needed 128.00M,
+    not 256.00M; pipeline-flat-v6e: one pipeline's windows all at once)."""
+    def size(group):
+        return sum(padded_bytes(s.dtype, s.shape) for s in group if s.dtype in ITEM_BITS and in_vmem(s.memory_space))
+
+    def peak(scope: int) -> list[Scoped]:
+        inner = [peak(child) for child in sorted({s.scope for s in scoped if s.parent == scope})]
+        return [s for s in scoped if s.scope == scope] + max(inner, key=size, default=[])
+
+    return peak(-1)
+
+
+def scoped_costs(call: CapturedCall) -> list[WindowCost]:
+    """What the body's run_scoped buffers cost at its peak: a pipeline window
+    is (buffers, *block) of the block's dtype, padded as a window is
+    (pipeline-buffered1-v6e: an inner Buffered(1) input f32[1,2048,8192] 64.00M and
+    its double-buffered output 128.00M; run-scoped-v6e: VMEM f32[4096,4104]
+    66.00M, its lanes padded to 4224)."""
+    return [WindowCost(s.kind, s.index, None, s.dtype, s.block_shape, s.buffers, padded_bytes(s.dtype, s.shape))
+            for s in scoped_peak(call.scoped) if s.dtype in ITEM_BITS and in_vmem(s.memory_space)]
 
 
 def find_cost(costs: list[WindowCost], kind: str, index: int) -> WindowCost | None:
@@ -196,3 +232,15 @@ def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
 def total_estimate(call: CapturedCall, target: str | None = None) -> int:
     """The model's VMEM total for `call`: its windows and scratch plus the compiler's own share."""
     return sum(c.bytes for c in window_costs(call, target)) + internal_estimate(call, target)
+
+
+def unseen_could_overflow(call: CapturedCall, total: int, limit: int):
+    """The largest value of the body the model cannot place (capture.large_values)
+    when it could turn the model's "fits" into an overflow: the compiler stages a
+    big dot result in VMEM (matmul-bf16-1024^3: 2.36M beside the windows), and
+    the model counts it only for the patterns internal_estimate knows. None
+    when the verdict stands either way: quiet when all is well."""
+    if total > limit or not call.unseen:
+        return None
+    largest = max(call.unseen, key=lambda u: u.bytes)
+    return largest if total + largest.bytes > limit else None

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from . import layout, render
 from .chips import Chip, chip
 from .compile.protocol import CapturedCall, ExampleResult
-from .correlate import (Anchor, SitesOf, call_anchor, kernel_site, line_span, operand_for, scratch_anchor,
-                        scratch_entry, scratch_indices, spec_anchor)
+from .correlate import (Anchor, Sources, call_anchor, kernel_site, line_span, operand_for, scoped_allocations,
+                        scoped_anchor, scoped_entry, scratch_anchor, scratch_entry, scratch_indices, spec_anchor)
 from .diagnostics import Diagnostic, Related, Subject
 from .render import Wording
 from .report.model import Allocation, Report
@@ -71,17 +71,19 @@ def allocation_name(allocation: Allocation) -> str:
 
 # ---- one chip's findings -------------------------------------------------------------
 
-def findings_for(call: CapturedCall, report: Report, target: Chip, anchor: Anchor, site, sites_of: SitesOf
+def findings_for(call: CapturedCall, report: Report, target: Chip, anchor: Anchor, site, sites: Sources
                  ) -> KernelFindings:
     need = report_need(report, target, call.scoped_limit_source)
     base = {"target": target.name, "chip": target.label, "form": report.form,
             "used": report.used, "limit": report.limit, "limit_kind": report.limit_kind,
             "exceeded_by": report.exceeded_by, "memory_space": report.memory_space}
     if report.form == "scoped":
-        parts = estimated_parts(call, report, target, site, sites_of, anchor, need, base)
+        parts = estimated_parts(call, report, target, site, sites, anchor, need, base)
     else:
         scratch = scratch_indices(call, report.allocations)
-        parts = [reported_part(number, a, scratch[number], call, site, sites_of, anchor, need, base)
+        scoped = scoped_allocations(call, report.allocations)
+        parts = [scoped_part(number, a, scoped[number], call, sites, anchor, need, base) if scoped[number] is not None
+                 else reported_part(number, a, scratch[number], call, site, sites, anchor, need, base)
                  for number, a in enumerate(report.allocations)]
     clause = need
     if report.form == "single_allocation":
@@ -90,7 +92,7 @@ def findings_for(call: CapturedCall, report: Report, target: Chip, anchor: Ancho
     return KernelFindings(anchor, name, parts, clause, {**base, "kernel": name})
 
 
-def reported_part(number: int, allocation: Allocation, scratch: int | None, call, site, sites_of, anchor, need,
+def reported_part(number: int, allocation: Allocation, scratch: int | None, call, site, sites, anchor, need,
                   base) -> Part:
     """An allocation the compiler listed, at the BlockSpec or scratch entry that made it."""
     facts = {**base, "kind": allocation.kind, "operand": allocation.operand_index, "size": allocation.size,
@@ -101,7 +103,7 @@ def reported_part(number: int, allocation: Allocation, scratch: int | None, call
     printed = allocation.size_text
     if allocation.kind in ("input_window", "output_window", "smem_prefetch"):
         op = operand_for(call, allocation)
-        where = spec_anchor(op, site, sites_of, anchor) if op and op.role != "prefetch" else anchor
+        where = spec_anchor(op, site, sites.sites_of, anchor) if op and op.role != "prefetch" else anchor
         name = render.operand(op.role, op.index) if op else allocation.kind.replace("_", " ")
         shape = (str(allocation.window_shape) if allocation.window_shape
                  else render.shape(op.dtype, op.block_shape or op.full_shape) if op else "")
@@ -114,7 +116,7 @@ def reported_part(number: int, allocation: Allocation, scratch: int | None, call
         entry = scratch_entry(call, index)
         label = render.scratch(index, entry.dtype, entry.shape) if entry else render.scratch(index)
         facts.update(role="scratch", index=index)
-        return Part(scratch_anchor(index, call, site, sites_of, anchor), "VMEM001", f"scratch {index}",
+        return Part(scratch_anchor(index, call, site, sites.sites_of, anchor), "VMEM001", f"scratch {index}",
                     render.part(label, allocation.size, need, printed=printed), facts)
     if allocation.kind == "spill":
         return Part(anchor, "VMEM003", "spill", render.spill(allocation.size, need, printed), facts)
@@ -122,18 +124,35 @@ def reported_part(number: int, allocation: Allocation, scratch: int | None, call
     return Part(anchor, "VMEM003", f"allocation {number}", wording, facts)
 
 
-def cost_place(cost: layout.WindowCost, call: CapturedCall, site, sites_of: SitesOf, anchor: Anchor):
-    """Where a window or scratch buffer the model priced is marked, its label and subject."""
+def scoped_part(number: int, allocation: Allocation, index: int, call, sites, anchor, need, base) -> Part:
+    """A "scoped memory for <kernel>" allocation matched to the body's buffer
+    (a pipeline window, a run_scoped entry), at the inner BlockSpec or VMEM(...)."""
+    entry = scoped_entry(call, index)
+    facts = {**base, "kind": entry.kind, "index": index, "size": allocation.size, "buffers": entry.buffers,
+             "window_shape": render.shape(entry.dtype, entry.block_shape), "estimated": False,
+             "tag": allocation.tag}
+    label = render.cost_label(entry.kind, index, entry.dtype, entry.block_shape)
+    buffers = entry.buffers if entry.kind != "run_scoped" else None
+    return Part(scoped_anchor(entry, sites.sites_of, sites.text, anchor), "VMEM001", f"scoped {index}",
+                render.part(label, allocation.size, need, buffers=buffers, printed=allocation.size_text), facts)
+
+
+def cost_place(cost: layout.WindowCost, call: CapturedCall, site, sites: Sources, anchor: Anchor):
+    """Where a buffer the model priced is marked, its label and subject, and
+    the operand of a window."""
+    label = render.cost_label(cost.kind, cost.index, cost.dtype, cost.shape)
     if cost.kind == "scratch":
-        return (scratch_anchor(cost.index, call, site, sites_of, anchor),
-                render.scratch(cost.index, cost.dtype, cost.shape), f"scratch {cost.index}", None)
+        return scratch_anchor(cost.index, call, site, sites.sites_of, anchor), label, f"scratch {cost.index}", None
+    if cost.kind in layout.SCOPED_KINDS:
+        entry = scoped_entry(call, cost.index)
+        where = scoped_anchor(entry, sites.sites_of, sites.text, anchor) if entry is not None else anchor
+        return where, label, f"scoped {cost.index}", None
     role = "in" if cost.kind == "input_window" else "out"
     op = next(o for o in call.operands if o.role == role and o.index == cost.index)
-    return (spec_anchor(op, site, sites_of, anchor), render.window(role, cost.index, cost.dtype, cost.shape),
-            render.operand(role, cost.index), op)
+    return spec_anchor(op, site, sites.sites_of, anchor), label, render.operand(role, cost.index), op
 
 
-def estimated_parts(call, report, target, site, sites_of, anchor, need, base) -> list[Part]:
+def estimated_parts(call, report, target, site, sites, anchor, need, base) -> list[Part]:
     """E1001 gives only a total: split it with the layout model and say so."""
     costs = layout.window_costs(call, target.name)
     modelled = sum(c.bytes for c in costs)
@@ -143,12 +162,11 @@ def estimated_parts(call, report, target, site, sites_of, anchor, need, base) ->
         facts = {**base, "kind": cost.kind, "index": cost.index, "operand": cost.operand,
                  "size": cost.bytes, "buffers": cost.buffers,
                  "window_shape": render.shape(cost.dtype, cost.shape), "estimated": True}
-        where, label, subject, op = cost_place(cost, call, site, sites_of, anchor)
+        where, label, subject, op = cost_place(cost, call, site, sites, anchor)
         if op is not None:
             facts["full_shape"] = render.shape(op.dtype, op.full_shape)
-        buffers = cost.buffers if cost.kind != "scratch" else None
         parts.append(Part(where, "VMEM001", subject,
-                          render.part(label, cost.bytes, need, buffers=buffers, note=render.ESTIMATED_SPLIT),
+                          render.part(label, cost.bytes, need, buffers=cost.buffering, note=render.ESTIMATED_SPLIT),
                           facts))
     if remainder > 0:
         parts.append(Part(anchor, "VMEM003", "internal", render.internal_remainder(remainder, modelled, need),
@@ -156,7 +174,7 @@ def estimated_parts(call, report, target, site, sites_of, anchor, need, base) ->
     return parts
 
 
-def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites_of: SitesOf
+def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites: Sources
                    ) -> KernelFindings | None:
     """Without a compiler (--no-compile, or no libtpu): the layout model's
     verdict, every figure marked as its estimate. None when it fits."""
@@ -174,9 +192,8 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
         parts.append(Part(anchor, "VMEM003", "internal", render.internal_estimate(internal, need),
                           {**base, "kind": "internal", "size": internal, "estimated": True}))
     for cost in layout.window_costs(call, target.name):
-        where, label, subject, _ = cost_place(cost, call, site, sites_of, anchor)
-        buffers = cost.buffers if cost.kind != "scratch" else None
-        parts.append(Part(where, "VMEM001", subject, render.part(label, cost.bytes, need, buffers=buffers,
+        where, label, subject, _ = cost_place(cost, call, site, sites, anchor)
+        parts.append(Part(where, "VMEM001", subject, render.part(label, cost.bytes, need, buffers=cost.buffering,
                                                                  approx=True),
                           {**base, "kind": cost.kind, "index": cost.index, "size": cost.bytes,
                            "buffers": cost.buffers, "estimated": True}))
@@ -186,7 +203,7 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
 
 # ---- an example's diagnostics on one chip -------------------------------------------------
 
-def diagnostics_for(example: Example, result: ExampleResult, sites_of: SitesOf) -> list[Diagnostic]:
+def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
     """All diagnostics one example's result on one target gives."""
     if result.error:
         return [error_diagnostic(example, result)]
@@ -195,19 +212,42 @@ def diagnostics_for(example: Example, result: ExampleResult, sites_of: SitesOf) 
     for number, call in enumerate(result.calls):
         if call.compiled and call.fits:
             continue
-        site = kernel_site(call, sites_of)
+        site = kernel_site(call, sites.sites_of)
         anchor = call_anchor(call, site, Anchor(example.path, example.span))
         if not call.compiled:
-            findings = model_findings(call, target, anchor, site, sites_of)
+            findings = model_findings(call, target, anchor, site, sites)
             if findings is not None:
                 found.extend(link(findings, example, number, target))
+            else:
+                found.extend(lower_bound(call, target, anchor, example, number))
             continue
         report = parse_report(call.compiler_text or "")
         if report.form in ("unknown", "block_shape"):
             found.extend(unknown_report(anchor, report, target, example))
             continue
-        found.extend(link(findings_for(call, report, target, anchor, site, sites_of), example, number, target))
+        found.extend(link(findings_for(call, report, target, anchor, site, sites), example, number, target))
     return found
+
+
+def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, number: int
+                ) -> list[Diagnostic]:
+    """The model's "fits" with a warning where the body computes a value it
+    cannot place that could make it overflow: never a silent pass. On the
+    line that computes it, else the pallas_call."""
+    from .budget import from_compile
+    b = from_compile(call, None, target.name)
+    unseen = layout.unseen_could_overflow(call, b.total, b.limit)
+    if unseen is None:
+        return []
+    need = render.needs(b.total, b.limit, target.label, scoped=b.limit_kind == "scoped",
+                        set_in=call.scoped_limit_source, approx=True)
+    where = Anchor(unseen.origin.file, line_span(unseen.origin.line)) if unseen.origin is not None else anchor
+    wording = render.lower_bound(unseen.what, unseen.bytes, need)
+    return [Diagnostic(where.path, where.span, "warning", "VMEM006", wording.text(), target.name, "model",
+                       (Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"),),
+                       {"target": target.name, "estimated": True, "used": b.total, "limit": b.limit,
+                        "unseen": unseen.what, "unseen_size": unseen.bytes, "example": str(example.key)},
+                       Subject(example.key, number, "unseen"), wording)]
 
 
 def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[Diagnostic]:

@@ -77,6 +77,21 @@ def scratch(index: int | None, dtype: str | None = None, dims=None) -> str:
     return f"scratch {index} {shape(dtype, dims)}" if dtype is not None else f"scratch {index}"
 
 
+SCOPED_NAMES = {"pipeline_in": "pipeline input window", "pipeline_out": "pipeline output window",
+                "run_scoped": "run_scoped VMEM"}
+
+
+def cost_label(kind: str, index: int | None, dtype: str, dims) -> str:
+    """What a priced buffer is called: `input 0 window f32[8,128]`, `scratch 1
+    f32[8,128]`, `pipeline input window f32[1024,8192]` (an emit_pipeline's
+    block), `run_scoped VMEM f32[4096,4096]`."""
+    if kind == "scratch":
+        return scratch(index, dtype, dims)
+    if kind in SCOPED_NAMES:
+        return f"{SCOPED_NAMES[kind]} {shape(dtype, dims)}"
+    return window("in" if kind == "input_window" else "out", index, dtype, dims)
+
+
 def allocation_label(allocation) -> str:
     """A reported allocation as a hover row names it: `input 0 window bf16[1024,1024]`."""
     if allocation.kind in ("input_window", "output_window"):
@@ -156,6 +171,12 @@ def kernel_total(kernel: str, clause: str) -> Wording:
 def example_total(kernel: str, where: str, clause: str) -> Wording:
     """VMEM004 at the example."""
     return Wording(f"example does not fit: pallas_call {kernel} at {where}", ": ", clause)
+
+
+def lower_bound(what: str, bytes_: int, need: str) -> Wording:
+    """VMEM006: the model says it fits, but the body computes what it cannot place."""
+    return Wording(f"the kernel body computes {what} ({size(bytes_)}), which the layout model cannot place in "
+                   f"VMEM: its estimate is a lower bound", "; ", need)
 
 
 def headroom(chip: str, free: float, need: str, estimated: bool) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import budget as budgets
+from . import layout
 from .budget import Budget, KnownKernel, Part
 from .chips import chip
 from .compile.protocol import ExampleResult
@@ -103,9 +104,20 @@ def estimated_diagnostics(site: KernelSite, key: SiteKey, known: KnownKernel, ta
                                         wording.text(), target, "model", facts={"estimated": True, "size": part.bytes}))
             found.append(Diagnostic(site.path, site.name_span, "error", "VMEM002", need,
                                     target, "model", facts={"estimated": True, "total": b.total}))
+        elif (unseen := layout.unseen_could_overflow(known.call, b.total, b.limit)) is not None:
+            found.append(lower_bound_warning(site, b, unseen))
         elif b.headroom() < headroom:
             found.append(headroom_warning(site, b, estimated=True))
     return found, by_target
+
+
+def lower_bound_warning(site: KernelSite, b: Budget, unseen) -> Diagnostic:
+    """VMEM006 while typing: on the line that computes the value when it is in this file."""
+    here = unseen.origin is not None and unseen.origin.file == site.path
+    span = Span(unseen.origin.line, 0, unseen.origin.line, 0) if here else site.name_span
+    wording = render.lower_bound(unseen.what, unseen.bytes, needs_text(b))
+    return Diagnostic(site.path, span, "warning", "VMEM006", wording.text(), b.target, "model",
+                      facts={"estimated": True, "total": b.total, "limit": b.limit, "unseen": unseen.what})
 
 
 def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic:

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import hashlib
 import linecache
+import math
 import os
 import sys
 import sysconfig
@@ -26,6 +27,8 @@ import jax.numpy as jnp
 from jax._src import core as jax_core
 from jax._src.pallas import core as pallas_core
 from jax._src.pallas import pallas_call as pallas_call_module
+from jax._src.pallas import primitives as pallas_primitives
+from jax._src.pallas.mosaic import pipeline as pipeline_module
 from jax._src.pallas.pallas_call import pallas_call_p
 from jax.experimental import pallas as pl
 from jax.experimental import topologies
@@ -35,7 +38,7 @@ from ..chips import chip
 from ..dtypes import COMPILER_DTYPES
 from ..source.directives import SHAPE_FUNCTION, compile_call
 from ..source.text import char_column
-from .protocol import CapturedCall, Operand, Origin, Scratch
+from .protocol import CapturedCall, Operand, Origin, Scratch, Scoped, Unseen
 
 JAX_DIR = os.path.dirname(jax.__file__) + os.sep
 JAX_OPS_DIR = os.path.join(JAX_DIR, "experimental", "pallas", "ops") + os.sep
@@ -152,6 +155,51 @@ def _wrap_pallas_call(original):
     return pallas_call
 
 
+# (file, line, allocations) of a run_scoped call in user code -> what each
+# allocation is: (kind, origin, buffers), or None for a semaphore or the like.
+# Kept across examples: jax caches traces, and a cached kernel's jaxpr still
+# points at the line whose record this is.
+SCOPED: dict[tuple[str, int, int], tuple] = {}
+
+
+def _scoped_entries(types, kw_types) -> tuple:
+    """What each flat allocation of a run_scoped call is: a pipeline's window
+    (a BufferedRef of emit_pipeline: its window_ref, made for the inner
+    BlockSpec that carries the user's origin) or a user's VMEM(...) entry."""
+    buffered = pipeline_module.BufferedRef
+    entries = []
+    items = jax.tree_util.tree_leaves((types, kw_types), is_leaf=lambda x: isinstance(x, buffered))
+    for item in items:
+        leaves = jax.tree_util.tree_leaves(item)
+        if isinstance(item, buffered):
+            kind = "pipeline_in" if item.buffer_type.is_input else "pipeline_out"
+            origin = getattr(item.spec, ORIGIN_ATTR, None)
+            entries += [(kind, origin, item.buffer_count) if leaf is item.window_ref else None for leaf in leaves]
+        else:
+            entries += [("run_scoped", getattr(leaf, ORIGIN_ATTR, None), 1) for leaf in leaves]
+    return tuple(entries)
+
+
+def _wrap_run_scoped(original):
+    if getattr(original, "_vmem_lsp_wrapped", False):
+        return original
+
+    @functools.wraps(original)
+    def run_scoped(f, *types, **kwargs):
+        try:
+            kw_types = {k: v for k, v in kwargs.items() if k != "collective_axes"}
+            entries = _scoped_entries(types, kw_types)
+            origin = user_origin()
+            if origin is not None:
+                SCOPED[(origin.file, origin.line, len(entries))] = entries
+        except Exception:       # provenance is a nicety: never in the way of the user's kernel
+            pass
+        return original(f, *types, **kwargs)
+
+    run_scoped._vmem_lsp_wrapped = True
+    return run_scoped
+
+
 def install_provenance() -> None:
     """Patch jax so that specs and calls remember where user code made them.
     Must run before user modules are imported (they may bind pallas_call)."""
@@ -160,6 +208,9 @@ def install_provenance() -> None:
     wrapped = _wrap_pallas_call(pallas_call_module.pallas_call)
     pallas_call_module.pallas_call = wrapped
     pl.pallas_call = wrapped
+    scoped = _wrap_run_scoped(pallas_primitives.run_scoped)
+    pallas_primitives.run_scoped = scoped       # what emit_pipeline calls (pipeline.py: primitives.run_scoped)
+    pl.run_scoped = scoped
 
 
 # ---- devices ----------------------------------------------------------------
@@ -319,7 +370,84 @@ def describe(eqn, provenance: Provenance | None) -> dict:
     ]
     grid = tuple(int(g) if isinstance(g, int) else -1 for g in mapping.grid)
     return dict(grid=grid, num_scalar_prefetch=prefetch, operands=tuple(operands),
-                scratch=tuple(scratch), vmem_limit_bytes=_vmem_limit(eqn.params.get("compiler_params")))
+                scratch=tuple(scratch), vmem_limit_bytes=_vmem_limit(eqn.params.get("compiler_params")),
+                scoped=scoped_buffers(eqn.params["jaxpr"]), unseen=large_values(eqn.params["jaxpr"]))
+
+
+def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
+    """The VMEM buffers the kernel body allocates with run_scoped, at any
+    depth (a pipeline inside a pipeline), in trace order, each with what made
+    it. Measured on pipeline-flat-v6e (emit_pipeline of a copy, blocks f32[1024,8192]):
+    the report listed one "scoped memory for ..." allocation of 64.00M per
+    inner BlockSpec, the run_scoped ref f32[2,1024,8192]."""
+    found: list[Scoped] = []
+    scopes = [0]
+
+    def walk(jaxpr, parent):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive is pallas_primitives.run_scoped_p:
+                scope = scopes[0]
+                scopes[0] += 1
+                body = eqn.params["jaxpr"]
+                refs = [v.aval for v in body.invars]
+                where = traceback_origin(eqn.source_info.traceback)
+                entries = SCOPED.get((where.file, where.line, len(refs))) if where is not None else None
+                for n, aval in enumerate(refs):
+                    space = _memory_space(aval)
+                    inner = getattr(aval, "inner_aval", aval)
+                    if space not in (None, "vmem") or not hasattr(inner, "shape"):
+                        continue
+                    kind, origin, buffers = (entries[n] if entries and entries[n] else ("run_scoped", where, 1))
+                    found.append(Scoped(kind, len(found), compiler_dtype(inner.dtype),
+                                        tuple(int(d) for d in inner.shape), buffers, space, origin, scope, parent))
+                walk(body, scope)
+                continue
+            for sub in jax_core.jaxprs_in_params(eqn.params):
+                walk(sub, parent)
+
+    walk(kernel_jaxpr, -1)
+    return tuple(found)
+
+
+# Values up to this size stay in the vector registers (64 x 4 KiB).
+VREG_FILE_BYTES = 64 * 4096
+
+
+# Primitives whose big results the compiler stages in VMEM: a dot's result
+# (matmul-bf16-1024^3: 2.36M of internal scratch beside an f32[1024,1024] dot)
+# and a transpose. A load, a store or an elementwise op of a block streams
+# through the registers (pipeline-flat-v6e: a copy of f32[1024,8192] blocks needed
+# nothing beyond its pipeline windows).
+STAGED_IN_VMEM = ("dot_general", "transpose")
+
+
+def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
+    """The largest results of STAGED_IN_VMEM primitives in the kernel body
+    that do not fit the vector registers, biggest first: VMEM the compiler
+    adds (internal scratch) that no spec names and the model can only guess."""
+    found = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            for var in (eqn.outvars if eqn.primitive.name in STAGED_IN_VMEM else ()):
+                aval = var.aval
+                if not hasattr(aval, "shape") or not hasattr(aval, "dtype") or hasattr(aval, "inner_aval"):
+                    continue
+                try:
+                    size = int(jnp.dtype(aval.dtype).itemsize) * math.prod(int(d) for d in aval.shape)
+                except TypeError:
+                    continue
+                if size > VREG_FILE_BYTES:
+                    what = f"{compiler_dtype(aval.dtype)}[{','.join(str(int(d)) for d in aval.shape)}] from {eqn.primitive.name}"
+                    found.append(Unseen(what, size, traceback_origin(eqn.source_info.traceback)))
+            for sub in jax_core.jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(kernel_jaxpr)
+    unique = {}
+    for u in sorted(found, key=lambda u: -u.bytes):
+        unique.setdefault((u.what, u.origin), u)
+    return tuple(list(unique.values())[:most])
 
 
 def fingerprint(eqn) -> str:
@@ -373,12 +501,20 @@ def _compile(eqn, device, compiler_options: dict | None, on_phase) -> tuple[bool
     try:
         with jax.default_device(device):
             on_phase("lower", name)
-            lowered = jax.jit(lambda *a: pallas_call_p.bind(*a, **params)).lower(*args)
+            lowered = jax.jit(named(name, lambda *a: pallas_call_p.bind(*a, **params))).lower(*args)
             on_phase("compile", name)
             lowered.compile(compiler_options=compiler_options or None)
         return True, None, time.perf_counter() - started
     except Exception as error:     # the compiler's verdict, whatever its type
         return False, str(error), time.perf_counter() - started
+
+
+def named(name: str, function):
+    """`function` under the kernel's name: the compiler names what it
+    allocates for a kernel body after the jitted function ("scoped memory for
+    outer_kernel.1"), which must be the user's kernel, not our `<lambda>`."""
+    function.__name__ = function.__qualname__ = "".join(c if c.isalnum() else "_" for c in name) or "pallas_call"
+    return function
 
 
 def kernel_name(eqn) -> str:

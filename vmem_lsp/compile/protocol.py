@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-PROTOCOL_VERSION = 2      # 2: phase messages, per-phase limits, the scoped VMEM limit
+PROTOCOL_VERSION = 3      # 2: phase messages, per-phase limits, the scoped VMEM limit; 3: scoped buffers (emit_pipeline)
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,41 @@ class Scratch:
 
 
 @dataclass(frozen=True)
+class Scoped:
+    """A VMEM buffer the kernel body allocates for a while: a window of a
+    pipeline (pltpu.emit_pipeline allocates its blocks' buffers with
+    run_scoped) or an entry of the user's own pl.run_scoped."""
+    kind: str                       # "pipeline_in" | "pipeline_out" | "run_scoped"
+    index: int                      # its number among the kernel's scoped buffers, in trace order
+    dtype: str
+    shape: tuple[int, ...]          # the allocation: (buffers, *block) for a pipeline window
+    buffers: int                    # 1 for a run_scoped entry
+    memory_space: str | None
+    origin: Origin | None           # the inner BlockSpec of a pipeline window; the VMEM(...) of an entry
+    scope: int                      # which run_scoped made it (its number in the kernel, trace order)
+    parent: int                     # the run_scoped that encloses that one; -1: the kernel body
+
+    @property
+    def block_shape(self) -> tuple[int, ...]:
+        """One buffer's shape: a pipeline window is (buffers, *block), even
+        single-buffered (pipeline-buffered1-v6e: f32[1,2048,8192]), but a rank-1
+        block's buffers are laid end to end (buffers * block,)."""
+        if self.kind != "run_scoped" and len(self.shape) > 1:
+            return self.shape[1:]
+        return self.shape
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """A value of the kernel body too big for the vector registers: the
+    compiler keeps it in VMEM (internal scratch) where no BlockSpec, scratch
+    or run_scoped entry says so, and the layout model cannot size it."""
+    what: str                       # "f32[1024,1024] from dot_general"
+    bytes: int
+    origin: Origin | None           # the user's line that computes it
+
+
+@dataclass(frozen=True)
 class CapturedCall:
     """One pallas_call reached by an example, compiled alone for one target."""
     name: str
@@ -95,6 +130,8 @@ class CapturedCall:
     scoped_limit: int | None = None         # the scoped VMEM limit the compile ran under, when not the chip's default
     scoped_limit_source: str | None = None  # where that limit was set: "pyproject.toml", "LIBTPU_INIT_ARGS", ...
     reused: bool = False            # the worker had compiled this very kernel before: its verdict, not a compile
+    scoped: tuple[Scoped, ...] = ()         # VMEM the body allocates: pipeline windows, run_scoped entries
+    unseen: tuple[Unseen, ...] = ()         # values of the body the layout model cannot place in VMEM
 
 
 @dataclass(frozen=True)
@@ -129,6 +166,9 @@ def result_from_dict(d: dict) -> ExampleResult:
                                              "block_shape": tuple(o["block_shape"]) if o["block_shape"] is not None else None})
                                  for o in c["operands"]),
                "scratch": tuple(Scratch(**{**s, "origin": _origin(s["origin"]), "shape": tuple(s["shape"])})
-                                for s in c["scratch"])})
+                                for s in c["scratch"]),
+               "scoped": tuple(Scoped(**{**s, "origin": _origin(s["origin"]), "shape": tuple(s["shape"])})
+                               for s in c.get("scoped", ())),
+               "unseen": tuple(Unseen(**{**u, "origin": _origin(u["origin"])}) for u in c.get("unseen", ()))})
         for c in d.get("calls", ()))
     return ExampleResult(**{**d, "calls": calls, "error_origin": _origin(d.get("error_origin"))})

@@ -1,0 +1,41 @@
+"""A call expression found by where the worker saw it made: the BlockSpec
+passed to a pltpu.emit_pipeline, or a VMEM(...) of a pl.run_scoped, written
+in the kernel body where the locator's pallas_call sites do not reach.
+
+The worker gives (line, column in code points) of the call; this gives the
+call's span and its first argument's (a block shape). Parsed with ast once
+per text; columns turned into code points (text.node_span)."""
+from __future__ import annotations
+
+import ast
+import functools
+
+from .model import Span
+from .syntax import parse_quietly
+from .text import node_span, split_lines
+
+
+@functools.lru_cache(maxsize=16)
+def _calls(text: str) -> dict[tuple[int, int], tuple[Span, Span | None]]:
+    try:
+        tree = parse_quietly(text)
+    except (SyntaxError, ValueError):
+        return {}
+    lines = split_lines(text)
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            span = node_span(node, lines)
+            first = node.args[0] if node.args else (node.keywords[0].value if node.keywords else None)
+            found.setdefault((span.start_line, span.start_col),
+                             (span, node_span(first, lines) if first is not None else None))
+    return found
+
+
+def call_at(text: str, line: int, col: int | None) -> tuple[Span, Span | None] | None:
+    """(the call's span, its first argument's span) of the call that starts at
+    (line, col); with no column, the first call that starts on the line."""
+    calls = _calls(text)
+    if col is not None:
+        return calls.get((line, col))
+    return next((found for (at, _), found in sorted(calls.items()) if at == line), None)
