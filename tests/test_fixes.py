@@ -194,3 +194,57 @@ def test_a_block_size_passed_positionally_is_named_by_its_parameter(tmp_path):
     best = next(f for f in fixes if f.verified)
     assert "bk=512" in best.title and "arg" not in best.title, best.title
     assert not any("arg" in f.title for f in fixes), [f.title for f in fixes]
+
+
+def test_a_default_that_other_callers_share_is_set_by_the_example_and_offered_last(tmp_path):
+    """Issue 15: `add`'s bm=4096 default is also what `model_step` runs with.
+    The first fixes add bm= to the example; editing the default comes after,
+    and its title says that it changes a shared default."""
+    path = tmp_path / "shared_default.py"
+    path.write_text((KERNELS / "shared_default.py").read_text())
+    [(example, fixes)] = fixes_for(path, ("v5e",), tmp_path / "cache")
+    shrinks = [f for f in fixes if f.kind == "shrink"]
+    assert shrinks and "added to the example" in shrinks[0].title and shrinks[0].verified, [f.title for f in fixes]
+    first = shrinks[0].edits
+    assert all(e.span.start_line == example.line for e in first)
+    assert apply_edits(path.read_text(), list(first)).splitlines()[example.line - 1].endswith(", bm=512)")
+    shared = [i for i, f in enumerate(shrinks) if "default argument" in f.title]
+    assert all("shared default" in shrinks[i].title for i in shared)
+    own = [i for i, f in enumerate(shrinks) if "added to the example" in f.title]
+    assert not shared or max(own) < min(shared)
+
+
+def test_knobs_know_what_they_share_and_titles_say_so():
+    """Fast, no compiler: a default another function calls with is shared; a
+    constant two functions read is shared; the keyword knob edits the example."""
+    from vmem_lsp.fixes.knobs import constant_knobs, default_knobs, keyword_knobs
+    from vmem_lsp.fixes.search import knob_label
+    from vmem_lsp.source.directives import find_examples
+    path = str(KERNELS / "shared_default.py")
+    text = (KERNELS / "shared_default.py").read_text()
+    [example], _ = find_examples(text, path)
+    [default] = default_knobs(example, text)
+    assert default.name == "bm" and default.shared
+    [keyword] = keyword_knobs(example, text)
+    assert keyword.where == "keyword" and keyword.span.start_line == example.line and not keyword.shared
+    assert "shared default" in knob_label([(default, 512)]) and "shared" not in knob_label([(keyword, 512)])
+    alone = text.replace("    return add(x) * 2      # another caller relies on the default\n", "    return x\n")
+    assert not default_knobs(example, alone)[0].shared
+    constants = "BLOCK = 512\n\ndef f():\n    return BLOCK\n\ndef g():\n    return BLOCK * 2\n"
+    [constant] = constant_knobs("c.py", constants)
+    assert constant.shared
+
+
+def test_fixes_that_touch_only_the_example_rank_before_shared_ones():
+    """The ranking, with a runner whose every compile fits: a shared variant
+    that would leave more room still comes after the example's own."""
+    from vmem_lsp.compile.protocol import ExampleResult
+    from vmem_lsp.fixes.search import Problem, Variant, verified_best
+    from vmem_lsp.source.directives import find_examples
+    text = (KERNELS / "shared_default.py").read_text()
+    [example], _ = find_examples(text, str(KERNELS / "shared_default.py"))
+    problem = Problem(example, text, ("v5e",), {}, lambda request: ExampleResult("v5e", None, ()), None)
+    own = Variant((), example.text, text, "own")
+    shared = Variant((), example.text, text, "shared", shared=True)
+    scored = [(10, shared, {"v5e": (10, 100)}), (50, own, {"v5e": (50, 100)})]
+    assert [f.title.split(" ")[0] for f in verified_best(problem, "shrink", scored)] == ["own", "shared"]

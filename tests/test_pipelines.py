@@ -90,3 +90,15 @@ def test_a_fits_the_model_cannot_vouch_for_is_a_warning_not_a_silent_pass(tmp_pa
     assert warning["range"]["start_line"] == line_of(copy, "jnp.dot(")
     assert "lower bound" in warning["message"] and "f32[1024,1024] from dot_general" in warning["message"]
     assert report["summary"].startswith("0 errors, 1 warning in 1 example")
+
+
+def test_a_quick_fix_shrinks_the_blocks_of_the_inner_specs(tmp_path):
+    """flat's only knob is the example's bm, which sizes the emit_pipeline's
+    inner BlockSpecs: halving it is found, and verified by the compiler."""
+    from conftest import fixes_for
+    copy = tmp_path / "flat_only.py"
+    copy.write_text("\n".join(l for l in PIPELINES.read_text().splitlines()
+                              if not l.startswith("# vmem:") or l.startswith("# vmem: flat(")) + "\n")
+    [(example, fixes)] = fixes_for(copy, ("v6e",), tmp_path / "cache")
+    best = next(f for f in fixes if f.verified)
+    assert best.kind == "shrink" and "bm=" in best.title and "in the example" in best.title, best.title

@@ -16,10 +16,15 @@ from ..source.text import node_span, split_lines
 @dataclass(frozen=True)
 class Knob:
     name: str           # "bm", "block_sizes.block_q", "BLOCK_ROWS"
-    where: str          # "example" | "default" | "constant" | "field"
+    where: str          # "example" | "keyword" | "default" | "constant" | "field"
     path: str           # the file the literal is written in
-    span: Span          # the literal's token
+    span: Span          # the literal's token; for a "keyword", where it is to be added
     value: int
+    shared: bool = False    # changing it changes other code too: other callers of a default, a module constant
+
+    def edit_text(self, value: int) -> str:
+        """The text that sets this knob to `value` at `span`."""
+        return f", {self.name}={value}" if self.where == "keyword" else str(value)
 
 
 def _int(node) -> int | None:
@@ -108,8 +113,30 @@ def default_knobs(example: Example, source: str) -> list[Knob]:
     positional = args.posonlyargs + args.args
     pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
     pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-    return [Knob(a.arg, "default", example.path, node_span(d, lines), _int(d)) for a, d in pairs
+    shared = _has_other_callers(source, function.name, example)
+    return [Knob(a.arg, "default", example.path, node_span(d, lines), _int(d), shared) for a, d in pairs
             if _int(d) and a.arg not in passed]
+
+
+def _has_other_callers(source: str, name: str, example: Example) -> bool:
+    """The function is called somewhere in the file besides the `# vmem:` directives."""
+    try:
+        module = parse_quietly(source)
+    except SyntaxError:
+        return True
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+               for node in ast.walk(module))
+
+
+def keyword_knobs(example: Example, source: str) -> list[Knob]:
+    """The example's function's integer defaults, as keywords to add to the
+    example (`, bm=256` before its closing parenthesis): the example's own
+    number, preferred to editing a default that other callers share."""
+    if example.module is not None or not example.text.rstrip().endswith(")") or example.text.rstrip().endswith("()"):
+        return []
+    end = example.span.start_col + len(example.text.rstrip()) - 1
+    at = Span(example.line, end, example.line, end)
+    return [Knob(k.name, "keyword", example.path, at, k.value) for k in default_knobs(example, source)]
 
 
 def constant_knobs(path: str, source: str) -> list[Knob]:
@@ -123,12 +150,14 @@ def constant_knobs(path: str, source: str) -> list[Knob]:
     knobs = []
     for node in module.body:
         if (name := _int_assignment(node)) and source.count(name) > 1:
-            knobs.append(Knob(name, "constant", path, node_span(node.value, lines), node.value.value))
+            users = sum(1 for f in module.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(f)))
+            knobs.append(Knob(name, "constant", path, node_span(node.value, lines), node.value.value, users > 1))
         if isinstance(node, ast.ClassDef):
             for field in node.body:
-                if name := _int_assignment(field):
+                if name := _int_assignment(field):       # every instance's default
                     knobs.append(Knob(f"{node.name}.{name}", "field", path, node_span(field.value, lines),
-                                      field.value.value))
+                                      field.value.value, True))
     return knobs
 
 

@@ -17,7 +17,7 @@ from ..report.parse import parse_report
 from ..source.directives import Example
 from ..source.text import split_lines
 from .edits import Fix, TextEdit, apply_edits
-from .knobs import Knob, constant_knobs, default_knobs, example_knobs
+from .knobs import Knob, constant_knobs, default_knobs, example_knobs, keyword_knobs
 from . import rewrites
 
 Runner = Callable[[CheckRequest], ExampleResult]
@@ -67,9 +67,11 @@ class Variant:
     source: str
     label: str
     scale: float = 1.0      # how compiler-internal bytes are expected to scale (product of size ratios)
+    shared: bool = False    # it edits what other code shares: offered after the edits that touch only this example
 
     @staticmethod
-    def of(problem: Problem, edits: list[TextEdit], label: str, scale: float = 1.0) -> "Variant":
+    def of(problem: Problem, edits: list[TextEdit], label: str, scale: float = 1.0, shared: bool = False
+           ) -> "Variant":
         ex = problem.example
         in_example = [e for e in edits if e.path == ex.path and e.span.start_line == ex.line
                       and e.span.start_col >= ex.span.start_col]
@@ -79,7 +81,8 @@ class Variant:
         new_line = apply_edits(line, [replace(e, span=replace(e.span, start_line=1, end_line=1)) for e in in_example])
         start = ex.span.start_col
         new_example = new_line[start:len(new_line) - (len(line) - ex.span.end_col)]
-        return Variant(tuple(edits), new_example, apply_edits(problem.source, in_source + in_example), label, scale)
+        return Variant(tuple(edits), new_example, apply_edits(problem.source, in_source + in_example), label, scale,
+                       shared)
 
 
 def key(call: CapturedCall):
@@ -180,18 +183,23 @@ def as_fix(kind: str, problem: Problem, variant: Variant, figures: dict, verifie
 # ---- shrinking blocks through knobs -------------------------------------------------------
 
 def knob_edit(knob: Knob, value: int) -> TextEdit:
-    return TextEdit(knob.path, knob.span, str(value))
+    return TextEdit(knob.path, knob.span, knob.edit_text(value))
 
 
 def knob_label(changes: list[tuple[Knob, int]]) -> str:
-    where = {"example": "in the example", "default": "default argument", "constant": "module constant",
-             "field": "field default"}
+    where = {"example": "in the example", "keyword": "added to the example", "default": "default argument",
+             "constant": "module constant", "field": "field default"}
     parts = ", ".join(f"{k.name.rsplit('.', 1)[-1]}={v}" for k, v in changes)
-    return f"Shrink blocks: {parts} ({where[changes[0][0].where]})"
+    shared = "; changes a shared default for its other users" if any(k.shared for k, _ in changes) else ""
+    return f"Shrink blocks: {parts} ({where[changes[0][0].where]}{shared})"
 
 
 def block_shapes(calls) -> dict:
-    return {(key(c), op.role, op.index): op.block_shape for c in calls for op in c.operands}
+    """Every block a kernel moves: its operands' windows and the windows its
+    body allocates (an emit_pipeline's inner BlockSpecs), by kernel."""
+    shapes = {(key(c), op.role, op.index): op.block_shape for c in calls for op in c.operands}
+    shapes.update({(key(c), "scoped", s.index): s.shape for c in calls for s in c.scoped})
+    return shapes
 
 
 def relevant_knobs(problem: Problem, knobs: list[Knob]) -> list[Knob]:
@@ -204,7 +212,7 @@ def relevant_knobs(problem: Problem, knobs: list[Knob]) -> list[Knob]:
     for knob in knobs:
         if knob.value < 2:
             continue
-        if knob.where == "example":
+        if knob.where in ("example", "keyword"):
             moving.append(knob)
             continue
         variant = Variant.of(problem, [knob_edit(knob, knob.value // 2)], "")
@@ -217,26 +225,41 @@ def relevant_knobs(problem: Problem, knobs: list[Knob]) -> list[Knob]:
 
 
 def candidates(knobs: list[Knob], levels: int = 4) -> list[list[tuple[Knob, int]]]:
-    """Halvings of each knob alone, then of all together."""
+    """Halvings of each knob alone, then of all together: the example's own
+    numbers together, and all of them together. A parameter is set once: by
+    a keyword added to the example, or by its default, not both."""
     found = []
     for knob in knobs:
         for level in range(1, levels + 1):
             value = knob.value >> level
             if value >= 1 and value << level == knob.value:
                 found.append([(knob, value)])
-    if len(knobs) > 1:
-        for level in range(1, levels):
-            if all(k.value >> level >= 1 for k in knobs):
-                found.append([(k, k.value >> level) for k in knobs])
+    own = [k for k in knobs if k.where in ("example", "keyword")]
+    keyworded = {k.name for k in own if k.where == "keyword"}
+    everything = own + [k for k in knobs if k.where not in ("example", "keyword")
+                        and not (k.where == "default" and k.name in keyworded)]
+    for group in {tuple(own), tuple(everything)}:
+        if len(group) > 1:
+            for level in range(1, levels):
+                if all(k.value >> level >= 1 for k in group):
+                    found.append([(k, k.value >> level) for k in group])
     return found
 
 
 def shrink_fixes(problem: Problem) -> list[Fix]:
-    knobs = example_knobs(problem.example, problem.source) + default_knobs(problem.example, problem.source)
-    knobs += constant_knobs(problem.example.path, problem.source)
+    """Block sizes halved where they are written: the example's own numbers
+    and keywords first; defaults and constants that other code shares after,
+    titled as such."""
+    example, source = problem.example, problem.source
+    keywords = keyword_knobs(example, source)
+    added = {k.name for k in keywords}
+    # A default no other caller uses is the example's alone: set by the keyword instead.
+    defaults = [k for k in default_knobs(example, source) if k.shared or k.name not in added]
+    knobs = example_knobs(example, source) + keywords + defaults + constant_knobs(example.path, source)
     moving = relevant_knobs(problem, knobs)
     variants = [Variant.of(problem, [knob_edit(k, v) for k, v in changes], knob_label(changes),
-                           math.prod(v / k.value for k, v in changes)) for changes in candidates(moving)]
+                           math.prod(v / k.value for k, v in changes), any(k.shared for k, _ in changes))
+                for changes in candidates(moving)]
     if not variants:
         variants = literal_variants(problem)
     return verified_best(problem, "shrink", scored(problem, variants))
@@ -266,7 +289,8 @@ def verified_best(problem: Problem, kind: str, scored: list) -> list[Fix]:
     ones only when no compile could be spent."""
     fixes = []
     roomy = lambda figures: fits(figures, HEADROOM)      # prefer fixes that leave no warning behind
-    ranked = [(variant, figures) for _, variant, figures in sorted(scored, key=lambda s: (not roomy(s[2]), -s[0]))]
+    ranked = [(variant, figures) for _, variant, figures in
+              sorted(scored, key=lambda s: (s[1].shared, not roomy(s[2]), -s[0]))]
     for at, (variant, figures) in enumerate(ranked):
         if len(fixes) >= MAX_ALTERNATIVES:
             break
