@@ -223,3 +223,26 @@ def test_an_edited_block_shape_is_estimated_from_the_last_compile():
     assert marked and marked[0].message.startswith("input 0 window f32[2048,4096] ~ 64.00M, double buffered; "
                                                    "kernel needs ~")
     assert "layout model estimate, save to compile" in marked[0].message
+
+
+def test_the_estimate_while_typing_says_when_it_is_only_a_lower_bound():
+    """The compile taught a kernel whose body computes an f32 dot result the
+    model cannot place; typed blocks that fit by the windows alone, but not
+    with that value, get VMEM006 on the dot's line, not a silent pass."""
+    from vmem_lsp import views
+    from vmem_lsp.compile.protocol import Unseen
+    from vmem_lsp.engine import analyse
+    from vmem_lsp.source.locate import locate
+    literal = SOURCE.replace("(n, 4096)", "(8, 4096)")
+    sources_then = SourceFiles(overlay=lambda path: literal if path == PATH else None)
+    dot = Unseen("f32[4096,4096] from dot_general", 64 << 20, Origin(PATH, 15))
+    taught = replace(call(None, scratch=(), fits=True), unseen=(dot,))
+    learned = views.learn([ExampleResult("v6e", None, (taught,))], sources_then.sites_of)
+    analysis = analyse(PATH, 2, literal, ("v6e",), learned.known, 0.10, locate)
+    [warning] = [d for d in analysis.estimates if d.code == "VMEM006"]
+    assert warning.severity == "warning" and warning.span.start_line == 15
+    assert "lower bound" in warning.message and "f32[4096,4096] from dot_general (64.00M)" in warning.message
+    small = replace(taught, unseen=(replace(dot, bytes=1 << 20),))
+    quiet = views.learn([ExampleResult("v6e", None, (small,))], sources_then.sites_of)
+    assert not [d for d in analyse(PATH, 2, literal, ("v6e",), quiet.known, 0.10, locate).estimates
+                if d.code == "VMEM006"]
