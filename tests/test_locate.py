@@ -422,6 +422,151 @@ def test_comprehensions_dicts_and_loops_have_no_index():
     assert site.notes == ()
 
 
+# --- specs passed through pytree constructors: their own spans, in jax's flattening order -------------
+
+PYTREE_CLASSES = """\
+    import dataclasses, functools
+    from typing import Any, NamedTuple
+    import jax
+    from jax.experimental import pallas as pl
+    class Pair(NamedTuple):
+        x: Any
+        y: Any
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Halves:
+        top: Any
+        bottom: Any
+    @functools.partial(jax.tree_util.register_dataclass, data_fields=["late", "early"], meta_fields=["n"])
+    @dataclasses.dataclass
+    class Reordered:
+        early: Any
+        n: int
+        late: Any
+"""
+
+PYTREE_KERNELS = {
+    "namedtuple keywords out of field order": """\
+        def f(x):
+            return pl.pallas_call(k, out_shape=x, out_specs=Pair(y=pl.BlockSpec((2,), None),
+                                                                 x=pl.BlockSpec((1,), None)))(x)
+    """,
+    "namedtuple as in_specs, positional": """\
+        def f(x):
+            return pl.pallas_call(k, out_shape=x, in_specs=Pair(pl.BlockSpec((1,), None), pl.BlockSpec((2,), None)))(x)
+    """,
+    "registered dataclass of names": """\
+        def f(x):
+            top = pl.BlockSpec((1,), None)
+            bottom = pl.BlockSpec((2,), None)
+            return pl.pallas_call(k, out_shape=x, out_specs=Halves(bottom=bottom, top=top))(x)
+    """,
+    "data_fields order, a static field left out": """\
+        def f(x):
+            return pl.pallas_call(k, out_shape=x, out_specs=Reordered(pl.BlockSpec((2,), None), 3,
+                                                                      late=pl.BlockSpec((1,), None)))(x)
+    """,
+    "nested in a tuple, then a list built up": """\
+        def f(x):
+            specs = [Pair(pl.BlockSpec((1,), None), pl.BlockSpec((2,), None)), pl.BlockSpec((3,), None)]
+            specs.append(Halves(pl.BlockSpec((4,), None), Pair(pl.BlockSpec((5,), None), pl.BlockSpec((6,), None))))
+            specs += [pl.BlockSpec((7,), None)]
+            return pl.pallas_call(k, out_shape=x, in_specs=specs)(x)
+    """,
+    "nested lists and an empty tuple": """\
+        def f(x):
+            return pl.pallas_call(k, out_shape=x, in_specs=[[pl.BlockSpec((1,), None), (pl.BlockSpec((2,), None),)],
+                                                            (), pl.BlockSpec((3,), None)])(x)
+    """,
+}
+
+
+def jax_order(source: str) -> dict[str, list[int]]:
+    """What jax itself flattens in_specs and out_specs into (block_shape[0] of each leaf): the source run
+    with a pallas_call that records instead of tracing, apart from the locator."""
+    seen = {}
+    real = pytest.importorskip("jax.experimental.pallas")
+
+    def pallas_call(kernel, out_shape=None, **kw):
+        import jax
+        for role in ("in_specs", "out_specs"):
+            seen[role] = [spec.block_shape[0] for spec in jax.tree_util.tree_leaves(kw.get(role, ()))]
+        return lambda *args: None
+
+    namespace = {}
+    exec(compile(source, "k.py", "exec"), namespace)
+    namespace["pl"] = type("pl", (), {"BlockSpec": real.BlockSpec, "pallas_call": staticmethod(pallas_call)})
+    namespace["k"] = None
+    namespace["f"](None)
+    return seen
+
+
+@pytest.mark.parametrize("kernel", PYTREE_KERNELS.values(), ids=PYTREE_KERNELS.keys())
+def test_pytree_constructor_specs_have_spans_and_jax_flattening_indices(kernel):
+    source = textwrap.dedent(PYTREE_CLASSES) + textwrap.dedent(kernel)
+    result = locate(source, "k.py")
+    assert result.error is None and len(result.sites) == 1
+    site = result.sites[0]
+    assert site.notes == ()
+    expected = jax_order(source)
+    for role, specs in (("in_specs", site.in_specs), ("out_specs", site.out_specs)):
+        assert all(source_at(source, b.span).startswith("pl.BlockSpec(") for b in specs)
+        assert [int(b.block_shape.text.strip("(,)")) for b in sorted(specs, key=lambda b: b.index)] \
+            == expected.get(role, []), role
+
+
+def test_pytree_constructors_the_locator_cannot_order_give_spans_without_index():
+    """An imported class (a NamedTuple elsewhere), a dataclass registered elsewhere: each spec is found
+    at its own place, with index None (the worker's origin then matches it); constants are no items."""
+    site = only_site("""\
+        from .types import Outputs
+        @dataclasses.dataclass
+        class Local:
+            a: Any
+            b: Any
+        jax.tree_util.register_pytree_node_class(Local)
+        def f(x):
+            spec = pl.BlockSpec((1,), None)
+            return pl.pallas_call(k, out_shape=x, in_specs=[Local(spec, b=pl.BlockSpec((2,), None)), spec],
+                                  out_specs=types.Outputs(pl.BlockSpec((3,), None), 8, "name"))(x)
+    """)
+    assert shapes(site.in_specs) == [(None, "(1,)"), (None, "(2,)")]
+    assert shapes(site.out_specs) == [(None, "(3,)")]
+    assert site.notes == ()
+
+
+def test_a_capitalised_call_without_specs_is_not_a_constructor_of_specs():
+    site = only_site("""\
+        def f(x):
+            return pl.pallas_call(k, out_shape=x, out_specs=MakeSpec(8, 128),
+                                  in_specs=[pl.BlockSpec((8, 128), None, pipeline_mode=pl.Buffered(1))])(x)
+    """)
+    assert shapes(site.in_specs) == [(0, "(8, 128)")] and site.in_specs[0].buffer_count == 1
+    assert site.out_specs == () and any("`MakeSpec(8, 128)` is not a BlockSpec" in n for n in site.notes)
+
+
+def test_pytree_constructor_specs_after_non_ascii_text_have_code_point_spans():
+    source = textwrap.dedent("""\
+        from typing import Any, NamedTuple
+        from jax.experimental import pallas as pl
+        class Outputs(NamedTuple):
+            a: Any
+            b: Any
+        def f(x):
+            return pl.pallas_call(k, out_shape=x, out_specs=Outputs(
+                # b d'abord, « écrit à l'envers » — 先に b
+                b=pl.BlockSpec((16, 128), None),
+                a="é" and pl.BlockSpec((8, 128), None),
+            ))(x)
+    """)
+    site = locate(source, "k.py").sites[0]
+    assert shapes(site.out_specs) == [(0, "(8, 128)"), (1, "(16, 128)")]
+    lines = source.split("\n")
+    for spec, text in zip(site.out_specs, ("(8, 128)", "(16, 128)")):
+        assert spec.block_shape.span.start_col == lines[spec.span.start_line - 1].index(text)
+        assert source_at(source, spec.block_shape.span) == text
+
+
 def test_scratch_shapes_of_every_kind():
     site = only_site("""\
         from jax.experimental.pallas import tpu as pltpu

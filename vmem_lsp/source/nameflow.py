@@ -10,6 +10,7 @@ that of the names the sites use, not of the file.
 from __future__ import annotations
 
 import ast
+import itertools
 import weakref
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
@@ -53,7 +54,7 @@ class Leaf:
 @dataclass(frozen=True)
 class Entry:
     leaf: Leaf
-    index: int | None
+    index: int | None       # the leaf's place in jax's flattening of the whole value, when known
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,9 @@ class Value:
     """What an expression may be: one item (alternatives), a sequence of items, and what was not followed."""
     leaves: tuple[Leaf, ...] = ()
     entries: tuple[Entry, ...] | None = None    # None: not known as a sequence
-    length: int | None = None
+    length: int | None = None                   # leaves in jax's flattening (items, when not nested)
     unknown: tuple[str, ...] = ()
+    nested: bool = False                        # an item is itself a pytree: indices are not positions
 
 
 def unique(items: Iterable, key=lambda item: item) -> tuple:
@@ -84,7 +86,7 @@ def _join(values: Sequence[Value]) -> Value:
         leaves=unique((leaf for v in values for leaf in v.leaves), key=lambda leaf: leaf.key),
         entries=_unique_entries(e for v in sequences for e in v.entries) if sequences else None,
         length=lengths.pop() if len(lengths) == 1 and len(sequences) == len(values) else None,
-        unknown=unique(u for v in values for u in v.unknown))
+        unknown=unique(u for v in values for u in v.unknown), nested=any(v.nested for v in values))
 
 
 def as_sequence(value: Value) -> Value:
@@ -92,7 +94,7 @@ def as_sequence(value: Value) -> Value:
     if value.entries is not None:
         extra = tuple(Entry(leaf, None) for leaf in value.leaves)
         return Value(entries=_unique_entries(value.entries + extra),
-                      length=None if extra else value.length, unknown=value.unknown)
+                      length=None if extra else value.length, unknown=value.unknown, nested=value.nested)
     single = bool(value.leaves) and all(_is_single_item(leaf.node) for leaf in value.leaves)
     return Value(entries=tuple(Entry(leaf, 0 if single else None) for leaf in value.leaves),
                   length=1 if single else None, unknown=value.unknown)
@@ -106,16 +108,46 @@ def _is_single_item(node: cst.BaseExpression) -> bool:
 
 
 def _as_item(value: Value, index: int | None) -> tuple[Entry, ...]:
-    """The value as one element of a list; a nested sequence keeps its items, without an index."""
-    nested = tuple(Entry(e.leaf, None) for e in value.entries or ())
-    return tuple(Entry(leaf, index) for leaf in value.leaves) + nested
+    return _child(value, index)[0]
+
+
+def _child(value: Value, index: int | None) -> tuple[tuple[Entry, ...], int | None]:
+    """The value as one child of a pytree (an element of a list, an argument of a NamedTuple) whose
+    leaves start at `index`: its entries, and how many leaves it adds (None: not known).
+
+    A nested pytree of known leaves keeps their order, as jax flattens depth first
+    (`(Pair(x, y), z)`: x 0, y 1, z 2); one of unknown size keeps its items without an index."""
+    if value.entries is None:
+        return tuple(Entry(leaf, index) for leaf in value.leaves), 1
+    if not value.leaves and value.length is not None and all(e.index is not None for e in value.entries):
+        return _shifted(value.entries, index), value.length
+    return tuple(Entry(leaf, index) for leaf in value.leaves) + _shifted(value.entries, None), None
+
+
+def _items_of(children: Iterable[Value], spread: Iterable[bool] = ()) -> Value:
+    """A pytree node of these children in order, each child's leaves after the previous child's;
+    a child marked spread (`*xs` in a list) gives its items, not itself."""
+    entries: list[Entry] = []
+    unknown: list[str] = []
+    position: int | None = 0
+    nested = False
+    for value, spread_out in itertools.zip_longest(children, spread, fillvalue=False):
+        if spread_out:
+            value = as_sequence(value)
+            found, count, nested = _shifted(value.entries, position), value.length, nested or value.nested
+        else:
+            (found, count), nested = _child(value, position), nested or value.entries is not None
+        entries += found
+        position = None if position is None or count is None else position + count
+        unknown += value.unknown
+    return Value(entries=_unique_entries(entries), length=position, unknown=unique(unknown), nested=nested)
 
 
 def _concat(first: Value, second: Value) -> Value:
     a, b = as_sequence(first), as_sequence(second)
     return Value(entries=_unique_entries(a.entries + _shifted(b.entries, a.length)),
                   length=None if a.length is None or b.length is None else a.length + b.length,
-                  unknown=a.unknown + b.unknown)
+                  unknown=a.unknown + b.unknown, nested=a.nested or b.nested)
 
 
 def _shifted(entries: tuple[Entry, ...], offset: int | None) -> tuple[Entry, ...]:
@@ -234,7 +266,7 @@ class _Mutated(_Statement):
         if self.how == "insert":
             return _inserted(before, int_literal(arguments[0]), added)
         if self.how == "append":
-            return _concat(before, Value(entries=_as_item(added, 0), length=1, unknown=added.unknown))
+            return _concat(before, _items_of([added]))
         if self.how == "item":
             sequence = as_sequence(before)
             return Value(entries=sequence.entries + _as_item(added, None), length=sequence.length,
@@ -253,19 +285,21 @@ def _mutation_arguments(node: cst.CSTNode) -> tuple[cst.BaseExpression, ...]:
 
 
 def _inserted(before: Value, position: int | None, item: Value) -> Value:
-    """list.insert: the items from `position` on move one place right; an unknown position blurs them all."""
+    """list.insert: the items from `position` on move one place right; an unknown position (or
+    positions that are not places in the list, when it nests) blurs them all."""
     sequence = as_sequence(before)
     length = sequence.length
     if position is not None and position < 0 and length is not None:
         position = max(length + position, 0)
-    if position is None or position < 0:
+    if position is None or position < 0 or sequence.nested or item.entries is not None:
         moved, at = _shifted(sequence.entries, None), None
     else:
         moved = tuple(e if e.index is None or e.index < position else Entry(e.leaf, e.index + 1)
                       for e in sequence.entries)
         at = position if length is None else min(position, length)
-    return Value(entries=_unique_entries(moved + _as_item(item, at)), length=None if length is None else length + 1,
-                  unknown=sequence.unknown + item.unknown)
+    added, count = _child(item, at)
+    return Value(entries=_unique_entries(moved + added), length=None if length is None or count is None else length + count,
+                  unknown=sequence.unknown + item.unknown, nested=sequence.nested or item.entries is not None)
 
 
 class _Joined(_Lazy):
@@ -314,6 +348,53 @@ class _Function(_Binding):
     @property
     def enclosing(self) -> Scope:
         return self._enclosing()
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """How a class of the module is built and flattened: its constructor's parameters in order,
+    and the fields jax flattens, in jax's order."""
+    init: tuple[str, ...]
+    leaves: tuple[str, ...]
+
+
+class _Class(_Binding):
+    """A class statement of the module: called, a pytree node (`out_specs=Outputs(a=..., b=...)`)."""
+
+    def __init__(self, statement: ast.ClassDef):
+        super().__init__(f"`{statement.name}`, a class")
+        self.fields = _pytree_fields(statement)
+
+
+def _pytree_fields(statement: ast.ClassDef) -> _Fields | None:
+    """The fields of a NamedTuple (flattened as a tuple, in field order) or of a dataclass registered
+    by jax.tree_util.register_dataclass (in field order, or in the order of its data_fields=);
+    None for any other class, or a field the locator cannot read (`field(metadata=...)`, may be static)."""
+    declared = [s for s in statement.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                and _ast_last(s.annotation.value if isinstance(s.annotation, ast.Subscript) else s.annotation)
+                not in ("ClassVar", "InitVar", "KW_ONLY")]
+    names = tuple(s.target.id for s in declared)
+    if any(_ast_last(base) == "NamedTuple" for base in statement.bases):
+        return _Fields(names, names)
+    plain = not any(isinstance(s.value, ast.Call) and _ast_last(s.value.func) == "field"
+                    and any(k.arg not in ("default", "default_factory") for k in s.value.keywords)
+                    for s in declared)
+    for decorator in statement.decorator_list:
+        if _ast_last(decorator) == "register_dataclass":
+            return _Fields(names, names) if plain else None
+        if (isinstance(decorator, ast.Call) and _ast_last(decorator.func) == "partial" and decorator.args
+                and _ast_last(decorator.args[0]) == "register_dataclass"):
+            data = next((k.value for k in decorator.keywords if k.arg == "data_fields"), None)
+            if isinstance(data, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                               for e in data.elts):
+                return _Fields(names, tuple(e.value for e in data.elts)) if plain else None
+    return None
+
+
+def _ast_last(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
 
 
 # --- the flow walk (ast skeleton) ------------------------------------------------------------------
@@ -378,7 +459,7 @@ class _Walk:
             return {**env, statement.name: _Function(statement, ancestors, self.defining)}
         if isinstance(statement, ast.ClassDef):
             self._keep_if_nested_sites(statement, ancestors)
-            return _opaque(env, [statement.name], "a class")
+            return {**env, statement.name: _Class(statement)}
         if isinstance(statement, (ast.Import, ast.ImportFrom)):
             return _opaque(env, [(a.asname or a.name).split(".")[0] for a in statement.names], "an import")
         if isinstance(statement, ast.Return) and statement.value is not None:
@@ -557,20 +638,8 @@ def _evaluate_name(file: File, leaf: Leaf) -> Value:
 
 
 def _elements(file: File, leaf: Leaf, elements: Sequence[cst.BaseElement]) -> Value:
-    entries: list[Entry] = []
-    unknown: list[str] = []
-    position: int | None = 0
-    for element in elements:
-        value = evaluate(file, leaf.at(element.value))
-        if isinstance(element, cst.StarredElement):
-            spread = as_sequence(value)
-            entries += _shifted(spread.entries, position)
-            position = None if position is None or spread.length is None else position + spread.length
-        else:
-            entries += _as_item(value, position)
-            position = None if position is None else position + 1
-        unknown += value.unknown
-    return Value(entries=_unique_entries(entries), length=position, unknown=unique(unknown))
+    return _items_of([evaluate(file, leaf.at(element.value)) for element in elements],
+                     [isinstance(element, cst.StarredElement) for element in elements])
 
 
 def _dict_items(file: File, leaf: Leaf, items: Sequence[tuple[cst.BaseExpression, bool]]) -> Value:
@@ -613,7 +682,7 @@ def _subscript(file: File, leaf: Leaf) -> Value:
         return Value(leaves=(leaf,))
     if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
         return Value(entries=_shifted(base.entries, None), length=None, unknown=base.unknown)
-    index = _literal_index(node.slice)
+    index = _literal_index(node.slice) if not base.nested else None    # indices of leaves, not of items
     if index is not None and index < 0 and base.length is not None:
         index += base.length
     picked = tuple(e.leaf for e in base.entries if index is None or e.index in (index, None))
@@ -628,6 +697,7 @@ def _literal_index(elements: Sequence[cst.SubscriptElement]) -> int | None:
 
 def _evaluate_call(file: File, leaf: Leaf) -> Value:
     node = leaf.node
+    binding = None
     if isinstance(node.func, cst.Name):
         name = node.func.value
         binding = leaf.scope.lookup(name)
@@ -639,7 +709,60 @@ def _evaluate_call(file: File, leaf: Leaf) -> Value:
             return as_sequence(evaluate(file, leaf.at(positional[0].value)))
         if binding is None and name == "dict":
             return _dict_items(file, leaf, [(a.value, a.star == "**") for a in node.args if a.keyword or a.star])
+    if isinstance(binding, _Class) or _is_class_name(node.func, file):
+        arguments = [(arg, evaluate(file, leaf.at(arg.value))) for arg in node.args]
+        if isinstance(binding, _Class) or any(_holds_block_spec(value, file) for _, value in arguments):
+            return _constructed(arguments, binding.fields if isinstance(binding, _Class) else None)
     return Value(leaves=(leaf,))
+
+
+_NOT_CONTAINERS = frozenset({"BlockSpec", "Buffered", "GridSpec", "PrefetchScalarGridSpec"})
+_CONSTANTS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def _is_class_name(func: cst.BaseExpression, file: File) -> bool:
+    """`Outputs`, `types.Outputs`: a capitalised callee that is not one of Pallas's own classes."""
+    parts = dotted(func)
+    last = file.names.imported.get(parts[-1], parts[-1]) if parts else ""
+    return last[:1].isupper() and last not in _NOT_CONTAINERS and not last.endswith("GridSpec")
+
+
+def _holds_block_spec(value: Value, file: File) -> bool:
+    leaves = value.leaves + tuple(e.leaf for e in value.entries or ())
+    return any(isinstance(leaf.node, cst.Call) and (dotted(leaf.node.func) or ("",))[-1] in _block_spec_names(file)
+               for leaf in leaves)
+
+
+def _block_spec_names(file: File) -> frozenset[str]:
+    return frozenset({"BlockSpec"} | {local for local, name in file.names.imported.items() if name == "BlockSpec"})
+
+
+def _constructed(arguments: list[tuple[cst.Arg, Value]], fields: _Fields | None) -> Value:
+    """A pytree node made by calling its class, `Outputs(a=spec_a, b=spec_b)`: the arguments are its
+    children. Where the class says how jax flattens it (`fields`), each argument takes its field's
+    place in that order and arguments outside it (static fields) are left out; else the arguments
+    are items without an index, and constants among them are not items at all."""
+    if fields is not None and any(arg.star for arg, _ in arguments):
+        fields = None
+    given: dict[str, Value] = {}
+    loose: list[Value] = []
+    positional = [value for arg, value in arguments if arg.keyword is None]
+    named = [(arg.keyword.value, value) for arg, value in arguments if arg.keyword is not None]
+    for name, value in [*zip(fields.init if fields else (), positional), *named]:
+        if fields is not None and name in fields.init:
+            given[name] = value
+        else:
+            loose.append(value)
+    loose += positional[len(fields.init) if fields else 0:]
+    if fields is None or loose or any(name not in given for name in fields.leaves):
+        children = [v for v in (*given.values(), *loose) if not _is_constant(v)]
+        return Value(entries=_shifted(_items_of(children).entries, None), length=None,
+                     unknown=unique(u for v in children for u in v.unknown), nested=True)
+    return _items_of(given[name] for name in fields.leaves)
+
+
+def _is_constant(value: Value) -> bool:
+    return value.entries is None and bool(value.leaves) and all(isinstance(l.node, _CONSTANTS) for l in value.leaves)
 
 
 def follow(file: File, leaf: Leaf | None) -> Leaf | None:
