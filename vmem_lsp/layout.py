@@ -96,7 +96,9 @@ def buffer_count(operand: Operand, grid: tuple[int, ...]) -> int:
     - pl.Buffered(n) as asked (buffering-in-buf1-*, -out-buf1-*: 1; n > 2 is refused by Pallas).
     - One when the grid has one step: grid=(), (1,) and (1, 1) alike (buffering-grid0/1/1x1-*).
     - One for an input whose index map ignores the grid: its block never changes
-      (buffering-const-in-*: "single buffered" beside a double-buffered output).
+      (buffering-const-in-*: "single buffered" beside a double-buffered output);
+      reading only grid axes of extent 1 is ignoring it (extent1-grid-v6e: grid=(1, 8),
+      index map (i, 0) "single buffered", (i, j) "2 buffering levels"; capture._constant_index).
     - Otherwise two, to overlap the next block's copy with compute (buffering-grid4x1-*)."""
     if operand.buffer_count:
         return operand.buffer_count
