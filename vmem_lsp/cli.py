@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--worker-fallback", action="store_true",
                        help="when the configured worker dies (a lost SSH connection), compile locally")
     check.add_argument("--jobs", "-j", type=int, help="workers at once (default: cores minus one)")
+    check.add_argument("--require-examples", action="store_true",
+                       help="a pallas_call that no example reaches is an error (VMEM020), not a warning: for CI")
     check.add_argument("--output", "-o", help="write the report to this file instead of stdout")
     check.add_argument("--verbose", "-v", action="store_true",
                        help="log to stderr what the workers did, with the last output of one that died")
@@ -90,6 +92,8 @@ def settings_for(args):
         changes["worker_fallback"] = True
     if args.jobs:
         changes["jobs"] = max(1, args.jobs)
+    if args.require_examples:
+        changes["require_examples"] = True
     return dataclasses.replace(settings, **changes)
 
 
@@ -163,7 +167,9 @@ def run_check(args) -> int:
                f"{'s' * (outcome.examples != 1)} on {', '.join(settings.targets)} "
                f"({outcome.compiles} {'compiled' if settings.compile else 'traced (layout model only)'}, "
                + (f"{outcome.reused} already compiled by this run, " if outcome.reused else "")
-               + f"{outcome.cache_hits} cached, {outcome.seconds:.1f} s)")
+               + f"{outcome.cache_hits} cached, {outcome.seconds:.1f} s)"
+               + (f"; {outcome.unchecked} kernel{'s' * (outcome.unchecked != 1)} not checked"
+                  if outcome.unchecked else ""))
     rendered = render(args.format, outcome.diagnostics, summary)
     if args.output:
         with open(args.output, "w") as f:

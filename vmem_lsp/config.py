@@ -27,6 +27,7 @@ class Settings:
     cache_dir: str | None = None                   # None: <project root>/.vmem_lsp_cache
     exclude: tuple[str, ...] = (".venv", "venv", ".git", "__pycache__", "node_modules", "build", "dist")
     compile: bool = True                           # False: the layout model's verdict alone (no libtpu)
+    require_examples: bool = False                 # a pallas_call no example reaches is an error, not a warning
     root: str = field(default_factory=os.getcwd)   # the folder of the pyproject.toml, or cwd
     config_path: str | None = None
 
@@ -91,7 +92,7 @@ def load_settings(start: str) -> Settings:
 def apply(settings: Settings, table: dict, where: str) -> Settings:
     """Settings with the keys of one [tool.vmem-lsp]-shaped table applied."""
     known = {"targets", "examples", "timeout", "trace-timeout", "scoped-vmem-limit", "worker", "worker-fallback",
-             "jobs", "cache-dir", "exclude"}
+             "jobs", "cache-dir", "exclude", "require-examples"}
     unknown = set(table) - known
     if unknown:
         raise ConfigError(f"{where}: unknown [tool.vmem-lsp] keys: {', '.join(sorted(unknown))}")
@@ -118,6 +119,8 @@ def apply(settings: Settings, table: dict, where: str) -> Settings:
         changes["cache_dir"] = os.path.join(settings.root, table["cache-dir"])
     if "exclude" in table:
         changes["exclude"] = tuple(table["exclude"])
+    if "require-examples" in table:
+        changes["require_examples"] = bool(table["require-examples"])
     return replace(settings, **changes)
 
 

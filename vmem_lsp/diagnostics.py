@@ -17,6 +17,7 @@ CODES = {
     "VMEM010": "An example that cannot be checked (does not parse, raises, hangs, crashes the worker)",
     "VMEM011": "A compiler error that is not a VMEM report, shown whole",
     "VMEM012": "No TPU compiler available for a target",
+    "VMEM020": "A pallas_call that no example reaches: not checked",
 }
 
 

@@ -45,6 +45,7 @@ class CheckOutcome:
     seconds: float = 0.0
     internal_errors: list = field(default_factory=list)     # (path, traceback): bugs of ours, not the files'
     sources: SourceFiles | None = None      # the texts checked and the sites located in them
+    unchecked: int = 0          # pallas_call sites of the files checked that no example reached
 
 
 class SourceFiles:
@@ -226,7 +227,9 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
         outcome.reused += bool(reused)
         outcome.compiles += not (cached or reused)
         outcome.results.append((example, target, result))
-    outcome.diagnostics = diagnose(outcome.diagnostics, [(e, r) for e, _, r in outcome.results], sources)
+    unreached = not_reached(files, [r for _, _, r in outcome.results], sources, settings.require_examples)
+    outcome.unchecked = len(unreached)
+    outcome.diagnostics = diagnose(outcome.diagnostics, [(e, r) for e, _, r in outcome.results], sources, unreached)
     outcome.internal_errors = sources.internal_errors()
     outcome.sources = sources
     outcome.seconds = time.perf_counter() - started
@@ -243,6 +246,51 @@ def diagnose(found: list[Diagnostic], results: list[tuple[Example, ExampleResult
     mapped = [d for example, result in results for d in diagnostics_for(example, result, sources)]
     unique = dict.fromkeys([*found, *mapped, *extra])
     return merge_targets([d for d in unique if not is_suppressed(d, sources.line(d.path, d.span.start_line))])
+
+
+def reached_sites(results: list[ExampleResult], sites_of) -> set[tuple[str, Span]]:
+    """(path, span) of every pallas_call site a captured call came from."""
+    from .correlate import kernel_site
+    reached = set()
+    for result in results:
+        for call in result.calls:
+            if (site := kernel_site(call, sites_of)) is not None:
+                reached.add((site.path, site.span))
+    return reached
+
+
+def not_reached(files: list[str], results: list[ExampleResult], sources: SourceFiles, required: bool
+                ) -> list[Diagnostic]:
+    """VMEM020 on every pallas_call of `files` that no example reached: a
+    checker that says nothing about a kernel it never saw lets its author
+    believe it fits. "Reached" is what the worker captured, so a library
+    kernel an example reaches is checked, and a library's other sites are
+    reported only when the library is among the files given. A site that
+    holds or is held by a reached one (a functools.partial of pallas_call
+    and its call) counts as reached."""
+    reached = reached_sites(results, sources.sites_of)
+    found = []
+    for path in files:
+        for site in sources.sites_of(path).sites:
+            near = [span for where, span in reached if where == path]
+            if not any(overlaps(site.span, span) for span in near):
+                found.append(unreached_diagnostic(site, sources.text(path) or "", required))
+    return found
+
+
+def unreached_diagnostic(site: KernelSite, text: str, required: bool) -> Diagnostic:
+    """VMEM020 for one site: a warning, an error where examples are required."""
+    from . import render
+    from .source.calls import kernel_name
+    name = kernel_name(text, site.span)
+    return Diagnostic(site.path, site.name_span, "error" if required else "warning", "VMEM020",
+                      render.not_reached(name, site.function), origin="model",
+                      facts={"kernel": name, "function": site.function})
+
+
+def overlaps(a: Span, b: Span) -> bool:
+    """Two spans share a position: a site and one it holds or is held by."""
+    return (a.start_line, a.start_col) <= (b.end_line, b.end_col) and (b.start_line, b.start_col) <= (a.end_line, a.end_col)
 
 
 @dataclass

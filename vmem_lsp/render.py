@@ -179,6 +179,14 @@ def lower_bound(what: str, bytes_: int, need: str) -> Wording:
                    f"VMEM: its estimate is a lower bound", "; ", need)
 
 
+def not_reached(kernel: str | None, function: str | None) -> str:
+    """VMEM020: a pallas_call no example reaches, and how to check it."""
+    what = f"pallas_call {kernel}" if kernel else "this pallas_call"
+    where = f" (in {function})" if function else ""
+    return (f"{what}{where} is not checked: no example reaches it; add a `# vmem: {function or 'f'}(f32[...], ...)` "
+            f"line with its shapes")
+
+
 def headroom(chip: str, free: float, need: str, estimated: bool) -> str:
     return (f"fits on {chip} with {free:.0%} to spare: {need} "
             f"(layout model estimate{', save to compile' if estimated else ''})")

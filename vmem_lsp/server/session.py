@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..budget import KnownKernel
 from ..compile.protocol import ExampleResult
 from ..diagnostics import Diagnostic, is_suppressed
-from ..engine import Analysis, SourceFiles, diagnose, headroom_warnings
+from ..engine import Analysis, SourceFiles, diagnose, headroom_warnings, overlaps, unreached_diagnostic
 from ..fixes.plan import overflowing
 from ..source.directives import Example, ExampleKey
 from ..source.locate import LocateResult, locate
@@ -167,7 +167,21 @@ class Session:
         lines = split_lines(doc.text if doc else _read(path))
         line = lambda n: lines[n - 1] if 0 < n <= len(lines) else ""
         not_run = doc.not_run if doc is not None else []
-        return [d for d in [*own, *not_run, *others] if not is_suppressed(d, line(d.span.start_line))]
+        unreached = self.unreached(doc) if doc is not None else []
+        return [d for d in [*own, *not_run, *unreached, *others] if not is_suppressed(d, line(d.span.start_line))]
+
+    def unreached(self, doc: Document) -> list[Diagnostic]:
+        """VMEM020 on each pallas_call of the document that no compile has
+        reached (of this file's examples or another's): once the file has been
+        compiled, or at once when it has no example to compile, so that a
+        kernel with an example on its way is not flagged in the meantime."""
+        settings = self.settings(doc.path)
+        if doc.compiled_version is None and (doc.examples or settings.examples):
+            return []
+        sites = doc.located.sites
+        reached = [site.span for site, key in zip(sites, views.site_keys(sites)) if key in self.known]
+        return [unreached_diagnostic(site, doc.text, settings.require_examples) for site in sites
+                if not any(overlaps(site.span, span) for span in reached)]
 
     def site_budgets(self, path: str, line: int) -> tuple[KernelSite | None, dict, KnownKernel | None]:
         """The site at `line` and its budgets per target, as currently shown."""

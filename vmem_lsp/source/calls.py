@@ -39,3 +39,28 @@ def call_at(text: str, line: int, col: int | None) -> tuple[Span, Span | None] |
     if col is not None:
         return calls.get((line, col))
     return next((found for (at, _), found in sorted(calls.items()) if at == line), None)
+
+
+def kernel_name(text: str, span: Span) -> str | None:
+    """The kernel a `pallas_call(kernel, ...)` at `span` is given, by name:
+    `matmul_kernel`, also through `functools.partial(matmul_kernel, bm=bm)`;
+    None when it is not written as a name."""
+    lines = split_lines(text)
+    if not 0 < span.start_line <= span.end_line <= len(lines):
+        return None
+    if span.start_line == span.end_line:
+        written = lines[span.start_line - 1][span.start_col:span.end_col]
+    else:
+        written = "\n".join([lines[span.start_line - 1][span.start_col:], *lines[span.start_line:span.end_line - 1],
+                             lines[span.end_line - 1][:span.end_col]])
+    try:
+        node = parse_quietly(f"({written})", mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    while isinstance(node, ast.Call) and node.args:
+        node = node.args[0]
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return node.attr
+    return None
