@@ -160,6 +160,18 @@ def pipelines():
     return module
 
 
+def constant_output(rows: int, cols: int, steps: int) -> Callable:
+    """grid=(steps,): the input walks its rows; the output's index map is (0, 0) whatever the step."""
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((2 * rows, cols), x.dtype), grid=(steps,),
+                              in_specs=[pl.BlockSpec((rows, cols), lambda i: (i, 0))],
+                              out_specs=pl.BlockSpec((rows, cols), lambda i: (0, 0)))(x)
+    return f
+
+
 def smem_prefetch() -> Callable:
     """Row gather driven by a scalar-prefetched index table too big for SMEM."""
     def kernel(idx_ref, x_ref, o_ref):
@@ -272,6 +284,8 @@ CASES = (
     Case("twin-scratch-v6e", "v6e", "f32 row copy, block (8, 4096), two scratch_shapes VMEM f32(4096,4096) written "
          "and read: two allocations alike, 64 MiB each, vmem_limit_bytes=120 MiB",
          lambda: twin_scratch((4096, 4096), 120 * MiB), (((4096, 4096), F32),)),
+    Case("const-out-v6e", "v6e", "f32 copy, grid=(8,), blocks (3072, 4096): input index map (i, 0), output (0, 0) "
+         "of f32[6144,4096]: a constant output", lambda: constant_output(3072, 4096, 8), (((24576, 4096), F32),)),
     # VMEM the kernel body allocates: "scoped memory for <function>", sizes only.
     Case("pipeline-flat-v6e", "v6e", "tests/data/kernels/pipelines.py flat: emit_pipeline of a copy, f32[8192,8192] "
          "in HBM, inner blocks (1024, 8192)", lambda: functools.partial(pipelines().flat, bm=1024),

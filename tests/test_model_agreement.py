@@ -52,7 +52,7 @@ def test_padded_bytes(dtype, shape, expected):
     (operand(), (), 1),
     (operand(), (1, 1), 1),
     (operand(constant=True), (4,), 1),              # buffering-const-in-*
-    (operand("out", constant=True), (4,), 2),
+    (operand("out", constant=True), (4,), 1),         # const-out-v6e
     (operand(buffers=1), (4,), 1),                  # pl.Buffered(1)
 ])
 def test_buffer_count(op, grid, expected):

@@ -49,6 +49,7 @@ EXPECTED_FORM = {
     "spills-breakdown-v5e": "physical",
     "twin-scratch-v6e": "physical",
     "extent1-grid-v6e": "physical",
+    "const-out-v6e": "physical",
     "pipeline-flat-v6e": "physical",
     "pipeline-in-a-row-v6e": "physical",
     "pipeline-buffered1-v6e": "physical",

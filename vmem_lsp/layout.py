@@ -95,8 +95,9 @@ def buffer_count(operand: Operand, grid: tuple[int, ...]) -> int:
     """Buffers the compiler gives a window.
     - pl.Buffered(n) as asked (buffering-in-buf1-*, -out-buf1-*: 1; n > 2 is refused by Pallas).
     - One when the grid has one step: grid=(), (1,) and (1, 1) alike (buffering-grid0/1/1x1-*).
-    - One for an input whose index map ignores the grid: its block never changes
-      (buffering-const-in-*: "single buffered" beside a double-buffered output);
+    - One for a window whose index map ignores the grid: its block never changes
+      (buffering-const-in-*: "single buffered" beside a double-buffered output; an output
+      too, const-out-v6e: index map (0, 0) over grid=(8,) "single buffered");
       reading only grid axes of extent 1 is ignoring it (extent1-grid-v6e: grid=(1, 8),
       index map (i, 0) "single buffered", (i, j) "2 buffering levels"; capture._constant_index).
     - Otherwise two, to overlap the next block's copy with compute (buffering-grid4x1-*)."""
@@ -104,7 +105,7 @@ def buffer_count(operand: Operand, grid: tuple[int, ...]) -> int:
         return operand.buffer_count
     if grid_steps(grid) == 1:
         return 1
-    if operand.role == "in" and operand.constant_index:
+    if operand.constant_index:
         return 1
     return 2
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-PROTOCOL_VERSION = 3      # 2: phase messages, per-phase limits, the scoped VMEM limit; 3: scoped buffers (emit_pipeline)
+PROTOCOL_VERSION = 4      # 2: phase messages, per-phase limits, the scoped VMEM limit; 3: scoped buffers (emit_pipeline); 4: constant_index over extent-1 grid axes
 
 
 @dataclass(frozen=True)
