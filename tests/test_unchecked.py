@@ -82,3 +82,96 @@ async def test_the_editor_shows_an_unchecked_kernel_and_not_one_an_example_reach
         checked.open()
         await wait_for(lambda: [d for d in checked.diagnostics() if d.code == "VMEM002"], what="the compiled verdict")
         assert not [d for d in checked.diagnostics() if d.code == "VMEM020"]
+
+
+# ---- an example, one action away -------------------------------------------------------------
+
+def bare_matmul(folder):
+    path = folder / "matmul.py"
+    path.write_text("".join(l for l in (EXAMPLES / "matmul.py").read_text().splitlines(True) if "# vmem:" not in l))
+    return path
+
+TEST_MODULE = '''import jax
+import jax.numpy as jnp
+from matmul import matmul
+
+
+def test_matmul_runs():
+    x = jnp.ones((2048, 1024), jnp.bfloat16)
+    y = jax.random.normal(jax.random.PRNGKey(0), (1024, 2048), jnp.bfloat16)
+    assert matmul(x, y, bm=1024, bk=1024, bn=1024).shape == (2048, 2048)
+'''
+
+
+def test_a_template_has_placeholders_for_arrays_and_keeps_the_written_defaults(tmp_path):
+    from vmem_lsp.source.templates import template_for
+    path = bare_matmul(tmp_path)
+    text = path.read_text()
+    [site] = locate(text, str(path)).sites
+    template = template_for(text, str(path), site.span)
+    assert template.call == "matmul(f32[...], f32[...], bm=512, bk=512, bn=512)" and template.unfinished
+    assert template.line == line_of(path, "def matmul(") - 1        # above its decorator
+    found = template_for(text, str(path), site.span, [(str(tmp_path / "tests" / "test_matmul.py"), TEST_MODULE)])
+    assert found.call == "matmul(bf16[2048, 1024], bf16[1024, 2048], bm=1024, bk=1024, bn=1024)"
+    assert found.found_in == "tests/test_matmul.py:9" and not found.unfinished
+
+
+def test_add_examples_writes_templates_that_parse_once_and_only_once(tmp_path):
+    import ast
+    folder = ops_copy(tmp_path)
+    first = run_cli("check", str(folder), "--target", "v5e", "--add-examples", "--cache-dir", str(tmp_path / "c"))
+    assert first.returncode == 0, first.stderr
+    added = [l for l in first.stderr.splitlines() if ": added # vmem: " in l]
+    assert len(added) >= 10
+    texts = {p: p.read_text() for p in folder.rglob("*.py")}
+    directives = [l.split("# vmem: ", 1)[1] for t in texts.values() for l in t.splitlines() if "# vmem: " in l]
+    assert len(directives) == len(added)
+    for call in directives:
+        assert isinstance(ast.parse(call, mode="eval").body, ast.Call), call
+    second = run_cli("check", str(folder), "--target", "v5e", "--add-examples", "--cache-dir", str(tmp_path / "c"))
+    assert "0 examples added" in second.stderr
+    assert {p: p.read_text() for p in folder.rglob("*.py")} == texts
+    done, report = run_json("check", str(folder / "matmul.py"), "--target", "v5e", "--cache-dir", str(tmp_path / "c"))
+    hints = [d for d in report["diagnostics"] if d["code"] == "VMEM021"]
+    assert len(hints) == 1 and hints[0]["severity"] == "information" and done.returncode == 0
+
+
+def test_shapes_from_the_projects_tests_make_an_example_that_compiles(tmp_path):
+    path = bare_matmul(tmp_path)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_matmul.py").write_text(TEST_MODULE)
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e"]\n')
+    added = run_cli("check", str(path), "--add-examples", "--cache-dir", str(tmp_path / "c"), cwd=tmp_path)
+    assert "(shapes from tests/test_matmul.py:9)" in added.stderr, added.stderr
+    done, report = run_json("check", str(path), "--cache-dir", str(tmp_path / "c"), cwd=tmp_path)
+    assert report["summary"].startswith("0 errors in 1 example on v5e (1 compiled"), report["summary"]
+    assert not [d for d in report["diagnostics"] if d["code"] in ("VMEM020", "VMEM021", "VMEM010")]
+
+
+@pytest.mark.asyncio
+async def test_the_add_example_action_inserts_a_snippet_where_the_client_takes_one(tmp_path):
+    from lsp_client import PUSH_CAPABILITIES
+    path = bare_matmul(tmp_path)
+    capabilities = types.ClientCapabilities(
+        text_document=PUSH_CAPABILITIES.text_document,
+        workspace=types.WorkspaceClientCapabilities(
+            workspace_edit=types.WorkspaceEditClientCapabilities(snippet_edit_support=True)))
+    for caps, snippet in ((PUSH_CAPABILITIES, False), (capabilities, True)):
+        async with running_server(tmp_path, capabilities=caps) as client:
+            editor = Editor(client, path)
+            editor.open()
+            await wait_for(lambda: [d for d in editor.diagnostics() if d.code == "VMEM020"], what="VMEM020")
+            line = line_of(path, "pl.pallas_call(") - 1
+            actions = await client.text_document_code_action_async(types.CodeActionParams(
+                types.TextDocumentIdentifier(editor.uri), types.Range(types.Position(line, 4), types.Position(line, 4)),
+                types.CodeActionContext(diagnostics=[])))
+            [adding] = [a for a in actions if a.title.startswith("Add a # vmem: example")]
+            assert adding.title == "Add a # vmem: example: matmul(f32[...], f32[...], bm=512, bk=512, bn=512)"
+            if snippet:
+                [change] = adding.edit.document_changes
+                [edit] = change.edits
+                assert edit.snippet.value.startswith("# vmem: matmul(${1:f32[...]}, ${2:f32[...]}, bm=512")
+            else:
+                [edit] = adding.edit.changes[editor.uri]
+                assert edit.new_text == "# vmem: matmul(f32[...], f32[...], bm=512, bk=512, bn=512)\n"
+                assert edit.range.start.line == line_of(path, "def matmul(") - 2    # above the decorator

@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--worker-fallback", action="store_true",
                        help="when the configured worker dies (a lost SSH connection), compile locally")
     check.add_argument("--jobs", "-j", type=int, help="workers at once (default: cores minus one)")
+    check.add_argument("--add-examples", action="store_true",
+                       help="write a `# vmem:` template above the function of every pallas_call no example reaches "
+                            "(shapes from the project's tests where they call it with literal shapes); idempotent")
     check.add_argument("--require-examples", action="store_true",
                        help="a pallas_call that no example reaches is an error (VMEM020), not a warning: for CI")
     check.add_argument("--output", "-o", help="write the report to this file instead of stdout")
@@ -150,6 +153,8 @@ def run_check(args) -> int:
     worker = make_workers(settings)
     try:
         outcome = checked(args, settings, worker)
+        if args.add_examples:
+            return add_examples(outcome, settings)
         if args.fix or args.diff:
             changed = fix_files(outcome, settings, worker, use_cache=not args.no_cache, write=args.fix)
             if args.diff:
@@ -178,6 +183,29 @@ def run_check(args) -> int:
         sys.stdout.write(rendered)
     report_internal_errors(outcome)
     return exit_code(outcome)
+
+
+def add_examples(outcome, settings) -> int:
+    """--add-examples: each template on a new line above its function, as
+    `ruff --add-noqa` writes its comments; what was written goes to stderr."""
+    from .engine import example_templates
+    from .fixes.edits import TextEdit
+    from .render import display_path
+    from .source.model import Span
+    by_path: dict = {}
+    for template in example_templates(outcome, settings):
+        by_path.setdefault(template.path, []).append(template)
+    for path, templates in sorted(by_path.items()):
+        edits = [TextEdit(path, Span(t.line, 0, t.line, 0), t.directive) for t in templates]
+        if (problem := write_edits(path, outcome.sources.text(path), edits)) is not None:
+            print(f"{display_path(path)}: not written: {problem}", file=sys.stderr)
+            continue
+        for t in templates:
+            found = f" (shapes from {t.found_in})" if t.found_in else " (fill in the shapes)" if t.unfinished else ""
+            print(f"{display_path(path)}:{t.line}: added # vmem: {t.call}{found}", file=sys.stderr)
+    count = sum(len(t) for t in by_path.values())
+    print(f"{count} example{'s' * (count != 1)} added", file=sys.stderr)
+    return EXIT_OK
 
 
 def report_internal_errors(outcome) -> None:

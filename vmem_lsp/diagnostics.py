@@ -18,6 +18,7 @@ CODES = {
     "VMEM011": "A compiler error that is not a VMEM report, shown whole",
     "VMEM012": "No TPU compiler available for a target",
     "VMEM020": "A pallas_call that no example reaches: not checked",
+    "VMEM021": "An example with placeholders still to fill in (a template)",
 }
 
 

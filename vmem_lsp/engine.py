@@ -98,6 +98,10 @@ def python_files(paths: list[str], exclude: tuple[str, ...]) -> list[str]:
 
 
 def directive_diagnostic(error: DirectiveError) -> Diagnostic:
+    """VMEM010 for a directive that cannot run; VMEM021, a hint, for a
+    template whose placeholders are still to fill in."""
+    if error.unfinished:
+        return Diagnostic(error.path, error.span, "information", "VMEM021", error.message, origin="model")
     return Diagnostic(error.path, error.span, "error", "VMEM010", error.message, origin="model")
 
 
@@ -336,6 +340,33 @@ def find_fixes(outcome: CheckOutcome, settings: Settings, worker, use_cache: boo
     sources = outcome.sources or SourceFiles()
     run = cached_runner(ResultCache(settings.cache_folder(), enabled=use_cache), worker, settings.limits())
     return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
+
+
+def example_templates(outcome: CheckOutcome, settings: Settings) -> list:
+    """A `# vmem:` template (source.templates.Template) for each function that
+    reaches a pallas_call no example reached, at most one per function, none
+    where the file already has a directive calling it: a second run adds
+    nothing."""
+    from .source.templates import template_for, test_files
+    sources = outcome.sources or SourceFiles()
+    templates, seen = [], set()
+    for d in outcome.diagnostics:
+        if d.code != "VMEM020":
+            continue
+        text = sources.text(d.path) or ""
+        site = next((s for s in sources.sites_of(d.path).sites if s.name_span == d.span), None)
+        if site is None:
+            continue
+        others = [(p, t) for p in test_files(d.path, settings.root) if p != d.path and (t := sources.text(p))]
+        template = template_for(text, d.path, site.span, others)
+        if template is None or (d.path, template.function) in seen:
+            continue
+        seen.add((d.path, template.function))
+        written, _ = find_examples(text, d.path)
+        if not any(e.text.startswith(f"{template.function}(") for e in written) and \
+                f"# vmem: {template.function}(" not in text:
+            templates.append(template)
+    return templates
 
 
 def exit_code(outcome: CheckOutcome) -> int:

@@ -52,6 +52,11 @@ class DirectiveError:
     path: str
     span: Span
     message: str
+    unfinished: bool = False    # a template's placeholders (`f32[...]`) still to fill in: a hint, not an error
+
+
+UNFINISHED = ("example not finished: write each `...` as the array's shape (e.g. f32[1024, 512]) or the "
+              "argument's value; it runs once it has none")
 
 
 def find_examples(source: str, path: str) -> tuple[list[Example], list[DirectiveError]]:
@@ -66,7 +71,9 @@ def find_examples(source: str, path: str) -> tuple[list[Example], list[Directive
         start = match.start("expr")
         span = Span(number, start, number, max(match.end("expr"), start + 1))
         problem = check_call(match["expr"])
-        if problem:
+        if problem and "..." in match["expr"]:
+            errors.append(DirectiveError(path, span, UNFINISHED, unfinished=True))
+        elif problem:
             errors.append(DirectiveError(path, span, f"vmem: directive {problem}"))
         else:
             examples.append(Example(path, number, span, match["expr"]))
@@ -112,6 +119,8 @@ def check_call(text: str) -> str | None:
             problem = check_dims(node)
             if problem:
                 return problem
+        if isinstance(node, ast.Constant) and node.value is Ellipsis:
+            return "has a `...` still to fill in"
     return None
 
 

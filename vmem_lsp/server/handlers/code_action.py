@@ -1,6 +1,7 @@
 """codeAction: the fixes found for the examples behind the diagnostics in
-range, best first; and source.fixAll.vmem, the best verified fix of every
-example in the file.
+range, best first; source.fixAll.vmem, the best verified fix of every
+example in the file; and "Add a # vmem: example" on a pallas_call (or the
+function around it) that no directive of the file calls yet.
 
 Fixes are ready when the squiggles are: the fix search starts when the
 compiler's verdict is published and takes from a second to minutes. A quick-fix
@@ -122,6 +123,8 @@ async def handle(ls: VmemServer, params: types.CodeActionParams) -> list[types.C
             else:
                 action.edit = workspace_edit([fix], positions)
             actions.append(action)
+    if wanted(params, types.CodeActionKind.QuickFix) and (adding := add_example_action(ls, path, params)):
+        actions.append(adding)
     if wanted(params, FIX_ALL):
         best = [next(f for f in fixes if f.verified) for fixes in by_example.values()
                 if any(f.verified for f in fixes)]
@@ -129,6 +132,47 @@ async def handle(ls: VmemServer, params: types.CodeActionParams) -> list[types.C
             actions.append(types.CodeAction(title=f"Apply {len(best)} verified VMEM fix(es)", kind=FIX_ALL,
                                             edit=workspace_edit(best, positions)))
     return actions
+
+
+def add_example_action(ls: VmemServer, path: str, params: types.CodeActionParams) -> types.CodeAction | None:
+    """A `# vmem:` template above the function that reaches the pallas_call on
+    the requested line (the pallas_call, or the def of a function holding
+    one); a snippet with a tab stop per placeholder where the client takes
+    snippet edits."""
+    from ...source.templates import snippet, template_for, test_files
+    doc = ls.session.documents.get(path)
+    if doc is None:
+        return None
+    line = params.range.start.line + 1
+    sites = doc.located.sites
+    site = next((s for s in sites if s.span.contains_line(line)), None)
+    if site is None:
+        site = next((s for s in sites if s.function and doc.text.splitlines()[line - 1:line]
+                     and f"def {s.function.split('.')[0]}(" in doc.text.splitlines()[line - 1]), None)
+    if site is None:
+        return None
+    settings = ls.session.settings(path)
+    others = []
+    for test in test_files(path, settings.root):
+        try:
+            with open(test, encoding="utf-8") as f:
+                others.append((test, f.read()))
+        except (OSError, UnicodeDecodeError):
+            continue
+    template = template_for(doc.text, path, site.span, others)
+    if template is None or f"# vmem: {template.function}(" in doc.text:
+        return None
+    where = types.Range(types.Position(template.line - 1, 0), types.Position(template.line - 1, 0))
+    found = f" (shapes from {template.found_in})" if template.found_in else ""
+    uri = to_uri(path)
+    if template.unfinished and ls.client_supports("workspace", "workspace_edit", "snippet_edit_support"):
+        edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+            types.OptionalVersionedTextDocumentIdentifier(uri, doc.version),
+            [types.SnippetTextEdit(where, types.StringValue(snippet(template)))])])
+    else:
+        edit = types.WorkspaceEdit(changes={uri: [types.TextEdit(where, template.directive)]})
+    return types.CodeAction(title=f"Add a # vmem: example: {template.call}{found}",
+                            kind=types.CodeActionKind.QuickFix, edit=edit)
 
 
 async def resolve(ls: VmemServer, action: types.CodeAction) -> types.CodeAction:

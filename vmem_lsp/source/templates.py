@@ -1,0 +1,218 @@
+"""A `# vmem:` example for a pallas_call that none reaches: which function to
+call, with what, and where to write it.
+
+The directive goes above the module-level function that reaches the
+pallas_call (following calls within the file to a public one). Parameters
+without a default become shape placeholders (`f32[...]`), integer defaults
+are written out (`bm=512`: what a fix will shrink); where the file or a test
+module of the project calls that function with arrays of literal shapes
+(`jnp.ones((1024, 512), jnp.bfloat16)`), those shapes are proposed instead
+and the template says where they were found. Pure: texts in, a Template out.
+"""
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+
+from ..dtypes import TABLE
+from .model import Span
+from .syntax import parse_quietly
+
+PLACEHOLDER = "f32[...]"
+JAX_TO_DIRECTIVE = {d.jax: d.name for d in TABLE}
+# Constructors whose shape and dtype can be read: name -> (index of the shape argument, of the dtype argument).
+CONSTRUCTORS = {"ones": (0, 1), "zeros": (0, 1), "empty": (0, 1), "full": (0, 2), "ShapeDtypeStruct": (0, 1),
+                "normal": (1, 2), "uniform": (1, 2), "randint": (1, 4), "bernoulli": (None, None)}
+
+
+@dataclass(frozen=True)
+class Template:
+    path: str
+    line: int                   # the directive goes on a new line before this one (1-based)
+    indent: str
+    function: str
+    arguments: tuple[str, ...]  # "f32[...]", "bf16[1024, 512]", "bm=512"
+    found_in: str | None = None     # "tests/test_matmul.py:42": where the shapes were read
+
+    @property
+    def call(self) -> str:
+        return f"{self.function}({', '.join(self.arguments)})"
+
+    @property
+    def directive(self) -> str:
+        return f"{self.indent}# vmem: {self.call}\n"
+
+    @property
+    def unfinished(self) -> bool:
+        return any("..." in a for a in self.arguments)
+
+
+def _functions(module: ast.Module) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _calls_to(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Call) and ((isinstance(n.func, ast.Name) and n.func.id in names)
+                                           or (isinstance(n.func, ast.Attribute) and n.func.attr in names))
+               for n in ast.walk(node))
+
+
+def reaching_function(module: ast.Module, line: int) -> ast.FunctionDef | None:
+    """The module-level function to call for the pallas_call on `line`: the
+    top-level def around it when public, else a public one that calls it
+    (through private helpers of the file), else the def itself."""
+    functions = _functions(module)
+    around = next((f for f in functions.values() if f.lineno <= line <= f.end_lineno), None)
+    if around is None:
+        return None
+    if not around.name.startswith("_"):
+        return around
+    reached, frontier = {around.name}, [around.name]
+    while frontier:
+        callers = [f for f in functions.values() if f.name not in reached and _calls_to(f, set(frontier))]
+        public = [f for f in callers if not f.name.startswith("_")]
+        if public:
+            return min(public, key=lambda f: f.lineno)
+        frontier = [f.name for f in callers]
+        reached.update(frontier)
+    return around
+
+
+def _default_text(node: ast.AST) -> str | None:
+    """A default worth writing out: an integer (a block size) or a tuple of them."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return str(node.value)
+    if isinstance(node, ast.Tuple) and node.elts and all(_default_text(e) for e in node.elts):
+        return ast.unparse(node)
+    return None
+
+
+def parameters(function: ast.FunctionDef) -> tuple[list[str], list[str]]:
+    """(names of the positional parameters without a default; `name=...` of
+    keyword-only ones without, and `name=default` of integer defaults)."""
+    args = function.args
+    positional = [a for a in args.posonlyargs + args.args if a.arg not in ("self", "cls")]
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    required = [a.arg for a in positional if a.arg not in defaults]
+    written = [f"{a.arg}=..." for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    written += [f"{name}={text}" for name, node in defaults.items() if (text := _default_text(node))]
+    return required, written
+
+
+def _dtype(node: ast.AST | None) -> str | None:
+    if node is None:
+        return "f32"
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else \
+        node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+    return JAX_TO_DIRECTIVE.get(name) if name else None
+
+
+def _shape(node: ast.AST) -> tuple[int, ...] | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return (node.value,)
+    if isinstance(node, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Constant) and type(e.value) is int
+                                                      for e in node.elts):
+        return tuple(e.value for e in node.elts)
+    return None
+
+
+def array_literal(node: ast.AST, names: dict[str, ast.AST]) -> str | None:
+    """`bf16[1024, 512]` for `jnp.ones((1024, 512), jnp.bfloat16)`,
+    `jax.random.normal(key, (8, 128))`, `jax.ShapeDtypeStruct((8, 128), jnp.float32)`,
+    or a name assigned one of them in the same function."""
+    if isinstance(node, ast.Name) and node.id in names:
+        return array_literal(names[node.id], {})
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(
+        node.func, ast.Name) else None
+    if func not in CONSTRUCTORS or CONSTRUCTORS[func][0] is None:
+        return None
+    shape_at, dtype_at = CONSTRUCTORS[func]
+    keywords = {k.arg: k.value for k in node.keywords}
+    shape_node = node.args[shape_at] if len(node.args) > shape_at else keywords.get("shape")
+    dtype_node = node.args[dtype_at] if len(node.args) > dtype_at else keywords.get("dtype")
+    shape = _shape(shape_node) if shape_node is not None else None
+    dtype = _dtype(dtype_node)
+    if shape is None or dtype is None:
+        return None
+    return f"{dtype}[{', '.join(map(str, shape))}]"
+
+
+def calls_with_shapes(text: str, name: str) -> list[tuple[int, list[str]]]:
+    """(line, arguments) of each call of `name` in `text` whose array arguments
+    are all constructors of literal shape (or names assigned one)."""
+    try:
+        module = parse_quietly(text)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    scopes = [module, *(n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:
+        names = {t.id: n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                 for t in n.targets if isinstance(t, ast.Name)}
+        for call in ast.walk(scope):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, (ast.Name, ast.Attribute))
+                    and (getattr(call.func, "id", None) or getattr(call.func, "attr", None)) == name):
+                continue
+            arrays = [array_literal(a, names) for a in call.args]
+            if call.args and all(arrays):
+                keywords = [f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords
+                            if k.arg and _default_text(k.value)]
+                found.append((call.lineno, [*arrays, *keywords]))
+    return sorted(set((line, tuple(args)) for line, args in found), key=lambda f: f[0])
+
+
+def test_files(path: str, root: str | None) -> list[str]:
+    """The project's test modules: test_*.py and *_test.py under `root`'s tests/ and beside `path`."""
+    folders = {os.path.dirname(path)}
+    if root:
+        folders |= {os.path.join(root, "tests"), os.path.join(root, "test")}
+    found = []
+    for folder in sorted(folders):
+        if not os.path.isdir(folder):
+            continue
+        for directory, subdirs, files in os.walk(folder):
+            subdirs[:] = [d for d in subdirs if not d.startswith(".") and d != "__pycache__"]
+            found += [os.path.join(directory, f) for f in sorted(files)
+                      if f.endswith(".py") and (f.startswith("test_") or f.endswith("_test.py"))]
+    return found
+
+
+def template_for(text: str, path: str, site_span: Span, others: list[tuple[str, str]] = ()) -> Template | None:
+    """The example to add for the pallas_call at `site_span`; `others` are
+    (path, text) of files to look in for calls with literal shapes (tests)."""
+    try:
+        module = parse_quietly(text)
+    except (SyntaxError, ValueError):
+        return None
+    function = reaching_function(module, site_span.start_line)
+    if function is None:
+        return None
+    first = min([function.lineno, *(d.lineno for d in function.decorator_list)])
+    indent = ""
+    required, written = parameters(function)
+    for where, source in [(path, text), *others]:
+        for line, arguments in calls_with_shapes(source, function.name):
+            keywords = {a.split("=")[0] for a in arguments if "=" in a}
+            needed = {w.split("=")[0] for w in written if w.endswith("=...")}
+            if len([a for a in arguments if "=" not in a]) == len(required) and needed <= keywords:
+                relative = os.path.relpath(where, os.path.dirname(path)) if where != path else os.path.basename(path)
+                return Template(path, first, indent, function.name, tuple(arguments), f"{relative}:{line}")
+    return Template(path, first, indent, function.name, tuple([PLACEHOLDER] * len(required) + written))
+
+
+def snippet(template: Template) -> str:
+    """The directive as an LSP snippet: each placeholder a tab stop, in order."""
+    escape = lambda text: text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+    parts, stop = [], 0
+    for argument in template.arguments:
+        name, equals, value = argument.rpartition("=") if "=" in argument else ("", "", argument)
+        if "..." in value:
+            stop += 1
+            parts.append(f"{escape(name)}{equals}${{{stop}:{escape(value)}}}")
+        else:
+            parts.append(escape(argument))
+    return f"{escape(template.indent)}# vmem: {escape(template.function)}({', '.join(parts)})$0\n"
