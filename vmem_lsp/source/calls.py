@@ -41,6 +41,7 @@ def call_at(text: str, line: int, col: int | None) -> tuple[Span, Span | None] |
     return next((found for (at, _), found in sorted(calls.items()) if at == line), None)
 
 
+@functools.lru_cache(maxsize=256)
 def kernel_name(text: str, span: Span) -> str | None:
     """The kernel a `pallas_call(kernel, ...)` at `span` is given, by name:
     `matmul_kernel`, also through `functools.partial(matmul_kernel, bm=bm)`;
