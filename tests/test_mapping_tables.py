@@ -246,3 +246,29 @@ def test_the_estimate_while_typing_says_when_it_is_only_a_lower_bound():
     quiet = views.learn([ExampleResult("v6e", None, (small,))], sources_then.sites_of)
     assert not [d for d in analyse(PATH, 2, literal, ("v6e",), quiet.known, 0.10, locate).estimates
                 if d.code == "VMEM006"]
+
+
+# ---- compile errors other than VMEM: on the line that causes them (issue 17) -------------------
+
+def blocked_call(text: str | None, dtype: str, block, full, fits: bool = False) -> CapturedCall:
+    ops = tuple(Operand(role, 0, 0, dtype, full, block, None, None, False, None) for role in ("in", "out"))
+    return CapturedCall("kernel for copy", Origin(PATH, CALL_LINE), None, (2,), 0, ops, (), None, fits, text, 1.0)
+
+
+@pytest.mark.parametrize("name,dtype,block,full,tile", [
+    ("block-shape-v6e", "f32", (7, 100), (64, 256), "(8, 128) for f32"),          # jax's lowering check, args[0]
+    ("block-shape-mosaic-v6e", "s8", (8, 128), (64, 128), "(32, 128) for s8"),    # Mosaic's E2002, input 0
+])
+def test_a_block_the_tpu_cannot_tile_is_marked_on_its_blockspec_once_for_all_chips(name, dtype, block, full, tile):
+    example = examples()[0]
+    results = [(example, ExampleResult(t, None, (blocked_call(report(name), dtype, block, full),)))
+               for t in ("v5e", "v6e")]
+    results.append((example, ExampleResult("v7x", None, (blocked_call(None, dtype, block, full, fits=True),))))
+    shown = diagnose([], results, sources())
+    [at_spec] = [d for d in shown if d.code == "VMEM030" and d.span.start_line == IN_SPEC]
+    assert tile in at_spec.message and at_spec.target == "v5e,v6e"
+    assert at_spec.message.endswith("; fails on TPU v5e, TPU v6e; compiles on TPU v7x"), at_spec.message
+    assert at_spec.facts["targets"]["v6e"]["text"] == report(name)        # the compiler's text, whole
+    [summary] = [d for d in shown if d.code == "VMEM030" and d.span.start_line == 16]
+    assert summary.message.startswith("example does not compile: input 0 block")
+    assert not [d for d in shown if d.code == "VMEM011"]

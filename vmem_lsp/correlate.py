@@ -157,6 +157,17 @@ def operand_for(call: CapturedCall, allocation: Allocation) -> Operand | None:
                  and o.operand == allocation.operand_index), None)
 
 
+def operand_named(call: CapturedCall, kind: str | None, index: int | None) -> Operand | None:
+    """The operand a compile error names: "input N" / jax's args[N] count the
+    call's operands, scalar-prefetch ones first (as "operator input N" does);
+    "output N" / outputs[N] the outputs."""
+    if kind == "output":
+        return next((o for o in call.operands if o.role == "out" and o.index == (index or 0)), None)
+    if kind == "input" and index is not None:
+        return next((o for o in call.operands if o.role in ("in", "prefetch") and o.operand == index), None)
+    return None
+
+
 def scratch_indices(call: CapturedCall, allocations) -> list[int | None]:
     """The scratch_shapes index of each allocation (None where it is no
     scratch). The compiler says "scratch operand" without a number: match by

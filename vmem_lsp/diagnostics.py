@@ -17,8 +17,16 @@ CODES = {
     "VMEM010": "An example that cannot be checked (does not parse, raises, hangs, crashes the worker)",
     "VMEM011": "A compiler error that is not a VMEM report, shown whole",
     "VMEM012": "No TPU compiler available for a target",
+    "VMEM030": "A block shape the TPU cannot tile: on the BlockSpec of the operand the compiler names",
     "VMEM020": "A pallas_call that no example reaches: not checked",
     "VMEM021": "An example with placeholders still to fill in (a template)",
+}
+
+
+# Where each code is explained, for SARIF's helpUri: the compiler's error page
+# where the compiler has one, jax's Pallas docs otherwise.
+HELP = {
+    "VMEM030": "https://docs.jax.dev/en/latest/pallas/grid_blockspec.html#pallas-blockspec",
 }
 
 

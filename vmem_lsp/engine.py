@@ -249,7 +249,33 @@ def diagnose(found: list[Diagnostic], results: list[tuple[Example, ExampleResult
     directives), `extra` any the face adds (headroom warnings)."""
     mapped = [d for example, result in results for d in diagnostics_for(example, result, sources)]
     unique = dict.fromkeys([*found, *mapped, *extra])
-    return merge_targets([d for d in unique if not is_suppressed(d, sources.line(d.path, d.span.start_line))])
+    merged = merge_targets([d for d in unique if not is_suppressed(d, sources.line(d.path, d.span.start_line))])
+    return generation_differences(merged, results)
+
+
+# Compile errors whose chips are worth comparing: one generation's rejection is news.
+GENERATION_CODES = ("VMEM030", "VMEM031")
+
+
+def generation_differences(diagnostics: list[Diagnostic], results) -> list[Diagnostic]:
+    """A compile error that fails on some chips says on which others the
+    same example compiled: "fails on TPU v5e; compiles on TPU v6e"."""
+    from . import render
+    from .chips import chip
+    compiled: dict = {}         # (example, call number) -> chips on which that kernel compiled and fit
+    for example, result in results:
+        for number, call in enumerate(result.calls):
+            if call.compiled and call.fits:
+                compiled.setdefault((example.key, number), set()).add(result.target)
+    out = []
+    for d in diagnostics:
+        if d.code in GENERATION_CODES and d.subject is not None and d.target:
+            others = sorted(compiled.get((d.subject.example, d.subject.call), set()) - set(d.target.split(",")))
+            if others:
+                d = dataclasses.replace(d, message=d.message + render.compiles_on([chip(t).label for t in others]),
+                                        facts={**d.facts, "compiles_on": others})
+        out.append(d)
+    return out
 
 
 def reached_sites(results: list[ExampleResult], sites_of) -> set[tuple[str, Span]]:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from . import layout, render
 from .chips import Chip, chip
 from .compile.protocol import CapturedCall, ExampleResult
-from .correlate import (Anchor, Sources, call_anchor, kernel_site, line_span, operand_for, scoped_allocations,
+from .correlate import (Anchor, Sources, call_anchor, kernel_site, line_span, operand_for, operand_named,
+                        scoped_allocations,
                         scoped_anchor, scoped_entry, scratch_anchor, scratch_entry, scratch_indices, spec_anchor)
 from .diagnostics import Diagnostic, Related, Subject
 from .render import Wording
@@ -222,7 +223,10 @@ def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> 
                 found.extend(lower_bound(call, target, anchor, example, number))
             continue
         report = parse_report(call.compiler_text or "")
-        if report.form in ("unknown", "block_shape"):
+        if report.form == "block_shape":
+            found.extend(block_shape_error(call, report, target, anchor, site, sites, example, number))
+            continue
+        if report.form == "unknown":
             found.extend(unknown_report(anchor, report, target, example))
             continue
         found.extend(link(findings_for(call, report, target, anchor, site, sites), example, number, target))
@@ -272,6 +276,37 @@ def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[D
     if k.origin == "model":
         out = [replace(d, origin="model", facts={**d.facts, "estimated": True}) for d in out]
     return out
+
+
+def block_shape_error(call: CapturedCall, report: Report, target: Chip, anchor: Anchor, site, sites: Sources,
+                      example: Example, number: int) -> list[Diagnostic]:
+    """VMEM030 on the BlockSpec of the operand the compiler names (jax's
+    "Block spec for args[0]", Mosaic's "Failed to set window params for input
+    0"), one per cause across chips, and the directive's summary. The
+    compiler's whole text stays in the facts."""
+    op = operand_named(call, report.operand_kind, report.operand_index)
+    text = report.text.strip()
+    first = text.splitlines()[0] if text else ""
+    if op is not None and op.role != "prefetch" and op.block_shape is not None:
+        where = spec_anchor(op, site, sites.sites_of, anchor)
+        label = render.operand(op.role, op.index)
+        head = render.block_not_tiling(label, op.block_shape, op.dtype, op.full_shape)
+        short = render.block_summary(label, op.block_shape, render.at(where.path, where.span.start_line))
+        part = label
+    else:
+        where, head, part = anchor, render.block_rejected(first), "block"
+        short = f"example does not compile: {head} at {render.at(where.path, where.span.start_line)}"
+    facts = {"target": target.name, "form": report.form, "error_code": report.error_code, "text": report.text,
+             "operand": part, "example": str(example.key)}
+    at_spec = render.fails_on(head, target.label)
+    summary = render.fails_on(short, target.label)
+    directive = Related(example.path, example.span, f"example {example.text}")
+    return [Diagnostic(where.path, where.span, "error", "VMEM030", at_spec.text(), target.name, "compiler",
+                       (directive, Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}")), facts,
+                       Subject(example.key, number, f"block {part}"), at_spec),
+            Diagnostic(example.path, example.span, "error", "VMEM030", summary.text(), target.name, "compiler",
+                       (Related(where.path, where.span, head),), facts, Subject(example.key, number, "example"),
+                       summary)]
 
 
 def unknown_report(anchor: Anchor, report: Report, target: Chip, example: Example) -> list[Diagnostic]:

@@ -19,10 +19,13 @@ size = format_size      # bytes as the compiler prints them: 64.00M, 512.0K
 
 @dataclass(frozen=True)
 class Wording:
-    """A message as head + separator + the chip's clause."""
+    """A message as head + separator + the chip's clause; `joiner` joins the
+    clauses of several chips ("; " between budget sentences, ", " between
+    the chips a compile error fails on)."""
     head: str
     separator: str
     clause: str
+    joiner: str = "; "
 
     def text(self) -> str:
         return f"{self.head}{self.separator}{self.clause}"
@@ -35,7 +38,7 @@ def per_target(wordings: list[Wording]) -> str:
     Heads that differ by chip (a padded size) are each kept with their clause."""
     first = wordings[0]
     if all(w.head == first.head and w.separator == first.separator for w in wordings):
-        return first.head + first.separator + "; ".join(w.clause for w in wordings)
+        return first.head + first.separator + first.joiner.join(w.clause for w in wordings)
     return "; ".join(w.text() for w in wordings)
 
 
@@ -190,6 +193,40 @@ def not_reached(kernel: str | None, function: str | None) -> str:
 def headroom(chip: str, free: float, need: str, estimated: bool) -> str:
     return (f"fits on {chip} with {free:.0%} to spare: {need} "
             f"(layout model estimate{', save to compile' if estimated else ''})")
+
+
+def tile(dtype: str) -> tuple[int, int]:
+    """The (sublanes, lanes) tile of a dtype in VMEM: 8 rows of 32-bit words,
+    packed (bf16 16 rows, int8 32), 128 lanes."""
+    from .layout import packing
+    return 8 * packing(dtype), 128
+
+
+def block_not_tiling(label: str, block, dtype: str, full) -> str:
+    """VMEM030's head for an operand the error names."""
+    rows, lanes = tile(dtype)
+    return (f"{label} block ({', '.join(map(str, block))}) of {shape(dtype, full)} does not tile: its last two "
+            f"dimensions must be multiples of ({rows}, {lanes}) for {dtype}, or the array's whole dimensions")
+
+
+def block_summary(label: str, block, where: str) -> str:
+    """VMEM030 at the example."""
+    return f"example does not compile: {label} block ({', '.join(map(str, block))}) at {where} does not tile"
+
+
+def block_rejected(first_line: str) -> str:
+    """VMEM030's head when the error names no operand the call has."""
+    return f"a block shape the TPU cannot tile: {first_line}"
+
+
+def fails_on(head: str, chip: str) -> Wording:
+    """A compile error's wording: its cause, then each chip it fails on."""
+    return Wording(head, "; fails on ", chip, ", ")
+
+
+def compiles_on(chips: list[str]) -> str:
+    """What a generation difference adds to a compile error: news in itself."""
+    return f"; compiles on {', '.join(chips)}"
 
 
 def rejected(chip: str, text: str) -> str:

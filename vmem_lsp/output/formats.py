@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from .. import __version__
-from ..diagnostics import CODES, Diagnostic
+from ..diagnostics import CODES, HELP, Diagnostic
 from ..render import display_path
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "information": "note"}
@@ -56,7 +56,8 @@ def _location(path, span, message=None) -> dict:
 
 
 def sarif_text(diagnostics: list[Diagnostic], summary: str) -> str:
-    rules = [{"id": code, "shortDescription": {"text": text}} for code, text in CODES.items()]
+    rules = [{"id": code, "shortDescription": {"text": text}, **({"helpUri": HELP[code]} if code in HELP else {})}
+             for code, text in CODES.items()]
     results = [{
         "ruleId": d.code,
         "level": SARIF_LEVEL[d.severity],
