@@ -18,6 +18,7 @@ CODES = {
     "VMEM011": "A compiler error that is not a VMEM report, shown whole",
     "VMEM012": "No TPU compiler available for a target",
     "VMEM030": "A block shape the TPU cannot tile: on the BlockSpec of the operand the compiler names",
+    "VMEM031": "An operation, layout or dtype the TPU compiler does not support in a kernel body: on its line",
     "VMEM020": "A pallas_call that no example reaches: not checked",
     "VMEM021": "An example with placeholders still to fill in (a template)",
 }
@@ -27,6 +28,7 @@ CODES = {
 # where the compiler has one, jax's Pallas docs otherwise.
 HELP = {
     "VMEM030": "https://docs.jax.dev/en/latest/pallas/grid_blockspec.html#pallas-blockspec",
+    "VMEM031": "https://docs.jax.dev/en/latest/pallas/tpu/details.html",
 }
 
 

@@ -21,6 +21,8 @@ from .render import Wording
 from .report.model import Allocation, Report
 from .report.parse import parse_report
 from .source.directives import Example
+from .source.model import Span
+from .source.text import split_lines
 
 
 @dataclass
@@ -227,7 +229,7 @@ def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> 
             found.extend(block_shape_error(call, report, target, anchor, site, sites, example, number))
             continue
         if report.form == "unknown":
-            found.extend(unknown_report(anchor, report, target, example))
+            found.extend(unknown_report(call, anchor, report, target, example, number, sites))
             continue
         found.extend(link(findings_for(call, report, target, anchor, site, sites), example, number, target))
     return found
@@ -309,15 +311,40 @@ def block_shape_error(call: CapturedCall, report: Report, target: Chip, anchor: 
                        summary)]
 
 
-def unknown_report(anchor: Anchor, report: Report, target: Chip, example: Example) -> list[Diagnostic]:
-    """A compiler error that is no VMEM report, shown whole at the kernel and the example."""
+def unknown_report(call: CapturedCall, anchor: Anchor, report: Report, target: Chip, example: Example,
+                   number: int, sites: Sources) -> list[Diagnostic]:
+    """A compile error that is no VMEM report: VMEM031 on the kernel-body
+    line it is about (the worker's call.error_origin: Mosaic's loc(...), or
+    the line of the primitive the lowering does not implement), else VMEM011
+    at the pallas_call; the compiler's text whole, once for all chips."""
     text = report.text.strip()
-    facts = {"target": target.name, "form": report.form, "text": report.text}
-    return [Diagnostic(anchor.path, anchor.span, "error", "VMEM011", render.rejected(target.label, text),
-                       target.name, "compiler", (), facts),
-            Diagnostic(example.path, example.span, "error", "VMEM011",
-                       render.example_rejected(target.label, render.at(anchor.path, anchor.span.start_line), text),
-                       target.name, "compiler", (Related(anchor.path, anchor.span, "the kernel"),), facts)]
+    first = text.splitlines()[0] if text else ""
+    facts = {"target": target.name, "form": report.form, "error_code": report.error_code, "text": report.text,
+             "example": str(example.key)}
+    origin = call.error_origin
+    if origin is not None:
+        where = Anchor(origin.file, line_text_span(sites.text(origin.file), origin.line))
+        head, code = render.body_rejected(text), "VMEM031"
+    else:
+        where, head, code = anchor, render.rejected_whole(text), "VMEM011"
+    at_line = render.fails_on(head, target.label)
+    summary = render.fails_on(render.example_rejected_at(render.at(where.path, where.span.start_line), first),
+                              target.label)
+    return [Diagnostic(where.path, where.span, "error", code, at_line.text(), target.name, "compiler",
+                       (Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"),), facts,
+                       Subject(example.key, number, "rejected"), at_line),
+            Diagnostic(example.path, example.span, "error", code, summary.text(), target.name, "compiler",
+                       (Related(where.path, where.span, "where the compiler rejects it"),), facts,
+                       Subject(example.key, number, "example"), summary)]
+
+
+def line_text_span(text: str | None, line: int) -> Span:
+    """A line's written text, from its first non-blank character: where a body error is marked."""
+    lines = split_lines(text or "")
+    if not 0 < line <= len(lines):
+        return line_span(line)
+    written = lines[line - 1]
+    return Span(line, len(written) - len(written.lstrip()), line, len(written.rstrip()))
 
 
 def error_diagnostic(example: Example, result: ExampleResult) -> Diagnostic:

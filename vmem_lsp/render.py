@@ -229,12 +229,18 @@ def compiles_on(chips: list[str]) -> str:
     return f"; compiles on {', '.join(chips)}"
 
 
-def rejected(chip: str, text: str) -> str:
-    return f"the compiler rejected this kernel on {chip}: {text}"
+def body_rejected(text: str) -> str:
+    """VMEM031 at the kernel-body line: what the lowering or Mosaic says, whole."""
+    return f"the TPU compiler does not support this in a kernel body: {text}"
 
 
-def example_rejected(chip: str, where: str, text: str) -> str:
-    return f"example does not compile on {chip} (see {where}): {text.splitlines()[0] if text else ''}"
+def rejected_whole(text: str) -> str:
+    """VMEM011: a compile error no line can be given for, whole."""
+    return f"the compiler rejected this kernel: {text}"
+
+
+def example_rejected_at(where: str, first_line: str) -> str:
+    return f"example does not compile (see {where}): {first_line}"
 
 
 def not_checked(target: str | None, error: str, raised_at: str | None) -> str:

@@ -17,6 +17,7 @@ import hashlib
 import linecache
 import math
 import os
+import re
 import sys
 import sysconfig
 import time
@@ -465,6 +466,39 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
     return tuple(list(unique.values())[:most])
 
 
+MLIR_LOCATION = re.compile(r'loc\("([^"]+)":(\d+):(\d+)\)')
+UNIMPLEMENTED = re.compile(r"Unimplemented primitive in Pallas TPU lowering(?: for \w+)?: (\w+)")
+
+
+def body_origin(text: str | None, kernel_jaxpr) -> Origin | None:
+    """The kernel-body line a compile error is about: Mosaic's
+    loc("file":line:col) when it names a user file, else, for a primitive the
+    lowering does not implement ("...for tc: sort"), the user line of the
+    first equation of that primitive in the kernel's jaxpr (the message
+    itself names no line)."""
+    if not text:
+        return None
+    for file, line, col in MLIR_LOCATION.findall(text):
+        if is_user_file(file) and os.path.isabs(file):
+            return Origin(file, int(line), None)
+    found = UNIMPLEMENTED.search(text)
+    if found is None:
+        return None
+
+    def first(jaxpr, around: Origin | None):
+        for eqn in jaxpr.eqns:
+            # An equation inside a jitted helper (jnp.sort is one) keeps only jax's
+            # frames: the user line is that of the call around it.
+            here = traceback_origin(eqn.source_info.traceback) or around
+            if eqn.primitive.name == found[1]:
+                return here
+            for sub in jax_core.jaxprs_in_params(eqn.params):
+                if (origin := first(sub, here)) is not None:
+                    return origin
+        return None
+    return first(kernel_jaxpr, None)
+
+
 def fingerprint(eqn) -> str:
     """What decides the compiler's verdict on one pallas_call, without source
     positions: an edit elsewhere in the file (a comment, another function)
@@ -567,6 +601,7 @@ def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = 
             invoke_origin=invoke_origin,
             fits=fits, compiler_text=text, compile_seconds=round(seconds, 3), compiled=compile, reused=reused,
             scoped_limit=own_limit or limit,
+            error_origin=None if fits else body_origin(text, eqn.params["jaxpr"]),
             scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
             **described,
         ))
