@@ -160,6 +160,33 @@ def pipelines():
     return module
 
 
+@cache
+def compile_errors():
+    """tests/data/kernels/compile_errors.py: one small kernel per kind of compile error (issue 17)."""
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "tests" / "data" / "kernels" / "compile_errors.py"
+    spec = importlib.util.spec_from_file_location("compile_errors", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sharded(target: str, name: str, shape: tuple[int, ...], dtype) -> Callable:
+    """compile_errors.py's `name` compiled with its argument sharded over every device of the target's
+    topology (rows split over a 1-D mesh): what XLA's SPMD partitioner makes of a pallas_call. That
+    compile runs here, inside compile_text's try (it calls make() there), so its exception is the
+    case's text; if it compiled, the plain function is returned and compiles on one device."""
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    fn = getattr(compile_errors(), name)
+    devices = topologies.get_topology_desc(platform="tpu", topology_name=TOPOLOGIES[target]).devices
+    rows = NamedSharding(Mesh(np.array(devices), ("x",)), PartitionSpec("x"))
+    with jax.default_device(devices[0]):
+        jax.jit(fn).lower(jax.ShapeDtypeStruct(shape, dtype, sharding=rows)).compile()
+    return fn
+
+
 def constant_output(rows: int, cols: int, steps: int) -> Callable:
     """grid=(steps,): the input walks its rows; the output's index map is (0, 0) whatever the step."""
     def kernel(x_ref, o_ref):
@@ -248,6 +275,7 @@ def flash(block: int) -> Callable:
 
 
 F32, BF16, I8, I32 = jnp.float32, jnp.bfloat16, jnp.int8, jnp.int32
+F8 = jnp.float8_e4m3fn
 F32_4K = (((4096, 4096), F32),)
 MATMUL_8K = (((8192, 8192), BF16),) * 2
 QKV_8K = (((1, 8, 8192, 128), BF16),) * 3
@@ -324,6 +352,45 @@ CASES = (
          lambda: blocked_copy((8, 128), (8, 128), 8), (((64, 128), I8),)),
     Case("compiles-v6e", "v6e", "f32 copy kernel, grid over rows, block (256, 1024) of f32[1024,1024]",
          lambda: rows_copy(256), (((1024, 1024), F32),)),
+    # Kernels the compiler refuses for a reason other than memory (issue 17): the kernels are
+    # tests/data/kernels/compile_errors.py, tests/data/reports/ERRORS.md maps each text to its line.
+    Case("err-block-jax-v6e", "v6e", "compile_errors.py add_blocks: f32[1000,1000] add, blocks (100, 100)",
+         lambda: compile_errors().add_blocks, (((1000, 1000), F32),) * 2),
+    Case("err-block-rank1-v6e", "v6e", "compile_errors.py add_rank1: f32[1000] add, rank-1 blocks (100,)",
+         lambda: compile_errors().add_rank1, (((1000,), F32),) * 2),
+    Case("err-block-mosaic-v6e", "v6e", "compile_errors.py copy_int8_rows: s8[64,256] copy, blocks (8, 256): "
+         "passes JAX's (8, 128) check, not int8's (32, 128) tiling", lambda: compile_errors().copy_int8_rows,
+         (((64, 256), I8),)),
+    Case("err-align-v6e", "v6e", "compile_errors.py shifted_window: f32[8,1024], x_ref[:, pl.ds(program_id*3+1, 128)]",
+         lambda: compile_errors().shifted_window, (((8, 1024), F32),)),
+    Case("err-prim-sort-v6e", "v6e", "compile_errors.py sort_rows: jnp.sort of f32[8,128] in the body",
+         lambda: compile_errors().sort_rows, (((8, 128), F32),)),
+    Case("err-prim-mosaic-v6e", "v6e", "compile_errors.py fold_rows: f32[8,100] reshaped to (4, 200) in the body",
+         lambda: compile_errors().fold_rows, (((8, 100), F32),)),
+    Case("err-dtype-int8-v4", "v4", "compile_errors.py int8_matmul: s8[256,256] @ s8[256,256] -> s32, on v4",
+         lambda: compile_errors().int8_matmul, (((256, 256), I8),) * 2),
+    Case("err-dtype-int8-v5e", "v5e", "compile_errors.py int8_matmul: the same int8 matmul on v5e",
+         lambda: compile_errors().int8_matmul, (((256, 256), I8),) * 2),
+    Case("err-dtype-fp8-v4", "v4", "compile_errors.py fp8_matmul: f8e4m3fn[256,256] @ f8e4m3fn[256,256] -> f32, on v4",
+         lambda: compile_errors().fp8_matmul, (((256, 256), F8),) * 2),
+    Case("err-dtype-fp8-v6e", "v6e", "compile_errors.py fp8_matmul: the same fp8 matmul on v6e",
+         lambda: compile_errors().fp8_matmul, (((256, 256), F8),) * 2),
+    Case("err-dtype-cmp-v4", "v4", "compile_errors.py int8_min: where(x < y, x, y) of s8[32,128], on v4",
+         lambda: compile_errors().int8_min, (((32, 128), I8),) * 2),
+    Case("err-dtype-cmp-v6e", "v6e", "compile_errors.py int8_min: the same int8 comparison on v6e",
+         lambda: compile_errors().int8_min, (((32, 128), I8),) * 2),
+    Case("err-dtype-bf16cmp-v5e", "v5e", "compile_errors.py bf16_mask: where(x < y, 1.0, 0.0) of bf16[16,128] -> f32, "
+         "on v5e", lambda: compile_errors().bf16_mask, (((16, 128), BF16),) * 2),
+    Case("err-dtype-bf16cmp-v6e", "v6e", "compile_errors.py bf16_mask: the same bf16 comparison on v6e",
+         lambda: compile_errors().bf16_mask, (((16, 128), BF16),) * 2),
+    Case("err-dtype-bf16cmp-v7x", "v7x", "compile_errors.py bf16_mask: the same bf16 comparison on v7x",
+         lambda: compile_errors().bf16_mask, (((16, 128), BF16),) * 2),
+    Case("err-dtype-scalar-v6e", "v6e", "compile_errors.py bf16_broadcast_element: x_ref[...][3, 5] of bf16[16,128] "
+         "as a scalar", lambda: compile_errors().bf16_broadcast_element, (((16, 128), BF16),)),
+    Case("err-smem-load-v6e", "v6e", "compile_errors.py smem_vector: f32[8,128] in SMEM read whole as a vector",
+         lambda: compile_errors().smem_vector, (((8, 128), F32),)),
+    Case("err-partition-v6e", "v6e", "compile_errors.py double: f32[32,128] sharded by rows over the 4 devices of "
+         "v6e:2x2 under jit", lambda: sharded("v6e", "double", (32, 128), F32), (((32, 128), F32),)),
 )
 
 
