@@ -328,10 +328,11 @@ def unknown_report(call: CapturedCall, anchor: Anchor, report: Report, target: C
     else:
         where, head, code = anchor, render.rejected_whole(text), "VMEM011"
     at_line = render.fails_on(head, target.label)
-    summary = render.fails_on(render.example_rejected_at(render.at(where.path, where.span.start_line), first),
-                              target.label)
+    summary = render.fails_on(render.example_rejected_at(render.at(where.path, where.span.start_line),
+                                                         render.key_line(text)), target.label)
+    whole = (Related(where.path, where.span, f"{target.label}: {text}"),) if code == "VMEM031" else ()
     return [Diagnostic(where.path, where.span, "error", code, at_line.text(), target.name, "compiler",
-                       (Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"),), facts,
+                       (Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"), *whole), facts,
                        Subject(example.key, number, "rejected"), at_line),
             Diagnostic(example.path, example.span, "error", code, summary.text(), target.name, "compiler",
                        (Related(where.path, where.span, "where the compiler rejects it"),), facts,

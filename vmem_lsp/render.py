@@ -205,8 +205,12 @@ def tile(dtype: str) -> tuple[int, int]:
 def block_not_tiling(label: str, block, dtype: str, full) -> str:
     """VMEM030's head for an operand the error names."""
     rows, lanes = tile(dtype)
-    return (f"{label} block ({', '.join(map(str, block))}) of {shape(dtype, full)} does not tile: its last two "
-            f"dimensions must be multiples of ({rows}, {lanes}) for {dtype}, or the array's whole dimensions")
+    written = f"{label} block ({', '.join(map(str, block))}) of {shape(dtype, full)} does not tile"
+    if len(block) == 1:     # err-block-rank1-v6e
+        return (f"{written}: a rank-1 block must be the whole array, a multiple of 1024, or a power of 2 of "
+                f"at least {lanes}")
+    return (f"{written}: its last two dimensions must be multiples of ({rows}, {lanes}) for {dtype}, or the "
+            f"array's whole dimensions")
 
 
 def block_summary(label: str, block, where: str) -> str:
@@ -229,9 +233,19 @@ def compiles_on(chips: list[str]) -> str:
     return f"; compiles on {', '.join(chips)}"
 
 
+def key_line(text: str) -> str:
+    """The line of a compiler text that says what is wrong: its first, with
+    the next when the first only names the error ("E2003: CompileTime...:")."""
+    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    if not lines:
+        return ""
+    first = lines[0].removeprefix("INTERNAL: ").removeprefix("INVALID_ARGUMENT: ")
+    return f"{first} {lines[1]}" if first.endswith(":") and len(lines) > 1 else first
+
+
 def body_rejected(text: str) -> str:
-    """VMEM031 at the kernel-body line: what the lowering or Mosaic says, whole."""
-    return f"the TPU compiler does not support this in a kernel body: {text}"
+    """VMEM031 at the kernel-body line: what the lowering or Mosaic says (whole in related and facts)."""
+    return f"the TPU compiler does not support this in a kernel body: {key_line(text)}"
 
 
 def rejected_whole(text: str) -> str:

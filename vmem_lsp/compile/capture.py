@@ -21,7 +21,8 @@ import re
 import sys
 import sysconfig
 import time
-from dataclasses import dataclass
+import traceback
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -42,6 +43,7 @@ from ..source.text import char_column
 from .protocol import CapturedCall, Operand, Origin, Scratch, Scoped, Unseen
 
 JAX_DIR = os.path.dirname(jax.__file__) + os.sep
+JAXLIB_DIR = os.path.join(os.path.dirname(os.path.dirname(jax.__file__)), "jaxlib") + os.sep
 JAX_OPS_DIR = os.path.join(JAX_DIR, "experimental", "pallas", "ops") + os.sep
 OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 STDLIB_DIR = sysconfig.get_paths()["stdlib"] + os.sep
@@ -52,14 +54,14 @@ def is_user_file(path: str) -> bool:
     not jax's machinery, this package, or the standard library."""
     if path.startswith(JAX_OPS_DIR):
         return True
-    return not (path.startswith(JAX_DIR) or path.startswith(OWN_DIR)
+    return not (path.startswith(JAX_DIR) or path.startswith(JAXLIB_DIR) or path.startswith(OWN_DIR)
                 or path.startswith(STDLIB_DIR) or path.startswith("<"))
 
 
 def code_folders() -> dict:
     """For the client, which reads a crashed worker's faulthandler dump and
     must tell user frames from ours with the same rule as is_user_file."""
-    return {"library_folders": [JAX_DIR, OWN_DIR, STDLIB_DIR], "user_folders": [JAX_OPS_DIR]}
+    return {"library_folders": [JAX_DIR, JAXLIB_DIR, OWN_DIR, STDLIB_DIR], "user_folders": [JAX_OPS_DIR]}
 
 
 def user_origin(depth: int = 2) -> Origin | None:
@@ -466,7 +468,7 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
     return tuple(list(unique.values())[:most])
 
 
-MLIR_LOCATION = re.compile(r'loc\("([^"]+)":(\d+):(\d+)\)')
+MLIR_LOCATION = re.compile(r'"([^"]+\.py)":(\d+):(\d+)')
 UNIMPLEMENTED = re.compile(r"Unimplemented primitive in Pallas TPU lowering(?: for \w+)?: (\w+)")
 
 
@@ -514,7 +516,7 @@ def fingerprint(eqn) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-VERDICTS: dict[tuple, tuple[bool, str | None]] = {}     # (fingerprint, device kind, options) -> verdict
+VERDICTS: dict[tuple, "Verdict"] = {}     # (fingerprint, device kind, options) -> verdict
 VERDICTS_KEPT = 4096
 
 
@@ -526,22 +528,32 @@ def verdict_key(eqn, device, compiler_options: dict | None = None) -> tuple:
     return fingerprint(eqn), device.device_kind, tuple(sorted((compiler_options or {}).items()))
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """The compiler's word on one pallas_call: whether it fits, its text, the
+    kernel-body line its exception points at (a Mosaic error's traceback
+    ends there; str() of it does not say), and how long it took."""
+    fits: bool
+    text: str | None
+    origin: Origin | None = None
+    seconds: float = 0.0
+
+
 def compile_alone(eqn, device, compiler_options: dict | None = None, on_phase=no_phase, key: tuple | None = None
-                  ) -> tuple[bool, str | None, float]:
-    """This one pallas_call's verdict on the device, (fits, compiler text,
-    seconds): compiled, or reused when this process compiled the same kernel
-    with the same options."""
+                  ) -> Verdict:
+    """This one pallas_call's verdict on the device: compiled, or reused
+    (seconds 0) when this process compiled the same kernel with the same options."""
     key = key or verdict_key(eqn, device, compiler_options)
     if key in VERDICTS:
-        return (*VERDICTS[key], 0.0)
-    fits, text, seconds = _compile(eqn, device, compiler_options, on_phase)
+        return replace(VERDICTS[key], seconds=0.0)
+    verdict = _compile(eqn, device, compiler_options, on_phase)
     if len(VERDICTS) >= VERDICTS_KEPT:
         VERDICTS.pop(next(iter(VERDICTS)))
-    VERDICTS[key] = (fits, text)
-    return fits, text, seconds
+    VERDICTS[key] = verdict
+    return verdict
 
 
-def _compile(eqn, device, compiler_options: dict | None, on_phase) -> tuple[bool, str | None, float]:
+def _compile(eqn, device, compiler_options: dict | None, on_phase) -> Verdict:
     sharding = SingleDeviceSharding(device)
     args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=sharding) for v in eqn.invars]
     params = eqn.params
@@ -553,9 +565,25 @@ def _compile(eqn, device, compiler_options: dict | None, on_phase) -> tuple[bool
             lowered = jax.jit(named(name, lambda *a: pallas_call_p.bind(*a, **params))).lower(*args)
             on_phase("compile", name)
             lowered.compile(compiler_options=compiler_options or None)
-        return True, None, time.perf_counter() - started
+        return Verdict(True, None, None, time.perf_counter() - started)
     except Exception as error:     # the compiler's verdict, whatever its type
-        return False, str(error), time.perf_counter() - started
+        return Verdict(False, str(error), raised_in_body(error), time.perf_counter() - started)
+
+
+def raised_in_body(error: BaseException) -> Origin | None:
+    """The user line a compile error points at: jax rewrites a Mosaic error's
+    traceback to end at the kernel-body line (err-align-v6e: compile_errors.py:64,
+    the unaligned pl.ds; its loc(...) is only in the chained cause's text)."""
+    cause = error.__cause__ or error.__context__
+    # A lowering error's cause is jax's stack before the transformation: it too ends at the user's line.
+    for raised in (error, cause):
+        frames = [f for f in traceback.extract_tb(getattr(raised, "__traceback__", None)) if is_user_file(f.filename)]
+        if frames:
+            return Origin(frames[-1].filename, frames[-1].lineno)
+    for file, line, _ in (MLIR_LOCATION.findall(str(cause)) if cause is not None else ()):
+        if is_user_file(file) and os.path.isabs(file):
+            return Origin(file, int(line))
+    return None
 
 
 def named(name: str, function):
@@ -591,8 +619,8 @@ def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = 
         provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
         key = verdict_key(eqn, device, compiler_options) if compile else None    # the fingerprint, once
         reused = key in VERDICTS
-        fits, text, seconds = (compile_alone(eqn, device, compiler_options, on_phase, key) if compile
-                               else (True, None, 0.0))
+        verdict = compile_alone(eqn, device, compiler_options, on_phase, key) if compile else Verdict(True, None)
+        fits, text, seconds = verdict.fits, verdict.text, verdict.seconds
         described = describe(eqn, provenance)
         own_limit = described["vmem_limit_bytes"]
         calls.append(CapturedCall(
@@ -601,7 +629,7 @@ def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = 
             invoke_origin=invoke_origin,
             fits=fits, compiler_text=text, compile_seconds=round(seconds, 3), compiled=compile, reused=reused,
             scoped_limit=own_limit or limit,
-            error_origin=None if fits else body_origin(text, eqn.params["jaxpr"]),
+            error_origin=None if fits else verdict.origin or body_origin(text, eqn.params["jaxpr"]),
             scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
             **described,
         ))

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .. import budget as budgets
+from .. import render
 from ..chips import MiB, chip
 from ..compile.client import CheckRequest
-from ..compile.protocol import CapturedCall, ExampleResult
+from ..compile.protocol import CapturedCall, ExampleResult, Operand
+from ..correlate import operand_named
 from ..correlate import SitesOf, kernel_site
 from ..render import size as format_size
 from ..report.parse import parse_report
@@ -389,9 +391,69 @@ def buffer_fixes(problem: Problem) -> list[Fix]:
     return fixes
 
 
+# ---- blocks the TPU cannot tile -------------------------------------------------------------
+
+def untileable(problem: Problem) -> list[tuple[CapturedCall, Operand]]:
+    """(call, operand) of each failing kernel whose compile error is a block
+    shape the TPU cannot tile, on any target."""
+    found = []
+    for target in problem.targets:
+        for call in problem.failing(target):
+            report = parse_report(call.compiler_text or "")
+            op = operand_named(call, report.operand_kind, report.operand_index) if report.form == "block_shape" else None
+            if op is not None and op.block_shape and (call, op) not in found:
+                found.append((call, op))
+    return found
+
+
+def legal_sizes(value: int, positions: list[tuple[int, int]], near: int = 2) -> list[int]:
+    """Sizes near `value` legal at every (tile, full) position a knob sizes:
+    a multiple of the tile, or the whole dimension; and a divisor of the
+    whole dimension, so that the grid reads all of the array. Nearest first."""
+    def legal(v: int) -> bool:
+        return all((v % tile == 0 or v == full) and full % v == 0 for tile, full in positions)
+    found = sorted({full for _, full in positions if legal(full)}, key=lambda v: abs(v - value))
+    step = max(tile for tile, _ in positions)
+    below = [v for v in range(value - value % step, 0, -step) if legal(v)][:near]
+    above = [v for v in range(value - value % step + step, value * 4 + step, step) if legal(v)][:near]
+    return sorted(dict.fromkeys([*below, *above, *found]), key=lambda v: (abs(v - value), v))[:2 * near + 1]
+
+
+def legal_block_fixes(problem: Problem) -> list[Fix]:
+    """For a block the TPU cannot tile: the nearest legal sizes for its dtype
+    (rows a multiple of 8, 16 or 32 by item size, lanes of 128, or the whole
+    dimension), set where the number is written (the knobs), each checked to
+    read the whole array and verified by the compiler like the VMEM fixes."""
+    example, source = problem.example, problem.source
+    knobs = example_knobs(example, source) + keyword_knobs(example, source) + default_knobs(example, source)
+    knobs += constant_knobs(example.path, source)
+    variants = []
+    for call, op in untileable(problem):
+        tiles = render.tile(op.dtype)
+        dims = list(zip(op.block_shape[-2:], tiles, op.full_shape[-2:]))
+        for knob in knobs:
+            positions = [(tile, full) for size, tile, full in dims if size == knob.value]
+            if not positions or all(knob.value % tile == 0 or knob.value == full for tile, full in positions):
+                continue
+            tile_text = " x ".join(str(tile) for tile, _ in positions)
+            for value in legal_sizes(knob.value, positions):
+                label = (f"Make the block tile: {knob.name.rsplit('.', 1)[-1]}={value} "
+                         f"({'the whole dimension' if any(value == f for _, f in positions) else f'a multiple of {tile_text}'} "
+                         f"for {op.dtype})")
+                variants.append(Variant.of(problem, [knob_edit(knob, value)], label, value / knob.value, knob.shared))
+    return verified_best(problem, "tile", scored(problem, variants))
+
+
 def find_fixes(problem: Problem) -> list[Fix]:
-    """Every fix for one overflowing example, best first: block shrinks, then a
-    grid for single-step kernels, a raised limit, single buffering."""
+    """Every fix for one failing example, best first. A block the TPU cannot
+    tile gets legal block sizes; other compile errors (an unsupported
+    operation) get none: no edit is sure. An overflow gets block shrinks,
+    then a grid for single-step kernels, a raised limit, single buffering."""
+    reports = [parse_report(c.compiler_text or "") for t in problem.targets for c in problem.failing(t)]
+    if any(r.form == "block_shape" for r in reports):
+        return legal_block_fixes(problem)
+    if any(r.form == "unknown" for r in reports):
+        return []
     fixes = shrink_fixes(problem)
     if not fixes:
         fixes += grid_fixes(problem)
