@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from conftest import KERNELS, line_of, run_cli, run_json
 
 UNTILEABLE = KERNELS / "untileable.py"
@@ -58,3 +60,24 @@ def test_each_kind_of_compile_error_lands_on_its_line_with_the_chips_it_fails_an
     assert all("\n" not in d["message"] for d in placed if d["code"] == "VMEM031")       # the key line; whole below
     # The compiler's whole text, per chip, is in the related information and the facts.
     assert all(any(r["message"].startswith("TPU v") for r in d["related"]) for d in placed if d["code"] == "VMEM031")
+
+
+@pytest.mark.asyncio
+async def test_the_editor_marks_the_blockspec_and_offers_the_verified_legal_size(tmp_path):
+    from lsprotocol import types
+    from lsp_client import Editor, running_server, wait_for
+    path = tmp_path / "untileable.py"
+    shutil.copy(UNTILEABLE, path)
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e"]\n')
+    async with running_server(tmp_path) as client:
+        editor = Editor(client, path)
+        editor.open()
+        [at_spec] = await wait_for(lambda: [d for d in editor.diagnostics() if d.code == "VMEM030"
+                                            and d.range.start.line + 1 == line_of(path, "pl.BlockSpec((b, b)")],
+                                   what="VMEM030 on the BlockSpec")
+        actions = await client.text_document_code_action_async(types.CodeActionParams(
+            types.TextDocumentIdentifier(editor.uri), at_spec.range, types.CodeActionContext(diagnostics=[at_spec])))
+        best = next(a for a in actions if a.is_preferred)
+        assert best.title.startswith("Make the block tile: b=1000") and "compiler-verified" in best.title
+        [edit] = best.edit.changes[editor.uri]
+        assert edit.new_text == ", b=1000"
