@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_argument("--list", action="store_true", help="print the trusted folders")
     untrust = commands.add_parser("untrust", help="take a folder off the trusted list")
     untrust.add_argument("path", nargs="?", default=".", metavar="PATH")
+    explain = commands.add_parser("explain", help="find the VMEM reports in a TPU job's log and explain them "
+                                  "(no compiler needed)")
+    explain.add_argument("log", nargs="?", default="-", metavar="LOG", help="the log file (default: stdin, or -)")
+    explain.add_argument("--target", help="the chip the job ran on (v4, v5e, v5p, v6e, v7x), for limits and ways out")
+    explain.add_argument("--format", choices=("text", "json"), default="text")
     serve = commands.add_parser("serve", help="run the language server on stdin/stdout")
     serve.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the transport")
     return parser
@@ -277,6 +282,40 @@ def write_edits(path: str, checked: str, edits: list) -> str | None:
     return None
 
 
+def run_explain(args) -> int:
+    """`vmem-lsp explain [LOG|-]`: every report in the log, explained; exit 0
+    (a log is evidence, not a check), 2 when it cannot be read."""
+    import json
+    from .config import ConfigError, parse_targets
+    from .explain import explain_json, explain_text, find_reports
+    try:
+        target = parse_targets(args.target)[0] if args.target else None
+    except ConfigError as error:
+        print(f"vmem-lsp: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    name = "stdin" if args.log == "-" else args.log
+    try:
+        stream = (open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False) if args.log == "-"
+                  else open(args.log, encoding="utf-8", errors="replace"))
+    except OSError as error:
+        print(f"vmem-lsp: cannot read {name}: {error.strerror}", file=sys.stderr)
+        return EXIT_ERROR
+    count = 0
+    with stream:
+        found = find_reports(line.replace("\0", "") for line in stream)
+        if args.format == "json":
+            reports = [explain_json(f, target) for f in found]
+            count = len(reports)
+            sys.stdout.write(json.dumps({"log": name, "reports": reports}, indent=2) + "\n")
+        else:
+            for f in found:
+                count += 1
+                sys.stdout.write(("\n" if count > 1 else "") + explain_text(f, target, name))
+    if not count:
+        print(f"no VMEM report in {name}", file=sys.stderr if args.format == "json" else sys.stdout)
+    return EXIT_OK
+
+
 def run_trust(args) -> int:
     """`vmem-lsp trust [PATH]`, `--list`, `vmem-lsp untrust [PATH]`: the user's own list."""
     from . import trust
@@ -325,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         return serve()
     if args.command in ("trust", "untrust"):
         return run_trust(args)
+    if args.command == "explain":
+        return run_explain(args)
     if args.verbose:
         log_to_stderr()
     try:

@@ -1,0 +1,86 @@
+"""`vmem-lsp explain` (issue 18): the reports in a job's log found among
+other lines, parsed as `check` parses them, and explained; no compiler."""
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+from vmem_lsp.explain import find_reports
+from vmem_lsp.report.parse import parse_report
+
+REPORTS = Path(__file__).parent / "data" / "reports"
+
+
+def captured() -> list[tuple[str, str]]:
+    """(name, compiler text) of every captured report with figures."""
+    found = []
+    for path in sorted(REPORTS.glob("*.txt")):
+        text = path.read_text().split("\n", 3)[3]
+        if parse_report(text).form not in ("unknown", "block_shape"):
+            found.append((path.stem, text))
+    return found
+
+
+def log_with(reports, seed: int = 0) -> tuple[list[str], list[int]]:
+    """A job's log: noise, each report behind a timestamp and worker prefix, more noise."""
+    rng = random.Random(seed)
+    lines, starts = [], []
+    for _, text in reports:
+        lines += [f"2026-11-30 12:{rng.randint(0, 59):02d}:00 INFO step {rng.random()}\n" for _ in range(rng.randint(1, 5))]
+        starts.append(len(lines) + 1)
+        prefix = f"[worker {rng.randint(0, 99)}] 2026-11-30 12:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d} E "
+        lines += [prefix + line + "\n" for line in text.splitlines()]
+    lines.append("done\n")
+    return lines, starts
+
+
+def signature(report):
+    return report.form, report.used, report.limit, report.exceeded_by, [(a.kind, a.size) for a in report.allocations]
+
+
+def test_every_captured_report_in_a_log_is_found_where_it_starts_and_parsed_as_check_parses_it():
+    reports = captured()
+    lines, starts = log_with(reports)
+    found = list(find_reports(lines))
+    assert [f.line for f in found] == starts
+    assert [signature(parse_report(f.text)) for f in found] == [signature(parse_report(t)) for _, t in reports]
+
+
+def run_explain(*args, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vmem_lsp", "explain", *args], cwd=ROOT, input=stdin,
+                          capture_output=True, timeout=120)
+
+
+def test_the_seed_report_names_both_windows_and_the_way_out_in_bytes(tmp_path):
+    text = (REPORTS / "physical-breakdown-v6e.txt").read_text().split("\n", 3)[3]
+    log = tmp_path / "train.log"
+    log.write_bytes(b"\x00\xff\xfebinary junk\n" + "".join(f"12:00:00 E {l}\n" for l in text.splitlines()).encode())
+    done = run_explain(str(log), "--target", "v6e")
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr
+    assert "kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)" in out
+    assert "64.00M  input 0 window f32[4096,4096] of f32[4096,4096], single buffered" in out
+    assert "64.00M  output 0 window f32[4096,4096] of f32[4096,4096], single buffered" in out
+    assert "halving input 0's block (4096 → 2048 rows) saves 32.00M: fits with 31.94M to spare" in out
+
+
+def test_json_lists_each_report_and_a_log_without_one_says_so():
+    reports = captured()
+    lines, _ = log_with(reports, seed=3)
+    done = run_explain("-", "--format", "json", stdin="".join(lines).encode())
+    parsed = json.loads(done.stdout)
+    assert done.returncode == 0 and len(parsed["reports"]) == len(reports)
+    assert all(r["limit"] and r["allocations"] or r["form"] == "scoped" for r in parsed["reports"])
+    empty = run_explain("-", stdin=b"nothing to see\n\xff\n")
+    assert empty.returncode == 0 and b"no VMEM report in stdin" in empty.stdout
+
+
+def test_a_report_it_does_not_understand_is_shown_whole():
+    odd = b"RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Something new happened in vmem.\n  detail 1\n"
+    done = run_explain("-", stdin=odd)
+    assert b"not understood" in done.stdout and b"Something new happened in vmem." in done.stdout
+    assert b"detail 1" in done.stdout

@@ -1,0 +1,177 @@
+"""`vmem-lsp explain`: the VMEM reports in a job's log, found, parsed and
+said in plain words, with the arithmetic of the way out.
+
+A report is met in the log of a job that ran on a real TPU, between other
+lines, each line maybe behind a timestamp, its proto tail cut short. The log
+is read a line at a time (memory bounded by the largest report, not the
+log); each report is the parser's (report/parse.py), so what `explain` says
+of a text is what `check` would.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from . import render
+from .chips import CHIPS, Chip
+from .report.model import Allocation, Report
+from .report.parse import parse_report
+
+# Where a report starts: the first line of each form the parser knows.
+START = re.compile(r"Ran out of memory in memory space|Scoped allocation with size|CompileTimeScopedVmemOom|"
+                   r"Allocation \(size=\d+\) would exceed memory|RESOURCE_EXHAUSTED: XLA:TPU compile")
+# Lines a report goes on with (after its prefix is taken off).
+CONTINUES = re.compile(r"^(\s*$|\s+\S|Program \w+ requirement|Largest program allocations|\s*\d+\. Size:|"
+                       r"\s*(Operator|Shape|Unpadded size|Tag|XLA label|Allocation type):|\s*=+\s*$| \[type\.|"
+                       r"Ran out of memory|Scoped allocation|Allocation \(size|E\d{4}:|See https?://)")
+PROTO_TAIL = "[type.googleapis.com/"
+MOST_LINES = 2000          # a report longer than this is cut: a runaway never holds the log in memory
+
+
+@dataclass(frozen=True)
+class Found:
+    """One report in a log: where it starts (1-based line) and its text, prefixes taken off."""
+    line: int
+    text: str
+
+
+def _prefix_pattern(prefix: str) -> re.Pattern | None:
+    """A log line's prefix as a pattern that matches the same prefix on the
+    next lines with other digits (a timestamp, a worker number)."""
+    if not prefix.strip():
+        return None
+    return re.compile(re.sub(r"\d+", r"\\d+", re.escape(prefix)))
+
+
+def _says_something(lines: list[str]) -> bool:
+    """The report so far has its figures: another start line begins the next one."""
+    report = parse_report("\n".join(lines))
+    return report.form != "unknown" and bool(report.used or report.limit)
+
+
+def find_reports(lines: Iterable[str]) -> Iterator[Found]:
+    """Every report in a stream of log lines, in order."""
+    current: list[str] = []
+    start = 0
+    prefix: re.Pattern | None = None
+
+    def strip(line: str) -> str | None:
+        if prefix is None:
+            return line
+        found = prefix.match(line)
+        return line[found.end():] if found else None
+
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r\n")
+        if current:
+            body = strip(line)
+            tail = body is not None and PROTO_TAIL in body        # the proto's echo of the report's start
+            # A start line goes on a report that says nothing yet (E1001's header line).
+            goes_on = body is not None and (not START.search(body) or not _says_something(current))
+            if body is not None and (tail or CONTINUES.match(body) and goes_on) and len(current) < MOST_LINES:
+                current.append(body)
+                continue
+            yield Found(start, "\n".join(current).strip("\n"))
+            current = []
+        hit = START.search(line)
+        if hit:
+            cut = line.find("RESOURCE_EXHAUSTED") if "RESOURCE_EXHAUSTED" in line[:hit.start() + 1] else hit.start()
+            head = line[:cut]
+            prefix = _prefix_pattern(head)
+            current, start = [line[len(head):]], number
+    if current:
+        yield Found(start, "\n".join(current).strip("\n"))
+
+
+# ---- saying it ----------------------------------------------------------------------------------
+
+def describe(allocation: Allocation) -> str:
+    """An allocation as what it is: `input 0 window f32[4096,4096] of f32[4096,4096], single buffered`."""
+    label = render.allocation_label(allocation)
+    whole = f" of {allocation.full_shape}" if allocation.full_shape else ""
+    how = render.buffering_suffix(allocation.buffers)
+    waste = ""
+    if allocation.unpadded_size and allocation.unpadded_size < allocation.size:
+        waste = f", {render.size(allocation.size - allocation.unpadded_size)} of it padding"
+    return f"{label}{whole}{how}{waste}"
+
+
+def ways_out(report: Report, chip: Chip | None) -> list[str]:
+    """The arithmetic of fitting, what fits alone first: halve a window's
+    block, single-buffer a double-buffered window, raise the scoped limit
+    where the chip has the room."""
+    over = report.exceeded_by or ((report.used or 0) - (report.limit or 0))
+    ways = []
+    for allocation in report.allocations:
+        if allocation.kind not in ("input_window", "output_window") or allocation.window_shape is None:
+            continue
+        operand = render.allocation_label(allocation).split(" window")[0]
+        dims = allocation.window_shape.dims
+        if dims and dims[0] > 1:
+            ways.append((f"halving {operand}'s block ({dims[0]} → {dims[0] // 2} rows)", allocation.size // 2))
+        if allocation.buffers == 2:
+            ways.append((f"single-buffering {operand} (pipeline_mode=pl.Buffered(1))", allocation.size // 2))
+    said = [f"{what} saves {render.size(saves)}: " + (f"fits with {render.size(saves - over)} to spare"
+                                                     if saves >= over else f"not enough alone, {render.size(over - saves)} short")
+            for what, saves in sorted(ways, key=lambda w: (w[1] < over, w[1] if w[1] >= over else -w[1]))]
+    if report.limit_kind == "scoped" and report.used:
+        room = [c for c in ([chip] if chip else CHIPS.values()) if c.capacity >= report.used]
+        if room:
+            said.append(f"raising vmem_limit_bytes to {-(-report.used // (1 << 20))} MiB would do on "
+                        f"{', '.join(c.label for c in room)}")
+    return said
+
+
+def verdict(report: Report, chip: Chip | None) -> str:
+    on = f" on {chip.label}" if chip else ""
+    if report.form == "single_allocation":
+        return render.single_allocation(report.limit or 0, chip.label if chip else "this chip",
+                                        (report.memory_space or "vmem").upper(), report.limit_text)
+    return render.needs(report.used or 0, report.limit or 0, chip.label if chip else "this chip",
+                        scoped=report.limit_kind == "scoped", space=(report.memory_space or "vmem").upper(),
+                        over=report.exceeded_by or 0,
+                        printed=(report.used_text, report.limit_text, report.exceeded_by_text)).replace(
+        " on this chip", on)
+
+
+def chip_of(text: str, target: str | None) -> Chip | None:
+    """The chip a report is from: --target, else a device kind the text names."""
+    if target:
+        from .chips import chip
+        return chip(target)
+    return next((c for c in CHIPS.values() if c.device_kind in text), None)
+
+
+def explain_text(found: Found, target: str | None = None, source_name: str = "the log") -> str:
+    report = parse_report(found.text)
+    chip = chip_of(found.text, target)
+    head = f"report at {source_name}, line {found.line}"
+    if report.form in ("unknown", "block_shape"):
+        return f"{head}: not understood; the text, whole:\n{found.text}\n"
+    lines = [f"{head}: {verdict(report, chip)}"]
+    if report.form == "scoped":
+        lines.append("  the compiler gives only the total against the scoped limit (E1001): run `vmem-lsp check` "
+                     "on the kernel for the split by BlockSpec")
+    if report.allocations:
+        lines.append("  allocations:")
+        width = max(len(a.size_text or render.size(a.size)) for a in report.allocations)
+        for a in report.allocations:
+            lines.append(f"    {(a.size_text or render.size(a.size)).rjust(width)}  {describe(a)}")
+    ways = ways_out(report, chip)
+    if ways:
+        lines.append("  ways out:")
+        lines += [f"    - {w}" for w in ways]
+    return "\n".join(lines) + "\n"
+
+
+def explain_json(found: Found, target: str | None = None) -> dict:
+    import dataclasses
+    report = parse_report(found.text)
+    chip = chip_of(found.text, target)
+    return {"line": found.line, "form": report.form, "chip": chip.name if chip else None,
+            "used": report.used, "limit": report.limit, "limit_kind": report.limit_kind,
+            "exceeded_by": report.exceeded_by,
+            "allocations": [{**dataclasses.asdict(a), "described": describe(a)} for a in report.allocations],
+            "ways_out": ways_out(report, chip) if report.form not in ("unknown", "block_shape")
+            else [], "text": found.text}
