@@ -1,9 +1,11 @@
 """The layout model against the real TPU compiler.
 
 Fast tests check the model's rules on the compiler facts recorded in
-bench/model_results.jsonl (made by bench/model_harness.py); one live test compiles a
-small deterministic sample of bench/model_corpus.py on every chip and asserts the
-agreement targets on it.
+bench/model_results.jsonl (made by bench/model_harness.py), by kernel family: the
+families the model was written against (training), each of them again with the
+fitted constants refitted without it (leave one family out), and the families added
+afterwards (held out, issue 15 item 7). One live test compiles a small deterministic
+sample of bench/model_corpus.py on every chip and asserts the agreement targets on it.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from vmem_lsp.compile.protocol import Operand
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
+import families  # noqa: E402
 import model_harness  # noqa: E402
 
 RECORDED = BENCH / "model_results.jsonl"
@@ -86,12 +89,90 @@ def test_recorded_totals_and_verdicts_agree(recorded):
         assert row["total_close"] >= model_harness.TARGETS_MET["total"], row
 
 
+@pytest.fixture(scope="module")
+def family_rows(recorded) -> list[dict]:
+    return model_harness.family_rows(recorded)
+
+
+def test_recorded_families_cover_every_chip(recorded):
+    """Every record has a family, and every family of the corpus was measured on every chip."""
+    measured = {(r["target"], model_harness.family(r)) for r in recorded}
+    for target in model_harness.CHIPS:
+        for family in families.FAMILIES:
+            assert (target, family) in measured, (target, family)
+
+
+def test_held_out_cases_are_not_cited_by_the_model(recorded):
+    """No case of a held-out family is what a rule or constant of layout.py was read off. (Its
+    pipeline rule cites tests/data/reports/pipeline-*-v6e: four kernels of the pipeline pattern,
+    not of this corpus; bench/MODEL.md says so.)"""
+    source = Path(layout.__file__).read_text()
+    held = {r["case"] for r in recorded if families.role(model_harness.family(r)) == "held out"}
+    assert held
+    assert not [case for case in held if case in source]
+
+
+def test_refit_reproduces_the_hand_fitted_constants(recorded):
+    """Fitted by code on the training families, SPILL_SHARE and NO_SPILL_UP_TO come out where
+    layout.py's hand fit put them: the leave-one-family-out refits are the same procedure."""
+    pool = [r for r in recorded if families.role(model_harness.family(r)) != "held out"]
+    share, quiet = model_harness.refit(pool)
+    for target, hand in layout.SPILL_SHARE.items():
+        assert abs(share[target] - hand) <= 0.12, (target, share[target], hand)
+    for target in model_harness.CHIPS:
+        assert max(quiet.get(target, 0), 65536) == max(layout.NO_SPILL_UP_TO.get(target, 0), 65536), target
+
+
+# Held-out verdict agreement per chip as measured on 2026-11-30 (bench/MODEL.md): a floor, so that
+# a change of the model or the harness that loses a held-out verdict turns this red.
+HELD_OUT_MEASURED = {"v4": 98.9, "v5e": 99.1, "v5p": 99.1, "v6e": 100.0, "v7x": 100.0}
+
+
+def test_held_out_verdicts_do_not_regress(family_rows):
+    for s in model_harness.chip_summary(family_rows):
+        assert s["held_out"]["cases"] >= 80, s
+        assert s["held_out"]["verdict"] >= HELD_OUT_MEASURED[s["chip"]], s
+
+
+@pytest.mark.xfail(strict=True, reason="v4 98.9% (86 of 87): pipeline-matmul-bf16-1024x1024x1024, whose 2.46M "
+                   "of spill slots the model does not count when a bf16 dot into an f32 scratch reads emit_pipeline "
+                   "windows (accumulator_bytes looks at the pallas_call's operands only); warned, not silent. "
+                   "Strict: remove the mark when the model counts it.")
+def test_held_out_verdicts_meet_the_target(family_rows):
+    """Issue 15's target on the families the model never saw: the --no-compile verdict agrees
+    with the compiler in >= 99% of records per chip."""
+    for s in model_harness.chip_summary(family_rows):
+        assert s["held_out"]["verdict"] >= model_harness.HELD_OUT_TARGET, s
+
+
+def test_no_silent_fit_in_any_family(family_rows):
+    """Wherever the model says "fits" and the compiler overflows, the model's total carries the
+    lower-bound warning (layout.unseen_could_overflow), held-out families included."""
+    silent = [r for r in family_rows if r["silent"]]
+    assert not silent, silent
+
+
+def test_leave_one_family_out_is_measured(family_rows):
+    """Each training family has its leave-one-family-out figure; holding flash out removes the
+    attention rule, whose fits the compiler overturns: those must at least be warned."""
+    for r in family_rows:
+        assert (r["lofo"] is None) == (r["role"] == "held out"), r
+        if r["lofo"] is not None:
+            assert r["lofo"]["cases"] == r["cases"], r
+            assert not r["lofo"]["silent"], r
+    flash = [r for r in family_rows if r["family"] == "flash"]
+    assert any(r["lofo"]["verdict"] < r["verdict"] for r in flash)
+
+
 def test_live_sample_agrees(tmp_path):
-    """A small sample compiled now, on every chip, with the real compiler. The "large" family
-    is left to the full run: its compiles take 20 to 60 s each."""
+    """A small sample compiled now, on every chip, with the real compiler: the first case of each
+    family (held-out families included), so 14 cases. The "large" family is left to the full run:
+    its compiles take 20 to 60 s each."""
     pytest.importorskip("libtpu")
     ids = model_harness.select_cases(LIVE_SAMPLE, skip_families=("large",))
+    assert {model_harness.family({"case": i}) for i in ids} >= set(families.HELD_OUT)
     records = model_harness.run(ids, list(model_harness.CHIPS), jobs=2, out=tmp_path / "live.jsonl")
     rows, disagreements = model_harness.summarize(records)
     assert all(row["cases"] > 0 for row in rows)
     assert model_harness.targets_met(rows), "\n".join([model_harness.table(rows), *disagreements])
+    assert not model_harness.overturned(records), model_harness.overturned(records)
