@@ -84,3 +84,30 @@ def test_a_report_it_does_not_understand_is_shown_whole():
     done = run_explain("-", stdin=odd)
     assert b"not understood" in done.stdout and b"Something new happened in vmem." in done.stdout
     assert b"detail 1" in done.stdout
+
+
+def test_with_the_sources_a_report_lands_where_check_puts_it(tmp_path):
+    """The compiler texts of check's own compiles, written into a log: explain
+    --source places each on the pallas_call and BlockSpecs check marks."""
+    check = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", "examples", "--target", "v5e,v6e",
+                            "--format", "json", "--cache-dir", str(tmp_path / "c")], cwd=ROOT,
+                           capture_output=True, timeout=900)
+    marked = json.loads(check.stdout)["diagnostics"]
+    from vmem_lsp.engine import check as run_check
+    from vmem_lsp.config import Settings
+    outcome = run_check(["examples"], Settings(targets=("v5e", "v6e"), cache_dir=str(tmp_path / "c")))
+    texts = [c.compiler_text for _, _, r in outcome.results for c in r.calls
+             if not c.fits and parse_report(c.compiler_text or "").form in ("physical", "scoped", "single_allocation")]
+    assert len(texts) >= 3
+    log = tmp_path / "job.log"
+    log.write_text("".join("boot\n" + "".join(f"I1130 12:00:00.000 tpu] {l}\n" for l in t.splitlines()) for t in texts))
+    done = run_explain(str(log), "--source", "examples", "--format", "json")
+    placed = json.loads(done.stdout)["diagnostics"]
+    totals = [d for d in placed if d["code"] == "VMEM002"]
+    check_totals = {(d["path"], d["range"]["start_line"]) for d in marked if d["code"] == "VMEM002"}
+    on_check_lines = [d for d in totals if (d["path"], d["range"]["start_line"]) in check_totals]
+    assert len(on_check_lines) / len(texts) >= 0.95, [d["message"] for d in placed]
+    check_windows = {(d["path"], d["range"]["start_line"], d["range"]["start_col"]) for d in marked if d["code"] == "VMEM001"}
+    windows = [d for d in placed if d["code"] == "VMEM001"]
+    assert windows and all((d["path"], d["range"]["start_line"], d["range"]["start_col"]) in check_windows
+                           for d in windows)

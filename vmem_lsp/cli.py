@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "(no compiler needed)")
     explain.add_argument("log", nargs="?", default="-", metavar="LOG", help="the log file (default: stdin, or -)")
     explain.add_argument("--target", help="the chip the job ran on (v4, v5e, v5p, v6e, v7x), for limits and ways out")
-    explain.add_argument("--format", choices=("text", "json"), default="text")
+    explain.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
+    explain.add_argument("--source", nargs="+", metavar="PATH",
+                         help="put each report on the pallas_call and BlockSpecs of these files that made it")
     serve = commands.add_parser("serve", help="run the language server on stdin/stdout")
     serve.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the transport")
     return parser
@@ -300,20 +302,48 @@ def run_explain(args) -> int:
     except OSError as error:
         print(f"vmem-lsp: cannot read {name}: {error.strerror}", file=sys.stderr)
         return EXIT_ERROR
-    count = 0
+    count, diagnostics = 0, []
+    candidates = source_sites(args.source) if args.source else None
     with stream:
         found = find_reports(line.replace("\0", "") for line in stream)
-        if args.format == "json":
-            reports = [explain_json(f, target) for f in found]
-            count = len(reports)
-            sys.stdout.write(json.dumps({"log": name, "reports": reports}, indent=2) + "\n")
-        else:
-            for f in found:
-                count += 1
+        reports = []
+        for f in found:
+            count += 1
+            if candidates is not None:
+                diagnostics += placed(f, target, name, candidates)
+            if args.format == "json":
+                reports.append(explain_json(f, target))
+            elif args.format == "text":
                 sys.stdout.write(("\n" if count > 1 else "") + explain_text(f, target, name))
+    if args.format == "json":
+        from .output.formats import as_dict
+        sys.stdout.write(json.dumps({"log": name, "reports": reports,
+                                     "diagnostics": [as_dict(d) for d in diagnostics]}, indent=2) + "\n")
+    elif args.format == "text" and diagnostics:
+        from .output import render
+        sys.stdout.write("\n" + render("text", diagnostics, f"{len(diagnostics)} diagnostics from {name}"))
+    elif args.format in ("sarif", "github"):
+        from .output import render
+        sys.stdout.write(render(args.format, diagnostics, f"{count} reports in {name}"))
     if not count:
         print(f"no VMEM report in {name}", file=sys.stderr if args.format == "json" else sys.stdout)
     return EXIT_OK
+
+
+def source_sites(paths: list[str]) -> list:
+    """(path, KernelSite, text) of every pallas_call under `paths`."""
+    from .engine import SourceFiles, python_files
+    sources = SourceFiles()
+    return [(path, site, sources.text(path)) for path in python_files(paths, ()) for site in sources.sites_of(path).sites]
+
+
+def placed(found, target, name, candidates) -> list:
+    from .explain import chip_of, place, placed_diagnostics
+    from .report.parse import parse_report
+    report = parse_report(found.text)
+    if report.form in ("unknown", "block_shape"):
+        return []
+    return placed_diagnostics(found, report, place(report, candidates), chip_of(found.text, target), name)
 
 
 def run_trust(args) -> int:

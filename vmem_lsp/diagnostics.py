@@ -21,6 +21,7 @@ CODES = {
     "VMEM031": "An operation, layout or dtype the TPU compiler does not support in a kernel body: on its line",
     "VMEM020": "A pallas_call that no example reaches: not checked",
     "VMEM021": "An example with placeholders still to fill in (a template)",
+    "VMEM040": "A report read from a log that could be more than one pallas_call of the sources: not placed",
 }
 
 

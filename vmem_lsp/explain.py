@@ -175,3 +175,106 @@ def explain_json(found: Found, target: str | None = None) -> dict:
             "allocations": [{**dataclasses.asdict(a), "described": describe(a)} for a in report.allocations],
             "ways_out": ways_out(report, chip) if report.form not in ("unknown", "block_shape")
             else [], "text": found.text}
+
+
+# ---- putting a report on the user's lines (--source) ---------------------------------------------
+
+NAME_IN_OP = re.compile(r"jit\(([\w.<>]+)\)")
+NAME_IN_LABEL = re.compile(r"^%?([\w.]+?)(?:\.\d+)? = custom-call")
+NAME_IN_TAG = re.compile(r"scoped memory for %?([\w]+?)(?:\.\d+)?$")
+
+
+def report_names(report: Report) -> set[str]:
+    """The names a report gives its kernel: the jitted function of op_name, the
+    custom call's label, a scoped allocation's tag."""
+    names = set()
+    for allocation in report.allocations:
+        for pattern, text in ((NAME_IN_LABEL, allocation.label or ""), (NAME_IN_TAG, allocation.tag or "")):
+            if found := pattern.search(text):
+                names.add(found[1])
+    for op_name in {report.op_name, *(a.op_name for a in report.allocations)} - {None}:
+        # "jit(train_step)/jit(main)/flash_attention/pallas_call": every function on the path
+        for part in op_name.split("/"):
+            found = NAME_IN_OP.fullmatch(part)
+            names.add(found[1] if found else part)
+    return {n for n in names if n not in ("<lambda>", "_lambda_", "pallas_call", "")}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a report goes: one site, or the sites it could be (said, never guessed)."""
+    sites: tuple            # ((path, KernelSite), ...): one when placed
+    why: str
+
+
+def place(report: Report, candidates: list[tuple[str, object, str]]) -> Placement:
+    """The site among `candidates` ((path, KernelSite, file text)) that made the
+    report: by its source metadata, else its names (function, kernel), else
+    its operands matched to the BlockSpecs (count and literal block shapes)."""
+    from .budget import literal_shape
+    from .source.calls import kernel_name
+    located = [a for a in report.allocations if a.source_file and a.source_line]
+    if located:
+        a = located[0]
+        hits = [(p, s) for p, s, _ in candidates
+                if p.endswith(a.source_file.split("/")[-1]) and s.span.contains_line(a.source_line)]
+        if len(hits) == 1:
+            return Placement(tuple(hits), "its source_file and source_line")
+    names = report_names(report)
+    windows = [a for a in report.allocations if a.kind in ("input_window", "output_window")]
+
+    def score(site, text) -> int:
+        found = 0
+        if names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)}:
+            found += 4
+        for a in windows:
+            specs = site.in_specs if a.kind == "input_window" else site.out_specs
+            if a.operand_index is not None and a.operand_index < len(specs):
+                found += 1
+                if a.window_shape and literal_shape(specs[a.operand_index].block_shape) == a.window_shape.dims:
+                    found += 2
+            elif a.operand_index is not None:
+                return -1       # an operand the site does not have
+        # A short report lists every window: the same count of inputs and outputs as the site's specs.
+        if windows and len(report.allocations) < 8:
+            ins = {a.operand_index for a in windows if a.kind == "input_window"}
+            outs = {a.operand_index for a in windows if a.kind == "output_window"}
+            found += (len(ins) == len(site.in_specs)) + (len(outs) == len(site.out_specs))
+        return found
+
+    scored = [(score(s, t), p, s) for p, s, t in candidates]
+    best = max((sc for sc, _, _ in scored), default=-1)
+    if best <= 0:
+        return Placement((), "nothing in the report matches a pallas_call of the sources")
+    top = tuple((p, s) for sc, p, s in scored if sc == best)
+    return Placement(top, "its names and operands" if len(top) == 1 else "as many matches as another")
+
+
+def placed_diagnostics(found: Found, report: Report, placement: Placement, chip: Chip | None, log_name: str):
+    """The diagnostics `check` gives for this report, on the placed site's
+    BlockSpecs and pallas_call, marked as read from the log; or, where the
+    report could be several sites, a note on each saying so."""
+    from .diagnostics import Diagnostic, Related
+    where = f"from the report in {log_name}, line {found.line}"
+    if len(placement.sites) != 1:
+        at = lambda p, s: f"{render.display_path(p)}:{s.name_span.start_line}"
+        return [Diagnostic(p, s.name_span, "information", "VMEM040",
+                           f"the report in {log_name}, line {found.line} could be this pallas_call or "
+                           f"{', '.join(at(q, t) for q, t in placement.sites if (q, t) != (p, s))}: not placed",
+                           origin="log") for p, s in placement.sites]
+    [(path, site)] = placement.sites
+    need = verdict(report, chip)
+    out = []
+    for a in report.allocations:
+        if a.kind in ("input_window", "output_window"):
+            specs = site.in_specs if a.kind == "input_window" else site.out_specs
+            spec = specs[a.operand_index] if a.operand_index is not None and a.operand_index < len(specs) else None
+            span = (spec.block_shape or spec).span if spec is not None else site.name_span
+            label = f"{render.allocation_label(a)}"
+            wording = render.part(label, a.size, need, buffers=a.buffers, printed=a.size_text, note=where)
+            out.append(Diagnostic(path, span, "error", "VMEM001", wording.text(), chip.name if chip else None, "log",
+                                  (Related(path, site.name_span, f"pallas_call: {need}"),),
+                                  {"log_line": found.line, "size": a.size}))
+    out.append(Diagnostic(path, site.name_span, "error", "VMEM002", f"pallas_call: {need} ({where})",
+                          chip.name if chip else None, "log", (), {"log_line": found.line, "used": report.used}))
+    return out
