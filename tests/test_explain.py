@@ -111,3 +111,28 @@ def test_with_the_sources_a_report_lands_where_check_puts_it(tmp_path):
     windows = [d for d in placed if d["code"] == "VMEM001"]
     assert windows and all((d["path"], d["range"]["start_line"], d["range"]["start_col"]) in check_windows
                            for d in windows)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.asyncio
+async def test_the_editor_command_explains_a_pasted_report_and_marks_the_lines(tmp_path):
+    """workspace/executeCommand vmemLsp.explain, as the VS Code command and Neovim call it."""
+    import shutil
+    from lsprotocol import types
+    from lsp_client import running_server, wait_for
+    shutil.copy(ROOT / "examples" / "copy_whole.py", tmp_path / "copy_whole.py")
+    text = (REPORTS / "physical-breakdown-v6e.txt").read_text().split("\n", 3)[3]
+    async with running_server(tmp_path) as client:
+        answer = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            "vmemLsp.explain", [text]))
+        assert answer["reports"] == 1 and answer["placed"] == 3
+        assert "halving input 0's block (4096 → 2048 rows) saves 32.00M" in answer["markdown"]
+        uri = (tmp_path / "copy_whole.py").as_uri()
+        found = await wait_for(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "VMEM001"],
+                               what="the report's windows on copy_whole.py")
+        assert {d.range.start.line + 1 for d in found} == {18, 19}
+        assert all("from the report in the pasted text, line 1" in d.message for d in found)
+        none = await client.workspace_execute_command_async(types.ExecuteCommandParams("vmemLsp.explain", ["hi"]))
+        assert none["reports"] == 0 and "No VMEM report" in none["markdown"]

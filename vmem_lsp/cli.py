@@ -289,7 +289,7 @@ def run_explain(args) -> int:
     (a log is evidence, not a check), 2 when it cannot be read."""
     import json
     from .config import ConfigError, parse_targets
-    from .explain import explain_json, explain_text, find_reports
+    from .explain import explain_json, explain_text, find_reports, placed, source_sites
     try:
         target = parse_targets(args.target)[0] if args.target else None
     except ConfigError as error:
@@ -328,22 +328,6 @@ def run_explain(args) -> int:
     if not count:
         print(f"no VMEM report in {name}", file=sys.stderr if args.format == "json" else sys.stdout)
     return EXIT_OK
-
-
-def source_sites(paths: list[str]) -> list:
-    """(path, KernelSite, text) of every pallas_call under `paths`."""
-    from .engine import SourceFiles, python_files
-    sources = SourceFiles()
-    return [(path, site, sources.text(path)) for path in python_files(paths, ()) for site in sources.sites_of(path).sites]
-
-
-def placed(found, target, name, candidates) -> list:
-    from .explain import chip_of, place, placed_diagnostics
-    from .report.parse import parse_report
-    report = parse_report(found.text)
-    if report.form in ("unknown", "block_shape"):
-        return []
-    return placed_diagnostics(found, report, place(report, candidates), chip_of(found.text, target), name)
 
 
 def run_trust(args) -> int:

@@ -278,3 +278,22 @@ def placed_diagnostics(found: Found, report: Report, placement: Placement, chip:
     out.append(Diagnostic(path, site.name_span, "error", "VMEM002", f"pallas_call: {need} ({where})",
                           chip.name if chip else None, "log", (), {"log_line": found.line, "used": report.used}))
     return out
+
+
+def source_sites(paths: list[str]) -> list:
+    """(path, KernelSite, text) of every pallas_call under `paths` (not in
+    .venv, build and the like): the candidates of `place`. Only files that
+    mention pallas_call are parsed."""
+    from .config import Settings
+    from .engine import SourceFiles, python_files
+    sources = SourceFiles()
+    files = [p for p in python_files(paths, Settings().exclude) if "pallas_call" in (sources.text(p) or "")]
+    return [(path, site, sources.text(path)) for path in files for site in sources.sites_of(path).sites]
+
+
+def placed(found: Found, target: str | None, log_name: str, candidates: list) -> list:
+    """The diagnostics of one found report on the candidates' lines (none for a form with no figures)."""
+    report = parse_report(found.text)
+    if report.form in ("unknown", "block_shape"):
+        return []
+    return placed_diagnostics(found, report, place(report, candidates), chip_of(found.text, target), log_name)

@@ -38,6 +38,28 @@ class Controller implements vscode.Disposable {
   private crashes: number[] = [];
   private disposed = false;
 
+  /**
+   * "Explain a VMEM report": the selection, else the clipboard, sent to the
+   * server's vmemLsp.explain command; its explanation opens as a Markdown
+   * preview, and the report's diagnostics appear on the lines that made it.
+   */
+  async explainReport(): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    const selected = editor && !editor.selection.isEmpty ? editor.document.getText(editor.selection) : "";
+    const text = selected || (await vscode.env.clipboard.readText());
+    if (!this.client) {
+      void vscode.window.showWarningMessage("vmem-lsp: the server is not running");
+      return;
+    }
+    const answer = (await this.client.sendRequest("workspace/executeCommand", {
+      command: "vmemLsp.explain",
+      arguments: [text],
+    })) as { markdown?: string } | null;
+    const doc = await vscode.workspace.openTextDocument({ language: "markdown", content: answer?.markdown ?? "" });
+    await vscode.window.showTextDocument(doc, { preview: true, viewColumn: vscode.ViewColumn.Beside });
+    void vscode.commands.executeCommand("markdown.showPreview", doc.uri);
+  }
+
   /** Stops the running server, if any, and starts a new one. */
   restart(reason: string): Promise<void> {
     this.pendingRestarts += 1;
@@ -296,6 +318,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand("vmemLsp.restart", () => ctl.restart("restart command")),
     vscode.commands.registerCommand("vmemLsp.showOutput", () => ctl.output.show(true)),
     vscode.commands.registerCommand("vmemLsp.howToInstall", () => ctl.showInstallHelp()),
+    vscode.commands.registerCommand("vmemLsp.explainReport", () => ctl.explainReport()),
     vscode.workspace.onDidChangeConfiguration((event) => ctl.onConfigurationChanged(event)),
   );
   void onPythonInterpreterChange(() => void ctl.onPythonInterpreterChanged()).then((disposable) =>

@@ -1,8 +1,8 @@
 """One module per LSP message; `register` wires them to the server."""
 from lsprotocol import types
 
-from . import (code_action, code_lens, did_change, did_change_configuration, did_close, did_open, did_save, hover,
-               initialize, initialized, inlay_hint, pull_diagnostic, shutdown)
+from . import (code_action, code_lens, did_change, did_change_configuration, did_close, did_open, did_save,
+               execute_command, hover, initialize, initialized, inlay_hint, pull_diagnostic, shutdown)
 
 
 def register(server) -> None:
@@ -15,6 +15,7 @@ def register(server) -> None:
     server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(did_close.handle)
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration.handle)
     server.feature(types.TEXT_DOCUMENT_HOVER)(hover.handle)
+    server.command(execute_command.EXPLAIN)(execute_command.handle)
     server.feature(types.TEXT_DOCUMENT_INLAY_HINT)(inlay_hint.handle)
     server.feature(types.TEXT_DOCUMENT_CODE_LENS)(code_lens.handle)
     server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
