@@ -51,10 +51,10 @@ class Controller implements vscode.Disposable {
       void vscode.window.showWarningMessage("vmem-lsp: the server is not running");
       return;
     }
-    const answer = (await this.client.sendRequest("workspace/executeCommand", {
+    const answer = await this.client.sendRequest<{ markdown?: string } | null>("workspace/executeCommand", {
       command: "vmemLsp.explain",
       arguments: [text],
-    })) as { markdown?: string } | null;
+    });
     const doc = await vscode.workspace.openTextDocument({ language: "markdown", content: answer?.markdown ?? "" });
     await vscode.window.showTextDocument(doc, { preview: true, viewColumn: vscode.ViewColumn.Beside });
     void vscode.commands.executeCommand("markdown.showPreview", doc.uri);
