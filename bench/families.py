@@ -41,10 +41,13 @@ FITTED_ON = {
     "matmul": "SPILL_SHARE, NO_SPILL_UP_TO (matmul-bf16-{512,1024,2048}^3), accumulator_bytes (matmul-s8/f32-*)",
     "jaxmatmul": "NO_SPILL_UP_TO (jaxmatmul-bf16-512x512x512)",
     "flash": "attention_scores_bytes (flash-{bf16,f32}-b{256..2048})",
+    # Held out at first (98.9% on v4, its one miss warned); the miss then taught accumulator_bytes to read
+    # the windows an emit_pipeline brings in, so the family is no longer held out.
+    "pipeline": "accumulator_bytes over pipeline_in windows (pipeline-matmul-bf16-1024x1024x1024)",
 }
 # Seen when the rules were written (in the 2026-11-29 corpus), but no constant is fitted on them.
 SEEN = ("copy", "buffering", "large", "scratch", "space", "rowsum", "gmm")
-HELD_OUT = ("pipeline", "quant_matmul", "paged_attention", "sparse_matmul", "manual_dma")
+HELD_OUT = ("quant_matmul", "paged_attention", "sparse_matmul", "manual_dma")
 FAMILIES = tuple(FITTED_ON) + SEEN + HELD_OUT
 
 
