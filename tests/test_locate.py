@@ -795,3 +795,68 @@ def test_every_prefix_of_a_jax_kernel_file_never_raises(path):
         for site in result.sites:
             for expr in exprs_of(site):
                 assert source_at(source, expr.span) == expr.text, (cut, expr)
+
+
+# --- 4. an edit parses again only what it touched (statements.py) ---------------------------------
+
+EDITED = [
+    "x = 1; doc = \"\"\"\na = 1\nb = 2\n\"\"\"\ny = 3\n",
+    "x = (1,\n2); y = 3\nz = 4\n",
+    "x = 1; z = 1 + \\\n2\nw = 3\n",                     # a `;` and a backslash: the next line is not afresh
+    "@d\ndef f():\n    pass\nz = 3\n",
+    "if a:\n    pass\nelse:\n    pass\nz = 1\n",
+    "def f():\n    return 1\n\n# note\nclass A:\n    b = 2\n",
+]
+
+
+@pytest.mark.parametrize("source", EDITED, ids=range(len(EDITED)))
+def test_statements_after_an_edit_are_those_of_a_whole_parse(source):
+    from vmem_lsp.source.statements import top_level_statements
+
+    def dump(statements):
+        return [ast.dump(s, include_attributes=True) for s in statements]
+    lines = source.split("\n")
+    for i, line in enumerate(lines):
+        for new in (lines[:i] + [line + " "] + lines[i + 1:], lines[:i] + ["q = 0"] + lines[i:],
+                    lines[:i] + ["    q"] + lines[i:], lines[:i] + lines[i + 1:],
+                    lines[:i] + [line[:len(line) // 2]] + lines[i + 1:]):
+            text = "\n".join(new)
+            clear_cache()
+            top_level_statements(source, lines, "edited.py")
+            statements, error = top_level_statements(text, new, "edited.py")
+            try:
+                expected = dump(ast.parse(text).body)
+            except SyntaxError:
+                assert error is not None
+                continue
+            assert error is None and dump(statements) == expected, text
+
+
+def test_an_editors_edits_locate_as_a_fresh_locate():
+    """Typing, Enter above a site (its lines move), a syntax error, undo: as locating each text afresh."""
+    import dataclasses
+
+    source = textwrap.dedent('''\
+        from jax.experimental import pallas as pl
+
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...]
+
+        a = pl.pallas_call(kernel, grid=(1,)); b = pl.pallas_call(kernel, grid=(2,))
+
+        def run(x):
+            specs = [pl.BlockSpec((8, 128), lambda i: (i, 0))]
+            return pl.pallas_call(kernel, grid=(4,), in_specs=specs, out_specs=specs[0])(x)
+        ''')
+    lines = source.split("\n")
+    texts = [source, source.replace("(8, 128)", "(16, 128)"), "\n".join(lines[:2] + [""] + lines[2:]),
+             "\n".join(lines[:8] + ["    specs = [pl.BlockSpec((8, 1"] + lines[9:]), source,
+             "\n".join(lines[:7] + ["    pass"] + lines[7:]), "\n".join(lines[:5] + lines[6:]), source]
+    clear_cache()
+    for number, text in enumerate(texts):
+        edited = locate(text, "edited.py")
+        fresh = locate(text, f"fresh{number}.py")
+        assert edited.error == fresh.error and edited.internal_error is None
+        assert [dataclasses.replace(s, path="fresh") for s in edited.sites] == \
+            [dataclasses.replace(s, path="fresh") for s in fresh.sites], number
+    assert [site.grid.text for site in locate(source, "edited.py").sites] == ["(1,)", "(2,)", "(4,)"]

@@ -5,9 +5,10 @@ full libcst parse of a 2,600-line kernel file, with positions, costs half a
 second. So the work is split by what each tool does cheaply, one module a layer:
 
 * statements.py: `ast` (fast, C) splits the module into top-level statements,
-  surviving syntax errors statement by statement;
+  surviving syntax errors statement by statement; after an edit, only the
+  lines between the unchanged statements around it are parsed again;
 * prepass.py: `ast` tells which statements mention pallas_call (and how this
-  module spells it); a file without any stops there;
+  module spells it), cached by statement text; a file without any stops there;
 * nameflow.py: names are followed by a flow walk over the `ast` skeleton of
   the enclosing function (then module): every assignment, `+=`, `.append` /
   `.extend` and `x[k] = ...` makes a lazy binding, branches join, loops blur
@@ -29,9 +30,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+from . import pieces, prepass, statements
 from .model import KernelSite
 from .nameflow import File, SiteStatement, walk_module
-from .pieces import clear_cache
 from .prepass import make_plan
 from .sites import kernel_site as _kernel_site  # a module global: tests/data/faults plants a bug in its place
 from .sites import site_calls
@@ -48,6 +49,13 @@ class LocateResult:
     sites: tuple[KernelSite, ...]
     error: str | None = None
     internal_error: str | None = None
+
+
+def clear_cache() -> None:
+    """Forget what earlier calls parsed (benchmarks measure a cold start with it)."""
+    pieces.clear_cache()
+    prepass.clear_cache()
+    statements.clear_cache()
 
 
 def locate(source: str, path: str) -> LocateResult:
@@ -77,12 +85,12 @@ def _collector_paused() -> Iterator[None]:
 def _locate(source: str, path: str) -> LocateResult:
     text = source.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
-    statements, error = top_level_statements(text, lines)
-    plan = make_plan(statements, lines)
+    module, error = top_level_statements(text, lines, path)
+    plan = make_plan(module, lines)
     if not plan.flagged:
         return LocateResult((), error)
     file = File(path, lines, plan)
-    walk_module(file, statements)
+    walk_module(file, module)
     sites = [site for record in file.site_statements for site in _kernel_sites(file, record)]
     sites.sort(key=lambda site: (site.span.start_line, site.span.start_col))
     return LocateResult(tuple(sites), error)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -22,6 +22,7 @@ from .statements import first_line
 from .text import char_column
 
 _CACHE_SIZE = 4096
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,6 +31,7 @@ class _Parsed:
     lines: list[str]
     positions: Mapping[cst.CSTNode, CodeRange]
     statements: Mapping[tuple[int, int], cst.CSTNode]    # (line, column) -> statement starting there
+    memo: dict = field(default_factory=dict)              # what was read off these nodes: see Piece.remember
 
 
 _parsed_by_text: OrderedDict[str, _Parsed | None] = OrderedDict()
@@ -68,6 +70,14 @@ class Piece:
     """A parsed statement placed in the file: absolute line = relative line + line_offset."""
     parsed: _Parsed
     line_offset: int
+
+    def remember(self, what: str, node: cst.CSTNode, read: Callable[[], _T]) -> _T:
+        """What `read` reads off `node` (a node of this piece), kept with the parse: libcst rebuilds
+        every node it visits, even for a read-only visit, so reading once per text pays."""
+        key = (what, id(node))          # the parse keeps its nodes alive: the id stays theirs
+        if key not in self.parsed.memo:
+            self.parsed.memo[key] = read()
+        return self.parsed.memo[key]
 
     def span(self, node: cst.CSTNode) -> Span:
         start, end = self._range(node)

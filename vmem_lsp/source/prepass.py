@@ -3,11 +3,17 @@
 A file without a kernel stops here, before any libcst parse; in the others,
 the flow walk (nameflow.py) records only the flagged statements and walks only
 the defs and classes around them.
+
+What a top-level statement contributes depends only on its text (and on the
+names looked for), so it is cached by text: after an edit, only the edited
+statements are walked again, even when the edit moved the others.
 """
 from __future__ import annotations
 
 import ast
+import itertools
 import re
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping
 
@@ -15,6 +21,9 @@ from .statements import first_line
 
 _BODY_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+_Path = tuple[int, ...]     # a nested statement: child indices (in _child_statements' order) from the top-level one
+_TextKey = tuple[str, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -34,38 +43,132 @@ class Plan:
     called_partials: frozenset[str]    # partial aliases that are called somewhere: the calls are the sites
 
 
+@dataclass(frozen=True)
+class _Flags:
+    """What _flag finds in one top-level statement, by path, so that it applies to any statement of that text."""
+    flagged: frozenset[_Path]
+    enclosing: frozenset[_Path]
+    called: frozenset[str]
+
+
+class _Recent:
+    """What the last few plans used, by key (a statement's text, with where in it the statement starts
+    and ends: `a; b` share a line): the file being edited stays in it, and memory stays that of a few
+    files however long the editing (a key holds a whole function's text)."""
+
+    def __init__(self, plans: int = 4):
+        self.plans: deque[dict] = deque(maxlen=plans)
+
+    def start(self) -> None:
+        self.plans.appendleft({})
+
+    def get(self, key, compute):
+        current = self.plans[0]
+        if key not in current:
+            older = next((plan for plan in itertools.islice(self.plans, 1, None) if key in plan), None)
+            current[key] = older[key] if older is not None else compute()
+        return current[key]
+
+
+_learners_by_text = _Recent()
+_flags_by_text = _Recent()
+
+
+def clear_cache() -> None:
+    _learners_by_text.plans.clear()
+    _flags_by_text.plans.clear()
+
+
 def make_plan(statements: list[ast.stmt], lines: list[str]) -> Plan:
     texts = ["\n".join(lines[first_line(s) - 1:s.end_lineno]) for s in statements]
-    names = _kernel_names(statements, texts)
+    keys = [(text, s.lineno - first_line(s), s.col_offset, s.end_col_offset) for s, text in zip(statements, texts)]
+    _learners_by_text.start()
+    _flags_by_text.start()
+    names = _kernel_names(statements, texts, keys)
     refs = names.pallas | names.partials
-    pattern = _words(refs)
+    pattern = _Words(refs)
     flagged: set[int] = set()
     enclosing: set[int] = set()
     called: set[str] = set()
-    for statement, text in zip(statements, texts):
+    for statement, text, key in zip(statements, texts, keys):
         if pattern.search(text):
-            _flag(statement, (), refs, names.partials, flagged, enclosing, called)
+            flags = _flags_by_text.get((key, refs, names.partials),
+                                       lambda s=statement, t=text: _flags(s, t, refs, names.partials))
+            flagged.update(id(_at(statement, path)) for path in flags.flagged)
+            enclosing.update(id(_at(statement, path)) for path in flags.enclosing)
+            called |= flags.called
     return Plan(names, frozenset(flagged), frozenset(enclosing), frozenset(called))
 
 
-def _words(names: Iterable[str]) -> re.Pattern[str]:
-    return re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(names))))
+def _flags(statement: ast.stmt, text: str, refs: frozenset[str], partials: frozenset[str]) -> _Flags:
+    flagged: set[_Path] = set()
+    enclosing: set[_Path] = set()
+    called: set[str] = set()
+    _flag(statement, (), (), _Mentions(text, first_line(statement), refs), refs, partials, flagged, enclosing, called)
+    return _Flags(frozenset(flagged), frozenset(enclosing), frozenset(called))
 
 
-def _kernel_names(statements: list[ast.stmt], texts: list[str]) -> Names:
+class _Mentions:
+    """Whether a statement's lines may mention one of the names, to skip walking those that cannot:
+    a name is written within one line, literally (unless not ASCII: `ｘ` is read as `x`)."""
+
+    def __init__(self, text: str, first: int, names: frozenset[str]):
+        self.first = first
+        self.counts = [0]               # lines that mention a name, before each line
+        for line in text.split("\n"):
+            mentions = not line.isascii() or any(name in line for name in names)
+            self.counts.append(self.counts[-1] + mentions)
+
+    def any(self, statement: ast.stmt) -> bool:
+        first, end = first_line(statement) - self.first, statement.end_lineno - self.first + 1
+        return self.counts[min(end, len(self.counts) - 1)] > self.counts[max(first, 0)]
+
+
+def _at(statement: ast.stmt, path: _Path) -> ast.stmt:
+    for index in path:
+        statement = list(_child_statements(statement))[index]
+    return statement
+
+
+class _Words:
+    """Whether a text holds one of the names as a word."""
+
+    def __init__(self, names: Iterable[str]):
+        self.names = sorted(names)
+        self.pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, self.names)))
+
+    def search(self, text: str) -> bool:
+        """As `pattern.search(text)`, which can only match where one of the names starts: try it there
+        alone (`\\b` looks at the real neighbours), not at every character of a long statement."""
+        for name in self.names:
+            at = text.find(name)
+            while at >= 0:
+                if self.pattern.match(text, at):
+                    return True
+                at = text.find(name, at + 1)
+        return False
+
+
+def _kernel_names(statements: list[ast.stmt], texts: list[str], keys: list[_TextKey]) -> Names:
     """Imports and aliases of pallas_call (`pc = pl.pallas_call`, `call = partial(pl.pallas_call, ...)`)."""
     imported = {a.asname or a.name: a.name for s in statements if isinstance(s, ast.ImportFrom) for a in s.names}
     pallas = {"pallas_call"} | {local for local, name in imported.items() if name == "pallas_call"}
     partials: set[str] = set()
     while True:
         known = len(pallas) + len(partials)
-        pattern = _words(pallas | partials)
-        for statement, text in zip(statements, texts):
+        pattern = _Words(pallas | partials)
+        for statement, text, key in zip(statements, texts, keys):
             if pattern.search(text):
-                for nested in _statements_within(statement):
+                for nested in _learners_by_text.get(key, lambda statement=statement: _learners(statement)):
                     _learn_names(nested, imported, pallas, partials)
         if len(pallas) + len(partials) == known:
             return Names(imported, frozenset(pallas), frozenset(partials))
+
+
+def _learners(statement: ast.stmt) -> tuple[ast.stmt, ...]:
+    """The statements within that _learn_names may learn from, in order (it reads names, never positions)."""
+    return tuple(nested for nested in _statements_within(statement)
+                 if isinstance(nested, (ast.ImportFrom, ast.Assign, ast.AnnAssign)))
 
 
 def _learn_names(statement: ast.stmt, imported: dict[str, str], pallas: set[str], partials: set[str]) -> None:
@@ -121,8 +224,10 @@ def _own_parts(statement: ast.stmt) -> Iterator[ast.AST]:
                 yield from ast.walk(item)
 
 
-def _flag(statement: ast.stmt, chain: tuple[ast.stmt, ...], refs: frozenset[str], partials: frozenset[str],
-          flagged: set[int], enclosing: set[int], called: set[str]) -> None:
+def _flag(statement: ast.stmt, path: _Path, chain: tuple[_Path, ...], mentions: _Mentions, refs: frozenset[str],
+          partials: frozenset[str], flagged: set[_Path], enclosing: set[_Path], called: set[str]) -> None:
+    if not mentions.any(statement):     # no name of refs (partials are among them) within
+        return
     refers = False
     for node in _own_parts(statement):
         if isinstance(node, ast.Name) and node.id in refs or isinstance(node, ast.Attribute) and node.attr in refs:
@@ -130,8 +235,8 @@ def _flag(statement: ast.stmt, chain: tuple[ast.stmt, ...], refs: frozenset[str]
         elif isinstance(node, ast.Call) and _ast_last_name(node.func, {}) in partials:
             called.add(_ast_last_name(node.func, {}))
     if refers:
-        flagged.add(id(statement))
-        enclosing.update(id(scope) for scope in chain)
-    inner = chain + (statement,) if isinstance(statement, _SCOPES) else chain
-    for child in _child_statements(statement):
-        _flag(child, inner, refs, partials, flagged, enclosing, called)
+        flagged.add(path)
+        enclosing.update(chain)
+    inner = chain + (path,) if isinstance(statement, _SCOPES) else chain
+    for index, child in enumerate(_child_statements(statement)):
+        _flag(child, path + (index,), inner, mentions, refs, partials, flagged, enclosing, called)

@@ -58,9 +58,11 @@ class _OwnCalls(cst.CSTVisitor):
 
 def site_calls(file: File, statement: cst.CSTNode, piece: Piece, scope: Scope) -> Iterator[SiteCall]:
     """pallas_call(...); partial(pallas_call, ...) unless it is called later (then that call is the site)."""
-    visitor = _OwnCalls(statement)
-    statement.visit(visitor)
-    calls = visitor.calls
+    def own_calls() -> tuple[cst.Call, ...]:      # kept with the parse: libcst's visit rebuilds every node
+        visitor = _OwnCalls(statement)
+        statement.visit(visitor)
+        return tuple(visitor.calls)
+    calls = piece.remember("own calls", statement, own_calls)
     names = file.names
     partials = {id(c) for c in calls if _is_partial_of_pallas(c, names)}
     called = {id(c.func) for c in calls if id(c.func) in partials}
