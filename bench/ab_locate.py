@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from check_locate_equivalence import build  # noqa: E402
+from check_locate_equivalence import BEFORE_CACHES, build  # noqa: E402
 
 
 def largest_ops_file() -> Path:
@@ -37,7 +37,7 @@ def row(label: str, values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--edits", type=int, default=200)
-    parser.add_argument("--base", default="HEAD")
+    parser.add_argument("--base", default=BEFORE_CACHES)
     parser.add_argument("--only", choices=("before", "now"), help="time one of them alone")
     args = parser.parse_args()
     path = largest_ops_file()

@@ -3,16 +3,20 @@
     .venv/bin/python bench/check_locate_equivalence.py [--base REV] [--positions N] [--plant FAULT]
 
 Two copies of vmem_lsp/source are imported side by side: the reference, whose
-statements.py, prepass.py, pieces.py and locate.py come from `--base` (and
-sites.py's site_calls as it was there), and the working tree's. Each text
-(jax's Pallas ops, examples/, tests/data/kernels/, every .py of vmem_lsp/ and
-tests/) is located, then edited at N lines each (type a character, insert a
-line in column 0 or indented, delete a line, cut a line in half, split it in
-two, then undo; and a chain of edits without undo), every text fed to the same
-long-lived locator under the file's path. Sites, notes, syntax errors and
+statements.py, prepass.py, pieces.py and locate.py come from `--base` (by
+default the commit before the caches; sites.py's site_calls as it was there),
+and the working tree's. Each text (jax's Pallas ops, examples/,
+tests/data/kernels/, every .py of vmem_lsp/ and tests/) is located, then
+edited at N lines each (type a character, insert a line in column 0 or
+indented, delete a line, cut a line in half, split it in two, then undo; and
+a chain of edits without undo), every text fed to the same long-lived locator
+under the file's path. Sites, notes, syntax errors and
 internal errors must be identical, and the top-level statements the cache
 gives must dump (with positions) as a whole parse's. `--plant` breaks the
-cache on purpose (the check must then fail): shift, starts, ends, memo.
+cache on purpose (the check must then fail): shift goes red here; ends and
+memo need texts the corpus lacks (a `;` before a backslash, two sites on one
+line) and go red in tests/test_locate.py; starts has not been seen to matter
+(the lines before such a statement never parse alone).
 Exit status 1 on any difference.
 """
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MINE = ("statements.py", "prepass.py", "pieces.py", "locate.py")
+BEFORE_CACHES = "de72336^"      # the commit before the locator's caches
 SITE_CALLS_NOW = (
     "    def own_calls() -> tuple[cst.Call, ...]:      # kept with the parse: libcst's visit rebuilds every node\n"
     '''        visitor = _OwnCalls(statement)
@@ -45,7 +50,8 @@ PLANTS = {   # file -> (what is there, what breaks it)
     "shift": ("statements.py", "    if shift == 0:\n", "    if True:\n"),
     "starts": ("statements.py", "    first = first_line(statements[index])\n    return (",
                "    first = first_line(statements[index])\n    return True or ("),
-    "ends": ("statements.py", "else None\n    return (following is None", "else None\n    return True or (following is None"),
+    "ends": ("statements.py", "else None\n    return (following is None",
+             "else None\n    return True or (following is None"),
     "memo": ("pieces.py", "key = (what, id(node))", "key = (what,)"),
 }
 
@@ -62,8 +68,8 @@ def build(folder: Path, name: str, base: str | None, plant: str | None):
                                   capture_output=True, text=True).stdout
             (package / "source" / file).write_text(text)
         sites = (package / "source" / "sites.py").read_text()
-        if SITE_CALLS_NOW in sites:
-            (package / "source" / "sites.py").write_text(sites.replace(SITE_CALLS_NOW, SITE_CALLS_BEFORE))
+        assert SITE_CALLS_NOW in sites, "site_calls moved on: update SITE_CALLS_NOW"
+        (package / "source" / "sites.py").write_text(sites.replace(SITE_CALLS_NOW, SITE_CALLS_BEFORE))
     if plant is not None:
         file, there, broken = PLANTS[plant]
         path = package / "source" / file
@@ -129,7 +135,7 @@ def dumped(statements: list[ast.stmt]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--base", default="HEAD", help="the revision of the reference's own files")
+    parser.add_argument("--base", default=BEFORE_CACHES, help="the revision of the reference's own files")
     parser.add_argument("--positions", type=int, default=6, help="lines edited per file (plus its pallas_call lines)")
     parser.add_argument("--plant", choices=sorted(PLANTS))
     parser.add_argument("--limit", type=int, help="only the first N files")
