@@ -34,7 +34,7 @@ LANDS = [
     ("spec = pl.BlockSpec((100, 100)", "VMEM030", "(8, 128) for f32"),                   # block-jax
     ("spec = pl.BlockSpec((100,)", "VMEM030", "a rank-1 block must be"),                 # block-rank1
     ("spec = pl.BlockSpec((8, 256)", "VMEM030", "(32, 128) for s8"),                     # block-mosaic
-    ("x_ref[:, pl.ds(start", "VMEM031", "cannot statically prove"),                      # align
+    ("x_ref[:, pl.ds(start", "VMEM030", "cannot statically prove"),                      # align (E2003)
     ("jnp.sort(", "VMEM031", "Unimplemented primitive in Pallas TPU lowering for tc: sort"),
     (".reshape(", "VMEM031", "unsupported shape cast"),                                  # prim-mosaic
 ]
@@ -43,7 +43,8 @@ LANDS = [
 def test_each_kind_of_compile_error_lands_on_its_line_with_the_chips_it_fails_and_compiles_on(tmp_path):
     done, report = run_json("check", str(ERRORS), "--target", "v4,v6e", "--cache-dir", str(tmp_path / "c"))
     assert done.returncode == 1
-    diagnostics = [d for d in report["diagnostics"] if d["code"] in ("VMEM030", "VMEM031", "VMEM011")]
+    diagnostics = [d for d in report["diagnostics"] if d["code"] in
+                   ("VMEM011", "VMEM030", "VMEM031", "VMEM032", "VMEM033", "VMEM034")]
     lines = ERRORS.read_text().splitlines()
     text_at = lambda d: lines[d["range"]["start_line"] - 1]
     directives = {i + 1 for i, l in enumerate(lines) if l.startswith("# vmem:")}
@@ -57,9 +58,14 @@ def test_each_kind_of_compile_error_lands_on_its_line_with_the_chips_it_fails_an
     assert "fails on TPU v4; compiles on TPU v6e" in int8["message"]
     [mask] = [d for d in placed if "Invalid relayout" in d["message"]]
     assert mask["message"].endswith("fails on TPU v6e; compiles on TPU v4")
-    assert all("\n" not in d["message"] for d in placed if d["code"] == "VMEM031")       # the key line; whole below
+    assert all("\n" not in d["message"] for d in placed if d["code"] != "VMEM011")       # the key line; whole below
+    kinds = {d["code"] for d in placed}
+    assert {"VMEM030", "VMEM031", "VMEM032", "VMEM033"} <= kinds, kinds
+    [smem] = [d for d in placed if d["code"] == "VMEM033" and d["range"]["start_line"] not in directives]
+    assert "Can only load scalars from SMEM" in smem["message"]
     # The compiler's whole text, per chip, is in the related information and the facts.
-    assert all(any(r["message"].startswith("TPU v") for r in d["related"]) for d in placed if d["code"] == "VMEM031")
+    assert all(any(r["message"].startswith("TPU v") for r in d["related"]) for d in placed
+               if d["code"] in ("VMEM031", "VMEM032", "VMEM033", "VMEM034"))
 
 
 @pytest.mark.asyncio

@@ -18,7 +18,10 @@ CODES = {
     "VMEM011": "A compiler error that is not a VMEM report, shown whole",
     "VMEM012": "No TPU compiler available for a target",
     "VMEM030": "A block shape the TPU cannot tile: on the BlockSpec of the operand the compiler names",
-    "VMEM031": "An operation, layout or dtype the TPU compiler does not support in a kernel body: on its line",
+    "VMEM031": "An operation, layout or shape cast the TPU compiler does not support in a kernel body: on its line",
+    "VMEM032": "A dtype the TPU generation does not support in that operation (E2001): on its line, with the chips that take it",
+    "VMEM033": "Memory-space misuse in a kernel body (a vector load from SMEM): on its line",
+    "VMEM034": "A pallas_call the compiler cannot partition automatically: wrap it in shard_map",
     "VMEM020": "A pallas_call that no example reaches: not checked",
     "VMEM021": "An example with placeholders still to fill in (a template)",
     "VMEM040": "A report read from a log that could be more than one pallas_call of the sources: not placed",
@@ -30,6 +33,9 @@ CODES = {
 HELP = {
     "VMEM030": "https://docs.jax.dev/en/latest/pallas/grid_blockspec.html#pallas-blockspec",
     "VMEM031": "https://docs.jax.dev/en/latest/pallas/tpu/details.html",
+    "VMEM032": "https://openxla.org/xla/errors/error_2001",
+    "VMEM033": "https://docs.jax.dev/en/latest/pallas/tpu/details.html#memory-spaces",
+    "VMEM034": "https://docs.jax.dev/en/latest/notebooks/shard_map.html",
 }
 
 

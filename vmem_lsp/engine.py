@@ -254,7 +254,7 @@ def diagnose(found: list[Diagnostic], results: list[tuple[Example, ExampleResult
 
 
 # Compile errors whose chips are worth comparing: one generation's rejection is news.
-GENERATION_CODES = ("VMEM011", "VMEM030", "VMEM031")
+GENERATION_CODES = ("VMEM011", "VMEM030", "VMEM031", "VMEM032", "VMEM033", "VMEM034")
 
 
 def generation_differences(diagnostics: list[Diagnostic], results) -> list[Diagnostic]:

@@ -19,7 +19,7 @@ from .correlate import (Anchor, Sources, call_anchor, kernel_site, line_span, op
 from .diagnostics import Diagnostic, Related, Subject
 from .render import Wording
 from .report.model import Allocation, Report
-from .report.parse import parse_report
+from .report.parse import error_kind, parse_report
 from .source.directives import Example
 from .source.model import Span
 from .source.text import split_lines
@@ -311,6 +311,11 @@ def block_shape_error(call: CapturedCall, report: Report, target: Chip, anchor: 
                        summary)]
 
 
+# The code of a compile error on a kernel-body line, by its kind (report.parse.error_kind).
+# Alignment is the third form of block shape vs tiling (E2003), on the index that is not aligned.
+BODY_CODES = {"alignment": "VMEM030", "dtype": "VMEM032", "memory_space": "VMEM033", "partitioning": "VMEM034"}
+
+
 def unknown_report(call: CapturedCall, anchor: Anchor, report: Report, target: Chip, example: Example,
                    number: int, sites: Sources) -> list[Diagnostic]:
     """A compile error that is no VMEM report: VMEM031 on the kernel-body
@@ -322,15 +327,19 @@ def unknown_report(call: CapturedCall, anchor: Anchor, report: Report, target: C
     facts = {"target": target.name, "form": report.form, "error_code": report.error_code, "text": report.text,
              "example": str(example.key)}
     origin = call.error_origin
+    kind = error_kind(text)
+    facts["kind"] = kind
     if origin is not None:
         where = Anchor(origin.file, line_text_span(sites.text(origin.file), origin.line))
-        head, code = render.body_rejected(text), "VMEM031"
+        head, code = render.body_rejected(text, kind), BODY_CODES.get(kind, "VMEM031")
+    elif kind == "partitioning":
+        where, head, code = anchor, render.body_rejected(text, kind), "VMEM034"
     else:
         where, head, code = anchor, render.rejected_whole(text), "VMEM011"
     at_line = render.fails_on(head, target.label)
     summary = render.fails_on(render.example_rejected_at(render.at(where.path, where.span.start_line),
                                                          render.key_line(text)), target.label)
-    whole = (Related(where.path, where.span, f"{target.label}: {text}"),) if code == "VMEM031" else ()
+    whole = (Related(where.path, where.span, f"{target.label}: {text}"),) if code != "VMEM011" else ()
     return [Diagnostic(where.path, where.span, "error", code, at_line.text(), target.name, "compiler",
                        (Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"), *whole), facts,
                        Subject(example.key, number, "rejected"), at_line),

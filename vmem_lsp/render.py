@@ -243,9 +243,19 @@ def key_line(text: str) -> str:
     return f"{first} {lines[1]}" if first.endswith(":") and len(lines) > 1 else first
 
 
-def body_rejected(text: str) -> str:
-    """VMEM031 at the kernel-body line: what the lowering or Mosaic says (whole in related and facts)."""
-    return f"the TPU compiler does not support this in a kernel body: {key_line(text)}"
+BODY_HEADS = {
+    "alignment": "the TPU compiler cannot prove this index is aligned to its tile",
+    "dtype": "this TPU generation does not support this dtype here",
+    "memory_space": "this memory space cannot be used this way in a kernel body",
+    "partitioning": "the compiler cannot partition this pallas_call over the devices; wrap it in shard_map",
+}
+
+
+def body_rejected(text: str, kind: str = "unsupported") -> str:
+    """VMEM030-034 at the kernel-body line: what the error is, then the key
+    line of what the lowering or Mosaic says (whole in related and facts)."""
+    head = BODY_HEADS.get(kind, "the TPU compiler does not support this in a kernel body")
+    return f"{head}: {key_line(text)}"
 
 
 def rejected_whole(text: str) -> str:

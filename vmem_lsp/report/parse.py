@@ -238,3 +238,21 @@ def _jax_operand(text: str) -> tuple[str | None, int | None]:
     if simple is None:
         return kind, None
     return kind, int(simple[2]) if simple[2] else (0 if simple[1] == "outputs" else None)
+
+
+# What kind of compile error a text is, for its code and its help page (tests/data/reports/ERRORS.md).
+ERROR_KINDS = (
+    ("alignment", re.compile(r"cannot statically prove that index|E2003")),
+    ("dtype", re.compile(r"E2001|Unsupported matmul RHS type|Only arrays with \d+-bit element types|"
+                         r"Target does not support this comparison|failed to legalize operation 'arith\.cmp|"
+                         r"Invalid relayout")),
+    ("memory_space", re.compile(r"Can only load scalars from SMEM|Can only store scalars to SMEM|memory space")),
+    ("partitioning", re.compile(r"cannot be automatically partitioned")),
+    ("unsupported", re.compile(r"Unimplemented primitive|unsupported|Not implemented|not supported", re.I)),
+)
+
+
+def error_kind(text: str) -> str:
+    """The kind of a compile error that is no VMEM report: alignment, dtype,
+    memory_space, partitioning, unsupported (an op, a layout, a shape cast), or other."""
+    return next((kind for kind, pattern in ERROR_KINDS if pattern.search(text)), "other")
