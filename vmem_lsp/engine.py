@@ -231,7 +231,11 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
         outcome.reused += bool(reused)
         outcome.compiles += not (cached or reused)
         outcome.results.append((example, target, result))
-    unreached = not_reached(files, [r for _, _, r in outcome.results], sources, settings.require_examples)
+    # Where an example of a file could not run (it raised, the worker was refused), VMEM010 says
+    # so on it; what it would have reached is not known, so that file's kernels get no VMEM020.
+    unknown = {example.path for example, _, result in outcome.results if result.error}
+    unreached = not_reached([f for f in files if f not in unknown], [r for _, _, r in outcome.results], sources,
+                            settings.require_examples)
     outcome.unchecked = len(unreached)
     outcome.diagnostics = diagnose(outcome.diagnostics, [(e, r) for e, _, r in outcome.results], sources, unreached)
     outcome.internal_errors = sources.internal_errors()

@@ -178,6 +178,8 @@ class Session:
         settings = self.settings(doc.path)
         if doc.compiled_version is None and (doc.examples or settings.examples):
             return []
+        if any(d.code in ("VMEM010", "VMEM012") for d in doc.verdict if d.path == doc.path):
+            return []       # an example that could not run: what it would reach is not known
         sites = doc.located.sites
         reached = [site.span for site, key in zip(sites, views.site_keys(sites)) if key in self.known]
         return [unreached_diagnostic(site, doc.text, settings.require_examples) for site in sites
