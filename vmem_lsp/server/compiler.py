@@ -114,14 +114,18 @@ class CompileService:
             self.workers = ChipLanes(settings.worker)
             self.worker_command = settings.worker
         self.workers.grow(lanes_for(len(targets), settings.jobs))
-        idle = {id(w): w for w in map(self.workers.worker, targets) if not w.running()}.values()
+        idle = list({id(w): w for w in map(self.workers.worker, targets) if not w.running()}.values())
         if idle:        # libtpu takes seconds to load: every worker loads it at once
+            # Another chip's lane beside a running worker is no start of vmem-lsp: the status
+            # says "starting" only when no worker runs yet (the editor reads it as a restart).
+            first = not any(w.running() for w in self.workers.workers)
             with ThreadPoolExecutor(len(idle), thread_name_prefix="vmem-lsp-start") as starting:
-                list(starting.map(self._start, idle))
+                list(starting.map(lambda w: self._start(w, first), idle))
         return self.workers
 
-    def _start(self, worker: WorkerClient) -> None:
-        self._emit(CompileEvent("starting", "starting the TPU compiler worker"))
+    def _start(self, worker: WorkerClient, announce: bool = True) -> None:
+        if announce:
+            self._emit(CompileEvent("starting", "starting the TPU compiler worker"))
         try:
             hello = worker.start()
             self._emit(CompileEvent("ready", f"worker ready (pid {hello.get('pid')}): jax {hello.get('jax')}, "

@@ -1,6 +1,8 @@
 // The VS Code client of vmem-lsp: starts `<python> -m vmem_lsp serve` over stdio with the user's
 // Python, keeps it in step with the settings and the selected interpreter, and shows the compile
 // worker's state in the status bar.
+import * as os from "os";
+import * as path from "path";
 import * as vscode from "vscode";
 import {
   CloseAction,
@@ -55,9 +57,10 @@ class Controller implements vscode.Disposable {
       command: "vmemLsp.explain",
       arguments: [text],
     });
-    const doc = await vscode.workspace.openTextDocument({ language: "markdown", content: answer?.markdown ?? "" });
-    await vscode.window.showTextDocument(doc, { preview: true, viewColumn: vscode.ViewColumn.Beside });
-    void vscode.commands.executeCommand("markdown.showPreview", doc.uri);
+    // A file, not an untitled document: closing the preview asks nothing about saving.
+    const file = vscode.Uri.file(path.join(os.tmpdir(), `vmem-lsp-explain-${process.pid}.md`));
+    await vscode.workspace.fs.writeFile(file, Buffer.from(answer?.markdown ?? "", "utf8"));
+    await vscode.commands.executeCommand("markdown.showPreviewToSide", file);
   }
 
   /** Stops the running server, if any, and starts a new one. */

@@ -380,6 +380,35 @@ async function main() {
     });
     await screenshot("output-channel");
 
+    step = 'command "VMEM: Explain a VMEM report" on a selected log';
+    const report = fs.readFileSync(path.join(__dirname, "..", "..", "..", "..", "tests", "data", "reports",
+      "physical-breakdown-v6e.txt"), "utf8").split("\n").slice(3).join("\n");
+    fs.writeFileSync(path.join(WS, "job.log"), report.split("\n").map((l) => `12:00:00 E ${l}`).join("\n") + "\n");
+    await page.keyboard.press("Control+P");
+    const quickOpen = page.locator(".quick-input-widget input");
+    await quickOpen.waitFor({ state: "visible", timeout: 10000 });
+    await quickOpen.fill("job.log");
+    await page.locator(".quick-input-widget .monaco-list-row", { hasText: "job.log" }).first().waitFor({ timeout: 10000 });
+    await page.keyboard.press("Enter");
+    await page.locator(".editor-group-container .tab.active", { hasText: "job.log" }).first().waitFor({ timeout: 10000 });
+    await page.locator(".editor-group-container .monaco-editor .view-lines").last().click();
+    await page.keyboard.press("Control+A");
+    await runCommand("VMEM: Explain a VMEM report");
+    // The explanation opens as a Markdown preview: a webview, whose text lives in a frame of its own.
+    const explained = await until("the explanation (ways out, in bytes) in a Markdown preview", 60, async () => {
+      for (const frame of page.frames()) {
+        const text = await frame.evaluate(() => (document.body ? document.body.innerText : "")).catch(() => "");
+        if (/halving input 0's block \(4096 → 2048 rows\) saves 32\.00M/.test(text)) return text;
+      }
+      return undefined;
+    });
+    log(`explanation shown: ${explained.split("\n").find((l) => /kernel needs/.test(l))}`);
+    await screenshot("explain-report");
+    await page.keyboard.press("Escape");
+    // Back to the kernel, for the steps that read its editor.
+    await page.locator(".explorer-folders-view .monaco-list-row", { hasText: FILE }).first().click();
+    await page.locator(".editor-group-container .tab.active", { hasText: FILE }).first().waitFor({ timeout: 10000 });
+
     step = "a setting sent to the running server (vmemLsp.targets)";
     const startsBefore = serverStarts();
     const mark = (await statusHistory()).length;
