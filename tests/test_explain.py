@@ -122,7 +122,9 @@ async def test_the_editor_command_explains_a_pasted_report_and_marks_the_lines(t
     import shutil
     from lsprotocol import types
     from lsp_client import running_server, wait_for
-    shutil.copy(ROOT / "examples" / "copy_whole.py", tmp_path / "copy_whole.py")
+    # The report names its kernel "f" (the capture script's); the block shapes, written out, decide.
+    (tmp_path / "copy_whole.py").write_text((ROOT / "examples" / "copy_whole.py").read_text()
+                                            .replace("pl.BlockSpec((n, m)", "pl.BlockSpec((4096, 4096)"))
     text = (REPORTS / "physical-breakdown-v6e.txt").read_text().split("\n", 3)[3]
     async with running_server(tmp_path) as client:
         answer = await client.workspace_execute_command_async(types.ExecuteCommandParams(

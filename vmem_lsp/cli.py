@@ -310,7 +310,11 @@ def run_explain(args) -> int:
         for f in found:
             count += 1
             if candidates is not None:
-                diagnostics += placed(f, target, name, candidates)
+                found_here = placed(f, target, name, candidates)
+                diagnostics += found_here
+                if not found_here:
+                    print(f"{name}, line {f.line}: the report is not placed: nothing in it names or shapes "
+                          f"a pallas_call of the sources", file=sys.stderr)
             if args.format == "json":
                 reports.append(explain_json(f, target))
             elif args.format == "text":

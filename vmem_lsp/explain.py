@@ -242,7 +242,17 @@ def place(report: Report, candidates: list[tuple[str, object, str]]) -> Placemen
             found += (len(ins) == len(site.in_specs)) + (len(outs) == len(site.out_specs))
         return found
 
-    scored = [(score(s, t), p, s) for p, s, t in candidates]
+    def decisive(site, text) -> bool:
+        """A name the report gives the kernel, or a window shape written in a BlockSpec: counts
+        of operands alone fit too many kernels to place a report on one (single-allocation-v4
+        went to an SMEM kernel of compile_errors.py on counts alone)."""
+        if names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)}:
+            return True
+        return any(a.window_shape and a.operand_index is not None
+                   and a.operand_index < len(specs := site.in_specs if a.kind == "input_window" else site.out_specs)
+                   and literal_shape(specs[a.operand_index].block_shape) == a.window_shape.dims for a in windows)
+
+    scored = [(score(s, t), p, s) for p, s, t in candidates if decisive(s, t)]
     best = max((sc for sc, _, _ in scored), default=-1)
     if best <= 0:
         return Placement((), "nothing in the report matches a pallas_call of the sources")
