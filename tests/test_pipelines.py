@@ -103,3 +103,18 @@ def test_a_quick_fix_shrinks_the_blocks_of_the_inner_specs(tmp_path):
     [(example, fixes)] = fixes_for(copy, ("v6e",), tmp_path / "cache")
     best = next(f for f in fixes if f.verified)
     assert best.kind == "shrink" and "bm=" in best.title and "in the example" in best.title, best.title
+
+
+def test_a_kernel_fed_by_its_program_says_its_figure_is_for_the_kernel_alone(tmp_path):
+    """Issue 15 item 6: compiled alone, produced's kernel needs 24.00M of v5e's
+    16.00M; in its program XLA keeps the operand it makes whole in VMEM and
+    the kernel needs 16.00M. The message says so; plain's, which takes the
+    example's own arrays and compiles the same in its program, does not."""
+    kernels = KERNELS / "in_program.py"
+    done, report = run_json("check", str(kernels), "--target", "v5e", "--cache-dir", str(tmp_path / "c"))
+    totals = {d["facts"]["example"].rsplit(":", 1)[1]: d["message"] for d in report["diagnostics"]
+              if d["code"] == "VMEM002"}
+    plain, produced = line_of(kernels, "# vmem: plain("), line_of(kernels, "# vmem: produced(")
+    assert "compiled alone" not in totals[str(plain)]
+    assert ("compiled alone; in the example's program XLA may keep input 0 (8.00M) whole in VMEM"
+            in totals[str(produced)]), totals

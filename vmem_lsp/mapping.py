@@ -60,6 +60,33 @@ def report_need(report: Report, target: Chip, limit_source: str | None) -> str:
                         printed=(report.used_text, report.limit_text, report.exceeded_by_text))
 
 
+def held_in_program(call: CapturedCall, report: Report, target: Chip) -> list[tuple[str, int]]:
+    """(operand, window bytes) of the windows XLA may drop when it compiles
+    the kernel inside the example's program, if dropping them could turn the
+    scoped overflow into a fit: operands whose whole arrays fit together in
+    what the scoped limit leaves of the chip's VMEM, which XLA can keep there
+    outside the limit, with no window (bench/MODEL.md, isolated against whole
+    program: an add kernel fed by XLA needed 24.00M of 16.00M on v5e alone and
+    16.00M in its program; 15 of 19 such probes flipped on v5e, each by whole
+    windows). Empty when the overflow exceeds all such windows together."""
+    room = target.capacity - (report.limit or 0)       # only what the program makes or uses can be kept
+    costs = {(c.kind, c.index): c.bytes for c in layout.window_costs(call, target.name)}
+    candidates = []
+    for op in call.operands:
+        window = costs.get(("input_window" if op.role == "in" else "output_window", op.index), 0)
+        # Inputs only: of the outputs a program uses, paged attention's (4.0K over on v6e) needed
+        # as much in its program as alone, while each input made by the program was kept.
+        if op.role == "in" and (op.role, op.index) in call.in_program and layout.in_vmem(op.memory_space) and window:
+            candidates.append((render.operand(op.role, op.index), window, layout.padded_bytes(op.dtype, op.full_shape)))
+    held = []
+    for name, window, whole in sorted(candidates, key=lambda c: -c[1]):     # the arrays held must fit together
+        if whole <= room:
+            held.append((name, window))
+            room -= whole
+    over = (report.used or 0) - (report.limit or 0)
+    return held if held and over <= sum(w for _, w in held) else []
+
+
 def allocation_name(allocation: Allocation) -> str:
     """An allocation the report does not tie to an operand, by the compiler's
     tag ("scoped memory for ..."). Not its HLO label: that names the tool's
@@ -91,6 +118,8 @@ def findings_for(call: CapturedCall, report: Report, target: Chip, anchor: Ancho
     clause = need
     if report.form == "single_allocation":
         clause += f" ({render.SINGLE_ALLOCATION_NOTE})"
+    if report.form == "scoped" and call.in_program and (held := held_in_program(call, report, target)):
+        clause += f" ({render.alone_note(held, (report.used or 0) - (report.limit or 0))})"
     name = kernel_label(call)
     return KernelFindings(anchor, name, parts, clause, {**base, "kernel": name})
 

@@ -251,6 +251,13 @@ BODY_HEADS = {
 }
 
 
+def alone_note(held: list[tuple[str, int]], over: int) -> str:
+    """A scoped overflow of a kernel compiled alone that its program may not have."""
+    names = ", ".join(f"{name} ({size(window)})" for name, window in held)
+    return (f"compiled alone; in the example's program XLA may keep {names} whole in VMEM, outside the scoped "
+            f"limit and without a window, saving up to {size(sum(w for _, w in held))} of the {size(over)} over")
+
+
 def body_rejected(text: str, kind: str = "unsupported") -> str:
     """VMEM030-034 at the kernel-body line: what the error is, then the key
     line of what the lowering or Mosaic says (whole in related and facts)."""

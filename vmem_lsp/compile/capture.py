@@ -280,6 +280,54 @@ def pallas_equations(jaxpr, found=None):
     return found
 
 
+# Primitives that call a jaxpr with their own operands, one for one: a value passed through
+# them is still what the program was given.
+CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr", "remat": "jaxpr",
+         "checkpoint": "jaxpr", "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr"}
+
+
+# Operations that give another view of the same bytes: paged attention reshapes its arguments
+# before its pallas_call, and compiled in its program it needed what it needed alone (32.00M on v6e).
+VIEWS = ("reshape", "squeeze", "expand_dims", "bitcast_convert_type")
+
+
+def in_program(jaxpr) -> dict[int, tuple]:
+    """id() of each pallas_call equation whose operands are made, or whose
+    results are used, by other operations of the example's program -> (the
+    positions of those operands among its invars, of those results). Compiled
+    alone, such a kernel may differ from what the program needs: XLA can keep
+    a whole operand it produces in VMEM, outside the scoped limit, with no
+    window (bench/MODEL.md, isolated against whole program). A kernel that
+    takes the program's arguments and gives its results (the usual example)
+    compiles the same alone."""
+    found: dict[int, tuple] = {}
+
+    def walk(jaxpr, given: set, returned: set):
+        used = {v for eqn in jaxpr.eqns for v in eqn.invars if isinstance(v, jax_core.Var)}
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name in VIEWS and all(v in given for v in eqn.invars if isinstance(v, jax_core.Var)):
+                given |= set(eqn.outvars)       # a reshape of an argument is still the argument (a bitcast)
+                continue
+            if eqn.primitive is pallas_call_p:
+                made = tuple(n for n, v in enumerate(eqn.invars) if isinstance(v, jax_core.Var) and v not in given)
+                kept = tuple(n for n, v in enumerate(eqn.outvars) if v not in returned or v in used)
+                if made or kept:
+                    found[id(eqn)] = (made, kept)
+                continue
+            key = CALLS.get(eqn.primitive.name)
+            sub = eqn.params.get(key) if key else None
+            sub = getattr(sub, "jaxpr", sub)
+            if sub is not None and len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars):
+                walk(sub, {i for i, o in zip(sub.invars, eqn.invars) if o in given},
+                     {i for i, o in zip(sub.outvars, eqn.outvars) if o in returned and o not in used})
+                continue
+            for inner in jax_core.jaxprs_in_params(eqn.params):
+                walk(inner, set(), set())      # a loop, a branch: made and used in the program
+
+    walk(jaxpr, set(jaxpr.invars), {v for v in jaxpr.outvars if isinstance(v, jax_core.Var)})
+    return found
+
+
 def trace_example(call_text: str, namespace: dict, device):
     """The unique pallas_call equations the example reaches; `device` is a
     target device, a target name, or None (trace on the host)."""
@@ -289,12 +337,17 @@ def trace_example(call_text: str, namespace: dict, device):
     with jax.default_device(device) if device is not None else contextlib.nullcontext():
         closed = jax.make_jaxpr(run)(*shapes)
     unique, seen = [], set()
+    IN_PROGRAM.clear()
+    IN_PROGRAM.update(in_program(closed.jaxpr))
     for eqn in pallas_equations(closed.jaxpr):
         key = (id(eqn.params["jaxpr"]), tuple(str(v.aval) for v in eqn.invars))
         if key not in seen:
             seen.add(key)
             unique.append(eqn)
     return unique
+
+
+IN_PROGRAM: dict[int, tuple] = {}        # of the last trace: see in_program
 
 
 # ---- describing and compiling one call ------------------------------------------
@@ -501,6 +554,16 @@ def body_origin(text: str | None, kernel_jaxpr) -> Origin | None:
     return first(kernel_jaxpr, None)
 
 
+def program_made(eqn, operands) -> tuple[tuple[str, int], ...]:
+    """(role, index) of the operands the example's program makes and of the
+    results it uses (IN_PROGRAM), as the operands are numbered."""
+    made, kept = IN_PROGRAM.get(id(eqn), ((), ()))
+    dynamic = len(eqn.invars) - eqn.params["grid_mapping"].num_index_operands - eqn.params["grid_mapping"].num_inputs
+    found = [(op.role, op.index) for op in operands if op.role in ("in", "prefetch") and dynamic + op.operand in made]
+    found += [("out", op.index) for op in operands if op.role == "out" and op.index in kept]
+    return tuple(found)
+
+
 def fingerprint(eqn) -> str:
     """What decides the compiler's verdict on one pallas_call, without source
     positions: an edit elsewhere in the file (a comment, another function)
@@ -630,6 +693,7 @@ def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = 
             fits=fits, compiler_text=text, compile_seconds=round(seconds, 3), compiled=compile, reused=reused,
             scoped_limit=own_limit or limit,
             error_origin=None if fits else verdict.origin or body_origin(text, eqn.params["jaxpr"]),
+            in_program=program_made(eqn, described["operands"]),
             scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
             **described,
         ))

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-PROTOCOL_VERSION = 5      # 2: phase messages, per-phase limits, the scoped VMEM limit; 3: scoped buffers (emit_pipeline); 4: constant_index over extent-1 grid axes; 5: a compile error's body line
+PROTOCOL_VERSION = 6      # 2: phase messages, per-phase limits, the scoped VMEM limit; 3: scoped buffers (emit_pipeline); 4: constant_index over extent-1 grid axes; 5: a compile error's body line; 6: in_program
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,7 @@ class CapturedCall:
     scoped: tuple[Scoped, ...] = ()         # VMEM the body allocates: pipeline windows, run_scoped entries
     unseen: tuple[Unseen, ...] = ()         # values of the body the layout model cannot place in VMEM
     error_origin: Origin | None = None      # the kernel-body line a compile error names (or whose op it names)
+    in_program: tuple = ()                  # (role, index) of operands the program makes, results it uses
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,7 @@ def result_from_dict(d: dict) -> ExampleResult:
                "scoped": tuple(Scoped(**{**s, "origin": _origin(s["origin"]), "shape": tuple(s["shape"])})
                                for s in c.get("scoped", ())),
                "unseen": tuple(Unseen(**{**u, "origin": _origin(u["origin"])}) for u in c.get("unseen", ())),
-               "error_origin": _origin(c.get("error_origin"))})
+               "error_origin": _origin(c.get("error_origin")),
+               "in_program": tuple(tuple(x) for x in c.get("in_program", ()))})
         for c in d.get("calls", ()))
     return ExampleResult(**{**d, "calls": calls, "error_origin": _origin(d.get("error_origin"))})
