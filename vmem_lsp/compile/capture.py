@@ -318,7 +318,7 @@ def in_program(jaxpr) -> dict[int, tuple]:
             sub = eqn.params.get(key) if key else None
             sub = getattr(sub, "jaxpr", sub)
             if sub is not None and len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars):
-                walk(sub, {i for i, o in zip(sub.invars, eqn.invars) if o in given},
+                walk(sub, {i for i, o in zip(sub.invars, eqn.invars) if isinstance(o, jax_core.Var) and o in given},
                      {i for i, o in zip(sub.outvars, eqn.outvars) if o in returned and o not in used})
                 continue
             for inner in jax_core.jaxprs_in_params(eqn.params):
@@ -326,6 +326,24 @@ def in_program(jaxpr) -> dict[int, tuple]:
 
     walk(jaxpr, set(jaxpr.invars), {v for v in jaxpr.outvars if isinstance(v, jax_core.Var)})
     return found
+
+
+def extra(what, default, *args):
+    """An analysis that adds to a verdict (program context, scoped buffers,
+    large values, a body line) never stands in its way: its failure is a bug
+    of ours, said on the worker's stderr (which the client logs) and counted
+    there, and the check goes on without it. (megablox gmm once passed a
+    Literal where a Var was expected, and every example of it 'raised'.)"""
+    try:
+        return what(*args)
+    except Exception:
+        EXTRA_FAILURES[0] += 1
+        print(f"vmem-lsp internal error in {what.__name__} (#{EXTRA_FAILURES[0]}):\n{traceback.format_exc()}",
+              file=sys.stderr)
+        return default
+
+
+EXTRA_FAILURES = [0]
 
 
 def trace_example(call_text: str, namespace: dict, device):
@@ -338,7 +356,7 @@ def trace_example(call_text: str, namespace: dict, device):
         closed = jax.make_jaxpr(run)(*shapes)
     unique, seen = [], set()
     IN_PROGRAM.clear()
-    IN_PROGRAM.update(in_program(closed.jaxpr))
+    IN_PROGRAM.update(extra(in_program, {}, closed.jaxpr))
     for eqn in pallas_equations(closed.jaxpr):
         key = (id(eqn.params["jaxpr"]), tuple(str(v.aval) for v in eqn.invars))
         if key not in seen:
@@ -442,7 +460,7 @@ def describe(eqn, provenance: Provenance | None) -> dict:
     grid = tuple(int(g) if isinstance(g, int) else -1 for g in mapping.grid)
     return dict(grid=grid, num_scalar_prefetch=prefetch, operands=tuple(operands),
                 scratch=tuple(scratch), vmem_limit_bytes=_vmem_limit(eqn.params.get("compiler_params")),
-                scoped=scoped_buffers(eqn.params["jaxpr"]), unseen=large_values(eqn.params["jaxpr"]))
+                scoped=extra(scoped_buffers, (), eqn.params["jaxpr"]), unseen=extra(large_values, (), eqn.params["jaxpr"]))
 
 
 def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
@@ -692,7 +710,7 @@ def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = 
             invoke_origin=invoke_origin,
             fits=fits, compiler_text=text, compile_seconds=round(seconds, 3), compiled=compile, reused=reused,
             scoped_limit=own_limit or limit,
-            error_origin=None if fits else verdict.origin or body_origin(text, eqn.params["jaxpr"]),
+            error_origin=None if fits else verdict.origin or extra(body_origin, None, text, eqn.params["jaxpr"]),
             in_program=program_made(eqn, described["operands"]),
             scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
             **described,
