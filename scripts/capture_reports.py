@@ -150,22 +150,12 @@ def twin_scratch(shape: tuple[int, int], vmem_limit_bytes: int) -> Callable:
 
 
 @cache
-def pipelines():
-    """tests/data/kernels/pipelines.py: kernels whose body allocates (emit_pipeline, run_scoped)."""
+def test_kernels(name: str):
+    """tests/data/kernels/NAME.py, imported by path: pipelines (kernels whose body allocates,
+    emit_pipeline and run_scoped), compile_errors (one small kernel per kind of compile error)."""
     import importlib.util
-    path = Path(__file__).resolve().parent.parent / "tests" / "data" / "kernels" / "pipelines.py"
-    spec = importlib.util.spec_from_file_location("pipelines", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@cache
-def compile_errors():
-    """tests/data/kernels/compile_errors.py: one small kernel per kind of compile error (issue 17)."""
-    import importlib.util
-    path = Path(__file__).resolve().parent.parent / "tests" / "data" / "kernels" / "compile_errors.py"
-    spec = importlib.util.spec_from_file_location("compile_errors", path)
+    path = Path(__file__).resolve().parent.parent / "tests" / "data" / "kernels" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -179,7 +169,7 @@ def sharded(target: str, name: str, shape: tuple[int, ...], dtype) -> Callable:
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    fn = getattr(compile_errors(), name)
+    fn = getattr(test_kernels("compile_errors"), name)
     devices = topologies.get_topology_desc(platform="tpu", topology_name=TOPOLOGIES[target]).devices
     rows = NamedSharding(Mesh(np.array(devices), ("x",)), PartitionSpec("x"))
     with jax.default_device(devices[0]):
@@ -316,14 +306,14 @@ CASES = (
          "of f32[6144,4096]: a constant output", lambda: constant_output(3072, 4096, 8), (((24576, 4096), F32),)),
     # VMEM the kernel body allocates: "scoped memory for <function>", sizes only.
     Case("pipeline-flat-v6e", "v6e", "tests/data/kernels/pipelines.py flat: emit_pipeline of a copy, f32[8192,8192] "
-         "in HBM, inner blocks (1024, 8192)", lambda: functools.partial(pipelines().flat, bm=1024),
+         "in HBM, inner blocks (1024, 8192)", lambda: functools.partial(test_kernels("pipelines").flat, bm=1024),
          (((8192, 8192), F32),)),
     Case("pipeline-in-a-row-v6e", "v6e", "pipelines.py in_a_row: two such emit_pipelines one after the other",
-         lambda: functools.partial(pipelines().in_a_row, bm=1024), (((8192, 8192), F32),)),
+         lambda: functools.partial(test_kernels("pipelines").in_a_row, bm=1024), (((8192, 8192), F32),)),
     Case("pipeline-buffered1-v6e", "v6e", "pipelines.py buffered: inner input Buffered(1), blocks (2048, 8192)",
-         lambda: functools.partial(pipelines().buffered, bm=2048), (((8192, 8192), F32),)),
+         lambda: functools.partial(test_kernels("pipelines").buffered, bm=2048), (((8192, 8192), F32),)),
     Case("run-scoped-v6e", "v6e", "pipelines.py scoped: pl.run_scoped of two VMEM f32[4096,4104] (lanes padded)",
-         lambda: pipelines().scoped, (((4096, 4104), F32),)),
+         lambda: test_kernels("pipelines").scoped, (((4096, 4104), F32),)),
     # Over the scoped limit: E1001, totals only.
     Case("scoped-e1001-v5e", "v5e", "bf16 matmul 8192^3, blocks 1024/1024/1024, f32 VMEM accumulator",
          lambda: matmul(1024, 1024, 1024), MATMUL_8K),
@@ -355,40 +345,41 @@ CASES = (
     # Kernels the compiler refuses for a reason other than memory (issue 17): the kernels are
     # tests/data/kernels/compile_errors.py, tests/data/reports/ERRORS.md maps each text to its line.
     Case("err-block-jax-v6e", "v6e", "compile_errors.py add_blocks: f32[1000,1000] add, blocks (100, 100)",
-         lambda: compile_errors().add_blocks, (((1000, 1000), F32),) * 2),
+         lambda: test_kernels("compile_errors").add_blocks, (((1000, 1000), F32),) * 2),
     Case("err-block-rank1-v6e", "v6e", "compile_errors.py add_rank1: f32[1000] add, rank-1 blocks (100,)",
-         lambda: compile_errors().add_rank1, (((1000,), F32),) * 2),
+         lambda: test_kernels("compile_errors").add_rank1, (((1000,), F32),) * 2),
     Case("err-block-mosaic-v6e", "v6e", "compile_errors.py copy_int8_rows: s8[64,256] copy, blocks (8, 256): "
-         "passes JAX's (8, 128) check, not int8's (32, 128) tiling", lambda: compile_errors().copy_int8_rows,
+         "passes JAX's (8, 128) check, not int8's (32, 128) tiling",
+         lambda: test_kernels("compile_errors").copy_int8_rows,
          (((64, 256), I8),)),
     Case("err-align-v6e", "v6e", "compile_errors.py shifted_window: f32[8,1024], x_ref[:, pl.ds(program_id*3+1, 128)]",
-         lambda: compile_errors().shifted_window, (((8, 1024), F32),)),
+         lambda: test_kernels("compile_errors").shifted_window, (((8, 1024), F32),)),
     Case("err-prim-sort-v6e", "v6e", "compile_errors.py sort_rows: jnp.sort of f32[8,128] in the body",
-         lambda: compile_errors().sort_rows, (((8, 128), F32),)),
+         lambda: test_kernels("compile_errors").sort_rows, (((8, 128), F32),)),
     Case("err-prim-mosaic-v6e", "v6e", "compile_errors.py fold_rows: f32[8,100] reshaped to (4, 200) in the body",
-         lambda: compile_errors().fold_rows, (((8, 100), F32),)),
+         lambda: test_kernels("compile_errors").fold_rows, (((8, 100), F32),)),
     Case("err-dtype-int8-v4", "v4", "compile_errors.py int8_matmul: s8[256,256] @ s8[256,256] -> s32, on v4",
-         lambda: compile_errors().int8_matmul, (((256, 256), I8),) * 2),
+         lambda: test_kernels("compile_errors").int8_matmul, (((256, 256), I8),) * 2),
     Case("err-dtype-int8-v5e", "v5e", "compile_errors.py int8_matmul: the same int8 matmul on v5e",
-         lambda: compile_errors().int8_matmul, (((256, 256), I8),) * 2),
+         lambda: test_kernels("compile_errors").int8_matmul, (((256, 256), I8),) * 2),
     Case("err-dtype-fp8-v4", "v4", "compile_errors.py fp8_matmul: f8e4m3fn[256,256] @ f8e4m3fn[256,256] -> f32, on v4",
-         lambda: compile_errors().fp8_matmul, (((256, 256), F8),) * 2),
+         lambda: test_kernels("compile_errors").fp8_matmul, (((256, 256), F8),) * 2),
     Case("err-dtype-fp8-v6e", "v6e", "compile_errors.py fp8_matmul: the same fp8 matmul on v6e",
-         lambda: compile_errors().fp8_matmul, (((256, 256), F8),) * 2),
+         lambda: test_kernels("compile_errors").fp8_matmul, (((256, 256), F8),) * 2),
     Case("err-dtype-cmp-v4", "v4", "compile_errors.py int8_min: where(x < y, x, y) of s8[32,128], on v4",
-         lambda: compile_errors().int8_min, (((32, 128), I8),) * 2),
+         lambda: test_kernels("compile_errors").int8_min, (((32, 128), I8),) * 2),
     Case("err-dtype-cmp-v6e", "v6e", "compile_errors.py int8_min: the same int8 comparison on v6e",
-         lambda: compile_errors().int8_min, (((32, 128), I8),) * 2),
+         lambda: test_kernels("compile_errors").int8_min, (((32, 128), I8),) * 2),
     Case("err-dtype-bf16cmp-v5e", "v5e", "compile_errors.py bf16_mask: where(x < y, 1.0, 0.0) of bf16[16,128] -> f32, "
-         "on v5e", lambda: compile_errors().bf16_mask, (((16, 128), BF16),) * 2),
+         "on v5e", lambda: test_kernels("compile_errors").bf16_mask, (((16, 128), BF16),) * 2),
     Case("err-dtype-bf16cmp-v6e", "v6e", "compile_errors.py bf16_mask: the same bf16 comparison on v6e",
-         lambda: compile_errors().bf16_mask, (((16, 128), BF16),) * 2),
+         lambda: test_kernels("compile_errors").bf16_mask, (((16, 128), BF16),) * 2),
     Case("err-dtype-bf16cmp-v7x", "v7x", "compile_errors.py bf16_mask: the same bf16 comparison on v7x",
-         lambda: compile_errors().bf16_mask, (((16, 128), BF16),) * 2),
+         lambda: test_kernels("compile_errors").bf16_mask, (((16, 128), BF16),) * 2),
     Case("err-dtype-scalar-v6e", "v6e", "compile_errors.py bf16_broadcast_element: x_ref[...][3, 5] of bf16[16,128] "
-         "as a scalar", lambda: compile_errors().bf16_broadcast_element, (((16, 128), BF16),)),
+         "as a scalar", lambda: test_kernels("compile_errors").bf16_broadcast_element, (((16, 128), BF16),)),
     Case("err-smem-load-v6e", "v6e", "compile_errors.py smem_vector: f32[8,128] in SMEM read whole as a vector",
-         lambda: compile_errors().smem_vector, (((8, 128), F32),)),
+         lambda: test_kernels("compile_errors").smem_vector, (((8, 128), F32),)),
     Case("err-partition-v6e", "v6e", "compile_errors.py double: f32[32,128] sharded by rows over the 4 devices of "
          "v6e:2x2 under jit", lambda: sharded("v6e", "double", (32, 128), F32), (((32, 128), F32),)),
 )

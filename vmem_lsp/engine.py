@@ -305,8 +305,8 @@ def not_reached(files: list[str], results: list[ExampleResult], sources: SourceF
     reached = reached_sites(results, sources.sites_of)
     found = []
     for path in files:
+        near = [span for where, span in reached if where == path]
         for site in sources.sites_of(path).sites:
-            near = [span for where, span in reached if where == path]
             if not any(overlaps(site.span, span) for span in near):
                 found.append(unreached_diagnostic(site, sources.text(path) or "", required))
     return found
@@ -324,7 +324,8 @@ def unreached_diagnostic(site: KernelSite, text: str, required: bool) -> Diagnos
 
 def overlaps(a: Span, b: Span) -> bool:
     """Two spans share a position: a site and one it holds or is held by."""
-    return (a.start_line, a.start_col) <= (b.end_line, b.end_col) and (b.start_line, b.start_col) <= (a.end_line, a.end_col)
+    starts_a, ends_a = (a.start_line, a.start_col), (a.end_line, a.end_col)
+    return starts_a <= (b.end_line, b.end_col) and (b.start_line, b.start_col) <= ends_a
 
 
 @dataclass

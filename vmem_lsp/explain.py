@@ -112,8 +112,12 @@ def ways_out(report: Report, chip: Chip | None) -> list[str]:
             ways.append((f"halving {operand}'s block ({dims[0]} → {dims[0] // 2} rows)", allocation.size // 2))
         if allocation.buffers == 2:
             ways.append((f"single-buffering {operand} (pipeline_mode=pl.Buffered(1))", allocation.size // 2))
-    said = [f"{what} saves {render.size(saves)}: " + (f"fits with {render.size(saves - over)} to spare"
-                                                     if saves >= over else f"not enough alone, {render.size(over - saves)} short")
+    def outcome(saves: int) -> str:
+        if saves >= over:
+            return f"fits with {render.size(saves - over)} to spare"
+        return f"not enough alone, {render.size(over - saves)} short"
+
+    said = [f"{what} saves {render.size(saves)}: {outcome(saves)}"
             for what, saves in sorted(ways, key=lambda w: (w[1] < over, w[1] if w[1] >= over else -w[1]))]
     if report.limit_kind == "scoped" and report.used:
         room = [c for c in ([chip] if chip else CHIPS.values()) if c.capacity >= report.used]
@@ -124,15 +128,12 @@ def ways_out(report: Report, chip: Chip | None) -> list[str]:
 
 
 def verdict(report: Report, chip: Chip | None) -> str:
-    on = f" on {chip.label}" if chip else ""
+    label, space = chip.label if chip else None, (report.memory_space or "vmem").upper()
     if report.form == "single_allocation":
-        return render.single_allocation(report.limit or 0, chip.label if chip else "this chip",
-                                        (report.memory_space or "vmem").upper(), report.limit_text)
-    return render.needs(report.used or 0, report.limit or 0, chip.label if chip else "this chip",
-                        scoped=report.limit_kind == "scoped", space=(report.memory_space or "vmem").upper(),
-                        over=report.exceeded_by or 0,
-                        printed=(report.used_text, report.limit_text, report.exceeded_by_text)).replace(
-        " on this chip", on)
+        return render.single_allocation(report.limit or 0, label, space, report.limit_text)
+    return render.needs(report.used or 0, report.limit or 0, label, scoped=report.limit_kind == "scoped",
+                        space=space, over=report.exceeded_by or 0,
+                        printed=(report.used_text, report.limit_text, report.exceeded_by_text))
 
 
 def chip_of(text: str, target: str | None) -> Chip | None:
@@ -223,9 +224,12 @@ def place(report: Report, candidates: list[tuple[str, object, str]]) -> Placemen
     names = report_names(report)
     windows = [a for a in report.allocations if a.kind in ("input_window", "output_window")]
 
+    def named(site, text) -> bool:
+        return bool(names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)})
+
     def score(site, text) -> int:
         found = 0
-        if names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)}:
+        if named(site, text):
             found += 4
         for a in windows:
             specs = site.in_specs if a.kind == "input_window" else site.out_specs
@@ -246,7 +250,7 @@ def place(report: Report, candidates: list[tuple[str, object, str]]) -> Placemen
         """A name the report gives the kernel, or a window shape written in a BlockSpec: counts
         of operands alone fit too many kernels to place a report on one (single-allocation-v4
         went to an SMEM kernel of compile_errors.py on counts alone)."""
-        if names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)}:
+        if named(site, text):
             return True
         return any(a.window_shape and a.operand_index is not None
                    and a.operand_index < len(specs := site.in_specs if a.kind == "input_window" else site.out_specs)

@@ -107,26 +107,26 @@ def allocation_label(allocation) -> str:
     return allocation.kind.replace("_", " ")
 
 
-def needs(used: int, limit: int, chip: str, *, scoped: bool, space: str = "VMEM", set_in: str | None = None,
+def needs(used: int, limit: int, chip: str | None, *, scoped: bool, space: str = "VMEM", set_in: str | None = None,
           over: int | None = None, approx: bool = False, note: str | None = None,
           printed: tuple[str | None, str | None, str | None] = (None, None, None)) -> str:
     """The budget sentence: `kernel needs 128.00M of 16.00M scoped VMEM on TPU
     v5e (over by 112.00M)`. `printed` are the compiler's own texts of used,
     limit and over, which win over ours so that figures read as in its log;
     `approx` marks an estimate (~); a scoped limit that is not the chip's
-    default says where it was set."""
+    default says where it was set; with no chip (a log that does not say), none is named."""
     used_text, limit_text, over_text = printed
     tilde = "~" if approx else ""
     where = f" (set in {set_in})" if scoped and set_in else ""
     sentence = (f"kernel needs {tilde}{used_text or size(used)} of {limit_text or size(limit)} "
-                f"{'scoped ' if scoped else ''}{space}{where} on {chip}")
+                f"{'scoped ' if scoped else ''}{space}{where}{f' on {chip}' if chip else ''}")
     if over is not None:
         sentence += f" (over by {tilde}{over_text or size(over)}{'; ' + note if note else ''})"
     return sentence
 
 
-def single_allocation(limit: int, chip: str, space: str = "VMEM", printed_limit: str | None = None) -> str:
-    return f"one allocation would exceed the {printed_limit or size(limit)} of {space} on {chip}"
+def single_allocation(limit: int, chip: str | None, space: str = "VMEM", printed_limit: str | None = None) -> str:
+    return f"one allocation would exceed the {printed_limit or size(limit)} of {space}{f' on {chip}' if chip else ''}"
 
 
 # ---- messages ---------------------------------------------------------------------------

@@ -248,17 +248,22 @@ def candidates(knobs: list[Knob], levels: int = 4) -> list[list[tuple[Knob, int]
     return found
 
 
-def shrink_fixes(problem: Problem) -> list[Fix]:
-    """Block sizes halved where they are written: the example's own numbers
-    and keywords first; defaults and constants that other code shares after,
-    titled as such."""
+def knobs_of(problem: Problem) -> list[Knob]:
+    """Where the example's block sizes are written: its own numbers, keywords to
+    add to it, the defaults other code shares, and module constants and fields."""
     example, source = problem.example, problem.source
     keywords = keyword_knobs(example, source)
     added = {k.name for k in keywords}
     # A default no other caller uses is the example's alone: set by the keyword instead.
     defaults = [k for k in default_knobs(example, source) if k.shared or k.name not in added]
-    knobs = example_knobs(example, source) + keywords + defaults + constant_knobs(example.path, source)
-    moving = relevant_knobs(problem, knobs)
+    return example_knobs(example, source) + keywords + defaults + constant_knobs(example.path, source)
+
+
+def shrink_fixes(problem: Problem) -> list[Fix]:
+    """Block sizes halved where they are written: the example's own numbers
+    and keywords first; defaults and constants that other code shares after,
+    titled as such."""
+    moving = relevant_knobs(problem, knobs_of(problem))
     variants = [Variant.of(problem, [knob_edit(k, v) for k, v in changes], knob_label(changes),
                            math.prod(v / k.value for k, v in changes), any(k.shared for k, _ in changes))
                 for changes in candidates(moving)]
@@ -400,7 +405,9 @@ def untileable(problem: Problem) -> list[tuple[CapturedCall, Operand]]:
     for target in problem.targets:
         for call in problem.failing(target):
             report = parse_report(call.compiler_text or "")
-            op = operand_named(call, report.operand_kind, report.operand_index) if report.form == "block_shape" else None
+            if report.form != "block_shape":
+                continue
+            op = operand_named(call, report.operand_kind, report.operand_index)
             if op is not None and op.block_shape and (call, op) not in found:
                 found.append((call, op))
     return found
@@ -424,9 +431,7 @@ def legal_block_fixes(problem: Problem) -> list[Fix]:
     (rows a multiple of 8, 16 or 32 by item size, lanes of 128, or the whole
     dimension), set where the number is written (the knobs), each checked to
     read the whole array and verified by the compiler like the VMEM fixes."""
-    example, source = problem.example, problem.source
-    knobs = example_knobs(example, source) + keyword_knobs(example, source) + default_knobs(example, source)
-    knobs += constant_knobs(example.path, source)
+    knobs = knobs_of(problem)
     variants = []
     for call, op in untileable(problem):
         tiles = render.tile(op.dtype)
@@ -437,9 +442,8 @@ def legal_block_fixes(problem: Problem) -> list[Fix]:
                 continue
             tile_text = " x ".join(str(tile) for tile, _ in positions)
             for value in legal_sizes(knob.value, positions):
-                label = (f"Make the block tile: {knob.name.rsplit('.', 1)[-1]}={value} "
-                         f"({'the whole dimension' if any(value == f for _, f in positions) else f'a multiple of {tile_text}'} "
-                         f"for {op.dtype})")
+                why = "the whole dimension" if any(value == f for _, f in positions) else f"a multiple of {tile_text}"
+                label = f"Make the block tile: {knob.name.rsplit('.', 1)[-1]}={value} ({why} for {op.dtype})"
                 variants.append(Variant.of(problem, [knob_edit(knob, value)], label, value / knob.value, knob.shared))
     return verified_best(problem, "tile", scored(problem, variants))
 
@@ -459,4 +463,5 @@ def find_fixes(problem: Problem) -> list[Fix]:
         fixes += grid_fixes(problem)
     fixes += limit_fixes(problem)
     fixes += buffer_fixes(problem)
-    return sorted(fixes, key=lambda f: (not f.verified, ["shrink", "grid", "raise_limit", "single_buffer"].index(f.kind)))
+    order = ["shrink", "grid", "raise_limit", "single_buffer"]
+    return sorted(fixes, key=lambda f: (not f.verified, order.index(f.kind)))
