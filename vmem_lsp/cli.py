@@ -182,7 +182,7 @@ def run_check(args) -> int:
                + f"{outcome.cache_hits} cached, {outcome.seconds:.1f} s)"
                + (f"; {outcome.unchecked} kernel{'s' * (outcome.unchecked != 1)} not checked"
                   if outcome.unchecked else ""))
-    rendered = render(args.format, outcome.diagnostics, summary)
+    rendered = render(args.format, outcome.diagnostics, summary, outcome.sources.notebook)
     if args.output:
         with open(args.output, "w") as f:
             f.write(rendered)
@@ -197,6 +197,7 @@ def add_examples(outcome, settings) -> int:
     `ruff --add-noqa` writes its comments; what was written goes to stderr."""
     from .engine import example_templates
     from .fixes.edits import TextEdit
+    from . import render
     from .render import display_path
     from .source.model import Span
     by_path: dict = {}
@@ -209,7 +210,7 @@ def add_examples(outcome, settings) -> int:
             continue
         for t in templates:
             found = f" (shapes from {t.found_in})" if t.found_in else " (fill in the shapes)" if t.unfinished else ""
-            print(f"{display_path(path)}:{t.line}: added # vmem: {t.call}{found}", file=sys.stderr)
+            print(f"{render.at(path, t.line)}: added # vmem: {t.call}{found}", file=sys.stderr)
     count = sum(len(t) for t in by_path.values())
     print(f"{count} example{'s' * (count != 1)} added", file=sys.stderr)
     return EXIT_OK
@@ -229,11 +230,12 @@ def fix_files(outcome, settings, worker, use_cache: bool, write: bool) -> int:
     from .engine import SourceFiles, find_fixes
     from .fixes.edits import apply_edits
     from .fixes.plan import unified_diff
+    from . import render
     from .render import display_path
     sources = outcome.sources or SourceFiles()
     edits_by_path: dict = {}
     for example, fixes in find_fixes(outcome, settings, worker, use_cache):
-        where = f"{display_path(example.path)}:{example.line}"
+        where = render.at(example.path, example.line)
         best = next((f for f in fixes if f.verified), None)
         if best is None:
             print(f"{where}: no compiler-verified fix found"
@@ -246,7 +248,9 @@ def fix_files(outcome, settings, worker, use_cache: bool, write: bool) -> int:
     for path, edits in sorted(edits_by_path.items()):
         before = sources.text(path)
         if not write:
-            sys.stdout.write(unified_diff(path, before, apply_edits(before, edits), display_path(path)))
+            notebook = sources.notebook(path)
+            for label, old, new in (notebook.edited_cells(edits) if notebook else [("", before, apply_edits(before, edits))]):
+                sys.stdout.write(unified_diff(path, old, new, display_path(path) + label))
         elif (problem := write_edits(path, before, edits)) is not None:
             print(f"{display_path(path)}: not fixed: {problem}", file=sys.stderr)
     return len(edits_by_path)
@@ -260,20 +264,30 @@ def write_edits(path: str, checked: str, edits: list) -> str | None:
     import tempfile
     from dataclasses import replace
     from .fixes.edits import apply_edits
+    from .source.notebook import NotebookError, is_notebook, read_notebook
     try:
         with open(path, encoding="utf-8", newline="") as f:
             raw = f.read()
     except (OSError, UnicodeDecodeError) as error:
         return f"cannot read it again ({error})"
-    if raw.replace("\r\n", "\n").replace("\r", "\n") != checked:
-        return "it changed on disk while fixes were searched; run the check again"
-    newline = "\r\n" if "\r\n" in raw else "\n"
-    if "\r" in raw.replace("\r\n", ""):
-        return "it has lone \\r line ends, which fixes do not edit"
-    after = apply_edits(raw, [replace(e, new_text=e.new_text.replace("\n", newline)) for e in edits])
+    if is_notebook(path):
+        try:
+            notebook = read_notebook(raw, path)
+            if notebook.module != checked:
+                return "it changed on disk while fixes were searched; run the check again"
+            after = notebook.apply_edits(edits)
+        except NotebookError as error:
+            return str(error)
+    else:
+        if raw.replace("\r\n", "\n").replace("\r", "\n") != checked:
+            return "it changed on disk while fixes were searched; run the check again"
+        newline = "\r\n" if "\r\n" in raw else "\n"
+        if "\r" in raw.replace("\r\n", ""):
+            return "it has lone \\r line ends, which fixes do not edit"
+        after = apply_edits(raw, [replace(e, new_text=e.new_text.replace("\n", newline)) for e in edits])
     folder = os.path.dirname(os.path.abspath(path))
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", dir=folder, delete=False,
-                                     prefix=".vmem-fix-", suffix=".py") as temporary:
+                                     prefix=".vmem-fix-", suffix=os.path.splitext(path)[1]) as temporary:
         temporary.write(after)
     try:
         shutil.copymode(path, temporary.name)

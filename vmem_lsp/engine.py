@@ -28,8 +28,9 @@ from .mapping import diagnostics_for
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
 from .source.locate import LocateResult, locate
 from .source.model import KernelSite, Span
+from .source.notebook import SUFFIX, Notebook, NotebookError, is_notebook, read_notebook
 from .source.text import split_lines
-from . import views
+from . import render, views
 
 @dataclass
 class CheckOutcome:
@@ -56,8 +57,11 @@ class SourceFiles:
         self.overlay = overlay or (lambda path: None)
         self.texts: dict[str, str | None] = {}
         self.located: dict[str, LocateResult] = {}
+        self.notebooks: dict[str, Notebook] = {}
+        self.problems: dict[str, str] = {}
 
     def text(self, path: str) -> str | None:
+        """The text vmem-lsp reads for `path`: a notebook's is the module its code cells make."""
         if path not in self.texts:
             if (open_text := self.overlay(path)) is not None:
                 self.texts[path] = open_text
@@ -67,7 +71,21 @@ class SourceFiles:
                     self.texts[path] = f.read()
             except (OSError, UnicodeDecodeError):
                 self.texts[path] = None
+            if is_notebook(path) and self.texts[path] is not None:
+                try:
+                    self.notebooks[path] = read_notebook(self.texts[path], path)
+                    self.texts[path] = self.notebooks[path].module
+                except NotebookError as error:
+                    self.problems[path], self.texts[path] = str(error), None
         return self.texts[path]
+
+    def notebook(self, path: str) -> Notebook | None:
+        self.text(path)
+        return self.notebooks.get(path)
+
+    def problem(self, path: str) -> str:
+        """Why `path` could not be read, for its VMEM010."""
+        return self.problems.get(path) or "cannot read this file as UTF-8 text"
 
     def sites_of(self, path: str) -> LocateResult:
         if path not in self.located:
@@ -93,7 +111,7 @@ def python_files(paths: list[str], exclude: tuple[str, ...]) -> list[str]:
             continue
         for directory, subdirs, files in os.walk(path):
             subdirs[:] = sorted(d for d in subdirs if d not in exclude and not d.startswith("."))
-            found.extend(os.path.abspath(os.path.join(directory, f)) for f in sorted(files) if f.endswith(".py"))
+            found.extend(os.path.abspath(os.path.join(directory, f)) for f in sorted(files) if f.endswith((".py", SUFFIX)))
     return found
 
 
@@ -110,8 +128,7 @@ def gather_examples(files: list[str], settings: Settings, sources: SourceFiles, 
     for path in files:
         text = sources.text(path)
         if text is None:
-            outcome.diagnostics.append(Diagnostic(path, Span(1, 0, 1, 0), "error", "VMEM010",
-                                                  "cannot read this file as UTF-8 text"))
+            outcome.diagnostics.append(Diagnostic(path, Span(1, 0, 1, 0), "error", "VMEM010", sources.problem(path)))
             continue
         found, errors = find_examples(text, path)
         examples.extend(found)
@@ -210,7 +227,7 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
 
     def run(numbered):
         number, (example, target) = numbered
-        where = f"{os.path.relpath(example.path)}:{example.line}"
+        where = render.at(example.path, example.line)
         announce = lambda: bar.line(f"[{number}/{len(jobs)}] {target} {where} {example.text}")
         result, cached = run_example(example, target, settings, cache, worker, announce)
         bar.advance(where)
@@ -314,7 +331,6 @@ def not_reached(files: list[str], results: list[ExampleResult], sources: SourceF
 
 def unreached_diagnostic(site: KernelSite, text: str, required: bool) -> Diagnostic:
     """VMEM020 for one site: a warning, an error where examples are required."""
-    from . import render
     from .source.calls import kernel_name
     name = kernel_name(text, site.span)
     return Diagnostic(site.path, site.name_span, "error" if required else "warning", "VMEM020",

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 from .report.parse import format_size
+from .source.notebook import cell_line, is_notebook
 
 size = format_size      # bytes as the compiler prints them: 64.00M, 512.0K
 
@@ -282,4 +283,5 @@ def not_checked(target: str | None, error: str, raised_at: str | None) -> str:
 
 
 def at(path: str, line: int) -> str:
-    return f"{display_path(path)}:{line}"
+    """`path:line`; in a notebook, `path:cell N:line`, as the outputs give positions."""
+    return f"{display_path(path)}:{(is_notebook(path) and cell_line(path, line)) or line}"

@@ -22,10 +22,12 @@ import sys
 import threading
 import time
 import traceback as tb
+import types
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
 from ..lifetime import die_with_parent
+from ..source.notebook import is_notebook, read_notebook
 from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_words, to_json
 from .shipping import file_digest
 
@@ -97,6 +99,8 @@ class Worker:
             return importlib.import_module(module)
         directory, name = module_name_for(path)
         sys.path.insert(0, directory)
+        if is_notebook(path):
+            return self.run_notebook(name, path, source)
         if "." in name and source is None:
             return importlib.import_module(name)
         if "." in name:
@@ -113,6 +117,19 @@ class Worker:
             self.by_path[path] = loaded
         else:
             exec(compile(source, path, "exec"), vars(loaded))
+        return loaded
+
+    def run_notebook(self, name: str, path: str, source: str | None):
+        """A notebook runs as the module its code cells make (magics masked),
+        under the notebook's path, so tracebacks and traced frames carry the
+        module's line numbers, which is what vmem-lsp reads positions in."""
+        if source is None:
+            with open(path, encoding="utf-8") as f:
+                source = read_notebook(f.read(), path).module
+        loaded = types.ModuleType(f"__vmem_notebook_{name}")
+        loaded.__file__ = path
+        sys.modules[loaded.__name__] = loaded
+        exec(compile(source, path, "exec"), vars(loaded))
         return loaded
 
     def user_deps(self, extra: list[str]) -> dict[str, str]:

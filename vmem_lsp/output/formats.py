@@ -1,41 +1,88 @@
-"""Text, JSON and SARIF 2.1.0 renderings of the same diagnostics."""
+"""Text, JSON, SARIF 2.1.0 and GitHub renderings of the same diagnostics.
+
+Positions inside vmem-lsp are lines of the text it checked; for a notebook
+that is the module its code cells make. Here, at the edge, a notebook's
+position becomes its cell and the line in that cell (text, JSON, SARIF's
+`cell` property) or the place in the .ipynb file itself (SARIF regions,
+GitHub annotations), as ruff gives them."""
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+from typing import Callable
 from pathlib import Path
 
 from .. import __version__
 from ..diagnostics import CODES, HELP, Diagnostic
 from ..render import display_path
+from ..source.model import Span
+from ..source.notebook import Notebook
+
+NotebookOf = Callable[[str], "Notebook | None"]
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "information": "note"}
 
 
-def text(diagnostics: list[Diagnostic], summary: str) -> str:
+def no_notebooks(path: str) -> None:
+    return None
+
+
+def in_cell(notebook: Notebook | None, span: Span) -> tuple[int, Span] | None:
+    """(cell number, 1-based among all cells, as a person counts them; the span
+    within that cell) of a module span of a notebook; None for other files."""
+    start = notebook and notebook.cell_position(span.start_line, span.start_col)
+    if not start:
+        return None
+    end = notebook.cell_position(span.end_line, span.end_col)
+    end_line, end_col = (end.line, end.col) if end and end.cell == start.cell else (start.line, start.col)
+    return start.cell + 1, Span(start.line, start.col, end_line, end_col)
+
+
+def in_file(notebook: Notebook | None, span: Span) -> Span:
+    """A module span of a notebook as a span of the .ipynb file's own text."""
+    if notebook is None:
+        return span
+    return Span(*notebook.file_position(span.start_line, span.start_col),
+                *notebook.file_position(span.end_line, span.end_col))
+
+
+def where(path: str, span: Span, notebook_of: NotebookOf) -> str:
+    """`path:line:col`, or ruff's `path:cell N:line:col` in a notebook."""
+    placed = in_cell(notebook_of(path), span)
+    cell, span = placed if placed else (None, span)
+    return f"{display_path(path)}:{f'cell {cell}:' if cell else ''}{span.start_line}:{span.start_col + 1}"
+
+
+def text(diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks) -> str:
     """`path:line:col: error VMEM001 message`, one a line, as compilers print."""
-    lines = [f"{display_path(d.path)}:{d.span.start_line}:{d.span.start_col + 1}: "
-             f"{d.severity} {d.code} {d.message}" for d in diagnostics]
+    lines = [f"{where(d.path, d.span, notebook_of)}: {d.severity} {d.code} {d.message}" for d in diagnostics]
     lines.append(summary)
     return "\n".join(lines) + "\n"
 
 
-def as_dict(d: Diagnostic) -> dict:
+def _place(path: str, span: Span, notebook_of: NotebookOf) -> dict:
+    placed = in_cell(notebook_of(path), span)
+    if placed is None:
+        return {"range": dataclasses.asdict(span)}
+    return {"cell": placed[0], "range": dataclasses.asdict(placed[1])}
+
+
+def as_dict(d: Diagnostic, notebook_of: NotebookOf = no_notebooks) -> dict:
     return {
         "path": display_path(d.path), "abs_path": d.path,
-        "range": dataclasses.asdict(d.span),
+        **_place(d.path, d.span, notebook_of),
         "severity": d.severity, "code": d.code, "message": d.message,
         "target": d.target, "origin": d.origin,
-        "related": [{"path": display_path(r.path), "range": dataclasses.asdict(r.span), "message": r.message}
+        "related": [{"path": display_path(r.path), **_place(r.path, r.span, notebook_of), "message": r.message}
                     for r in d.related],
         "facts": d.facts,
     }
 
 
-def json_text(diagnostics: list[Diagnostic], summary: str) -> str:
+def json_text(diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks) -> str:
     return json.dumps({"version": __version__, "summary": summary,
-                       "diagnostics": [as_dict(d) for d in diagnostics]}, indent=2) + "\n"
+                       "diagnostics": [as_dict(d, notebook_of) for d in diagnostics]}, indent=2) + "\n"
 
 
 def _uri(path: str) -> str:
@@ -48,23 +95,28 @@ def _region(span) -> dict:
             "endLine": span.end_line, "endColumn": max(span.end_col, span.start_col) + 1}
 
 
-def _location(path, span, message=None) -> dict:
-    location = {"physicalLocation": {"artifactLocation": {"uri": _uri(path)}, "region": _region(span)}}
+def _location(path, span, notebook_of: NotebookOf, message=None) -> dict:
+    notebook = notebook_of(path)
+    location = {"physicalLocation": {"artifactLocation": {"uri": _uri(path)}, "region": _region(in_file(notebook, span))}}
+    if (placed := in_cell(notebook, span)) is not None:
+        location["properties"] = {"cell": placed[0], "cellRegion": _region(placed[1])}
     if message:
         location["message"] = {"text": message}
     return location
 
 
-def sarif_text(diagnostics: list[Diagnostic], summary: str) -> str:
+def sarif_text(diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks) -> str:
     rules = [{"id": code, "shortDescription": {"text": text}, **({"helpUri": HELP[code]} if code in HELP else {})}
              for code, text in CODES.items()]
     results = [{
         "ruleId": d.code,
         "level": SARIF_LEVEL[d.severity],
         "message": {"text": d.message},
-        "locations": [_location(d.path, d.span)],
-        "relatedLocations": [dict(_location(r.path, r.span, r.message), id=i) for i, r in enumerate(d.related)],
-        "properties": {"target": d.target, "origin": d.origin, **d.facts},
+        "locations": [_location(d.path, d.span, notebook_of)],
+        "relatedLocations": [dict(_location(r.path, r.span, notebook_of, r.message), id=i)
+                             for i, r in enumerate(d.related)],
+        "properties": {"target": d.target, "origin": d.origin, **d.facts,
+                       **({"cell": placed[0]} if (placed := in_cell(notebook_of(d.path), d.span)) else {})},
     } for d in diagnostics]
     log = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
@@ -89,12 +141,14 @@ def _github_escape(value: str, property: bool = False) -> str:
     return value.replace(":", "%3A").replace(",", "%2C") if property else value
 
 
-def github_text(diagnostics: list[Diagnostic], summary: str) -> str:
-    """GitHub Actions workflow commands: one annotation a diagnostic."""
+def github_text(diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks) -> str:
+    """GitHub Actions workflow commands: one annotation a diagnostic, on the
+    file's own lines (a notebook's JSON lines)."""
     lines = []
     for d in diagnostics:
-        where = (f"file={_github_escape(display_path(d.path), True)},line={d.span.start_line},"
-                 f"col={d.span.start_col + 1},endLine={d.span.end_line},endColumn={d.span.end_col + 1},"
+        span = in_file(notebook_of(d.path), d.span)
+        where = (f"file={_github_escape(display_path(d.path), True)},line={span.start_line},"
+                 f"col={span.start_col + 1},endLine={span.end_line},endColumn={span.end_col + 1},"
                  f"title={_github_escape(d.code, True)}")
         lines.append(f"::{GITHUB_LEVEL[d.severity]} {where}::{_github_escape(d.message)}")
     lines.append(summary)
@@ -104,5 +158,7 @@ def github_text(diagnostics: list[Diagnostic], summary: str) -> str:
 FORMATS = {"text": text, "json": json_text, "sarif": sarif_text, "github": github_text}
 
 
-def render(format_name: str, diagnostics: list[Diagnostic], summary: str) -> str:
-    return FORMATS[format_name](diagnostics, summary)
+def render(format_name: str, diagnostics: list[Diagnostic], summary: str,
+           notebook_of: NotebookOf = no_notebooks) -> str:
+    """`notebook_of(path)` gives the notebook a diagnostic's path names, if it is one."""
+    return FORMATS[format_name](diagnostics, summary, notebook_of)

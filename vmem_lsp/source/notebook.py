@@ -1,0 +1,267 @@
+"""Jupyter notebooks as Python modules, and back.
+
+The code cells of a notebook, in order, make one module: that is what is
+located, checked and run in the worker, so every position inside vmem-lsp is
+a (line, column) of that module text. IPython magics and shell lines are
+masked the way ruff masks them (the line keeps its place, its text becomes
+`pass` or `None`), so they neither break parsing nor shift a line.
+
+Positions go back to the notebook at the edges: `cell_position` for what a
+person reads ("cell 3, line 5"), `file_position` for tools that point into
+the .ipynb file itself (SARIF regions, GitHub annotations), and `apply_edits`
+for --fix: it rewrites only the `source` values of the cells it edits, so the
+outputs, metadata, ids, indentation, key order and trailing newline of the
+file stay byte for byte.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from .model import Span
+from .text import line_and_column
+
+SUFFIX = ".ipynb"
+
+
+def is_notebook(path: str | None) -> bool:
+    return bool(path) and path.endswith(SUFFIX)
+
+
+class NotebookError(ValueError):
+    """A notebook vmem-lsp cannot read: the message says why, for the user."""
+
+
+# ---- where each value sits in the file --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Node:
+    """A JSON value and the string indices [start, end) of its text in the file."""
+    start: int
+    end: int
+    items: object = None        # dict of key -> Node, list of Node, or None for a scalar
+
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null")
+
+
+def _value(raw: str, at: int) -> Node:
+    """The JSON value starting at `at` (whitespace skipped), with its span.
+    The text is valid JSON already (json.loads read it): this only finds where."""
+    at = _WHITESPACE.match(raw, at).end()
+    if raw[at] == "{":
+        items, start, at = {}, at, _WHITESPACE.match(raw, at + 1).end()
+        while raw[at] != "}":
+            key = _STRING.match(raw, at)
+            value = _value(raw, _WHITESPACE.match(raw, key.end()).end() + 1)    # past the ':'
+            items[json.loads(key.group())] = value
+            at = _WHITESPACE.match(raw, value.end).end()
+            at = _WHITESPACE.match(raw, at + 1).end() if raw[at] == "," else at
+        return Node(start, at + 1, items)
+    if raw[at] == "[":
+        items, start, at = [], at, _WHITESPACE.match(raw, at + 1).end()
+        while raw[at] != "]":
+            items.append(_value(raw, at))
+            at = _WHITESPACE.match(raw, items[-1].end).end()
+            at = _WHITESPACE.match(raw, at + 1).end() if raw[at] == "," else at
+        return Node(start, at + 1, items)
+    match = _STRING.match(raw, at) if raw[at] == '"' else _SCALAR.match(raw, at)
+    return Node(at, match.end())
+
+
+# ---- magics -----------------------------------------------------------------------------------
+
+_LINE_MAGIC = re.compile(r"^(\s*)(?:[%!?]|[\w.\[\]]+\s*=\s*[%!])")
+_HELP = re.compile(r"^(\s*)[\w.]+\?\??\s*$")
+_ASSIGNED = re.compile(r"^(\s*[\w.\[\]]+\s*=\s*)[%!]")
+
+
+def mask_magics(cell: str) -> str:
+    """The cell with IPython's own syntax made plain Python, line for line:
+    a `%%` cell magic comments out the cell; `%magic`, `!shell` and `obj?`
+    become `pass`, `x = !ls` becomes `x = None`. A cell that parses as
+    Python already is left alone (a docstring line may start with `!`)."""
+    try:
+        compile(cell, "<cell>", "exec", dont_inherit=True, flags=0x400)    # PyCF_ONLY_AST
+        return cell
+    except (SyntaxError, ValueError):
+        pass
+    lines = cell.split("\n")
+    if cell.lstrip().startswith("%%"):
+        return "\n".join("#" + line if line else line for line in lines)
+    masked, continued = [], False
+    for line in lines:
+        indent = re.match(r"\s*", line).group()
+        if continued or _LINE_MAGIC.match(line) or _HELP.match(line):
+            assigned = _ASSIGNED.match(line)
+            masked.append(assigned.group(1) + "None" if assigned and not continued else indent + "pass")
+            continued = line.endswith("\\")
+        else:
+            masked.append(line)
+    return "\n".join(masked)
+
+
+# ---- the notebook -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CodeCell:
+    index: int                  # among all the notebook's cells, 0-based (markdown counts)
+    source: str                 # as written, joined
+    first_line: int             # 1-based line of the module where the cell starts
+    lines: int                  # how many module lines it takes
+    node: Node                  # the "source" value in the file: a string or a list of strings
+    masked: frozenset = frozenset()     # lines of the cell (1-based) whose IPython syntax was masked
+
+
+@dataclass(frozen=True)
+class CellPosition:
+    cell: int                   # among all cells, 0-based
+    line: int                   # 1-based, within the cell
+    col: int                    # 0-based code points
+
+
+@dataclass(frozen=True)
+class Notebook:
+    path: str
+    raw: str                    # the file's text
+    cells: tuple[CodeCell, ...]
+    module: str                 # the code cells as one module, magics masked
+
+    def cell_at(self, line: int) -> CodeCell | None:
+        for cell in self.cells:
+            if cell.first_line <= line < cell.first_line + cell.lines:
+                return cell
+        return None
+
+    def cell_position(self, line: int, col: int) -> CellPosition | None:
+        """Where a module position is, as a person finds it: the cell and the line in it."""
+        cell = self.cell_at(line)
+        return CellPosition(cell.index, line - cell.first_line + 1, col) if cell else None
+
+    def file_position(self, line: int, col: int) -> tuple[int, int]:
+        """The (line, col) in the .ipynb file's own text of a module position:
+        inside the JSON string that holds that character."""
+        cell = self.cell_at(line)
+        if cell is None:
+            return 1, 0
+        within = line - cell.first_line
+        if isinstance(cell.node.items, list):
+            if not cell.node.items:
+                return line_and_column(self.raw, cell.node.start)
+            token = cell.node.items[min(within, len(cell.node.items) - 1)]
+            offset = _raw_offset(self.raw, token, col)
+        else:
+            before = sum(len(text) + 1 for text in cell.source.split("\n")[:within])
+            offset = _raw_offset(self.raw, cell.node, before + col)
+        return line_and_column(self.raw, offset)
+
+    def edits_by_cell(self, edits) -> list[tuple[CodeCell, list]]:
+        """Module edits grouped by the cell they fall in, in file order. An edit
+        must stay inside one cell, off the lines whose magics were masked."""
+        by_cell: dict[int, list] = {}
+        for edit in edits:
+            cell = self.cell_at(edit.span.start_line)
+            if cell is None or cell is not self.cell_at(edit.span.end_line):
+                raise NotebookError(f"an edit at line {edit.span.start_line} is not inside one code cell")
+            if any(line - cell.first_line + 1 in cell.masked
+                   for line in range(edit.span.start_line, edit.span.end_line + 1)):
+                raise NotebookError(f"an edit at line {edit.span.start_line} falls on an IPython magic")
+            by_cell.setdefault(cell.index, []).append(edit)
+        return [(cell, by_cell[cell.index]) for cell in self.cells if cell.index in by_cell]
+
+    def edited_cells(self, edits) -> list[tuple[str, str, str]]:
+        """(":cell N", source before, source after) of each cell the edits change: what --diff shows."""
+        return [(f":cell {cell.index + 1}", cell.source, _edited(cell, local)) for cell, local in self.edits_by_cell(edits)]
+
+    def apply_edits(self, edits) -> str:
+        """The file's text with module edits made in their cells' sources; every
+        other byte as it was."""
+        raw, ascii_only = self.raw, self.raw.isascii()
+        for cell, local in reversed(self.edits_by_cell(edits)):
+            source = _edited(cell, local)
+            raw = raw[:cell.node.start] + _source_json(self.raw, cell.node, source, ascii_only) + raw[cell.node.end:]
+        return raw
+
+
+def _edited(cell: CodeCell, edits) -> str:
+    from ..fixes.edits import TextEdit, apply_edits
+    shift = cell.first_line - 1
+    local = [TextEdit(e.path, Span(e.span.start_line - shift, e.span.start_col, e.span.end_line - shift,
+                                   e.span.end_col), e.new_text) for e in edits]
+    return apply_edits(cell.source, local)
+
+
+def _raw_offset(raw: str, token: Node, chars: int) -> int:
+    """The index in `raw` of the `chars`-th character that the JSON string `token` decodes to."""
+    at, end, seen = token.start + 1, token.end - 1, 0
+    while at < end and seen < chars:
+        if raw[at] != "\\":
+            at += 1
+        elif raw[at + 1] == "u":
+            high = int(raw[at + 2:at + 6], 16)
+            at += 12 if 0xD800 <= high < 0xDC00 and raw.startswith("\\u", at + 6) else 6
+        else:
+            at += 2
+        seen += 1
+    return at
+
+
+def _source_json(raw: str, node: Node, source: str, ascii_only: bool) -> str:
+    """A cell's new source written as the file wrote the old: one string, or a
+    list of lines with the same separators; unchanged lines keep their text."""
+    if not isinstance(node.items, list):
+        return json.dumps(source, ensure_ascii=ascii_only)
+    old = {json.loads(raw[t.start:t.end]): raw[t.start:t.end] for t in node.items}
+    lines = re.findall(r"[^\n]*\n|[^\n]+$", source)
+    tokens = [old.get(line) or json.dumps(line, ensure_ascii=ascii_only) for line in lines]
+    if not node.items:
+        return json.dumps(lines, ensure_ascii=ascii_only)
+    first, last = node.items[0], node.items[-1]
+    opening, closing = raw[node.start:first.start], raw[last.end:node.end]
+    separator = raw[first.end:node.items[1].start] if len(node.items) > 1 else "," + opening[1:]
+    return opening + separator.join(tokens) + closing if tokens else "[]"
+
+
+_last_read: dict[str, Notebook] = {}
+
+
+def cell_line(path: str, line: int) -> str | None:
+    """"cell N:L" for a line of a notebook's module, as the latest reading of that
+    notebook in this process has it: messages that name a place ("pallas_call f
+    at nb.ipynb:cell 3:4") are written where no notebook is passed around."""
+    notebook = _last_read.get(path)
+    place = notebook.cell_position(line, 0) if notebook else None
+    return f"cell {place.cell + 1}:{place.line}" if place else None
+
+
+def read_notebook(raw: str, path: str) -> Notebook:
+    """The notebook in `raw`, or NotebookError saying why it cannot be read."""
+    try:
+        document = json.loads(raw)
+    except ValueError as error:
+        raise NotebookError(f"not a notebook: the file is not valid JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise NotebookError("not a notebook: the JSON is not an object")
+    if document.get("nbformat", 4) < 4 or "worksheets" in document:
+        raise NotebookError(f"nbformat {document.get('nbformat')} notebooks are not supported; convert it "
+                            f"with `jupyter nbconvert --to notebook --nbformat 4`")
+    if not isinstance(document.get("cells"), list):
+        raise NotebookError("not a notebook: it has no list of cells")
+    nodes = _value(raw, 0).items["cells"].items
+    cells, module_lines = [], []
+    for index, (cell, node) in enumerate(zip(document["cells"], nodes)):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or "source" not in cell:
+            continue
+        source = cell["source"]
+        source = "".join(source) if isinstance(source, list) else str(source)
+        lines = mask_magics(source).split("\n")
+        if len(lines) > 1 and lines[-1] == "":
+            lines.pop()
+        masked = frozenset(n for n, (a, b) in enumerate(zip(lines, source.split("\n")), 1) if a != b)
+        cells.append(CodeCell(index, source, len(module_lines) + 1, len(lines), node.items["source"], masked))
+        module_lines.extend(lines)
+    _last_read[path] = Notebook(path, raw, tuple(cells), "\n".join(module_lines) + "\n")
+    return _last_read[path]
