@@ -29,15 +29,25 @@ def run_nvim(script: str, tmp_path, **env) -> dict:
     return json.loads(result.read_text())
 
 
-def workspace(tmp_path):
+def workspace(tmp_path, percent: bool = False):
+    """copy_whole.py; with `percent`, as jupytext pairs a notebook with it (the
+    percent format: `# %%` starts a cell), line for line, so that the Lua
+    script's positions hold. That is how Neovim users edit notebooks."""
     (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = ".cache"\n')
     path = tmp_path / "copy_whole.py"
     shutil.copy(EXAMPLES / "copy_whole.py", path)
+    if percent:
+        lines = path.read_text().split("\n")
+        assert lines[2].endswith('"""') and lines[6] == lines[10] == ""
+        lines[0:3] = ["# %% [markdown]", "# A copy kernel that takes the whole array in one step.", "# %%"]
+        lines[6] = lines[10] = "# %%"
+        path.write_text("\n".join(lines))
     return path
 
 
-def test_neovim_lsp_client_shows_the_errors_and_applies_the_fix(tmp_path):
-    path = workspace(tmp_path)
+@pytest.mark.parametrize("percent", [False, True], ids=["file", "jupytext-percent"])
+def test_neovim_lsp_client_shows_the_errors_and_applies_the_fix(tmp_path, percent):
+    path = workspace(tmp_path, percent)
     expected = {(line_of(path, "in_specs="), "VMEM001"), (line_of(path, "out_specs="), "VMEM001"),
                 (line_of(path, "pl.pallas_call("), "VMEM002")}
     seen = run_nvim("lsp_test.lua", tmp_path, VMEM_PYTHON=sys.executable, VMEM_FILE=str(path))
