@@ -17,6 +17,7 @@ const WS = need("VMEM_UI_WS");
 const OUT = need("VMEM_UI_OUT");
 const SETTINGS = need("VMEM_UI_SETTINGS");
 const FILE = "copy_whole.py";
+const TILE_FILE = "untileable.py";   // a block shape the TPU cannot tile (VMEM030), from tests/data/kernels
 const BUDGET_S = Number(process.env.VMEM_UI_TIMEOUT || 420);   // the whole script
 
 function need(name) {
@@ -110,15 +111,24 @@ async function statusHistory() {
   return page.evaluate(() => window.__vmemStatus);
 }
 
-/** The Problems panel's marker rows: {line, col, code, text}. */
+/** The Problems panel's marker rows: {file, line, col, code, text}, `file` being the name on the
+ * file's row above them. */
 async function problems() {
-  const rows = await page.$$eval(".markers-panel .monaco-list-row", (els) => els.map((e) => e.innerText.replace(/\s+/g, " ").trim()));
+  const rows = await page.$$eval(".markers-panel .monaco-list-row", (els) => els
+    .map((e) => ({ index: Number(e.getAttribute("data-index")), level: e.getAttribute("aria-level"),
+                   label: e.getAttribute("aria-label") || "", text: e.innerText.replace(/\s+/g, " ").trim() }))
+    .sort((a, b) => a.index - b.index));   // the list places its rows absolutely, not in DOM order
+  let file;
   return rows
-    .map((text) => {
+    .map(({ level, label, text }) => {
+      if (level === "1") {
+        file = /^\S+/.exec(text || label)?.[0];
+        return undefined;
+      }
       const where = /\[Ln (\d+), Col (\d+)\]/.exec(text);
       const code = /VMEM\d{3}/.exec(text);
       // related-information rows ("file[Ln 15, Col 15]: ...") have no code: skip them
-      return where && code ? { line: Number(where[1]), col: Number(where[2]), code: code[0], text } : undefined;
+      return where && code ? { file, line: Number(where[1]), col: Number(where[2]), code: code[0], text } : undefined;
     })
     .filter(Boolean);
 }
@@ -172,6 +182,60 @@ async function runCommand(title) {
   const row = page.locator(".quick-input-widget .monaco-list-row", { hasText: title }).first();
   await row.waitFor({ state: "visible", timeout: 10000 });
   await page.keyboard.press("Enter");
+}
+
+/** Opens `name` from the Explorer, as a person would, and waits until its editor shows `shows`. */
+async function openFromExplorer(name, shows) {
+  await page.locator(".explorer-folders-view .monaco-list-row", { hasText: name }).first().click();
+  await page.locator(".editor-group-container .tab.active", { hasText: name }).first().waitFor({ timeout: 60000 });
+  await until(`${name} to show in the editor`, 30, async () => (await visibleText(".editor-group-container .view-lines")).includes(shows));
+}
+
+/** Puts the cursor on `needle` of `line`, opens the quick fix menu (Ctrl+.) until it offers a fix
+ * whose title matches `title`, and returns that title with the menu left open. */
+async function quickFixOffered(line, needle, title, seconds) {
+  return until(`a quick fix matching ${title} on line ${line}`, seconds, async () => {
+    await page.keyboard.press("Escape");
+    const at = await pointOf(line, needle, 0.3);
+    await page.mouse.click(at.x, at.y);
+    await page.keyboard.press("Control+.");
+    try {
+      await page.waitForSelector(".action-widget .monaco-list-row", { state: "visible", timeout: 5000 });
+    } catch {
+      return undefined;
+    }
+    const titles = await page.$$eval(".action-widget .monaco-list-row", (els) => els.map((e) => e.innerText.replace(/\s+/g, " ").trim()));
+    const match = titles.find((t) => title.test(t));
+    if (!match) {
+      log(`quick fixes offered so far: ${JSON.stringify(titles)}`);
+      await sleep(2500);
+    }
+    return match;
+  }, 500);
+}
+
+/** Picks the open quick fix menu's row `fixTitle` and waits until the editor shows `shows`. */
+async function applyQuickFix(fixTitle, shows) {
+  await page.locator(".action-widget .monaco-list-row", { hasText: fixTitle }).first().click();
+  await until(`the fix (${shows}) to be applied in the editor`, 20, async () =>
+    (await visibleText(".editor-group-container .view-lines")).includes(shows));
+}
+
+/** Saves the active editor (`file` in the workspace), waits until the disk has `has`, then until the
+ * server has compiled it again and `clean(problems)` holds for the Problems panel's rows. */
+async function saveAndCompile(file, has, what, clean) {
+  const statusMark = (await statusHistory()).length;
+  await page.keyboard.press("Control+S");
+  await until(`${file} to be saved with ${has}`, 20, async () => fs.readFileSync(path.join(WS, file), "utf8").includes(has));
+  const saved = fs.readFileSync(path.join(WS, file), "utf8");
+  log(`saved ${file}:\n${saved.split("\n").slice(11).join("\n")}`);
+  await until(`${what} after the compile of the saved ${file}`, 240, async () => {
+    const compiled = (await statusHistory()).slice(statusMark).some((s) => /compiling/.test(s));
+    const ready = /VMEM.*ready/.test((await statusText()) || "");
+    return compiled && ready && (await clean(await problems()));
+  });
+  const panel = await visibleText(".markers-panel");
+  log(`Problems panel: ${panel.replace(/\s+/g, " ").trim().slice(0, 200)}`);
 }
 
 /** How often the extension has started the server so far, from its output channel's log file. */
@@ -255,9 +319,7 @@ async function main() {
     await screenshot("workbench");
 
     step = `click ${FILE} in the Explorer`;
-    await page.locator(".explorer-folders-view .monaco-list-row", { hasText: FILE }).first().click();
-    await page.waitForSelector(".monaco-editor .view-lines", { timeout: 60000 });
-    await until(`${FILE} to show in the editor`, 30, async () => (await visibleText(".editor-group-container .view-lines")).includes("pl.BlockSpec"));
+    await openFromExplorer(FILE, "pl.BlockSpec");
     await page.waitForSelector(".part.statusbar", { timeout: 30000 });
     stopWatching = await watchStatus();
     await screenshot("file-opened");
@@ -328,49 +390,46 @@ async function main() {
     await page.keyboard.press("Escape");
 
     step = "quick fix on line 18";
-    const title = /Split the array into blocks of .* rows with a grid.*compiler-verified/;
-    const fixTitle = await until('a quick fix "Split the array into blocks of ... rows with a grid ... compiler-verified"', 240, async () => {
-      await page.keyboard.press("Escape");
-      const at = await pointOf(18, "(n, m)", 0.3);
-      await page.mouse.click(at.x, at.y);
-      await page.keyboard.press("Control+.");
-      try {
-        await page.waitForSelector(".action-widget .monaco-list-row", { state: "visible", timeout: 5000 });
-      } catch {
-        return undefined;
-      }
-      const titles = await page.$$eval(".action-widget .monaco-list-row", (els) => els.map((e) => e.innerText.replace(/\s+/g, " ").trim()));
-      const match = titles.find((t) => title.test(t));
-      if (!match) {
-        log(`quick fixes offered so far: ${JSON.stringify(titles)}`);
-        await sleep(2500);
-      }
-      return match;
-    }, 500);
+    const fixTitle = await quickFixOffered(18, "(n, m)", /Split the array into blocks of .* rows with a grid.*compiler-verified/, 240);
     log(`quick fix offered: "${fixTitle}"`);
     await screenshot("quick-fix-menu");
-    await page.locator(".action-widget .monaco-list-row", { hasText: fixTitle }).first().click();
-    await until("the fix (a grid= keyword) to be applied in the editor", 20, async () =>
-      (await visibleText(".editor-group-container .view-lines")).includes("grid="));
+    await applyQuickFix(fixTitle, "grid=");
     await screenshot("fix-applied");
 
     step = "save and wait for the compiler's verdict";
-    const statusMark = (await statusHistory()).length;
-    await page.keyboard.press("Control+S");
-    await until(`${FILE} to be saved with the grid`, 20, async () => fs.readFileSync(path.join(WS, FILE), "utf8").includes("grid="));
-    const saved = fs.readFileSync(path.join(WS, FILE), "utf8");
-    log(`saved ${FILE}:\n${saved.split("\n").slice(11).join("\n")}`);
-    await until("the Problems panel to have no VMEM errors after the compile of the saved file", 240, async () => {
-      const none = (await visibleText(".markers-panel")).includes("No problems have been detected");
-      const compiled = (await statusHistory()).slice(statusMark).some((s) => /compiling/.test(s));
-      const ready = /VMEM.*ready/.test((await statusText()) || "");
-      return none && compiled && ready;
-    });
-    const empty = await visibleText(".markers-panel");
-    log(`Problems panel: ${empty.replace(/\s+/g, " ").trim().slice(0, 200)}`);
+    await saveAndCompile(FILE, "grid=", "the Problems panel to have no VMEM errors", async () =>
+      (await visibleText(".markers-panel")).includes("No problems have been detected"));
     await sleep(1500);   // let the squiggles fade out for the screenshot
     await screenshot("saved-no-problems");
     if (await page.$(".monaco-editor .squiggly-error")) fail("an error squiggle is still shown after the fix");
+
+    // A compile error that is no VMEM overflow (issue 17): a block shape the TPU cannot tile.
+    step = `a block-shape error (VMEM030) on the BlockSpec of ${TILE_FILE}`;
+    await openFromExplorer(TILE_FILE, "pl.BlockSpec((b, b)");
+    const TILE_LINE = 12;   // spec = pl.BlockSpec((b, b), ...): the compiler's "args[0]", mapped to its spec
+    const tileRow = await until(`VMEM030 from the compiler on line ${TILE_LINE} of ${TILE_FILE} in the Problems panel`, 60, async () =>
+      (await problems()).find((p) => p.file === TILE_FILE && p.code === "VMEM030" && p.line === TILE_LINE && p.text.includes("[compiler]")));
+    log(`problem: ${tileRow.text}`);
+    if (!/does not tile.*\(8, 128\) for f32/.test(tileRow.text)) fail(`the VMEM030 row does not say why the block does not tile: ${tileRow.text}`);
+    await screenshot("untileable-problem");
+
+    step = `the "Make the block tile" quick fix on line ${TILE_LINE} of ${TILE_FILE}`;
+    const tileFix = await quickFixOffered(TILE_LINE, "(b, b)", /Make the block tile: b=1000 .*compiler-verified/, 120);
+    log(`quick fix offered: "${tileFix}"`);
+    await screenshot("untileable-quick-fix-menu");
+    await applyQuickFix(tileFix, "b=1000");   // the directive's b: the block is the whole f32[1000, 1000]
+    await screenshot("untileable-fix-applied");
+
+    step = `save ${TILE_FILE} and wait for the compiler's verdict`;
+    await saveAndCompile(TILE_FILE, "b=1000", `no VMEM030 for ${TILE_FILE} in the Problems panel`, async (rows) =>
+      !rows.some((p) => p.file === TILE_FILE && p.code === "VMEM030"));
+    await sleep(1500);
+    await screenshot("untileable-saved-no-problems");
+    if (await page.$(".editor-group-container.active .monaco-editor .squiggly-error")) fail(`an error squiggle is still shown in ${TILE_FILE} after the fix`);
+    // Close it (the later steps count the compiles of copy_whole.py alone) and go back to the kernel.
+    await page.locator(".editor-group-container .tab.active", { hasText: TILE_FILE }).first().locator(".tab-actions .action-label").first().click();
+    await page.locator(".editor-group-container .tab", { hasText: TILE_FILE }).first().waitFor({ state: "detached", timeout: 10000 });
+    await openFromExplorer(FILE, "pl.BlockSpec");
 
     step = 'command "VMEM: Show output"';
     await runCommand("VMEM: Show output");
@@ -406,8 +465,7 @@ async function main() {
     await screenshot("explain-report");
     await page.keyboard.press("Escape");
     // Back to the kernel, for the steps that read its editor.
-    await page.locator(".explorer-folders-view .monaco-list-row", { hasText: FILE }).first().click();
-    await page.locator(".editor-group-container .tab.active", { hasText: FILE }).first().waitFor({ timeout: 10000 });
+    await openFromExplorer(FILE, "pl.BlockSpec");
 
     step = "a setting sent to the running server (vmemLsp.targets)";
     const startsBefore = serverStarts();

@@ -6,12 +6,14 @@
 # 1. sets up the toolchain idempotently in $VMEM_UI_CACHE (default: <repo>/build/ui-cache, git-
 #    ignored): Debian chromium, Node 24 and code-server from the npm registry, playwright-core;
 # 2. builds the .vsix (npm ci when package-lock.json changed, then npm run package);
-# 3. makes a fresh workspace with a copy of examples/copy_whole.py and a pyproject.toml that
-#    asks for v6e, and user settings with vmemLsp.interpreter = $VMEM_PYTHON
+# 3. makes a fresh workspace with copies of examples/copy_whole.py and
+#    tests/data/kernels/untileable.py and a pyproject.toml that asks for v6e, and user settings
+#    with vmemLsp.interpreter = $VMEM_PYTHON
 #    (default: <repo>/.venv/bin/python, which must have vmem_lsp installed);
 # 4. installs the .vsix into a fresh code-server on a free port of 127.0.0.1;
-# 5. runs e2e.js (playwright-core): squiggles, Problems, hover, quick fix, save, status bar,
-#    output, and the "not installed" path. Screenshots go to test/ui/output/.
+# 5. runs e2e.js (playwright-core): squiggles, Problems, hover, quick fix, save, status bar, a
+#    block-shape compile error (VMEM030) and its fix, output, and the "not installed" path.
+#    Screenshots go to test/ui/output/.
 #
 # Exits non-zero on any failure; code-server and everything it started are killed on exit.
 # Reaches only Debian's packages and the npm registry (on a cold cache).
@@ -56,6 +58,7 @@ say "built $(basename "$VSIX") ($(du -k "$VSIX" | cut -f1) KiB)"
 rm -rf "$RUN" "$OUT"
 mkdir -p "$RUN/ws" "$RUN/user-data/User" "$RUN/extensions" "$OUT"
 cp "$REPO/examples/copy_whole.py" "$RUN/ws/"
+cp "$REPO/tests/data/kernels/untileable.py" "$RUN/ws/"   # a block shape the TPU cannot tile (VMEM030)
 printf '[tool.vmem-lsp]\ntargets = ["v6e"]\n' > "$RUN/ws/pyproject.toml"
 SETTINGS=$RUN/user-data/User/settings.json
 cat > "$SETTINGS" <<EOF
