@@ -1,11 +1,12 @@
 """The source rewrites behind the fixes, as minimal text edits at positions
 the locator found: introduce a grid, set vmem_limit_bytes, single-buffer a
-window. Each returns None (or nothing) when the code is not in a shape it can
+window, resize blocks written as numbers. Each returns None (or nothing) when the code is not in a shape it can
 rewrite safely."""
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 from ..budget import literal_int
 from ..chips import MiB
@@ -183,42 +184,128 @@ def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, s
     return [TextEdit(site.path, Span(last.end_line, last.end_col, last.end_line, last.end_col), f", {keyword}")]
 
 
-def _literal_ints(expr: Expr | None) -> list[tuple[int, Span]]:
-    """(value, span) of every integer literal written in an expression."""
+@dataclass(frozen=True)
+class Written:
+    """A block size written as a number in a shape: its token, and its place
+    counted from the shape's end (-1 lanes, -2 sublanes), None when it is
+    not an element of the shape itself (`(2 * 512, 512)`'s 2)."""
+    value: int
+    span: Span
+    dim: int | None
+
+
+def _int_nodes(node: ast.AST) -> list[ast.Constant]:
+    """The integer literals in an expression, but for subscripts' indices:
+    `x.shape[0]`'s 0 names a dimension, it is no size."""
+    if isinstance(node, ast.Constant):
+        return [node] if type(node.value) is int else []
+    if isinstance(node, ast.Subscript):
+        return _int_nodes(node.value)
+    return [n for child in ast.iter_child_nodes(node) for n in _int_nodes(child)]
+
+
+def _elements(node: ast.AST | None) -> list[ast.AST]:
+    """A tuple's elements; a lone expression is one (`grid=8`)."""
+    if node is None:
+        return []
+    return list(node.elts) if isinstance(node, (ast.Tuple, ast.List)) else [node]
+
+
+def _shape_ints(expr: Expr | None) -> list[Written]:
+    """Every integer literal written in a shape, with its place in it."""
     node = expr and _node(expr)
     if node is None:
         return []
-    return [(n.value, _span_in(expr, n)) for n in ast.walk(node)
-            if isinstance(n, ast.Constant) and type(n.value) is int and not isinstance(n.value, bool)]
+    elements = node.elts if isinstance(node, (ast.Tuple, ast.List)) else []
+    places = {id(e): at - len(elements) for at, e in enumerate(elements)}
+    return [Written(n.value, _span_in(expr, n), places.get(id(n))) for n in _int_nodes(node)]
+
+
+def written_sizes(site: KernelSite) -> list[Written]:
+    """The numbers written in the site's BlockSpecs and scratch shapes: where
+    a block size is set when no parameter or constant sets it."""
+    shapes = [s.block_shape for s in (*site.in_specs, *site.out_specs)] + [e.shape for e in site.scratch]
+    return [written for shape in shapes for written in _shape_ints(shape)]
+
+
+def axis_places(spec: BlockSpecSite) -> list[tuple[int, int]]:
+    """(grid axis, block place from the end) of each bare parameter that the
+    spec's index map returns, when it is written as `lambda i, j: (i, j)`."""
+    node = spec.index_map and _node(spec.index_map)
+    if not (isinstance(node, ast.Lambda) and isinstance(node.body, ast.Tuple)):
+        return []
+    params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    elements = node.body.elts
+    return [(params.index(e.id), at - len(elements)) for at, e in enumerate(elements)
+            if isinstance(e, ast.Name) and e.id in params]
+
+
+def _walks(site: KernelSite) -> dict[int, set[int]]:
+    """grid axis -> the block places (from the end) it steps along, by the
+    index maps (`axis_places`). An axis no map shows is absent: unknown, not "none"."""
+    walks: dict[int, set[int]] = {}
+    for spec in (*site.in_specs, *site.out_specs):
+        for axis, place in axis_places(spec):
+            walks.setdefault(axis, set()).add(place)
+    return walks
+
+
+def _grid(site: KernelSite) -> tuple[Expr, ast.AST] | None:
+    """The grid as written, and the expression it lies in: `grid=` of the
+    pallas_call, or of a grid spec made in place (`PrefetchScalarGridSpec(grid=...)`)."""
+    if site.grid is not None:
+        node = _node(site.grid)
+        return (site.grid, node) if node is not None else None
+    spec = site.grid_spec and _node(site.grid_spec)
+    if not isinstance(spec, ast.Call):
+        return None
+    return next(((site.grid_spec, k.value) for k in spec.keywords if k.arg == "grid"), None)
+
+
+def _grid_follows(site: KernelSite, call: CapturedCall, dims: set, size: int, new: int) -> list[TextEdit]:
+    """The grid's edits when blocks of `size` at places `dims` become `new`:
+    in each axis that steps along one of those places (any axis, when the
+    index maps do not say), a count written as a number that was array //
+    size is recounted, and the size written in a computed count follows
+    (`x.shape[0] // 100`). A count that is not array // size is left: the
+    coverage check then refuses the fix rather than guess."""
+    windows = [op for op in call.operands if op.role != "prefetch" and op.block_shape]
+    fulls = sorted({op.full_shape[d] for op in windows for d in range(-len(op.block_shape), 0)
+                    if op.block_shape[d] == size and (None in dims or d in dims)})
+    walks = _walks(site)
+    grid, node = _grid(site) or (None, None)
+    edits = []
+    for axis, element in enumerate(_elements(node)):
+        if axis in walks and None not in dims and not walks[axis] & dims:
+            continue
+        if isinstance(element, ast.Constant) and type(element.value) is int:
+            full = next((f for f in fulls if f // size == element.value and f % new == 0), None)
+            if full is not None:
+                edits.append(TextEdit(site.path, _span_in(grid, element), str(full // new)))
+            continue
+        edits += [TextEdit(site.path, _span_in(grid, n), str(new)) for n in _int_nodes(element)
+                  if n.value == size]
+    return edits
+
+
+def resized(site: KernelSite, call: CapturedCall, written: list[Written], new: int) -> list[TextEdit]:
+    """Edits that set the written numbers (all of one size) to `new`, and the grid that follows them."""
+    size = written[0].value
+    edits = [TextEdit(site.path, w.span, str(new)) for w in written]
+    return _distinct(edits + _grid_follows(site, call, {w.dim for w in written}, size, new))
 
 
 def literal_block_sizes(site: KernelSite, call: CapturedCall, source: str, levels: int = 3):
     """Block sizes written as numbers in the BlockSpecs themselves, e.g.
     `pl.BlockSpec((1024, 512), ...)` with `grid=(8, 16)`. Every occurrence of
     one size changes together (a matmul's 1024 is in x's, the output's and the
-    scratch's shapes); the grid follows: a number in it equal to the size
-    changes with it, and a count equal to array // size is recounted.
-    Yields (label, edits, ratio)."""
-    places: dict[int, list[Span]] = {}
-    for spec in (*site.in_specs, *site.out_specs):
-        for value, span in _literal_ints(spec.block_shape):
-            places.setdefault(value, []).append(span)
-    for entry in site.scratch:
-        for value, span in _literal_ints(entry.shape):
-            places.setdefault(value, []).append(span)
-    grid = _literal_ints(site.grid)
-    windows = [op for op in call.operands if op.role != "prefetch" and op.block_shape]
-    for size, spans in sorted(places.items(), reverse=True):
+    scratch's shapes); the grid follows (`resized`). Yields (label, edits, ratio)."""
+    by_size: dict[int, list[Written]] = {}
+    for written in written_sizes(site):
+        by_size.setdefault(written.value, []).append(written)
+    for size, written in sorted(by_size.items(), reverse=True):
         if size < 16 or size & (size - 1):
             continue            # not a power-of-two block size: leave it to the user
-        fulls = {op.full_shape[d] for op in windows for d, b in enumerate(op.block_shape) if b == size}
         for level in range(1, levels + 1):
             new = size >> level
-            edits = [TextEdit(site.path, span, str(new)) for span in spans]
-            for value, span in grid:
-                if value == size:
-                    edits.append(TextEdit(site.path, span, str(new)))
-                elif any(full // size == value and full % new == 0 for full in fulls):
-                    full = next(f for f in fulls if f // size == value)
-                    edits.append(TextEdit(site.path, span, str(full // new)))
-            yield f"Shrink blocks: {size} -> {new} in the BlockSpecs", _distinct(edits), new / size
+            yield f"Shrink blocks: {size} -> {new} in the BlockSpecs", resized(site, call, written, new), new / size

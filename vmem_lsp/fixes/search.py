@@ -3,17 +3,17 @@ layout model (cheap traces, no compiles), then verify the best with the
 compiler on every target, spending few compiles."""
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .. import budget as budgets
 from .. import render
 from ..chips import MiB, chip
 from ..compile.client import CheckRequest
 from ..compile.protocol import CapturedCall, ExampleResult, Operand
-from ..correlate import operand_named
-from ..correlate import SitesOf, kernel_site
+from ..correlate import SitesOf, kernel_site, operand_named, spec_in_site
 from ..render import size as format_size
 from ..report.parse import parse_report
 from ..source.directives import Example
@@ -48,12 +48,16 @@ class Problem:
     def failing(self, target: str) -> list[CapturedCall]:
         return [c for c in self.results[target].calls if not c.fits]
 
+    def own_site(self, call: CapturedCall):
+        """The call's site when it is written in the example's own file, else
+        None: fixes edit the user's code, never a library's."""
+        site = kernel_site(call, self.sites_of)
+        return site if site is not None and site.path == self.example.path else None
+
     def own_sites(self):
-        """(call, site) of the failing kernels written in the example's own file:
-        fixes edit the user's code, never a library's."""
+        """(call, site) of the failing kernels written in the example's own file."""
         for call in self.failing(self.targets[0]):
-            site = kernel_site(call, self.sites_of)
-            if site is not None and site.path == self.example.path:
+            if (site := self.own_site(call)) is not None:
                 yield call, site
 
     def request(self, target: str, example_text: str, source: str | None, compile: bool) -> CheckRequest:
@@ -136,14 +140,14 @@ def covers(call: CapturedCall) -> bool:
                for op in call.operands if op.block_shape is not None and op.role != "prefetch")
 
 
-def traced_fit(problem: Problem, variant: Variant) -> dict | None:
+def traced_fit(problem: Problem, variant: Variant, reads: Callable[[CapturedCall], bool] = covers) -> dict | None:
     """target -> (total, limit) by the model for the variant; None if it does
-    not trace, or would no longer cover its arrays."""
+    not trace, or its calls do not read their arrays as they should (`reads`)."""
     figures = {}
     for target in problem.targets:
         problem.traces += 1
         result = problem.run(problem.request(target, variant.example_text, variant.source, compile=False))
-        if result.error or not all(covers(c) for c in result.calls):
+        if result.error or not all(reads(c) for c in result.calls):
             return None
         figures[target] = estimate(problem, list(result.calls), target, variant.scale)
     return figures
@@ -272,11 +276,11 @@ def shrink_fixes(problem: Problem) -> list[Fix]:
     return verified_best(problem, "shrink", scored(problem, variants))
 
 
-def scored(problem: Problem, variants) -> list:
+def scored(problem: Problem, variants, reads: Callable[[CapturedCall], bool] = covers) -> list:
     """(total, variant, figures) of the variants the model says fit."""
     found = []
     for variant in variants:
-        figures = traced_fit(problem, variant)
+        figures = traced_fit(problem, variant, reads)
         if figures and fits(figures):
             found.append((sum(t for t, _ in figures.values()), variant, figures))
     return found
@@ -291,13 +295,17 @@ def literal_variants(problem: Problem) -> list[Variant]:
     return variants
 
 
-def verified_best(problem: Problem, kind: str, scored: list) -> list[Fix]:
+def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = False) -> list[Fix]:
     """The largest candidates the compiler accepts, up to three; estimated
-    ones only when no compile could be spent."""
+    ones only when no compile could be spent. `nearest`: the candidates come
+    nearest first and keep that order (a legal size for a block the user chose)."""
     fixes = []
     roomy = lambda figures: fits(figures, HEADROOM)      # prefer fixes that leave no warning behind
-    ranked = [(variant, figures) for _, variant, figures in
-              sorted(scored, key=lambda s: (s[1].shared, not roomy(s[2]), -s[0]))]
+
+    def rank(entry):
+        at, (total, variant, figures) = entry
+        return variant.shared, not roomy(figures), at if nearest else -total
+    ranked = [(variant, figures) for _, (_, variant, figures) in sorted(enumerate(scored), key=rank)]
     for at, (variant, figures) in enumerate(ranked):
         if len(fixes) >= MAX_ALTERNATIVES:
             break
@@ -413,12 +421,17 @@ def untileable(problem: Problem) -> list[tuple[CapturedCall, Operand]]:
     return found
 
 
+def tiles_at(size: int, positions: list[tuple[int, int]]) -> bool:
+    """The size is legal at every (tile, full) position: a multiple of the tile, or the whole dimension."""
+    return all(size % tile == 0 or size == full for tile, full in positions)
+
+
 def legal_sizes(value: int, positions: list[tuple[int, int]], near: int = 2) -> list[int]:
-    """Sizes near `value` legal at every (tile, full) position a knob sizes:
-    a multiple of the tile, or the whole dimension; and a divisor of the
-    whole dimension, so that the grid reads all of the array. Nearest first."""
+    """Sizes near `value` that tile at every (tile, full) position it sizes,
+    and divide the whole dimension, so that the grid reads all of the array.
+    Nearest first."""
     def legal(v: int) -> bool:
-        return all((v % tile == 0 or v == full) and full % v == 0 for tile, full in positions)
+        return tiles_at(v, positions) and all(full % v == 0 for _, full in positions)
     found = sorted({full for _, full in positions if legal(full)}, key=lambda v: abs(v - value))
     step = max(tile for tile, _ in positions)
     below = [v for v in range(value - value % step, 0, -step) if legal(v)][:near]
@@ -426,26 +439,128 @@ def legal_sizes(value: int, positions: list[tuple[int, int]], near: int = 2) -> 
     return sorted(dict.fromkeys([*below, *above, *found]), key=lambda v: (abs(v - value), v))[:2 * near + 1]
 
 
+def tiled_dims(op: Operand) -> list[tuple[int, int, int, int]]:
+    """(place from the end, size, tile, full) of the block's dimensions the
+    TPU tiles: its last two, rows by the dtype's sublanes, lanes by 128."""
+    tiles = render.tile(op.dtype)
+    return [(d, op.block_shape[d], tiles[d], op.full_shape[d]) for d in range(-min(2, len(op.block_shape)), 0)]
+
+
+def tile_why(value: int, positions: list[tuple[int, int]]) -> str:
+    """Why a size is legal, for a fix's title."""
+    if any(value == full for _, full in positions):
+        return "the whole dimension"
+    return f"a multiple of {' x '.join(dict.fromkeys(str(tile) for tile, _ in positions))}"
+
+
+def distance(changes) -> float:
+    """How far (old, new) sizes move the blocks: ratios, whichever way."""
+    return sum(abs(math.log(new / old)) for old, new in changes)
+
+
+def knob_tile_variants(problem: Problem, op: Operand, knobs: list[Knob]) -> list[tuple[float, Variant]]:
+    """(distance, variant) of legal sizes set by a knob (a parameter, keyword,
+    default or constant) that sizes the untileable block."""
+    variants = []
+    for knob in knobs:
+        positions = [(tile, full) for _, size, tile, full in tiled_dims(op) if size == knob.value]
+        if not positions or tiles_at(knob.value, positions):
+            continue
+        for value in legal_sizes(knob.value, positions):
+            label = (f"Make the block tile: {knob.name.rsplit('.', 1)[-1]}={value} "
+                     f"({tile_why(value, positions)} for {op.dtype})")
+            variants.append((distance([(knob.value, value)]),
+                             Variant.of(problem, [knob_edit(knob, value)], label, value / knob.value, knob.shared)))
+    return variants
+
+
+class Place(NamedTuple):
+    """A place of a block that does not tile, written as a number in the site's shapes."""
+    name: str                           # "rows" | "lanes"
+    size: int
+    written: list                       # its numbers (rewrites.Written)
+    positions: list                     # (tile, full) of every window with that size there
+
+
+def untileable_places(site, call: CapturedCall, op: Operand) -> list[Place]:
+    """The places of the operand's block that do not tile and are written as
+    numbers; every window with that size at that place bounds its new size."""
+    written = rewrites.written_sizes(site)
+    windows = [o for o in call.operands if o.role != "prefetch" and o.block_shape]
+    places = []
+    for d, size, _, _ in tiled_dims(op):
+        at = [w for w in written if w.value == size and w.dim == d]
+        positions = [(t, f) for o in windows for e, s, t, f in tiled_dims(o) if (e, s) == (d, size)]
+        if at and not tiles_at(size, positions):
+            places.append(Place("lanes" if d == -1 else "rows", size, at, positions))
+    return places
+
+
+def literal_tile_variants(problem: Problem, call: CapturedCall, op: Operand, most: int = 5
+                          ) -> list[tuple[float, Variant]]:
+    """(distance, variant) of legal sizes written where the BlockSpecs write
+    the untileable ones as numbers, with the grid that follows; places that
+    are both wrong change together, the nearest combinations first."""
+    site = problem.own_site(call)
+    places = untileable_places(site, call, op) if site is not None else []
+    moved = lambda values: distance((p.size, v) for v, p in zip(values, places))
+    combinations = itertools.product(*(legal_sizes(p.size, p.positions) for p in places))
+    variants = []
+    for values in sorted(combinations, key=moved)[:most] if places else []:
+        edits = list(dict.fromkeys(e for v, p in zip(values, places)
+                                   for e in rewrites.resized(site, call, p.written, v)))
+        if len({e.span for e in edits}) < len(edits):
+            continue        # both places' counts are one number in the grid: which one it follows is not known
+        changes = ", ".join(f"{p.name} {p.size} -> {v}" for v, p in zip(values, places))
+        why = "; ".join(tile_why(v, p.positions) for v, p in zip(values, places))
+        label = f"Make the block tile: {changes} in the BlockSpecs ({why} for {op.dtype})"
+        ratio = math.prod(v / p.size for v, p in zip(values, places))
+        variants.append((moved(values), Variant.of(problem, edits, label, ratio)))
+    return variants
+
+
+def walked(problem: Problem) -> dict:
+    """key(call) -> [(grid axis, role, index, place)] of the failing kernels
+    written in the example's file: which axis steps along which place of
+    which window, by index maps written as `lambda i, j: (i, j)`."""
+    found: dict = {}
+    for call, site in problem.own_sites():
+        steps = found.setdefault(key(call), [])
+        for op in call.operands:
+            spec = spec_in_site(site, call, op.role, op.index) if op.role != "prefetch" else None
+            if spec is not None:
+                steps += [(axis, op.role, op.index, place) for axis, place in rewrites.axis_places(spec)]
+    return found
+
+
+def steps_exactly(call: CapturedCall, walks: dict) -> bool:
+    """Each grid axis counts the blocks of the places it walks, no more: a
+    block made bigger under the old count would read past the array's end,
+    which neither the compiler nor `covers` sees."""
+    windows = {(o.role, o.index): o for o in call.operands if o.block_shape}
+    for axis, role, index, place in walks.get(key(call), []):
+        op = windows.get((role, index))
+        if op is not None and 0 <= axis < len(call.grid) and call.grid[axis] >= 0 \
+                and call.grid[axis] != -(-op.full_shape[place] // op.block_shape[place]):
+            return False
+    return True
+
+
 def legal_block_fixes(problem: Problem) -> list[Fix]:
     """For a block the TPU cannot tile: the nearest legal sizes for its dtype
     (rows a multiple of 8, 16 or 32 by item size, lanes of 128, or the whole
-    dimension), set where the number is written (the knobs), each checked to
-    read the whole array and verified by the compiler like the VMEM fixes."""
+    dimension), set where the number is written (a knob, or the BlockSpec
+    itself), each checked to read the whole array and no more, and verified
+    by the compiler like the VMEM fixes; the nearest first."""
     knobs = knobs_of(problem)
-    variants = []
-    for call, op in untileable(problem):
-        tiles = render.tile(op.dtype)
-        dims = list(zip(op.block_shape[-2:], tiles, op.full_shape[-2:]))
-        for knob in knobs:
-            positions = [(tile, full) for size, tile, full in dims if size == knob.value]
-            if not positions or all(knob.value % tile == 0 or knob.value == full for tile, full in positions):
-                continue
-            tile_text = " x ".join(str(tile) for tile, _ in positions)
-            for value in legal_sizes(knob.value, positions):
-                why = "the whole dimension" if any(value == f for _, f in positions) else f"a multiple of {tile_text}"
-                label = f"Make the block tile: {knob.name.rsplit('.', 1)[-1]}={value} ({why} for {op.dtype})"
-                variants.append(Variant.of(problem, [knob_edit(knob, value)], label, value / knob.value, knob.shared))
-    return verified_best(problem, "tile", scored(problem, variants))
+    found = [pair for call, op in untileable(problem)
+             for pair in knob_tile_variants(problem, op, knobs) + literal_tile_variants(problem, call, op)]
+    variants: dict = {}
+    for _, variant in sorted(found, key=lambda pair: pair[0]):
+        variants.setdefault(variant.edits, variant)     # each target's call names the same block
+    walks = walked(problem)
+    reads = lambda call: covers(call) and steps_exactly(call, walks)
+    return verified_best(problem, "tile", scored(problem, list(variants.values()), reads), nearest=True)
 
 
 def find_fixes(problem: Problem) -> list[Fix]:
