@@ -33,8 +33,8 @@ def run(tmp_path_factory):
 def expected_after() -> str:
     """The kernel with the legal sizes written where the numbers were, by hand."""
     lines = KERNEL.read_text().splitlines(keepends=True)
-    def change(needle: str, old: str, new: str) -> None:
-        at = line_of(KERNEL, needle) - 1
+    def change(needle: str, old: str, new: str, nth: int = 0) -> None:
+        at = line_of(KERNEL, needle, nth) - 1
         assert old in lines[at]
         lines[at] = lines[at].replace(old, new)
     change("grid=(10, 4)", "grid=(10, 4)", "grid=(5, 4)")
@@ -45,11 +45,14 @@ def expected_after() -> str:
     change("pl.BlockSpec((100, 100)", "(100, 100)", "(200, 128)")
     change("x.shape[0] // 100, x.shape[1] // 100", "x.shape[0] // 100, x.shape[1] // 100",
            "x.shape[0] // 200, x.shape[1] // 128")
+    change("grid=(5, 2)", "grid=(5, 2)", "grid=(1, 2)")
+    for nth in (0, 1):
+        change("pl.BlockSpec((100, 256), lambda i, j, s: (i, j))", "(100, 256)", "(500, 256)", nth)
     return "".join(lines)
 
 
 @pytest.mark.parametrize("needle, dtype", [("in_specs=[pl.BlockSpec((100, 256)", "f32"), (NON_ASCII, "bf16"),
-                                           ("pl.BlockSpec((100, 100)", "f32")])
+                                           ("pl.BlockSpec((100, 100)", "f32"), ("lambda i, j, s: (i, j))],", "f32")])
 def test_an_untileable_literal_is_marked_on_its_blockspec_at_its_code_point_column(run, needle, dtype):
     assert run.done.returncode == 1
     line = line_of(KERNEL, needle)
@@ -64,6 +67,7 @@ def test_an_untileable_literal_is_marked_on_its_blockspec_at_its_code_point_colu
     "Make the block tile: rows 100 -> 80 in the BlockSpecs (a multiple of 16 for bf16)",
     "Make the block tile: rows 100 -> 200, lanes 100 -> 128 in the BlockSpecs (a multiple of 8; a multiple of 128 "
     "for f32)",
+    "Make the block tile: rows 100 -> 500 in the BlockSpecs (the whole dimension for f32)",
 ])
 def test_the_nearest_legal_size_is_offered_verified_by_the_compiler(run, title):
     [said] = [line for line in run.diff.stderr.splitlines() if title in line]
@@ -78,10 +82,10 @@ def test_the_fix_writes_the_numbers_where_they_are_and_recounts_the_grid(run):
 
 
 def test_the_fixed_file_compiles_clean_with_only_the_numbers_changed(run):
-    assert run.fixed.stderr.count(": fixed: Make the block tile: ") == 3, run.fixed.stderr
+    assert run.fixed.stderr.count(": fixed: Make the block tile: ") == 4, run.fixed.stderr
     assert run.after == expected_after()
     assert run.fixed.returncode == 0, run.fixed.stdout
-    assert run.fixed.stdout.startswith("0 errors in 3 examples"), run.fixed.stdout
+    assert run.fixed.stdout.startswith("0 errors in 4 examples"), run.fixed.stdout
 
 
 def test_the_non_ascii_line_is_edited_at_its_code_points(run):

@@ -250,18 +250,6 @@ def _walks(site: KernelSite) -> dict[int, set[int]]:
     return walks
 
 
-def _grid(site: KernelSite) -> tuple[Expr, ast.AST] | None:
-    """The grid as written, and the expression it lies in: `grid=` of the
-    pallas_call, or of a grid spec made in place (`PrefetchScalarGridSpec(grid=...)`)."""
-    if site.grid is not None:
-        node = _node(site.grid)
-        return (site.grid, node) if node is not None else None
-    spec = site.grid_spec and _node(site.grid_spec)
-    if not isinstance(spec, ast.Call):
-        return None
-    return next(((site.grid_spec, k.value) for k in spec.keywords if k.arg == "grid"), None)
-
-
 def _grid_follows(site: KernelSite, call: CapturedCall, dims: set, size: int, new: int) -> list[TextEdit]:
     """The grid's edits when blocks of `size` at places `dims` become `new`:
     in each axis that steps along one of those places (any axis, when the
@@ -273,17 +261,16 @@ def _grid_follows(site: KernelSite, call: CapturedCall, dims: set, size: int, ne
     fulls = sorted({op.full_shape[d] for op in windows for d in range(-len(op.block_shape), 0)
                     if op.block_shape[d] == size and (None in dims or d in dims)})
     walks = _walks(site)
-    grid, node = _grid(site) or (None, None)
-    edits = []
-    for axis, element in enumerate(_elements(node)):
+    edits = []      # site.grid is also a grid spec's: the locator follows it
+    for axis, element in enumerate(_elements(site.grid and _node(site.grid))):
         if axis in walks and None not in dims and not walks[axis] & dims:
             continue
         if isinstance(element, ast.Constant) and type(element.value) is int:
             full = next((f for f in fulls if f // size == element.value and f % new == 0), None)
             if full is not None:
-                edits.append(TextEdit(site.path, _span_in(grid, element), str(full // new)))
+                edits.append(TextEdit(site.path, _span_in(site.grid, element), str(full // new)))
             continue
-        edits += [TextEdit(site.path, _span_in(grid, n), str(new)) for n in _int_nodes(element)
+        edits += [TextEdit(site.path, _span_in(site.grid, n), str(new)) for n in _int_nodes(element)
                   if n.value == size]
     return edits
 

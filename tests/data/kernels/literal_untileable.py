@@ -2,10 +2,12 @@
 blocks of 100 rows, where f32 tiles are (8, 128) and bf16 ones (16, 128). `add`
 counts its grid as numbers; `scale` computes it from the shapes, with non-ASCII
 text before the numbers on its BlockSpec's line; `square`'s blocks are 100 wide
-too, each place with its own legal size and its own grid axis."""
+too, each place with its own legal size and its own grid axis; `shifted` has
+its grid in a PrefetchScalarGridSpec, and no multiple of 8 divides its 500 rows."""
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
 
 def add_kernel(x_ref, y_ref, o_ref):
@@ -56,3 +58,22 @@ def square(x):
     )(x)
 
 # vmem: square(f32[1000, 1280])
+
+
+def shifted_kernel(s_ref, x_ref, o_ref):
+    o_ref[...] = x_ref[...] + s_ref[0].astype(jnp.float32)
+
+
+def shifted(x):
+    return pl.pallas_call(
+        shifted_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1,
+            grid=(5, 2),
+            in_specs=[pl.BlockSpec((100, 256), lambda i, j, s: (i, j))],
+            out_specs=pl.BlockSpec((100, 256), lambda i, j, s: (i, j)),
+        ),
+    )(jnp.ones((8,), jnp.int32), x)
+
+# vmem: shifted(f32[500, 512])
