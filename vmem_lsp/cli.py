@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
     explain.add_argument("--source", nargs="+", metavar="PATH",
                          help="put each report on the pallas_call and BlockSpecs of these files that made it")
+    from .sweep.command import add_parser as add_sweep
+    add_sweep(commands)
     serve = commands.add_parser("serve", help="run the language server on stdin/stdout")
     serve.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the transport")
     return parser
@@ -398,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_trust(args)
     if args.command == "explain":
         return run_explain(args)
+    if args.command == "sweep":
+        from .sweep.command import run as run_sweep
+        return run_sweep(args)
     if args.verbose:
         log_to_stderr()
     try:

@@ -24,6 +24,7 @@ CODES = {
     "VMEM034": "A pallas_call the compiler cannot partition automatically: wrap it in shard_map",
     "VMEM020": "A pallas_call that no example reaches: not checked",
     "VMEM021": "An example with placeholders still to fill in (a template)",
+    "VMEM022": "An example that is a sweep (a list of values to try): run `vmem-lsp sweep` on it",
     "VMEM040": "A report read from a log that could be more than one pallas_call of the sources: not placed",
 }
 

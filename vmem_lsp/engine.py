@@ -118,8 +118,9 @@ def python_files(paths: list[str], exclude: tuple[str, ...]) -> list[str]:
 def directive_diagnostic(error: DirectiveError) -> Diagnostic:
     """VMEM010 for a directive that cannot run; VMEM021, a hint, for a
     template whose placeholders are still to fill in."""
-    if error.unfinished:
-        return Diagnostic(error.path, error.span, "information", "VMEM021", error.message, origin="model")
+    if error.unfinished or error.sweep:
+        code = "VMEM021" if error.unfinished else "VMEM022"
+        return Diagnostic(error.path, error.span, "information", code, error.message, origin="model")
     return Diagnostic(error.path, error.span, "error", "VMEM010", error.message, origin="model")
 
 

@@ -443,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     out = protocol_stream()
     faulthandler.enable(sys.stderr)         # a crash names the Python frame it happened in
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    os.environ["VMEM_LSP_IN_WORKER"] = "1"     # vmem_lsp.fits in a module the worker imports: refused, not recursed
     server = Server(out, limits, args.cache_dir)
     out.write(json.dumps({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), **versions(),
                                     **server.worker.capture.code_folders()}}) + "\n")

@@ -9,6 +9,7 @@ work is reported on its own line before any compiler is started.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import dataclass
 
@@ -53,6 +54,7 @@ class DirectiveError:
     span: Span
     message: str
     unfinished: bool = False    # a template's placeholders (`f32[...]`) still to fill in: a hint, not an error
+    sweep: bool = False         # a list to sweep (`bm=[256, 512]`): for `vmem-lsp sweep`, not run by check
 
 
 UNFINISHED = ("example not finished: write each `...` as the array's shape (e.g. f32[1024, 512]) or the "
@@ -75,6 +77,9 @@ def find_examples(source: str, path: str) -> tuple[list[Example], list[Directive
             errors.append(DirectiveError(path, span, UNFINISHED, unfinished=True))
         elif problem:
             errors.append(DirectiveError(path, span, f"vmem: directive {problem}"))
+        elif (axes := sweep_axes(match["expr"])):
+            errors.append(DirectiveError(path, span, f"a sweep over {', '.join(axes)}: `vmem-lsp sweep "
+                                         f"{os.path.basename(path)}` checks its configs; check runs none", sweep=True))
         else:
             examples.append(Example(path, number, span, match["expr"]))
     return examples, errors
@@ -92,6 +97,9 @@ def parse_pyproject_example(entry: str, config_path: str, config_text: str = "")
     problem = check_call(call)
     if problem:
         return DirectiveError(config_path, span, f"example {entry!r}: {problem}")
+    if (axes := sweep_axes(call)):
+        return DirectiveError(config_path, span, f"example {entry!r} is a sweep over {', '.join(axes)}: "
+                              f"`vmem-lsp sweep` checks its configs; check runs none", sweep=True)
     return Example(config_path, span.start_line, span, call.strip(), module=module.strip())
 
 
@@ -122,6 +130,39 @@ def check_call(text: str) -> str | None:
         if isinstance(node, ast.Constant) and node.value is Ellipsis:
             return "has a `...` still to fill in"
     return None
+
+
+def is_axis(node: ast.AST) -> bool:
+    """A bracketed list of constants: the values of a sweep axis. A list that
+    holds a shape literal (a pytree of arrays) is an argument."""
+    if not isinstance(node, ast.List) or any(is_shape_literal(n) for n in ast.walk(node)):
+        return False
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True
+
+
+def axis_nodes(call: ast.Call) -> list[tuple[str, ast.List]]:
+    """(name, list) of each sweep axis among the arguments of the call and of the
+    calls inside it (`block_sizes=BlockSizes(block_q=[512, 1024])` is the axis
+    `BlockSizes.block_q`), in the order they are written."""
+    found = []
+    for node in ast.walk(call):
+        if not isinstance(node, ast.Call):
+            continue
+        prefix = "" if node is call else ast.unparse(node.func) + "."
+        found += [(f"{prefix}arg {n}", a) for n, a in enumerate(node.args) if is_axis(a)]
+        found += [(f"{prefix}{k.arg}", k.value) for k in node.keywords if k.arg and is_axis(k.value)]
+    return sorted(found, key=lambda pair: (pair[1].lineno, pair[1].col_offset))
+
+
+def sweep_axes(text: str) -> list[str]:
+    """The names of the sweep axes of an example call."""
+    if "[" not in text:
+        return []
+    return [name for name, _ in axis_nodes(parse_quietly(text.strip(), mode="eval").body)]
 
 
 def is_shape_literal(node: ast.AST) -> bool:

@@ -1,0 +1,185 @@
+"""`vmem-lsp sweep` and the tuner API (issue 20): the real compiler, the CLI as a
+subprocess, the API from a script as a tuner runs it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, run_cli
+from vmem_lsp.source.directives import Example
+from vmem_lsp.source.model import Span
+from vmem_lsp.sweep.spec import SweepError, check_size, parse_spec, sweep_of
+
+MATMUL = EXAMPLES / "matmul.py"
+ARGS = "bf16[8192, 8192], bf16[8192, 8192]"
+
+
+# ---- the spec ---------------------------------------------------------------------------------
+
+def test_a_list_of_constants_is_an_axis_and_the_configs_are_their_product():
+    sweep = parse_spec(f"{MATMUL}:matmul({ARGS}, bm=[256, 512], bk=1024, bn=[512, 1024, 2048])")
+    assert [a.name for a in sweep.axes] == ["bm", "bn"] and sweep.size == 6
+    assert sweep.configs()[1] == {"bm": 256, "bn": 1024}
+    assert sweep.call_for({"bm": 512, "bn": 2048}) == f"matmul({ARGS}, bm=512, bk=1024, bn=2048)"
+
+
+def test_lists_inside_a_call_and_tuples_are_axes_but_a_list_of_arrays_is_an_argument():
+    nested = sweep_of(Example("f.py", 1, Span(1, 0, 1, 0),
+                              "f(bf16[1, 1, 2048, 128], block_sizes=BlockSizes(block_q=[512, 1024], block_b=1), "
+                              "tiling=[(512, 512), (1024, 1024)], xs=[f32[8, 128], f32[8, 128]])"))
+    assert [a.name for a in nested.axes] == ["BlockSizes.block_q", "tiling"]
+    assert "block_q=1024" in nested.call_for({"BlockSizes.block_q": 1024, "tiling": (512, 512)})
+    assert sweep_of(Example("f.py", 1, Span(1, 0, 1, 0), "f(xs=[f32[8, 128]], n=3)")) is None
+
+
+@pytest.mark.parametrize("call, says", [
+    (f"matmul({ARGS}, bm=[])", "empty list"),
+    (f"matmul({ARGS}, bm=512)", "has no axis"),
+    (f"matmul({ARGS}, bm=[512,", "does not parse"),
+])
+def test_a_bad_spec_says_why(call, says):
+    with pytest.raises(SweepError, match=says):
+        parse_spec(f"{MATMUL}:{call}")
+
+
+def test_more_than_ten_thousand_configs_need_a_compile_budget():
+    values = ", ".join(str(v) for v in range(128, 128 * 120, 128))
+    sweep = parse_spec(f"{MATMUL}:matmul({ARGS}, bm=[{values}], bk=[{values}])")
+    with pytest.raises(SweepError, match="needs --budget-compiles"):
+        check_size([sweep], None)
+    check_size([sweep], 50)
+
+
+# ---- the CLI ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """One sweep of the bundled matmul on v5e and v7x, and every config compiled (brute force, --table)."""
+    folder = tmp_path_factory.mktemp("sweep")
+    spec = f"{MATMUL}:matmul({ARGS}, bm=[512, 1024, 2048], bk=[512, 1024], bn=[512, 1024])"
+    started = time.perf_counter()
+    done = run_cli("sweep", spec, "--target", "v5e,v7x", "--format", "json", "--cache-dir", str(folder / "a"))
+    seconds = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    sweep = parse_spec(spec)
+    table = [{"target": t, "example": f"{MATMUL}:{sweep.call_for(c)}"} for t in ("v5e", "v7x") for c in sweep.configs()]
+    (folder / "table.json").write_text(json.dumps(table))
+    brute = run_cli("sweep", "--table", str(folder / "table.json"), "--format", "json",
+                    "--cache-dir", str(folder / "b"))
+    return report, json.loads(brute.stdout), brute.returncode, seconds
+
+
+def test_the_sweep_agrees_with_compiling_every_config_and_compiles_fewer(swept):
+    report, brute, code, _ = swept
+    assert code == 1        # some entry of the table overflows
+    assert report["configs_total"] == len(brute) == 24
+    truth = {(b["target"], b["example"].split("bm=")[1]): b["fits"] for b in brute}
+    for c in report["configs"]:
+        key = (c["target"], f"{c['params']['bm']}, bk={c['params']['bk']}, bn={c['params']['bn']})")
+        assert c["fits"] == truth[key], c
+    assert {c["decided_by"] for c in report["configs"]} <= {"model", "compiler", "monotonicity"}
+    assert any(c["fits"] is False for c in report["configs"]) and any(c["fits"] for c in report["configs"])
+    assert report["compiles"] <= 0.4 * len(brute)
+
+
+def test_text_and_csv_say_the_same_and_name_who_decided(tmp_path, swept):
+    spec = f"{MATMUL}:matmul({ARGS}, bm=[512, 1024], bk=1024, bn=1024)"
+    text = run_cli("sweep", spec, "--target", "v5e", "--cache-dir", str(tmp_path)).stdout
+    assert "TPU v5e" in text and "bm=1024" in text and " over " in text and "compiler" in text
+    rows = run_cli("sweep", spec, "--target", "v5e", "--format", "csv", "--cache-dir", str(tmp_path)).stdout.splitlines()
+    assert rows[0].startswith("target,bm,fits,used,limit,headroom,decided_by") and len(rows) == 3
+    assert rows[2].startswith("v5e,1024,False,")
+
+
+def test_a_plot_is_drawn_with_matplotlib(tmp_path):
+    spec = f"{MATMUL}:matmul({ARGS}, bm=[512, 1024], bk=[512, 1024], bn=1024)"
+    done = run_cli("sweep", spec, "--target", "v5e", "--plot", str(tmp_path / "frontier.png"), "--cache-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("call, says", [
+    (f"matmul({ARGS}, bz=[1, 2])", "takes no parameter 'bz'"),
+    (f"matmul({ARGS}, bm=[])", "empty list"),
+])
+def test_a_bad_sweep_is_refused_before_any_compile(tmp_path, call, says):
+    done = run_cli("sweep", f"{MATMUL}:{call}", "--target", "v5e", "--cache-dir", str(tmp_path))
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
+    compiled = [p for p in tmp_path.rglob("*.json") if json.loads(p.read_text()).get("request", {}).get("compile")]
+    assert compiled == []
+
+
+def test_check_leaves_a_sweep_directive_to_sweep_and_sweep_runs_it(tmp_path):
+    text = MATMUL.read_text().replace("bm=1024, bk=1024, bn=1024", "bm=[512, 1024], bk=1024, bn=1024")
+    (tmp_path / "mm.py").write_text(text)
+    done = run_cli("check", "mm.py", "--target", "v5e", "--format", "json", cwd=tmp_path)
+    codes = [d["code"] for d in json.loads(done.stdout)["diagnostics"]]
+    assert "VMEM022" in codes and "VMEM001" not in codes
+    swept = json.loads(run_cli("sweep", "mm.py", "--target", "v5e", "--format", "json", cwd=tmp_path).stdout)
+    assert [(c["params"]["bm"], c["fits"]) for c in swept["configs"]] == [(512, True), (1024, False)]
+
+
+# ---- the API ----------------------------------------------------------------------------------
+
+TUNER = '''
+import sys, time, statistics
+sys.path.insert(0, {examples!r})
+import jax, jax.numpy as jnp
+import vmem_lsp
+from matmul import matmul
+
+if __name__ == "__main__":
+    x = jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16)
+    over = vmem_lsp.fits(matmul, x, "bf16[8192, 8192]", target="v5e", bm=1024, bk=1024, bn=1024)
+    model = vmem_lsp.fits(matmul, x, x, target="v5e", compile=False, bm=512, bk=512, bn=512)
+    configs = [dict(bm=m, bk=1024, bn=1024) for m in (256, 512, 1024)]
+    kept = vmem_lsp.prune(matmul, (x, x), configs, targets=("v5e",))
+    print(repr((over.fits, over.decided_by, over.used > over.limit, [p[0] for p in over.parts],
+                model.fits, model.decided_by, [c["bm"] for c in kept])))
+'''
+
+
+def test_fits_and_prune_from_a_tuner_script(tmp_path):
+    (tmp_path / "tune.py").write_text(TUNER.format(examples=str(EXAMPLES)))
+    done = subprocess.run([sys.executable, "tune.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    over, by, above, parts, model_fits, model_by, kept = eval(done.stdout.strip().splitlines()[-1])
+    assert (over, by, above) == (False, "compiler", True)
+    assert parts[:2] == ["input 0 window bf16[1024,1024]", "input 1 window bf16[1024,1024]"]
+    assert (model_fits, model_by) == (True, "model")
+    assert kept == [256, 512]
+
+
+def test_the_tuning_examples_in_the_docs_run(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "docs" / "tuning_examples.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "bm=1024 bk=1024: over" in done.stdout and "kept [256, 512]" in done.stdout
+
+
+EAGER = '''
+import sys
+sys.path.insert(0, {examples!r})
+import vmem_lsp
+from matmul import matmul
+
+
+def mine(x, y, bm=512):
+    return matmul(x, y, bm=bm)
+
+
+verdict = vmem_lsp.fits(mine, "bf16[8192, 8192]", "bf16[8192, 8192]", target="v5e", bm=1024)   # no __main__ guard
+print(verdict.decided_by, verdict.error)
+'''
+
+
+def test_a_module_that_tunes_at_import_is_refused_in_the_worker_not_recursed(tmp_path):
+    (tmp_path / "eager.py").write_text(EAGER.format(examples=str(EXAMPLES)))
+    done = subprocess.run([sys.executable, "eager.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("error ") and "inside the vmem-lsp worker" in done.stdout

@@ -1,0 +1,176 @@
+"""The Python API for autotuners: does this config fit, and which of these do.
+
+    import vmem_lsp
+    verdict = vmem_lsp.fits(matmul, "bf16[8192, 8192]", jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16),
+                            target="v6e", bm=1024, bk=1024, bn=1024)
+    good = vmem_lsp.prune(matmul, ("bf16[8192, 8192]", "bf16[8192, 8192]"), configs, targets=("v5e", "v6e"))
+
+The function runs where `vmem-lsp check` runs examples: in a worker process
+that imports the function's module by its file, so it must be defined at the
+top level of a module (a script's own functions too: guard the script's work
+with `if __name__ == "__main__":`, as multiprocessing asks). One worker pool
+and the disk cache (`.vmem_lsp_cache` of the project, as the CLI) serve every
+call; the calls are synchronous and may come from many threads.
+"""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import inspect
+import os
+import threading
+from dataclasses import dataclass
+
+from .dtypes import COMPILER_DTYPES
+
+WORKER_ENV = "VMEM_LSP_IN_WORKER"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    fits: bool | None               # None: it did not compile for another reason (see `error`)
+    used: int | None                # bytes of VMEM: the compiler's for an overflow, else the layout model's
+    limit: int | None
+    parts: tuple[tuple[str, int], ...]  # (what, bytes): windows, scratch, compiler-internal
+    decided_by: str                 # "compiler" | "model" | "monotonicity" | "error" | "undecided"
+    target: str
+    error: str | None = None
+
+
+def shape_text(value) -> str:
+    """An argument as an example writes it: a ShapeDtypeStruct (or an array)
+    as `bf16[8192, 8192]`; a shape string as it is; anything else by repr."""
+    if isinstance(value, str):
+        return value
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        import numpy as np
+        name = COMPILER_DTYPES.get(np.dtype(value.dtype).name)
+        if name is None:
+            raise TypeError(f"no shape literal for dtype {value.dtype}")
+        return f"{name}[{', '.join(str(d) for d in value.shape)}]"
+    text = repr(value)
+    import ast
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise TypeError(f"argument {text[:60]} cannot be written in an example: use a shape, "
+                        f"a ShapeDtypeStruct or a literal") from None
+    return text
+
+
+def call_text(fn, args, kwargs) -> str:
+    if "<locals>" in fn.__qualname__:
+        raise TypeError(f"{fn.__qualname__} is defined inside a function: the worker imports it by name, "
+                        f"so define it at the top level of a module")
+    written = [shape_text(a) for a in args] + [f"{k}={shape_text(v)}" for k, v in kwargs.items()]
+    return f"{fn.__qualname__}({', '.join(written)})"
+
+
+def example_for(fn, args, kwargs):
+    from .source.directives import Example
+    from .source.model import Span
+    path = inspect.getsourcefile(inspect.unwrap(fn))
+    if path is None:
+        raise TypeError(f"{fn!r} has no source file for the worker to import")
+    return Example(os.path.abspath(path), 1, Span(1, 0, 1, 0), call_text(fn, args, kwargs))
+
+
+class Engine:
+    """One worker pool and the disk cache for the process, made on first use."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.workers = None
+        self.settings = None
+        self.cache = None
+
+    def ready(self):
+        with self.lock:
+            if self.workers is None:
+                if os.environ.get(WORKER_ENV):
+                    raise RuntimeError("vmem_lsp.fits was called inside the vmem-lsp worker, which imports the "
+                                       "function's module: guard the module's tuning code with "
+                                       "`if __name__ == \"__main__\":`")
+                from .compile.cache import ResultCache
+                from .config import load_settings
+                from .engine import make_workers
+                self.settings = load_settings(os.getcwd())
+                self.cache = ResultCache(self.settings.cache_folder())
+                self.workers = make_workers(self.settings)
+                atexit.register(self.stop)
+        return self
+
+    def stop(self) -> None:
+        with self.lock:
+            if self.workers is not None:
+                self.workers.stop()
+                self.workers = None
+
+
+ENGINE = Engine()
+
+
+def fits(fn, *args, target: str = "v6e", compile: bool = True, **kwargs) -> Verdict:
+    """Whether `fn(*args, **kwargs)` fits in VMEM on `target`: with `compile`,
+    the TPU compiler's verdict; without, the layout model's (milliseconds)."""
+    from . import budget as budgets
+    from .config import parse_targets
+    from .engine import request_for
+    from .sweep.decide import Config, compiled_verdict
+    (target,) = parse_targets(target)
+    engine = ENGINE.ready()
+    example = example_for(fn, args, kwargs)
+    request = dataclasses.replace(request_for(example, target, engine.settings), compile=compile)
+    # A trace is cheaper than the disk cache's read and write: only compiles are kept.
+    result = engine.cache.get(request) if compile else None
+    if result is None:
+        result = engine.workers.check(request, engine.settings.limits())
+        if compile:
+            engine.cache.put(request, result)
+    parts = tuple((p.label, p.bytes) for call in result.calls for p in budgets.from_compile(call, None, target).parts)
+    if compile:
+        v = compiled_verdict(Config(0, {}, target, result), result)
+        return Verdict(v.fits, v.used, v.limit, parts, v.decided_by, target, v.error)
+    if result.error or not result.calls:
+        return Verdict(None, None, None, (), "error", target, result.error or "the call reaches no pallas_call")
+    worst = max((budgets.from_compile(c, None, target) for c in result.calls), key=lambda b: b.total / max(b.limit, 1))
+    return Verdict(worst.total <= worst.limit, worst.total, worst.limit, parts, "model", target)
+
+
+@dataclass(frozen=True)
+class ListedConfigs:
+    """Configs given as a list of keyword dicts (an autotuner's), in the shape a sweep has."""
+    example: object
+    listed: tuple
+
+    def configs(self) -> list[dict]:
+        return [dict(c) for c in self.listed]
+
+    def call_for(self, config: dict) -> str:
+        extra = ", ".join(f"{k}={shape_text(v)}" for k, v in config.items())
+        head = self.example.text[:-1]
+        return f"{head}{', ' if extra and not head.endswith('(') else ''}{extra})"
+
+    def example_for(self, config: dict):
+        return dataclasses.replace(self.example, text=self.call_for(config))
+
+
+def prune(fn, args, configs, targets=("v6e",), *, budget_compiles: int | None = None) -> list[dict]:
+    """The configs (dicts of keyword arguments) that fit on every target, decided
+    as `vmem-lsp sweep` decides: the model where it is sure, compiles nearest the
+    frontier, monotonicity where the compiles show it holds. A config left
+    undecided by the budget is left out: never guessed to fit."""
+    from .config import parse_targets
+    from .sweep.run import run_sweep
+    engine = ENGINE.ready()
+    configs = [dict(c) for c in configs]
+    if not configs:
+        return []
+    listed = ListedConfigs(example_for(fn, args, {}), tuple(configs))
+    settings = dataclasses.replace(engine.settings, targets=parse_targets(list(targets)))
+    outcome = run_sweep(listed, settings, budget=budget_compiles, worker=engine.workers)
+    good = {n for n in range(len(configs))}
+    for number, verdict in enumerate(outcome.verdicts):
+        if verdict.fits is not True:
+            good.discard(number % len(configs))
+    return [c for n, c in enumerate(configs) if n in good]

@@ -1,0 +1,168 @@
+"""`vmem-lsp sweep`: which configs of a kernel fit on which chip, and
+`vmem-lsp sweep --table FILE.json`: check a team's tuned-block-size table."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+
+EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+
+
+def add_parser(commands) -> None:
+    sweep = commands.add_parser(
+        "sweep", help="which configs of a kernel fit on which chip: a bracketed list in an example is an axis",
+        description="SPEC is 'path.py:function(bf16[8192, 8192], bm=[256, 512, 1024])', "
+                    "'package.module:function(...)', or a file whose # vmem: lines hold lists; "
+                    "with none, the pyproject examples that hold lists.")
+    sweep.add_argument("specs", nargs="*", metavar="SPEC")
+    sweep.add_argument("--target", help="chips, comma-separated (v4, v5e, v5p, v6e, v7x)")
+    sweep.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    sweep.add_argument("--plot", metavar="FILE", help="a picture of the fit frontier (.png, .svg); needs matplotlib")
+    sweep.add_argument("--budget-compiles", type=int, metavar="N",
+                       help="compile at most N configs x chips; the rest are reported undecided, never guessed")
+    sweep.add_argument("--table", metavar="FILE.json",
+                       help="check a table: a JSON list of {target, example} entries, each on its own chip")
+    sweep.add_argument("--jobs", "-j", type=int, help="compiles at once (default: cores minus one)")
+    sweep.add_argument("--cache-dir", help="where compile results are kept")
+    sweep.add_argument("--no-cache", action="store_true", help="compile everything again")
+    sweep.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+
+
+def settings_for(args):
+    from ..config import load_settings, parse_targets
+    settings = load_settings(os.getcwd())
+    changes: dict = {}
+    if args.target:
+        changes["targets"] = parse_targets(args.target)
+    if args.cache_dir:
+        changes["cache_dir"] = os.path.abspath(args.cache_dir)
+    if args.jobs:
+        changes["jobs"] = max(1, args.jobs)
+    return dataclasses.replace(settings, **changes)
+
+
+def sweeps_for(args, settings) -> list:
+    """The sweeps the arguments name, or SweepError."""
+    from ..source.directives import sweep_axes
+    from .spec import SweepError, parse_spec, sweeps_in
+    found = []
+    for spec in args.specs:
+        if os.path.isfile(spec):
+            with open(spec, encoding="utf-8") as f:
+                in_file = sweeps_in(f.read(), os.path.abspath(spec))
+            if not in_file:
+                raise SweepError(f"{spec} has no # vmem: line with a list to sweep")
+            found += in_file
+        else:
+            found.append(parse_spec(spec))
+    if not args.specs:
+        root = os.path.dirname(settings.config_path or os.path.abspath("pyproject.toml"))
+        found += [parse_spec(entry, root) for entry in settings.examples if sweep_axes(entry.partition(":")[2])]
+        if not found:
+            raise SweepError("nothing to sweep: give a SPEC such as "
+                             "'examples/matmul.py:matmul(bf16[8192, 8192], bf16[8192, 8192], bm=[256, 512])'")
+    return found
+
+
+def run(args) -> int:
+    from ..config import ConfigError
+    from .spec import SweepError, check_size
+    try:
+        settings = settings_for(args)
+    except ConfigError as error:
+        print(f"vmem-lsp sweep: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.table:
+        return run_table(args, settings)
+    try:
+        sweeps = sweeps_for(args, settings)
+        check_size(sweeps, args.budget_compiles)
+    except (SweepError, OSError) as error:
+        print(f"vmem-lsp sweep: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    from .output import FORMATS, plot
+    from .run import run_sweep
+    budget = args.budget_compiles
+    rendered, code = [], EXIT_OK
+    progress = (lambda text: print(text, file=sys.stderr)) if sys.stderr.isatty() else (lambda text: None)
+    for sweep in sweeps:
+        try:
+            outcome = run_sweep(sweep, settings, budget=budget, use_cache=not args.no_cache, progress=progress)
+        except SweepError as error:
+            print(f"vmem-lsp sweep: {error}", file=sys.stderr)
+            return EXIT_ERROR
+        if budget is not None:
+            budget = max(budget - outcome.compiles, 0)
+        rendered.append(FORMATS[args.format](outcome))
+        if args.plot:
+            stem, suffix = os.path.splitext(args.plot)
+            target = args.plot if len(sweeps) == 1 else f"{stem}-{len(rendered)}{suffix}"
+            try:
+                plot(outcome, target)
+            except RuntimeError as error:
+                print(f"vmem-lsp sweep: {error}", file=sys.stderr)
+                code = EXIT_ERROR
+    write(args, "\n".join(rendered))
+    return code
+
+
+def write(args, text: str) -> None:
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+def run_table(args, settings) -> int:
+    """Each {target, example} entry compiled on its own chip; 1 if any overflows or cannot be checked."""
+    from ..engine import make_workers, run_example
+    from ..compile.cache import ResultCache
+    from .decide import Config, compiled_verdict
+    from .spec import SweepError, one_config
+    try:
+        with open(args.table, encoding="utf-8") as f:
+            entries = json.load(f)
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and {"target", "example"} <= set(e)
+                                                    for e in entries):
+            raise SweepError("the table must be a JSON list of {\"target\": ..., \"example\": ...} objects")
+    except (OSError, ValueError) as error:
+        print(f"vmem-lsp sweep: {args.table}: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    from ..config import parse_targets
+    cache = ResultCache(settings.cache_folder(), enabled=not args.no_cache)
+    worker = make_workers(settings)
+    rows, code = [], EXIT_OK
+    try:
+        for entry in entries:
+            try:
+                (target,) = parse_targets(entry["target"])
+                example = one_config(entry["example"])
+            except (ValueError, SweepError) as error:
+                rows.append({**entry, "fits": None, "error": str(error)})
+                code = EXIT_FOUND
+                continue
+            result, _ = run_example(example, target, settings, cache, worker)
+            verdict = compiled_verdict(Config(0, {}, target, result), result)
+            rows.append({**entry, "fits": verdict.fits, "used": verdict.used, "limit": verdict.limit,
+                         "error": verdict.error})
+            if verdict.fits is not True:
+                code = EXIT_FOUND
+    finally:
+        worker.stop()
+    write(args, json.dumps(rows, indent=2) + "\n" if args.format == "json" else table_text(rows))
+    return code
+
+
+def table_text(rows: list[dict]) -> str:
+    from ..report.parse import format_size
+    lines = []
+    for r in rows:
+        word = "fits" if r.get("fits") else "error" if r.get("fits") is None else "OVER"
+        figures = f" {format_size(r['used'])} of {format_size(r['limit'])}" if r.get("used") and r.get("limit") else ""
+        lines.append(f"{r['target']:4s} {word:5s}{figures}  {r['example']}" + (f"  ({r['error']})" if r.get("error") else ""))
+    bad = sum(r.get("fits") is not True for r in rows)
+    lines.append(f"{len(rows) - bad} of {len(rows)} entries fit")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,242 @@
+"""Which configs of a sweep fit, with as few compiles as can be had and no
+guess: pure, the compiles come in through a function.
+
+1. The layout model sizes every traced config. Where its total is further
+   from the limit than the model's measured error for that chip and kind of
+   kernel (model_error.py), and every block tiles legally, the model decides.
+2. The rest are compiled, nearest the frontier first: a config whose windows
+   are each no larger than those of one that fits, fits too; one whose
+   windows are each no smaller than those of one that overflows, overflows
+   (monotonicity). Each compile is checked against that rule: a pair of
+   compiled configs that breaks it turns it off for the chip, and what it
+   decided is compiled instead.
+3. A compile budget stops the compiles; what is left is "undecided".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from .. import budget as budgets, layout, render
+from ..compile.protocol import CapturedCall, ExampleResult
+from ..report.parse import parse_report
+from .model_error import bound, kind_of, model_decides
+
+VMEM_FORMS = ("physical", "scoped", "single_allocation")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One config on one chip."""
+    config: dict
+    target: str
+    fits: bool | None               # None: undecided, or it did not compile for another reason
+    used: int | None                # bytes: the compiler's figure when it decided, else the model's
+    limit: int | None
+    decided_by: str                 # "compiler" | "model" | "monotonicity" | "undecided" | "error"
+    why: str = ""
+    error: str | None = None        # the compile error or trace error, when there was one
+
+    @property
+    def headroom(self) -> int | None:
+        return None if self.used is None or self.limit is None else self.limit - self.used
+
+
+@dataclass
+class Config:
+    """What the decision knows of one (config, chip)."""
+    number: int
+    config: dict
+    target: str
+    traced: ExampleResult
+    model_total: int = 0
+    model_limit: int = 0
+    model_says: bool | None = None
+    costs: tuple = ()                # per call: sorted (kind, index, bytes) of the model's windows, scratch, scoped
+    verdict: Verdict | None = None
+    compiled: ExampleResult | None = None
+    implied_by: int | None = None    # the config whose compile decided this one by monotonicity
+
+
+def legal_blocks(call: CapturedCall) -> bool:
+    """Every VMEM window tiles as the TPU lowering requires (the model cannot
+    see a block shape error; a compile can)."""
+    for op in call.operands:
+        if op.block_shape is None or not layout.in_vmem(op.memory_space) or op.role == "prefetch":
+            continue
+        if len(op.block_shape) == 1:
+            if op.block_shape[0] != op.full_shape[0] and op.block_shape[0] % 1024:
+                return False
+            continue
+        for size, tile, full in zip(op.block_shape[-2:], render.tile(op.dtype), op.full_shape[-2:]):
+            if size is not None and size != full and size % tile:
+                return False
+    return True
+
+
+def exact_bytes(b) -> int:
+    """The parts of a model budget it sizes exactly: windows, scratch, scoped buffers, not its internal guess."""
+    return sum(p.bytes for p in b.parts if p.kind != "internal")
+
+
+def costs_of(call: CapturedCall, target: str) -> tuple:
+    return tuple(sorted((c.kind, c.index, c.bytes) for c in layout.window_costs(call, target)))
+
+
+def size_up(item: Config) -> None:
+    """The model's total, limit and verdict for a traced config."""
+    calls = item.traced.calls
+    budgets_ = [budgets.from_compile(c, None, item.target) for c in calls]
+    worst = max(budgets_, key=lambda b: b.total / max(b.limit, 1))
+    item.model_total, item.model_limit = worst.total, worst.limit
+    item.costs = tuple((c.name, costs_of(c, item.target)) for c in calls)
+    says = [None if not legal_blocks(c) else model_decides(b.total, exact_bytes(b), b.limit,
+                                                            bound(kind_of(c, item.target), item.target))
+            for c, b in zip(calls, budgets_)]
+    if any(s is False for s in says):
+        item.model_says = False
+    elif says and all(s is True for s in says):
+        item.model_says = True
+
+
+def value_no_larger(x, y) -> bool:
+    """A config value no larger than another: numbers by size, tuples item by
+    item; anything else (a string, a flag) only when equal."""
+    if isinstance(x, (int, float)) and isinstance(y, (int, float)) and not isinstance(x, bool):
+        return x <= y
+    if isinstance(x, tuple) and isinstance(y, tuple) and len(x) == len(y):
+        return all(value_no_larger(p, q) for p, q in zip(x, y))
+    return x == y
+
+
+def no_larger(a: Config, b: Config) -> bool:
+    """a needs no more VMEM than b: each of its values is no larger (a block
+    size the windows do not show, such as flash attention's inner block_k,
+    still sizes the body's scratch) and each of its windows, scratch and
+    scoped buffers is no larger (the same kernels with the same parts)."""
+    if len(a.costs) != len(b.costs) or not all(value_no_larger(a.config[k], b.config[k]) for k in a.config):
+        return False
+    for (name_a, costs_a), (name_b, costs_b) in zip(a.costs, b.costs):
+        if name_a != name_b or [c[:2] for c in costs_a] != [c[:2] for c in costs_b]:
+            return False
+        if any(x[2] > y[2] for x, y in zip(costs_a, costs_b)):
+            return False
+    return True
+
+
+def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
+    """What a compile said: fits, overflows (a VMEM report), or another error."""
+    if result.error:
+        return Verdict(item.config, item.target, None, None, None, "error", "the example did not run",
+                       error=result.error)
+    failing = [c for c in result.calls if not c.fits]
+    if not failing:
+        used = [budgets.from_compile(c, None, item.target) for c in result.calls]
+        worst = max(used, key=lambda b: b.total / max(b.limit, 1))
+        return Verdict(item.config, item.target, True, worst.total, worst.limit, "compiler", "compiled")
+    reports = [(c, parse_report(c.compiler_text or "")) for c in failing]
+    vmem = [(c, r) for c, r in reports if r.form in VMEM_FORMS]
+    if len(vmem) < len(reports):
+        text = next(c.compiler_text for c, r in reports if r.form not in VMEM_FORMS)
+        return Verdict(item.config, item.target, None, None, None, "error", "does not compile",
+                       error=(text or "").strip().split("\n")[0])
+    call, report = vmem[0]
+    b = budgets.from_compile(call, report, item.target)
+    return Verdict(item.config, item.target, False, b.total, b.limit, "compiler", "compiled")
+
+
+def model_verdict(item: Config) -> Verdict:
+    kind = kind_of(item.traced.calls[0], item.target)
+    return Verdict(item.config, item.target, item.model_says, item.model_total, item.model_limit, "model",
+                   f"{'under' if item.model_says else 'over'} by more than its error ({kind} kernels)")
+
+
+@dataclass
+class Plan:
+    """The decision for one chip, step by step; `compile_batch` is the only I/O."""
+    items: list[Config]
+    compile_batch: Callable[[list[Config]], list[ExampleResult]]
+    budget: int | None = None
+    batch: int = 1
+    monotone: bool = True
+    compiles: int = 0
+    broken: list[str] = field(default_factory=list)     # pairs that broke monotonicity
+
+    def open(self) -> list[Config]:
+        return [i for i in self.items if i.verdict is None]
+
+    def run(self) -> list[Verdict]:
+        for item in self.items:
+            if item.verdict is None and item.traced.error:
+                item.verdict = Verdict(item.config, item.target, None, None, None, "error",
+                                       "the example did not trace", error=item.traced.error)
+            elif item.verdict is None and item.model_says is not None:
+                item.verdict = model_verdict(item)
+        while self.open() and (self.budget is None or self.compiles < self.budget):
+            room = self.batch if self.budget is None else min(self.batch, self.budget - self.compiles)
+            chosen = self.choose(room)
+            results = self.compile_batch(chosen)
+            self.compiles += len(chosen)
+            for item, result in zip(chosen, results):
+                item.compiled, item.verdict = result, compiled_verdict(item, result)
+            if self.monotone and not self.consistent():
+                self.monotone = False
+                for item in self.items:
+                    if item.verdict is not None and item.verdict.decided_by == "monotonicity":
+                        item.verdict, item.implied_by = None, None
+            elif self.monotone:
+                for item in chosen:
+                    self.imply(item)
+        for item in self.open():
+            item.verdict = Verdict(item.config, item.target, None, item.model_total, item.model_limit, "undecided",
+                                   "the compile budget ran out; the model alone cannot say")
+        return [i.verdict for i in self.items]
+
+    def choose(self, room: int) -> list[Config]:
+        """The open configs whose verdict would settle the most others: the
+        middle of the open ones, as a bisection; ties nearest the limit."""
+        candidates = self.open()
+
+        def settles(item: Config) -> tuple:
+            if not self.monotone:
+                return (0, -abs(item.model_total - item.model_limit))
+            below = sum(no_larger(o, item) for o in candidates if o is not item)
+            above = sum(no_larger(item, o) for o in candidates if o is not item)
+            return (min(below, above), below + above, -abs(item.model_total - item.model_limit))
+        ranked = sorted(candidates, key=settles, reverse=True)
+        chosen: list[Config] = []
+        for item in ranked:             # a batch of configs that do not decide each other
+            if len(chosen) == room:
+                break
+            if not any(no_larger(item, c) or no_larger(c, item) for c in chosen):
+                chosen.append(item)
+        return chosen or ranked[:room]
+
+    def imply(self, item: Config) -> None:
+        verdict = item.verdict
+        if verdict.decided_by != "compiler" or verdict.fits is None:
+            return
+        for other in self.open():
+            if verdict.fits and no_larger(other, item):
+                other.verdict = replace(verdict, config=other.config, used=other.model_total, limit=other.model_limit,
+                                        decided_by="monotonicity", why=f"no block larger than {describe(item.config)}, which fits")
+            elif not verdict.fits and no_larger(item, other):
+                other.verdict = replace(verdict, config=other.config, used=other.model_total, limit=other.model_limit,
+                                        decided_by="monotonicity", why=f"no block smaller than {describe(item.config)}, which overflows")
+            else:
+                continue
+            other.implied_by = item.number
+
+    def consistent(self) -> bool:
+        """No compiled config that fits is at least as large as one that overflows."""
+        compiled = [i for i in self.items if i.verdict and i.verdict.decided_by == "compiler" and i.verdict.fits is not None]
+        for small in compiled:
+            for large in compiled:
+                if small is not large and not small.verdict.fits and large.verdict.fits and no_larger(small, large):
+                    self.broken.append(f"{describe(small.config)} overflows but {describe(large.config)} fits")
+                    return False
+        return True
+
+
+def describe(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items())

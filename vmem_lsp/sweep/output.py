@@ -1,0 +1,122 @@
+"""A sweep's verdicts as a table per chip (text), JSON, CSV, and a picture of
+the fit frontier (matplotlib, the optional `plot` extra)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from itertools import groupby
+
+from ..report.parse import format_size
+from .decide import Verdict, describe
+from .run import SweepOutcome
+
+COLUMNS = ("config", "fits", "needs", "limit", "headroom", "decided by")
+
+
+def fits_word(v: Verdict) -> str:
+    if v.decided_by == "error":
+        return "error"
+    return {True: "fits", False: "over", None: "?"}[v.fits]
+
+
+def size(value: int | None) -> str:
+    return "" if value is None else format_size(value) if value >= 0 else "-" + format_size(-value)
+
+
+def row(v: Verdict) -> tuple[str, ...]:
+    who = v.decided_by if v.decided_by in ("compiler", "undecided") else f"{v.decided_by}: {v.why}"
+    if v.decided_by == "error":
+        who = f"error: {v.error or v.why}"[:120]
+    return (describe(v.config), fits_word(v), size(v.used), size(v.limit), size(v.headroom), who)
+
+
+def summary(outcome: SweepOutcome) -> str:
+    decided = sum(v.fits is not None for v in outcome.verdicts)
+    fit = sum(bool(v.fits) for v in outcome.verdicts)
+    line = (f"{fit} of {outcome.configs_total} configs x chips fit, {decided} decided; "
+            f"{outcome.compiles} compiled ({outcome.cache_hits} from the cache), {outcome.seconds:.1f} s")
+    broken = "".join(f"\nmonotonicity off on {chip}: {why}" for chip, why in outcome.broken.items())
+    return line + broken
+
+
+def text(outcome: SweepOutcome) -> str:
+    out = [outcome.sweep.example.text]
+    for target, verdicts in groupby(outcome.verdicts, key=lambda v: v.target):
+        rows = [COLUMNS] + [row(v) for v in verdicts]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS) - 1)]
+        out.append(f"\nTPU {target}")
+        for r in rows:
+            out.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+                       + "  " + r[-1])
+    out.append("\n" + summary(outcome))
+    return "\n".join(out) + "\n"
+
+
+def as_dict(v: Verdict) -> dict:
+    return {"params": v.config, "target": v.target, "fits": v.fits, "used": v.used, "limit": v.limit,
+            "headroom": v.headroom, "decided_by": v.decided_by, "why": v.why, "error": v.error}
+
+
+def json_text(outcome: SweepOutcome) -> str:
+    return json.dumps({"example": outcome.sweep.example.text, "configs": [as_dict(v) for v in outcome.verdicts],
+                       "compiles": outcome.compiles, "cache_hits": outcome.cache_hits,
+                       "configs_total": outcome.configs_total, "seconds": round(outcome.seconds, 3),
+                       "monotonicity_off": outcome.broken}, indent=2) + "\n"
+
+
+def csv_text(outcome: SweepOutcome) -> str:
+    names = list(outcome.sweep.configs()[0]) if outcome.verdicts else []
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["target", *names, "fits", "used", "limit", "headroom", "decided_by", "why"])
+    for v in outcome.verdicts:
+        writer.writerow([v.target, *(v.config[n] for n in names), "" if v.fits is None else v.fits,
+                         v.used if v.used is not None else "", v.limit if v.limit is not None else "",
+                         v.headroom if v.headroom is not None else "", v.decided_by, v.error or v.why])
+    return buffer.getvalue()
+
+
+FORMATS = {"text": text, "json": json_text, "csv": csv_text}
+
+
+def plot(outcome: SweepOutcome, path: str) -> None:
+    """A heat map of headroom (share of the limit) over the first two axes,
+    one panel per chip and value of the other axes; over is red, undecided
+    grey. Needs matplotlib: `pip install 'vmem-lsp[plot]'`."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise RuntimeError("--plot needs matplotlib: pip install 'vmem-lsp[plot]'") from None
+    axes = outcome.sweep.axes
+    x, y = axes[0], axes[1] if len(axes) > 1 else None
+    others = [a.name for a in axes[2:]]
+    panels: dict = {}
+    for v in outcome.verdicts:
+        facet = (v.target, tuple(v.config[n] for n in others))
+        panels.setdefault(facet, []).append(v)
+    figure, grid = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.2), squeeze=False)
+    for axis, ((target, facet), verdicts) in zip(grid[0], sorted(panels.items(), key=lambda p: str(p[0]))):
+        xs, ys = list(x.values), list(y.values) if y else [None]
+        values = [[float("nan")] * len(xs) for _ in ys]
+        for v in verdicts:
+            i = ys.index(v.config[y.name]) if y else 0
+            j = xs.index(v.config[x.name])
+            if v.fits is not None and v.headroom is not None and v.limit:
+                values[i][j] = v.headroom / v.limit
+        axis.imshow(values, cmap="RdYlGn", vmin=-0.5, vmax=0.5, origin="lower")
+        for v in verdicts:
+            i = ys.index(v.config[y.name]) if y else 0
+            axis.text(xs.index(v.config[x.name]), i, fits_word(v), ha="center", va="center", fontsize=7)
+        axis.set_xticks(range(len(xs)), [str(v) for v in xs])
+        axis.set_xlabel(x.name)
+        if y:
+            axis.set_yticks(range(len(ys)), [str(v) for v in ys])
+            axis.set_ylabel(y.name)
+        axis.set_title(f"{target}" + "".join(f", {n}={f}" for n, f in zip(others, facet)), fontsize=8)
+    figure.suptitle("headroom as a share of the limit (green fits, red over)", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)

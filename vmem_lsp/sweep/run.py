@@ -1,0 +1,108 @@
+"""A sweep's I/O: trace every config (no compile) in the worker pool, size
+each with the layout model, then compile what the model cannot decide, on
+all the pool's cores and through the disk cache (decide.Plan says which)."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..compile.cache import ResultCache
+from ..compile.protocol import ExampleResult
+from ..config import Settings
+from ..engine import make_workers, request_for
+from .decide import Config, Plan, Verdict, size_up
+from .spec import Sweep, SweepError
+
+UNKNOWN_PARAMETER = re.compile(r"unexpected keyword argument '(\w+)'|got an unexpected keyword argument (\S+)")
+
+
+@dataclass
+class SweepOutcome:
+    sweep: Sweep
+    verdicts: list[Verdict] = field(default_factory=list)
+    compiles: int = 0           # configs x chips sent to the compiler (a cached answer counts: it was compiled once)
+    cache_hits: int = 0
+    traces: int = 0
+    seconds: float = 0.0
+    broken: dict = field(default_factory=dict)          # chip -> why monotonicity was turned off
+
+    @property
+    def configs_total(self) -> int:
+        return len(self.verdicts)
+
+
+def check_parameters(traced: list[ExampleResult], sweep: Sweep) -> None:
+    """A parameter the function does not take fails every trace the same way:
+    say so once, before anything compiles."""
+    if traced and all(r.error for r in traced):
+        first = traced[0].error
+        if (match := UNKNOWN_PARAMETER.search(first)) is not None:
+            name = (match.group(1) or match.group(2)).strip("'\"")
+            raise SweepError(f"{sweep.example.text.split('(')[0]} takes no parameter {name!r}: {first.splitlines()[0]}")
+        raise SweepError(f"no config of the sweep runs: {first.strip().splitlines()[0]}")
+
+
+def run_sweep(sweep: Sweep, settings: Settings, *, budget: int | None = None, use_cache: bool = True,
+              worker=None, progress: Callable[[str], None] = lambda text: None) -> SweepOutcome:
+    started = time.perf_counter()
+    outcome = SweepOutcome(sweep)
+    cache = ResultCache(settings.cache_folder(), enabled=use_cache)
+    own = worker is None
+    worker = worker or make_workers(dataclasses.replace(settings, jobs=settings.jobs))
+    lanes = getattr(worker, "size", 1)
+
+    def run(request) -> ExampleResult:
+        result = cache.get(request)
+        if result is not None:
+            outcome.cache_hits += request.compile
+            return result
+        result = worker.check(request, settings.limits())
+        cache.put(request, result)
+        return result
+
+    def in_parallel(function, items):
+        if lanes > 1 and len(items) > 1:
+            with ThreadPoolExecutor(lanes) as pool:
+                return list(pool.map(function, items))
+        return [function(i) for i in items]
+
+    try:
+        configs = sweep.configs()
+        jobs = [(n, config, target) for target in settings.targets for n, config in enumerate(configs)]
+
+        def trace(job):
+            number, config, target = job
+            request = dataclasses.replace(request_for(sweep.example_for(config), target, settings), compile=False)
+            return Config(number, config, target, run(request))
+        progress(f"tracing {len(configs)} configs on {', '.join(settings.targets)}")
+        items = in_parallel(trace, jobs)
+        outcome.traces = len(items)
+        check_parameters([i.traced for i in items], sweep)
+        for item in items:
+            if not item.traced.error:
+                if not item.traced.calls:
+                    item.traced = dataclasses.replace(item.traced, error="the example reaches no pallas_call")
+                else:
+                    size_up(item)
+
+        def compile_batch(chosen: list[Config]) -> list[ExampleResult]:
+            progress(f"compiling {len(chosen)} of the open configs on {chosen[0].target}")
+            return in_parallel(lambda item: run(request_for(sweep.example_for(item.config), item.target, settings)),
+                               chosen)
+        for target in settings.targets:
+            plan = Plan([i for i in items if i.target == target], compile_batch, budget=budget, batch=lanes)
+            outcome.verdicts += plan.run()
+            outcome.compiles += plan.compiles
+            if plan.broken:
+                outcome.broken[target] = plan.broken[0]
+            if budget is not None:
+                budget = max(budget - plan.compiles, 0)
+    finally:
+        if own:
+            worker.stop()
+    outcome.seconds = time.perf_counter() - started
+    return outcome
