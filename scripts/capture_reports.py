@@ -7,6 +7,11 @@ compile through libtpu) and writes OUTDIR/CASE.txt: three `#` header lines (targ
 device kind, versions, the kernel) then the exception text verbatim, or
 "(compiled: no error)". Re-run it after a jax or libtpu upgrade: the parser tests then
 show which forms changed. Large cases take minutes (flash_attention with 8192 blocks).
+
+Each case that reports VMEM or SMEM has a `# vmem:` directive on the line above it: the
+same builder call on the same arguments, so that `vmem-lsp check` runs what the case
+captures and bench/bench_explain_placement.py can compare where `explain --source`
+puts the captured report with where check puts its own.
 """
 from __future__ import annotations
 
@@ -274,63 +279,90 @@ GATHER = (((1 << 20,), I32), ((64, 128), F32))
 
 CASES = (
     # Over physical VMEM: "Ran out of memory ... Largest program allocations".
+    # vmem: whole_copy()(f32[4096, 4096])
     Case("physical-breakdown-v6e", "v6e", "single-step copy kernel, f32[4096,4096] in and out as one block",
          whole_copy, F32_4K),
+    # vmem: whole_copy()(f32[4096, 4096])
     Case("physical-breakdown-v5p", "v5p", "the same single-step copy kernel on v5p (64 MiB VMEM)", whole_copy, F32_4K),
+    # vmem: whole_copy()(f32[4096, 4096])
     Case("physical-breakdown-v7x", "v7x", "the same single-step copy kernel on v7x (64 MiB VMEM)", whole_copy, F32_4K),
+    # vmem: matmul(2048, 2048, 2048)(bf16[8192, 8192], bf16[8192, 8192])
     Case("matmul-breakdown-v5p", "v5p", "bf16 matmul 8192^3, blocks 2048/2048/2048, f32 VMEM accumulator",
          lambda: matmul(2048, 2048, 2048), MATMUL_8K),
+    # vmem: matmul(2048, 2048, 2048)(bf16[8192, 8192], bf16[8192, 8192])
     Case("matmul-breakdown-v7x", "v7x", "bf16 matmul 8192^3, blocks 2048/2048/2048, f32 VMEM accumulator",
          lambda: matmul(2048, 2048, 2048), MATMUL_8K),
+    # vmem: matmul(2048, 2048, 2048, pl.Buffered(1))(bf16[8192, 8192], bf16[8192, 8192])
     Case("matmul-buffered1-v5p", "v5p", "the same matmul with pipeline_mode=pl.Buffered(1) on the lhs BlockSpec",
          lambda: matmul(2048, 2048, 2048, pl.Buffered(1)), MATMUL_8K),
+    # vmem: flash(8192)(bf16[1, 8, 8192, 128], bf16[1, 8, 8192, 128], bf16[1, 8, 8192, 128])
     Case("spills-breakdown-v5e", "v5e", "jax's flash_attention, bf16[1,8,8192,128], all block sizes 8192",
          lambda: flash(8192), QKV_8K),
+    # vmem: copy_all()(bf16[8, 100], bf16[3, 128], s8[3, 100], f32[4096, 4096])
     Case("padded-windows-v6e", "v6e",
          "copy of whole arrays bf16[8,100], bf16[3,128], s8[3,100], f32[4096,4096], each to its own output",
          copy_all, SMALL_ODD + F32_4K),
+    # vmem: copy_all()(bf16[8, 100], bf16[3, 128], s8[3, 100], f32[4096, 4096])
     Case("padded-windows-v7x", "v7x", "the same whole-array copies on v7x", copy_all, SMALL_ODD + F32_4K),
+    # vmem: rows_copy(131072)(bf16[262144, 100])
     Case("padded-rows-v5p", "v5p", "bf16 row copy, block (131072, 100) of bf16[262144,100] (100 is not a lane multiple)",
          lambda: rows_copy(131072), (((262144, 100), BF16),)),
+    # vmem: scratch_copy([((8, 100), BF16), ((3, 128), BF16), ((3, 100), I8), ((8192, 4096), F32)], 120 * MiB)(f32[64, 1024])
     Case("padded-scratch-v6e", "v6e", "f32 row copy, block (8, 1024), scratch_shapes VMEM bf16(8,100), bf16(3,128), "
          "s8(3,100), f32(8192,4096), vmem_limit_bytes=120 MiB",
          lambda: scratch_copy([((8, 100), BF16), ((3, 128), BF16), ((3, 100), I8), ((8192, 4096), F32)], 120 * MiB),
          (((64, 1024), F32),)),
+    # vmem: extent_one_copy(4096, 4096, 8)(f32[8192, 4096])
     Case("extent1-grid-v6e", "v6e", "f32 copy, grid=(1, 8), blocks (4096, 4096): input f32[8192,4096] with index map "
          "(i, 0), reading only the axis of extent 1; output (i, j)", lambda: extent_one_copy(4096, 4096, 8),
          (((8192, 4096), F32),)),
+    # vmem: twin_scratch((4096, 4096), 120 * MiB)(f32[4096, 4096])
     Case("twin-scratch-v6e", "v6e", "f32 row copy, block (8, 4096), two scratch_shapes VMEM f32(4096,4096) written "
          "and read: two allocations alike, 64 MiB each, vmem_limit_bytes=120 MiB",
          lambda: twin_scratch((4096, 4096), 120 * MiB), (((4096, 4096), F32),)),
+    # vmem: constant_output(3072, 4096, 8)(f32[24576, 4096])
     Case("const-out-v6e", "v6e", "f32 copy, grid=(8,), blocks (3072, 4096): input index map (i, 0), output (0, 0) "
          "of f32[6144,4096]: a constant output", lambda: constant_output(3072, 4096, 8), (((24576, 4096), F32),)),
     # VMEM the kernel body allocates: "scoped memory for <function>", sizes only.
+    # vmem: test_kernels("pipelines").flat(f32[8192, 8192], bm=1024)
     Case("pipeline-flat-v6e", "v6e", "tests/data/kernels/pipelines.py flat: emit_pipeline of a copy, f32[8192,8192] "
          "in HBM, inner blocks (1024, 8192)", lambda: functools.partial(test_kernels("pipelines").flat, bm=1024),
          (((8192, 8192), F32),)),
+    # vmem: test_kernels("pipelines").in_a_row(f32[8192, 8192], bm=1024)
     Case("pipeline-in-a-row-v6e", "v6e", "pipelines.py in_a_row: two such emit_pipelines one after the other",
          lambda: functools.partial(test_kernels("pipelines").in_a_row, bm=1024), (((8192, 8192), F32),)),
+    # vmem: test_kernels("pipelines").buffered(f32[8192, 8192], bm=2048)
     Case("pipeline-buffered1-v6e", "v6e", "pipelines.py buffered: inner input Buffered(1), blocks (2048, 8192)",
          lambda: functools.partial(test_kernels("pipelines").buffered, bm=2048), (((8192, 8192), F32),)),
+    # vmem: test_kernels("pipelines").scoped(f32[4096, 4104])
     Case("run-scoped-v6e", "v6e", "pipelines.py scoped: pl.run_scoped of two VMEM f32[4096,4104] (lanes padded)",
          lambda: test_kernels("pipelines").scoped, (((4096, 4104), F32),)),
     # Over the scoped limit: E1001, totals only.
+    # vmem: matmul(1024, 1024, 1024)(bf16[8192, 8192], bf16[8192, 8192])
     Case("scoped-e1001-v5e", "v5e", "bf16 matmul 8192^3, blocks 1024/1024/1024, f32 VMEM accumulator",
          lambda: matmul(1024, 1024, 1024), MATMUL_8K),
+    # vmem: rows_copy(1024)(f32[8192, 4096])
     Case("scoped-e1001-v6e", "v6e", "f32 copy kernel, grid over rows, block (1024, 4096) of f32[8192,4096]",
          lambda: rows_copy(1024), (((8192, 4096), F32),)),
+    # vmem: flash(4096)(bf16[1, 8, 8192, 128], bf16[1, 8, 8192, 128], bf16[1, 8, 8192, 128])
     Case("scoped-e1001-library-v5e", "v5e", "jax's flash_attention, bf16[1,8,8192,128], all block sizes 4096",
          lambda: flash(4096), QKV_8K),
     # One allocation bigger than the memory: "Allocation (size=...) would exceed memory".
+    # vmem: whole_copy(200 * MiB)(f32[6144, 6144])
     Case("single-allocation-v5e", "v5e", "single-step copy kernel, f32[6144,6144], vmem_limit_bytes=200 MiB",
          lambda: whole_copy(200 * MiB), (((6144, 6144), F32),)),
+    # vmem: whole_copy()(f32[4096, 4096])
     Case("single-allocation-v4", "v4", "single-step copy kernel, f32[4096,4096] on v4 (16 MiB VMEM)", whole_copy, F32_4K),
+    # vmem: scratch_copy([((16384, 4096), F32)])(f32[64, 1024])
     Case("scratch-single-allocation-v6e", "v6e",
          "f32 row copy, block (8, 1024), scratch_shapes=[pltpu.VMEM((16384, 4096), f32)] (256 MiB)",
          lambda: scratch_copy([((16384, 4096), F32)]), (((64, 1024), F32),)),
+    # vmem: smem_prefetch()(s32[1048576], f32[64, 128])
     Case("smem-prefetch-v5e", "v5e", "row gather, PrefetchScalarGridSpec with an int32[1048576] index table",
          smem_prefetch, GATHER),
+    # vmem: smem_prefetch()(s32[1048576], f32[64, 128])
     Case("smem-prefetch-v7x", "v7x", "the same row gather on v7x", smem_prefetch, GATHER),
+    # vmem: smem_scratch(1 << 20)(f32[64, 128])
     Case("smem-scratch-v6e", "v6e", "f32 row copy with scratch_shapes=[pltpu.SMEM((1048576,), int32)]",
          lambda: smem_scratch(1 << 20), (((64, 128), F32),)),
     # Block shapes the lowering refuses.

@@ -13,6 +13,7 @@ from vmem_lsp.explain import find_reports
 from vmem_lsp.report.parse import parse_report
 
 REPORTS = Path(__file__).parent / "data" / "reports"
+sys.path.insert(0, str(ROOT))         # bench/: the renaming a real job's log makes
 
 
 def captured() -> list[tuple[str, str]]:
@@ -86,23 +87,37 @@ def test_a_report_it_does_not_understand_is_shown_whole():
     assert b"detail 1" in done.stdout
 
 
-def test_with_the_sources_a_report_lands_where_check_puts_it(tmp_path):
-    """The compiler texts of check's own compiles, written into a log: explain
-    --source places each on the pallas_call and BlockSpecs check marks."""
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def checked_examples(tmp_path_factory):
+    """check's diagnostics on examples/ (v5e, v6e) and the compiler texts of its reports."""
+    cache = tmp_path_factory.mktemp("cache")
     check = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", "examples", "--target", "v5e,v6e",
-                            "--format", "json", "--cache-dir", str(tmp_path / "c")], cwd=ROOT,
+                            "--format", "json", "--cache-dir", str(cache), "-j", "1"], cwd=ROOT,
                            capture_output=True, timeout=900)
     marked = json.loads(check.stdout)["diagnostics"]
     from vmem_lsp.engine import check as run_check
     from vmem_lsp.config import Settings
-    outcome = run_check(["examples"], Settings(targets=("v5e", "v6e"), cache_dir=str(tmp_path / "c")))
+    outcome = run_check(["examples"], Settings(targets=("v5e", "v6e"), cache_dir=str(cache), jobs=1))
     texts = [c.compiler_text for _, _, r in outcome.results for c in r.calls
              if not c.fits and parse_report(c.compiler_text or "").form in ("physical", "scoped", "single_allocation")]
     assert len(texts) >= 3
+    return marked, texts
+
+
+def explain_log(tmp_path, texts, *source) -> list[dict]:
+    """explain --source on a log of `texts`, each behind a timestamp: its diagnostics."""
     log = tmp_path / "job.log"
     log.write_text("".join("boot\n" + "".join(f"I1130 12:00:00.000 tpu] {l}\n" for l in t.splitlines()) for t in texts))
-    done = run_explain(str(log), "--source", "examples", "--format", "json")
-    placed = json.loads(done.stdout)["diagnostics"]
+    done = run_explain(str(log), "--source", *source, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["diagnostics"]
+
+
+def assert_on_checks_lines(marked, texts, placed):
+    """At least 95% of the reports' VMEM002 on check's, every window on one of check's BlockSpecs."""
     totals = [d for d in placed if d["code"] == "VMEM002"]
     check_totals = {(d["path"], d["range"]["start_line"]) for d in marked if d["code"] == "VMEM002"}
     on_check_lines = [d for d in totals if (d["path"], d["range"]["start_line"]) in check_totals]
@@ -113,7 +128,66 @@ def test_with_the_sources_a_report_lands_where_check_puts_it(tmp_path):
                            for d in windows)
 
 
-import pytest  # noqa: E402
+def test_with_the_sources_a_report_lands_where_check_puts_it(tmp_path, checked_examples):
+    """The compiler texts of check's own compiles, written into a log: explain
+    --source places each on the pallas_call and BlockSpecs check marks."""
+    marked, texts = checked_examples
+    assert_on_checks_lines(marked, texts, explain_log(tmp_path, texts, "examples"))
+
+
+def test_a_report_whose_names_say_nothing_lands_where_check_puts_it_by_the_traced_examples(tmp_path, checked_examples):
+    """A real job's op_name is jit(train_step)/..., its custom call train_step.1: with every name
+    the report gives replaced, only the examples' traced calls (shapes, blocks, dtypes) place it."""
+    from bench.bench_explain_placement import neutral
+    marked, texts = checked_examples
+    renamed = [neutral(t) for t in texts]
+    assert all("double_kernel" not in t and "matmul_kernel" not in t for t in renamed)
+    placed = explain_log(tmp_path, renamed, "examples")
+    assert_on_checks_lines(marked, texts, placed)
+    assert all("matched to the call traced from the example" in d["facts"]["why"] for d in placed)
+
+
+def test_the_captured_reports_land_on_the_kernel_their_case_runs(tmp_path):
+    """tests/data/reports, names replaced, placed on scripts/capture_reports.py: each on the
+    pallas_call that the `# vmem:` directive above its case reaches, traced (check's line for it)."""
+    from bench.bench_explain_placement import CAPTURE, case_directives, neutral
+    from vmem_lsp.explain import trace_examples
+    traced = trace_examples([str(CAPTURE), str(ROOT / "tests" / "data" / "kernels" / "pipelines.py")], "v6e")
+    site_of = {int(t.example.rsplit(":", 1)[1]): (t.path, t.site.name_span.start_line) for t in traced.calls
+               if t.example.startswith("scripts/")}
+    directives = case_directives()
+    reports = [(name, text) for name, text in captured() if parse_report(text).form != "block_shape"
+               and name in directives]
+    assert len(reports) == 27
+    library = {path for path, _ in site_of.values() if "site-packages" in path}
+    placed = explain_log(tmp_path, [neutral(text) for _, text in reports], str(CAPTURE),
+                         str(ROOT / "tests" / "data" / "kernels" / "pipelines.py"), *library)
+    lines = log_lines(reports)
+    at = {d["facts"]["log_line"]: (d["abs_path"], d["range"]["start_line"]) for d in placed if d["code"] == "VMEM002"}
+    right = [name for (name, _), line in zip(reports, lines) if at.get(line) == site_of[directives[name]]]
+    assert len(right) / len(reports) >= 0.95, sorted({n for n, _ in reports} - set(right))
+
+
+def log_lines(reports) -> list[int]:
+    """The line each report starts on in explain_log's log."""
+    lines, at = [], 1
+    for _, text in reports:
+        lines.append(at + 1)
+        at += 1 + len(text.splitlines())
+    return lines
+
+
+def test_two_kernels_the_report_fits_alike_are_said_as_a_tie_not_guessed(tmp_path):
+    """The seed report, names replaced, with two files whose examples trace the same copy kernel
+    on f32[4096, 4096]: VMEM040 on both pallas_calls, no VMEM001 or VMEM002."""
+    from bench.bench_explain_placement import neutral
+    for name in ("first.py", "second.py"):
+        (tmp_path / name).write_text((ROOT / "examples" / "copy_whole.py").read_text())
+    text = neutral((REPORTS / "physical-breakdown-v6e.txt").read_text().split("\n", 3)[3])
+    placed = explain_log(tmp_path, [text], str(tmp_path / "first.py"), str(tmp_path / "second.py"))
+    assert sorted((Path(d["path"]).name, d["code"]) for d in placed) == [("first.py", "VMEM040"),
+                                                                       ("second.py", "VMEM040")]
+    assert all("could be this pallas_call or" in d["message"] for d in placed)
 
 
 @pytest.mark.asyncio

@@ -9,7 +9,9 @@ of a text is what `check` would.
 """
 from __future__ import annotations
 
+import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -181,7 +183,7 @@ def explain_json(found: Found, target: str | None = None) -> dict:
 # ---- putting a report on the user's lines (--source) ---------------------------------------------
 
 NAME_IN_OP = re.compile(r"jit\(([\w.<>]+)\)")
-NAME_IN_LABEL = re.compile(r"^%?([\w.]+?)(?:\.\d+)? = custom-call")
+NAME_IN_LABEL = re.compile(r"^%?([\w.]+?)(?:\.\d+)?(?: = custom-call|$)")     # the second: "would exceed"'s
 NAME_IN_TAG = re.compile(r"scoped memory for %?([\w]+?)(?:\.\d+)?$")
 
 
@@ -203,29 +205,60 @@ def report_names(report: Report) -> set[str]:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a report goes: one site, or the sites it could be (said, never guessed)."""
+    """Where a report goes: one site, or the sites it could be (said, never guessed).
+    `spans`, when a traced call placed it: the BlockSpec of each allocation, as check anchors it."""
     sites: tuple            # ((path, KernelSite), ...): one when placed
     why: str
+    spans: tuple = ()       # per allocation: (path, Span) or None
 
 
-def place(report: Report, candidates: list[tuple[str, object, str]]) -> Placement:
+def place(report: Report, candidates: list[tuple[str, object, str]], traced=None) -> Placement:
     """The site among `candidates` ((path, KernelSite, file text)) that made the
-    report: by its source metadata, else its names (function, kernel), else
-    its operands matched to the BlockSpecs (count and literal block shapes)."""
-    from .budget import literal_shape
+    report: by its source metadata, or the one site it names; else, where the
+    examples can be traced (`traced()`: a Traced), the one site whose traced
+    call fits every shape the report gives (its names choosing among sites
+    that fit alike); else its names and operands matched to the BlockSpecs
+    (count and literal block shapes). Literal shapes that match one site do not
+    rule out a site whose shapes are not written: only a trace does that."""
+    by_names = place_by_names(report, candidates)
+    names = report_names(report)
+    alone = [c for c in candidates if is_named(names, c[1], c[2])]
+    decided = by_names.why == BY_SOURCE or len(alone) == 1 and by_names.sites == ((alone[0][0], alone[0][1]),)
+    if decided or traced is None:
+        return by_names
+    trace = traced()
+    named = {(p, s.span) for p, s, _ in alone}
+    by_trace = place_by_trace(report, {(p, s.span) for p, s, _ in candidates}, trace, named)
+    if by_trace is not None:
+        return by_trace
+    said = trace.note or "no traced call of the examples has its shapes"
+    return Placement(by_names.sites, f"{by_names.why}; {said}")
+
+
+BY_SOURCE = "its source_file and source_line"
+
+
+def is_named(names: set[str], site, text: str) -> bool:
+    """The report names this site's function or its kernel."""
     from .source.calls import kernel_name
+    return bool(names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)})
+
+
+def place_by_names(report: Report, candidates: list[tuple[str, object, str]]) -> Placement:
+    """By source metadata, else names and literal block shapes: what the report and the text alone tell."""
+    from .budget import literal_shape
     located = [a for a in report.allocations if a.source_file and a.source_line]
     if located:
         a = located[0]
         hits = [(p, s) for p, s, _ in candidates
                 if p.endswith(a.source_file.split("/")[-1]) and s.span.contains_line(a.source_line)]
         if len(hits) == 1:
-            return Placement(tuple(hits), "its source_file and source_line")
+            return Placement(tuple(hits), BY_SOURCE)
     names = report_names(report)
     windows = [a for a in report.allocations if a.kind in ("input_window", "output_window")]
 
     def named(site, text) -> bool:
-        return bool(names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)})
+        return is_named(names, site, text)
 
     def score(site, text) -> int:
         found = 0
@@ -259,9 +292,211 @@ def place(report: Report, candidates: list[tuple[str, object, str]]) -> Placemen
     scored = [(score(s, t), p, s) for p, s, t in candidates if decisive(s, t)]
     best = max((sc for sc, _, _ in scored), default=-1)
     if best <= 0:
-        return Placement((), "nothing in the report matches a pallas_call of the sources")
+        return Placement((), "nothing in the report names or shapes a pallas_call of the sources")
     top = tuple((p, s) for sc, p, s in scored if sc == best)
     return Placement(top, "its names and operands" if len(top) == 1 else "as many matches as another")
+
+
+# ---- placing by the calls the examples reach, traced -------------------------------------------
+
+OPERAND_SHAPES = re.compile(r"operand_layout_constraints=\{((?:[^{}]|\{[^{}]*\})*)\}")
+RESULT_SHAPES = re.compile(r"= (.*?) custom-call\(")
+
+
+@dataclass(frozen=True)
+class TracedCall:
+    """A pallas_call an example reaches, traced on a chip, and the site it came from."""
+    path: str
+    site: object            # KernelSite
+    call: object            # compile.protocol.CapturedCall
+    example: str            # "file:line" of the example that reached it
+
+
+@dataclass(frozen=True)
+class Traced:
+    """Every call the examples of the sources reach on one chip, or why there are none."""
+    calls: tuple            # (TracedCall, ...)
+    note: str | None        # "the examples could not be traced: ...", or None
+    sites_of: object = None  # path -> LocateResult: where check's anchors are looked up
+
+
+def typed_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """Every dtype[dims] of a piece of HLO text, layouts skipped."""
+    from .report.parse import SHAPE_TEXT
+    return [(d, tuple(int(x) for x in dims.split(",") if x)) for d, dims in SHAPE_TEXT.findall(text)]
+
+
+def custom_call_shapes(text: str) -> tuple[list | None, list | None]:
+    """(operand shapes, result shapes) of the custom call a report names, where it prints them."""
+    operands = OPERAND_SHAPES.search(text)
+    results = RESULT_SHAPES.search(text)
+    return (typed_shapes(operands[1]) if operands else None,
+            typed_shapes(results[1]) or None if results else None)
+
+
+def window_of(block, full) -> tuple:
+    """The window the compiler prints for a block: the whole array without one, and
+    never wider than the array (paged attention: block (1, 8, 128) of f32[1,8,1] is f32[1,8,1])."""
+    if block is None:
+        return tuple(full)
+    if len(block) != len(full):
+        return tuple(block)
+    return tuple(b if b is None else min(b, f) for b, f in zip(block, full))
+
+
+def squeezed(dims) -> tuple:
+    """A block's dims without the 1s and Nones that a squeezed dimension leaves."""
+    return tuple(d for d in dims if d not in (1, None))
+
+
+def contradiction(report: Report, call) -> tuple[bool, int]:
+    """(whether the report contradicts this traced call, how many of its facts agree):
+    the custom call's operand and result shapes, each window's full and block shape
+    and dtype by operand role and number, each scratch, scoped and SMEM buffer's shape or size."""
+    if not operands_fit(report, call):
+        return True, 0
+    verdicts = [allocation_fits(a, call) for a in report.allocations]
+    operands, results = custom_call_shapes(report.text)
+    agree = len(operands or ()) + len(results or ()) + sum(v is True for v in verdicts)
+    return False in verdicts, agree
+
+
+def operands_fit(report: Report, call) -> bool:
+    """The custom call's printed operand and result shapes are the traced call's. Scalars
+    before its own operands are a dynamic grid's bounds (gmm: s32[] first), which the
+    compiler's "operator input N" does not count."""
+    ins = sorted((o for o in call.operands if o.role in ("in", "prefetch")), key=lambda o: o.operand)
+    outs = sorted((o for o in call.operands if o.role == "out"), key=lambda o: o.index)
+    operands, results = custom_call_shapes(report.text)
+    if results is not None and results != [(o.dtype, tuple(o.full_shape)) for o in outs]:
+        return False
+    if operands is None:
+        return True
+    extra = len(operands) - len(ins)
+    own = [(o.dtype, tuple(o.full_shape)) for o in ins]
+    return extra >= 0 and operands[extra:] == own and not any(dims for _, dims in operands[:extra])
+
+
+def allocation_fits(a: Allocation, call) -> bool | None:
+    """Whether one allocation of the report is one of this call's buffers; None: it says nothing."""
+    from .correlate import SCOPED_TAG, operand_for, scoped_allocations
+    if a.kind in ("input_window", "output_window") and a.operand_index is not None:
+        op = operand_for(call, a)
+        if op is None:
+            return False
+        block = window_of(op.block_shape, op.full_shape)
+        return not (a.full_shape and (a.full_shape.dtype, a.full_shape.dims) != (op.dtype, tuple(op.full_shape))
+                    or a.window_shape and (a.window_shape.dtype != op.dtype
+                                           or squeezed(a.window_shape.dims) != squeezed(block)))
+    if a.kind == "scratch":
+        # "scratch operand": an entry of scratch_shapes, of the shape printed where one is
+        shape = a.window_shape and (a.window_shape.dtype, a.window_shape.dims)
+        if not any(shape is None or (s.dtype, tuple(s.shape)) == shape for s in call.scratch):
+            return False
+        return True if shape else None
+    if a.kind == "other" and (a.tag or "").startswith(SCOPED_TAG):
+        # "scoped memory for <kernel>": a buffer the body allocates, its size only
+        return scoped_allocations(call, [a]) != [None]
+    if a.kind == "smem_prefetch" and a.operand_index is not None:
+        # "prefetched SMEM operand N", its bytes only: the prefetch operand's whole array
+        op = next((o for o in call.operands if o.role == "prefetch" and o.operand == a.operand_index), None)
+        return op is not None and a.size in (array_bytes(op.dtype, op.full_shape), a.unpadded_size)
+    return None
+
+
+def array_bytes(dtype: str, shape) -> int:
+    """Bytes of an array packed flat, as SMEM holds a prefetched operand."""
+    from .dtypes import ITEM_BITS
+    return math.prod(shape) * ITEM_BITS.get(dtype, 32) // 8
+
+
+def place_by_trace(report: Report, candidates: set, trace: Traced, named: set = frozenset()) -> Placement | None:
+    """The one candidate site whose traced calls the report fits; among sites
+    that fit alike, the one the report names, else a tie said as one; None when
+    no traced call fits (the report's kernel is not reached by the examples)."""
+    fitting = [(agree, t) for t in trace.calls if (t.path, t.site.span) in candidates
+               for wrong, agree in [contradiction(report, t.call)] if not wrong and agree]
+    if not fitting:
+        return None
+    best = max(agree for agree, _ in fitting)
+    sites: dict = {}
+    for agree, t in fitting:        # a site's first call that fits: the example said is the first to reach it
+        if agree == best:
+            sites.setdefault((t.path, t.site.span), t)
+    chosen = list(sites.values())
+    by_name = [t for t in chosen if (t.path, t.site.span) in named]
+    if len(chosen) > 1 and len(by_name) == 1:
+        [only] = by_name
+        why = f"its shapes, matched to the call traced from the example at {only.example}, and its names"
+        return Placement(((only.path, only.site),), why, window_spans(report, only, trace.sites_of))
+    if len(chosen) > 1:
+        return Placement(tuple((t.path, t.site) for t in chosen),
+                         f"its shapes fit the traced calls of {len(chosen)} pallas_calls alike")
+    [only] = chosen
+    why = f"its shapes, matched to the call traced from the example at {only.example}"
+    return Placement(((only.path, only.site),), why, window_spans(report, only, trace.sites_of))
+
+
+def window_spans(report: Report, traced: TracedCall, sites_of) -> tuple:
+    """Where check marks each window of the report: the BlockSpec that made its operand."""
+    from .correlate import Anchor, operand_for, spec_anchor
+    fallback = Anchor(traced.path, traced.site.name_span)
+    spans = []
+    for a in report.allocations:
+        op = operand_for(traced.call, a) if a.kind in ("input_window", "output_window") else None
+        anchor = spec_anchor(op, traced.site, sites_of, fallback) if op is not None and sites_of else None
+        spans.append((anchor.path, anchor.span) if anchor is not None else None)
+    return tuple(spans)
+
+
+def trace_examples(paths: list[str], chip: str) -> Traced:
+    """The calls the examples of `paths` (their `# vmem:` directives and pyproject
+    examples) reach on `chip`, traced in the worker without compiling: jax, no libtpu.
+    Never raises: what went wrong is the note."""
+    import dataclasses
+    from .config import load_settings
+    from .correlate import kernel_site
+    from .engine import check
+    try:
+        settings = dataclasses.replace(load_settings(paths[0]), targets=(chip,), compile=False, jobs=1,
+                                       worker_fallback=False)
+        outcome = check(paths, settings)
+    except Exception as error:      # no jax, a worker that cannot start: place by names and shapes only
+        return Traced((), f"the examples could not be traced ({type(error).__name__}: {error})")
+    calls, failed = [], []
+    for example, _, result in outcome.results:
+        failed += [f"{render.display_path(example.path)}:{example.line}: {result.error}"] if result.error else []
+        for call in result.calls:
+            site = kernel_site(call, outcome.sources.sites_of)
+            if site is not None:
+                calls.append(TracedCall(site.path, site, call, f"{render.display_path(example.path)}:{example.line}"))
+    note = None
+    if not calls:
+        note = ("no example of the sources could be traced" + (f" ({failed[0]})" if failed else "")
+                if outcome.examples else "the sources have no example (# vmem:) to trace")
+    return Traced(tuple(calls), note, outcome.sources.sites_of)
+
+
+class Tracer:
+    """The traces of the sources' examples, made on first need, once a chip: a log
+    whose reports names and written shapes place never starts a worker."""
+
+    def __init__(self, paths: list[str], default_chip: str):
+        self.paths, self.default_chip = paths, default_chip
+        self.done: dict[str, Traced] = {}
+
+    def on(self, chip: Chip | None):
+        """A thunk of the trace on the report's chip (the default when the text names none)."""
+        name = chip.name if chip else self.default_chip
+
+        def traced() -> Traced:
+            if name not in self.done:
+                self.done[name] = trace_examples(self.paths, name)
+                if self.done[name].note:        # said once a chip: placement goes on by names and shapes
+                    print(f"vmem-lsp explain: {self.done[name].note}; reports are placed by their names "
+                          f"and written block shapes only", file=sys.stderr)
+            return self.done[name]
+        return traced
 
 
 def placed_diagnostics(found: Found, report: Report, placement: Placement, chip: Chip | None, log_name: str):
@@ -270,44 +505,76 @@ def placed_diagnostics(found: Found, report: Report, placement: Placement, chip:
     report could be several sites, a note on each saying so."""
     from .diagnostics import Diagnostic, Related
     where = f"from the report in {log_name}, line {found.line}"
+    facts = {"log_line": found.line, "why": placement.why}
     if len(placement.sites) != 1:
         at = lambda p, s: f"{render.display_path(p)}:{s.name_span.start_line}"
         return [Diagnostic(p, s.name_span, "information", "VMEM040",
                            f"the report in {log_name}, line {found.line} could be this pallas_call or "
-                           f"{', '.join(at(q, t) for q, t in placement.sites if (q, t) != (p, s))}: not placed",
-                           origin="log") for p, s in placement.sites]
+                           f"{', '.join(at(q, t) for q, t in placement.sites if (q, t) != (p, s))} "
+                           f"({placement.why}): not placed", origin="log", facts=facts)
+                for p, s in placement.sites]
     [(path, site)] = placement.sites
     need = verdict(report, chip)
     out = []
-    for a in report.allocations:
+    for number, a in enumerate(report.allocations):
         if a.kind in ("input_window", "output_window"):
-            specs = site.in_specs if a.kind == "input_window" else site.out_specs
-            spec = specs[a.operand_index] if a.operand_index is not None and a.operand_index < len(specs) else None
-            span = (spec.block_shape or spec).span if spec is not None else site.name_span
-            label = f"{render.allocation_label(a)}"
-            wording = render.part(label, a.size, need, buffers=a.buffers, printed=a.size_text, note=where)
-            out.append(Diagnostic(path, span, "error", "VMEM001", wording.text(), chip.name if chip else None, "log",
-                                  (Related(path, site.name_span, f"pallas_call: {need}"),),
-                                  {"log_line": found.line, "size": a.size}))
+            at_path, span = (placement.spans[number] if placement.spans and placement.spans[number]
+                             else (path, spec_span(site, a)))
+            wording = render.part(render.allocation_label(a), a.size, need, buffers=a.buffers, printed=a.size_text,
+                                  note=where)
+            out.append(Diagnostic(at_path, span, "error", "VMEM001", wording.text(), chip.name if chip else None,
+                                  "log", (Related(path, site.name_span, f"pallas_call: {need}"),),
+                                  {**facts, "size": a.size}))
     out.append(Diagnostic(path, site.name_span, "error", "VMEM002", f"pallas_call: {need} ({where})",
-                          chip.name if chip else None, "log", (), {"log_line": found.line, "used": report.used}))
+                          chip.name if chip else None, "log", (), {**facts, "used": report.used}))
     return out
 
 
-def source_sites(paths: list[str]) -> list:
+def spec_span(site, allocation: Allocation):
+    """The block shape of the site's BlockSpec of that window's index, else the pallas_call."""
+    specs = site.in_specs if allocation.kind == "input_window" else site.out_specs
+    index = allocation.operand_index
+    spec = specs[index] if index is not None and index < len(specs) else None
+    return (spec.block_shape or spec).span if spec is not None else site.name_span
+
+
+@dataclass
+class Sources:
+    """What --source gives placement: every pallas_call site of the files, and
+    the traces of their examples, made only when names and shapes do not decide."""
+    sites: list                     # (path, KernelSite, text)
+    tracer: Tracer | None = None
+
+
+def source_sites(paths: list[str], trace: bool = True) -> Sources:
     """(path, KernelSite, text) of every pallas_call under `paths` (not in
     .venv, build and the like): the candidates of `place`. Only files that
-    mention pallas_call are parsed."""
+    mention pallas_call are parsed. `trace`: their examples may be traced when
+    a report needs it (the editor's command does not: it would hold the server)."""
+    from .chips import DEFAULT_TARGETS
     from .config import Settings
     from .engine import SourceFiles, python_files
     sources = SourceFiles()
     files = [p for p in python_files(paths, Settings().exclude) if "pallas_call" in (sources.text(p) or "")]
-    return [(path, site, sources.text(path)) for path in files for site in sources.sites_of(path).sites]
+    sites = [(path, site, sources.text(path)) for path in files for site in sources.sites_of(path).sites]
+    return Sources(sites, Tracer(paths, DEFAULT_TARGETS[0]) if trace and paths else None)
 
 
-def placed(found: Found, target: str | None, log_name: str, candidates: list) -> list:
-    """The diagnostics of one found report on the candidates' lines (none for a form with no figures)."""
+def placing(found: Found, target: str | None, log_name: str, sources: Sources | list
+            ) -> tuple[list, Placement | None]:
+    """The diagnostics of one found report on the sources' lines, and the placement
+    they come from (None for a form with no figures)."""
     report = parse_report(found.text)
     if report.form in ("unknown", "block_shape"):
-        return []
-    return placed_diagnostics(found, report, place(report, candidates), chip_of(found.text, target), log_name)
+        return [], None
+    if not isinstance(sources, Sources):
+        sources = Sources(list(sources))
+    chip = chip_of(found.text, target)
+    traced = sources.tracer.on(chip) if sources.tracer else None
+    placement = place(report, sources.sites, traced)
+    return placed_diagnostics(found, report, placement, chip, log_name), placement
+
+
+def placed(found: Found, target: str | None, log_name: str, sources: Sources | list) -> list:
+    """The diagnostics of one found report on the sources' lines (none for a form with no figures)."""
+    return placing(found, target, log_name, sources)[0]

@@ -27,7 +27,7 @@ def explain(ls: VmemServer, text: str) -> dict:
     found = list(find_reports(text.splitlines(True)))
     root = ls.workspace.root_path
     paths = sorted({*ls.session.documents, *([root] if root else [])})
-    candidates = source_sites(paths) if found else []
+    candidates = source_sites(paths, trace=False) if found else []      # tracing would hold the server
     diagnostics = [d for f in found for d in placed(f, None, FROM, candidates)]
     old = ls.session.contributions.get(ORIGIN, {})
     by_path: dict = {}
