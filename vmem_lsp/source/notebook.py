@@ -12,12 +12,17 @@ the .ipynb file itself (SARIF regions, GitHub annotations), and `apply_edits`
 for --fix: it rewrites only the `source` values of the cells it edits, so the
 outputs, metadata, ids, indentation, key order and trailing newline of the
 file stay byte for byte.
+
+A notebook open in an editor (LSP notebook sync) makes its module the same
+way from the cells' texts as the editor holds them: `open_notebook`, whose
+`OpenNotebook` maps module spans to (cell URI, span in the cell) and back.
 """
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Sequence
 
 from .model import Span
 from .text import line_and_column
@@ -106,6 +111,61 @@ def mask_magics(cell: str) -> str:
 
 # ---- the notebook -----------------------------------------------------------------------------
 
+def module_lines(source: str) -> tuple[list[str], frozenset]:
+    """A cell's lines in the module (magics masked, a final line end dropped)
+    and which of them (1-based) were masked: the one rule for the disk and
+    the editor, so that both make the same module of the same cells."""
+    lines = mask_magics(source).split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines, frozenset(n for n, (a, b) in enumerate(zip(lines, source.split("\n")), 1) if a != b)
+
+
+class CellModule:
+    """Code cells placed in one module, in order: each has `source`,
+    `first_line` (1-based), `lines` and `masked` (lines of the cell, 1-based).
+    What a notebook read from disk and one open in an editor share."""
+    cells: tuple
+
+    def cell_at(self, line: int):
+        for cell in self.cells:
+            if cell.first_line <= line < cell.first_line + cell.lines:
+                return cell
+        return None
+
+    def refusal(self, span: Span) -> str | None:
+        """Why an edit of a module span cannot be made in a cell's source (None
+        when it can): it must stay inside one cell, off the masked magics."""
+        cell = self.cell_at(span.start_line)
+        if cell is None or cell is not self.cell_at(span.end_line):
+            return f"an edit at line {span.start_line} is not inside one code cell"
+        if any(line - cell.first_line + 1 in cell.masked for line in range(span.start_line, span.end_line + 1)):
+            return f"an edit at line {span.start_line} falls on an IPython magic"
+        return None
+
+    def edits_by_cell(self, edits) -> list[tuple[object, list]]:
+        """Module edits grouped by the cell they fall in, in module order."""
+        by_cell: dict[int, list] = {}
+        for edit in edits:
+            if (why := self.refusal(edit.span)) is not None:
+                raise NotebookError(why)
+            by_cell.setdefault(self.cell_at(edit.span.start_line).first_line, []).append(edit)
+        return [(cell, by_cell[cell.first_line]) for cell in self.cells if cell.first_line in by_cell]
+
+    def in_cell(self, span: Span, strict: bool = False) -> tuple[object, Span] | None:
+        """The cell a module span starts in, and the span within it. An end
+        past that cell is brought back to the cell's end (a diagnostic still
+        shows); `strict` (an edit) refuses it, and any span on a masked magic."""
+        cell = self.cell_at(span.start_line) or (self.cells[-1] if self.cells and span.start_line > 0 else None)
+        if cell is None or (strict and self.refusal(span) is not None):
+            return None
+        last = cell.source.split("\n")[cell.lines - 1]
+        start = min(span.start_line - cell.first_line + 1, cell.lines), span.start_col
+        end = (span.end_line - cell.first_line + 1, span.end_col) if span.end_line < cell.first_line + cell.lines \
+            else (cell.lines, len(last))
+        return cell, Span(*start, *max(start, end))
+
+
 @dataclass(frozen=True)
 class CodeCell:
     index: int                  # among all the notebook's cells, 0-based (markdown counts)
@@ -124,17 +184,11 @@ class CellPosition:
 
 
 @dataclass(frozen=True)
-class Notebook:
+class Notebook(CellModule):
     path: str
     raw: str                    # the file's text
     cells: tuple[CodeCell, ...]
     module: str                 # the code cells as one module, magics masked
-
-    def cell_at(self, line: int) -> CodeCell | None:
-        for cell in self.cells:
-            if cell.first_line <= line < cell.first_line + cell.lines:
-                return cell
-        return None
 
     def cell_position(self, line: int, col: int) -> CellPosition | None:
         """Where a module position is, as a person finds it: the cell and the line in it."""
@@ -157,20 +211,6 @@ class Notebook:
             before = sum(len(text) + 1 for text in cell.source.split("\n")[:within])
             offset = _raw_offset(self.raw, cell.node, before + col)
         return line_and_column(self.raw, offset)
-
-    def edits_by_cell(self, edits) -> list[tuple[CodeCell, list]]:
-        """Module edits grouped by the cell they fall in, in file order. An edit
-        must stay inside one cell, off the lines whose magics were masked."""
-        by_cell: dict[int, list] = {}
-        for edit in edits:
-            cell = self.cell_at(edit.span.start_line)
-            if cell is None or cell is not self.cell_at(edit.span.end_line):
-                raise NotebookError(f"an edit at line {edit.span.start_line} is not inside one code cell")
-            if any(line - cell.first_line + 1 in cell.masked
-                   for line in range(edit.span.start_line, edit.span.end_line + 1)):
-                raise NotebookError(f"an edit at line {edit.span.start_line} falls on an IPython magic")
-            by_cell.setdefault(cell.index, []).append(edit)
-        return [(cell, by_cell[cell.index]) for cell in self.cells if cell.index in by_cell]
 
     def edited_cells(self, edits) -> list[tuple[str, str, str]]:
         """(":cell N", source before, source after) of each cell the edits change: what --diff shows."""
@@ -251,17 +291,64 @@ def read_notebook(raw: str, path: str) -> Notebook:
     if not isinstance(document.get("cells"), list):
         raise NotebookError("not a notebook: it has no list of cells")
     nodes = _value(raw, 0).items["cells"].items
-    cells, module_lines = [], []
+    cells, module = [], []
     for index, (cell, node) in enumerate(zip(document["cells"], nodes)):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code" or "source" not in cell:
             continue
         source = cell["source"]
         source = "".join(source) if isinstance(source, list) else str(source)
-        lines = mask_magics(source).split("\n")
-        if len(lines) > 1 and lines[-1] == "":
-            lines.pop()
-        masked = frozenset(n for n, (a, b) in enumerate(zip(lines, source.split("\n")), 1) if a != b)
-        cells.append(CodeCell(index, source, len(module_lines) + 1, len(lines), node.items["source"], masked))
-        module_lines.extend(lines)
-    _last_read[path] = Notebook(path, raw, tuple(cells), "\n".join(module_lines) + "\n")
+        lines, masked = module_lines(source)
+        cells.append(CodeCell(index, source, len(module) + 1, len(lines), node.items["source"], masked))
+        module.extend(lines)
+    _last_read[path] = Notebook(path, raw, tuple(cells), "\n".join(module) + "\n")
     return _last_read[path]
+
+
+# ---- a notebook open in an editor -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OpenCell:
+    """A code cell as an editor holds it (LSP notebook sync): its text document's URI and text."""
+    uri: str
+    source: str
+    first_line: int             # 1-based line of the module where the cell starts
+    lines: int                  # how many module lines it takes
+    masked: frozenset           # lines of the cell (1-based) whose IPython syntax was masked
+    text: str                   # its lines in the module, joined
+
+
+@dataclass(frozen=True)
+class OpenNotebook(CellModule):
+    """The module an open notebook's code cells make, and the way between its
+    positions (lines 1-based, columns in code points) and the cells'."""
+    cells: tuple[OpenCell, ...]
+    module: str
+
+    def cell_of(self, uri: str) -> OpenCell | None:
+        return next((cell for cell in self.cells if cell.uri == uri), None)
+
+    def to_module(self, uri: str, line: int, col: int) -> tuple[int, int] | None:
+        """The module position of (line 1-based, col) in the cell `uri`; a line
+        past the cell's end is its last line. None for a cell not in the module."""
+        cell = self.cell_of(uri)
+        if cell is None:
+            return None
+        return cell.first_line + min(max(line, 1), cell.lines) - 1, col
+
+
+def open_notebook(cells: Sequence[tuple[str, str]], previous: OpenNotebook | None = None) -> OpenNotebook:
+    """The module of an editor's code cells, (uri, text) in order. A cell whose
+    text is as in `previous` is not masked again: typing in one cell of a
+    200-cell notebook costs one cell's masking and one join."""
+    known = {cell.uri: cell for cell in previous.cells} if previous is not None else {}
+    placed, line = [], 1
+    for uri, source in cells:
+        cell = known.get(uri)
+        if cell is None or cell.source != source:
+            lines, masked = module_lines(source)
+            cell = OpenCell(uri, source, line, len(lines), masked, "\n".join(lines))
+        elif cell.first_line != line:
+            cell = replace(cell, first_line=line)
+        placed.append(cell)
+        line += cell.lines
+    return OpenNotebook(tuple(placed), "".join(cell.text + "\n" for cell in placed))
