@@ -68,6 +68,96 @@ def test_each_kind_of_compile_error_lands_on_its_line_with_the_chips_it_fails_an
                if d["code"] in ("VMEM031", "VMEM032", "VMEM033", "VMEM034"))
 
 
+# jax names an operand in its block check by its path in the call's arguments ("Block spec for
+# args[1]"), and a pytree argument before it (here a tuple of scalar-prefetch arrays, as megablox's
+# gmm passes its group metadata) makes that other than the operand's number: args[1] is x, the
+# third operand. bench/bench_error_lines.py found gmm's illegal blocks on its pallas_call.
+PREFETCH_TUPLE = '''
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def scaled_kernel(meta, x_ref, o_ref):
+    offsets, ids = meta
+    o_ref[:, pl.ds(0, 100)] = x_ref[...] * (offsets[0] + ids[0]).astype(jnp.float32)
+
+
+# vmem: scaled(f32[1000, 1000])
+def scaled(x):
+    meta = (jnp.zeros((8,), jnp.int32), jnp.ones((8,), jnp.int32))
+    return pl.pallas_call(
+        scaled_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1,
+            grid=(10, 10),
+            in_specs=[pl.BlockSpec((100, 100), lambda i, j, meta: (i, j))],
+            out_specs=pl.BlockSpec((100, 1000), lambda i, j, meta: (i, 0)),
+        ),
+    )(meta, x)
+'''
+
+
+def test_a_block_named_by_its_path_after_a_tuple_of_prefetch_arrays_lands_on_its_blockspec(tmp_path):
+    path = tmp_path / "prefetch_tuple.py"
+    path.write_text(PREFETCH_TUPLE)
+    done, report = run_json("check", str(path), "--target", "v5e", "--cache-dir", str(tmp_path / "c"))
+    assert done.returncode == 1
+    errors = [d for d in report["diagnostics"] if d["code"] == "VMEM030"]
+    assert "Block spec for args[1]" in errors[0]["facts"]["text"], errors[0]["facts"]["text"]
+    spec_line = line_of(path, "in_specs=[pl.BlockSpec((100, 100)")
+    assert sorted(d["range"]["start_line"] for d in errors) == [line_of(path, "# vmem:"), spec_line], errors
+    [at_spec] = [d for d in errors if d["range"]["start_line"] == spec_line]
+    assert at_spec["message"].startswith("input 0 block (100, 100) of f32[1000,1000] does not tile"), at_spec
+
+
+# Mosaic's "Failed to set window params for input N" counts the windows, the blocked inputs:
+# input 1 is in_specs[1] (x), not the call's operand 1 (y, after the scalar-prefetch operand).
+PREFETCH_MOSAIC = '''
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def copy_kernel(starts, y_ref, x_ref, o_ref, p_ref):
+    o_ref[pl.ds(0, 8), :] = x_ref[...]
+    p_ref[...] = y_ref[...]
+
+
+# vmem: copy_rows(f32[64, 256], s8[64, 256])
+def copy_rows(y, x):
+    starts = jnp.zeros((8,), jnp.int32)
+    y_spec = pl.BlockSpec((8, 256), lambda i, s: (i + s[0], 0))
+    x_spec = pl.BlockSpec((8, 256), lambda i, s: (i, 0))
+    return pl.pallas_call(
+        copy_kernel,
+        out_shape=(jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(y.shape, y.dtype)),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1,
+            grid=(8,),
+            in_specs=[y_spec, x_spec],
+            out_specs=[pl.BlockSpec((32, 256), lambda i, s: (i // 4, 0)), y_spec],
+        ),
+    )(starts, y, x)
+'''
+
+
+def test_a_window_mosaic_numbers_after_a_prefetch_operand_lands_on_its_blockspec(tmp_path):
+    path = tmp_path / "prefetch_mosaic.py"
+    path.write_text(PREFETCH_MOSAIC)
+    done, report = run_json("check", str(path), "--target", "v5e", "--cache-dir", str(tmp_path / "c"))
+    assert done.returncode == 1
+    errors = [d for d in report["diagnostics"] if d["code"] == "VMEM030"]
+    assert "Failed to set window params for input 1" in errors[0]["facts"]["text"], errors[0]["facts"]["text"]
+    spec_line = line_of(path, "x_spec = pl.BlockSpec(")
+    assert sorted(d["range"]["start_line"] for d in errors) == [line_of(path, "# vmem:"), spec_line], errors
+    [at_spec] = [d for d in errors if d["range"]["start_line"] == spec_line]
+    assert at_spec["message"].startswith("input 1 block (8, 256) of s8[64,256] does not tile"), at_spec
+
+
 @pytest.mark.asyncio
 async def test_the_editor_marks_the_blockspec_and_offers_the_verified_legal_size(tmp_path):
     from lsprotocol import types

@@ -287,7 +287,19 @@ def test_block_shape_operands():
     assert (report("block-shape-rank-v6e").operand_kind, report("block-shape-rank-v6e").operand_index) == (
         "output", 0)
     mosaic = report("block-shape-mosaic-v6e")
-    assert (mosaic.error_code, mosaic.operand_kind, mosaic.operand_index) == ("E2002", "input", 0)
+    # Mosaic counts its windows: "input 0" is in_specs[0], after any scalar-prefetch operands
+    assert (mosaic.error_code, mosaic.operand_kind, mosaic.operand_index) == ("E2002", "window_input", 0)
+    err = report("err-block-mosaic-v6e")
+    assert (err.error_code, err.operand_kind, err.operand_index) == ("E2002", "window_input", 0)
+
+
+def test_block_shape_keeps_the_path_jax_names_the_operand_by():
+    # The path in the call's arguments, as written: the worker matches it to the operand jax
+    # gave that name (a pytree argument before it makes args[N] other than operand N).
+    assert report("block-shape-v6e").operand_path == "args[0]"
+    assert report("err-block-rank1-v6e").operand_path == "args[0]"
+    assert report("block-shape-rank-v6e").operand_path == "outputs"
+    assert report("block-shape-mosaic-v6e").operand_path is None      # Mosaic says "input 0"
 
 
 def test_unknown_text_is_kept_whole():

@@ -157,12 +157,23 @@ def operand_for(call: CapturedCall, allocation: Allocation) -> Operand | None:
                  and o.operand == allocation.operand_index), None)
 
 
-def operand_named(call: CapturedCall, kind: str | None, index: int | None) -> Operand | None:
-    """The operand a compile error names: "input N" / jax's args[N] count the
-    call's operands, scalar-prefetch ones first (as "operator input N" does);
-    "output N" / outputs[N] the outputs."""
+def operand_named(call: CapturedCall, kind: str | None, index: int | None,
+                  path: str | None = None) -> Operand | None:
+    """The operand a compile error names. jax's "Block spec for args[N]" names it
+    by `path`, its place in the call's arguments: the operand the worker saw
+    under that path (a tuple of scalar-prefetch arrays before it, as in
+    megablox's gmm, makes args[2] the fifth operand). Otherwise "input N"
+    counts the call's operands, scalar-prefetch ones first (as "operator input
+    N" does), and "output N" / outputs[N] the outputs. Mosaic's "window params
+    for input N" ("window_input") counts the windows, the blocked inputs only:
+    the Nth in_spec, whatever scalar-prefetch operands come before it."""
+    named = next((o for o in call.operands if path is not None and o.path == path), None)
+    if named is not None:
+        return named
     if kind == "output":
         return next((o for o in call.operands if o.role == "out" and o.index == (index or 0)), None)
+    if kind == "window_input" and index is not None:
+        return next((o for o in call.operands if o.role == "in" and o.index == index), None)
     if kind == "input" and index is not None:
         return next((o for o in call.operands if o.role in ("in", "prefetch") and o.operand == index), None)
     return None

@@ -315,7 +315,7 @@ def block_shape_error(call: CapturedCall, report: Report, target: Chip, anchor: 
     "Block spec for args[0]", Mosaic's "Failed to set window params for input
     0"), one per cause across chips, and the directive's summary. The
     compiler's whole text stays in the facts."""
-    op = operand_named(call, report.operand_kind, report.operand_index)
+    op = operand_named(call, report.operand_kind, report.operand_index, report.operand_path)
     text = report.text.strip()
     first = text.splitlines()[0] if text else ""
     if op is not None and op.role != "prefetch" and op.block_shape is not None:

@@ -451,6 +451,7 @@ def describe(eqn, provenance: Provenance | None) -> dict:
             buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
             constant_index=_constant_index(bm, mapping.grid),
             origin=_pick(prov.in_origins if is_input else prov.out_origins, index),
+            path=getattr(bm, "origin", None) or None,
         ))
     scratch = [
         Scratch(i, compiler_dtype(a.dtype) if hasattr(a.dtype, "name") else str(a.dtype),

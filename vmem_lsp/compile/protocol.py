@@ -66,6 +66,7 @@ class Operand:
     buffer_count: int | None        # pl.Buffered(n) when given
     constant_index: bool            # the index map ignores the grid
     origin: Origin | None           # where its BlockSpec was made
+    path: str | None = None         # jax's name for it in its errors: "args[2]", "args[0]['k']", "outputs[0]"
 
 
 @dataclass(frozen=True)

@@ -49,5 +49,10 @@ class Report:
     op_name: str | None
     allocations: tuple[Allocation, ...]
     text: str                       # the whole compiler text, never dropped
-    operand_kind: str | None = None   # block_shape: "input" | "output", the operand the error names
+    operand_kind: str | None = None   # block_shape: the operand the error names: "input" (jax's args[N], the
+                                      # call's operands, scalar prefetch first), "window_input" (Mosaic's
+                                      # "window params for input N": the Nth in_spec) or "output"
     operand_index: int | None = None  # block_shape: its index ("args[0]", "input 0"); None for a pytree path
+    operand_path: str | None = None   # block_shape: jax's name for it, as written ("args[2]", "args[0]['k']"):
+                                      # a path in the call's arguments, which a pytree argument makes other
+                                      # than the operand's number

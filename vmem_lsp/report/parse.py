@@ -223,9 +223,11 @@ def _block_shape(text: str) -> Report | None:
     kind, index = _jax_operand(text)
     mosaic = MOSAIC_OPERAND.search(text)
     if kind is None and mosaic:
-        kind, index = mosaic[1], int(mosaic[2])
+        # Mosaic numbers the windows: the blocked inputs (in_specs), after the scalar-prefetch operands
+        kind, index = "window_input" if mosaic[1] == "input" else "output", int(mosaic[2])
+    origin = JAX_ORIGIN.search(text)
     return replace(EMPTY, form="block_shape", error_code=_error_code(text), operand_kind=kind,
-                   operand_index=index, text=text)
+                   operand_index=index, operand_path=origin[1] if origin else None, text=text)
 
 
 def _jax_operand(text: str) -> tuple[str | None, int | None]:
