@@ -111,7 +111,9 @@ class Controller implements vscode.Disposable {
     };
     this.sent = userSettings(scope);
     const clientOptions: LanguageClientOptions = {
-      documentSelector: [{ scheme: "file", language: "python" }],
+      // Python files, and the Python cells of Jupyter notebooks: the client syncs a notebook's cells
+      // (LSP 3.17 notebook sync) and the server treats its code cells as one module.
+      documentSelector: [{ scheme: "file", language: "python" }, { notebook: "jupyter-notebook", language: "python" }],
       // Workspace trust carries over: the server runs a folder's examples only in folders named here
       // (or trusted with `vmem-lsp trust`), and never takes this list from workspace settings.
       initializationOptions: { [SECTION]: { ...this.sent, trustedFolders: trustedFolders() } },
