@@ -10,6 +10,7 @@ import traceback
 import uuid
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import (FeatureNotificationError, FeatureRequestError, JsonRpcException,
@@ -19,7 +20,7 @@ from pygls.uris import to_fs_path
 
 from .. import __version__
 from .compiler import CompileEvent, CompileJob, CompileService
-from .convert import Positions, to_diagnostic, to_uri
+from .convert import Positions, to_diagnostics, to_uri
 from .protocol import VmemProtocol
 from .options import SECTION, Options, options_from
 from .session import Session
@@ -90,29 +91,41 @@ class Locator:
 
 
 class VmemServer(LanguageServer):
-    def __init__(self):
-        super().__init__("vmem-lsp", __version__, protocol_cls=VmemProtocol)
+    def __init__(self, notebook_document_sync: types.NotebookDocumentSyncOptions | None = None):
+        super().__init__("vmem-lsp", __version__, protocol_cls=VmemProtocol,
+                         notebook_document_sync=notebook_document_sync)
         self.locator = Locator()
         self.waiters = Waiters()
         self.session = Session(Options(), self.locator, self.waiters.wake)
         self.compiler: CompileService | None = None
         self.analysis = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vmem-lsp-analysis")
         self.debounced: dict[str, asyncio.Task] = {}
-        self.published: set[str] = set()
+        self.published: dict[str, set[str]] = {}     # path -> the URIs last shown its diagnostics
         self.progress_token: str | None = None
         self.status = {"state": "idle", "message": "", "done": 0, "total": 0, "targets": []}
         self.internal_errors = 0        # errors of ours, never of the user's files: in every status
         self.trust_asked: set[str] = set()     # folders the user was asked about, once each
 
     # -- paths and capabilities ---------------------------------------------------------
-    @staticmethod
-    def path_of(uri: str) -> str:
-        return to_fs_path(uri) or uri
+    def path_of(self, uri: str) -> str:
+        """The file a URI is about: a notebook cell's is its notebook's."""
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        return to_fs_path(notebook.uri if notebook is not None else uri) or uri
+
+    def version_of(self, uri: str, path: str) -> int | None:
+        """The version of the open document `uri` shows, a notebook cell's own for a cell."""
+        doc = self.session.documents.get(path)
+        if doc is None or doc.cells is None:
+            return doc.version if doc else None
+        cell = self.workspace.text_documents.get(unquote(uri))
+        return cell.version if cell is not None else None
 
     def positions(self) -> Positions:
         """Our spans in the client's position encoding, for one message."""
+        documents = self.session.documents
         return Positions(self.workspace.position_codec,
-                         lambda path: doc.text if (doc := self.session.documents.get(path)) else None)
+                         lambda path: doc.text if (doc := documents.get(path)) else None,
+                         lambda path: doc.cells if (doc := documents.get(path)) else None)
 
     def client_supports(self, *names: str) -> bool:
         node = self.client_capabilities
@@ -281,24 +294,30 @@ class VmemServer(LanguageServer):
 
     # -- publishing -----------------------------------------------------------------------
     def uses_pull(self, path: str) -> bool:
-        """Open documents are pulled by clients that can; everything else is pushed."""
-        return path in self.session.documents and self.client_supports("text_document", "diagnostic")
+        """Open files are pulled by clients that can; everything else is pushed,
+        notebooks too: VS Code's client pulls only what is open in a text tab,
+        never a notebook's cells."""
+        doc = self.session.documents.get(path)
+        return doc is not None and doc.cells is None and self.client_supports("text_document", "diagnostic")
 
     def publish(self, paths) -> None:
+        """Push each path's diagnostics to the URIs that show them (a notebook's
+        cells), and clear the URIs that showed some and have none now. An open
+        file is told even when it has none."""
         refresh = False
         positions = self.positions()
         for path in paths:
             if self.uses_pull(path):
                 refresh = True
                 continue
-            diagnostics = self.session.diagnostics(path)
-            if not diagnostics and path not in self.published and path not in self.session.documents:
-                continue
+            by_uri = to_diagnostics(self.session.diagnostics(path), positions)
             doc = self.session.documents.get(path)
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                uri=to_uri(path), diagnostics=[to_diagnostic(d, positions) for d in diagnostics],
-                version=doc.version if doc else None))
-            (self.published.add if diagnostics else self.published.discard)(path)
+            told = {to_uri(path)} if doc is not None and doc.cells is None else set()
+            for uri in sorted({*by_uri, *self.published.pop(path, ()), *told}):
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                    uri=uri, diagnostics=by_uri.get(uri, []), version=self.version_of(uri, path)))
+            if by_uri:
+                self.published[path] = set(by_uri)
         if refresh and self.client_supports("workspace", "diagnostics", "refresh_support"):
             self.workspace_diagnostic_refresh(None)
 
@@ -351,8 +370,8 @@ def handler_failure(error: Exception) -> str | None:
 
 
 def build_server() -> VmemServer:
-    from .handlers import register
-    server = VmemServer()
+    from .handlers import notebook_sync, register
+    server = VmemServer(notebook_sync.SYNC)
     register(server)
     return server
 

@@ -13,6 +13,7 @@ from ..fixes.plan import overflowing
 from ..source.directives import Example, ExampleKey
 from ..source.locate import LocateResult, locate
 from ..source.model import KernelSite
+from ..source.notebook import NotebookError, OpenNotebook, is_notebook, read_notebook
 from ..source.text import split_lines
 from .. import views
 from .options import Options
@@ -35,6 +36,7 @@ class Document:
     searching: bool = False      # a fix search for fixes_version runs: `fixes` holds the candidates it compiles
     saved_version: int | None = None                             # the last version equal to the file on disk
     not_run: list[Diagnostic] = field(default_factory=list)      # examples not compiled: the folder is untrusted
+    cells: OpenNotebook | None = None    # a notebook's code cells: `text` is the module they make
 
 
 class Session:
@@ -51,23 +53,27 @@ class Session:
         self.contributions: dict = {}    # origin path -> {path: [Diagnostic]}: compiler diagnostics by file
 
     # -- documents ----------------------------------------------------------------
-    def open(self, path: str, version: int, text: str) -> Document:
+    def open(self, path: str, version: int, text: str, cells: OpenNotebook | None = None) -> Document:
         # An editor may reopen an unsaved buffer (VS Code's hot exit): then no
         # version equals the file on disk until the next save.
-        on_disk = version if _read(path, newline="") == text else None
-        self.documents[path] = Document(path, version, text, saved_version=on_disk)
+        on_disk = version if on_disk_text(path) == text else None
+        self.documents[path] = Document(path, version, text, saved_version=on_disk, cells=cells)
         return self.documents[path]
 
-    def saved(self, path: str) -> None:
-        """The document's text is now the file's: what a compile will read."""
+    def saved(self, path: str) -> bool:
+        """The document's text is now the file's: what a compile will read. A
+        notebook's only if the module on disk is the editor's (a code cell the
+        editor did not send, in another language, would move every line)."""
         doc = self.documents.get(path)
-        if doc is not None:
-            doc.saved_version = doc.version
+        if doc is None or (doc.cells is not None and on_disk_text(path) != doc.text):
+            return False
+        doc.saved_version = doc.version
+        return True
 
-    def change(self, path: str, version: int, text: str) -> Document | None:
+    def change(self, path: str, version: int, text: str, cells: OpenNotebook | None = None) -> Document | None:
         doc = self.documents.get(path)
         if doc is not None:
-            doc.version, doc.text = version, text
+            doc.version, doc.text, doc.cells = version, text, cells
             self.changed()
         return doc
 
@@ -164,7 +170,7 @@ class Session:
             own = doc.verdict if doc.compiled_version == doc.version else doc.estimates
         others = [d for origin, by_path in self.contributions.items() if origin != path
                   for d in by_path.get(path, [])]
-        lines = split_lines(doc.text if doc else _read(path))
+        lines = split_lines(doc.text if doc else on_disk_text(path) or "")
         line = lambda n: lines[n - 1] if 0 < n <= len(lines) else ""
         not_run = doc.not_run if doc is not None else []
         unreached = self.unreached(doc) if doc is not None else []
@@ -202,6 +208,17 @@ class Session:
             return []
         keys = views.site_keys(doc.located.sites)
         return [(site, doc.budgets.get(key, {}), self.known.get(key)) for site, key in zip(doc.located.sites, keys)]
+
+
+def on_disk_text(path: str) -> str | None:
+    """The text vmem-lsp reads for `path` on disk, as a compile will: a
+    notebook's module, or the file's text with its line ends."""
+    if not is_notebook(path):
+        return _read(path, newline="")
+    try:
+        return read_notebook(_read(path, newline=""), path).module
+    except NotebookError:
+        return None
 
 
 def _read(path: str, newline: str | None = None) -> str:

@@ -2,7 +2,7 @@
 from lsprotocol import types
 
 from . import (code_action, code_lens, did_change, did_change_configuration, did_close, did_open, did_save,
-               execute_command, hover, initialize, initialized, inlay_hint, pull_diagnostic, shutdown)
+               execute_command, hover, initialize, initialized, inlay_hint, notebook_sync, pull_diagnostic, shutdown)
 
 
 def register(server) -> None:
@@ -13,6 +13,10 @@ def register(server) -> None:
     server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(did_change.handle)
     server.feature(types.TEXT_DOCUMENT_DID_SAVE)(did_save.handle)
     server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(did_close.handle)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)(notebook_sync.did_open)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)(notebook_sync.did_change)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)(notebook_sync.did_save)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)(notebook_sync.did_close)
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration.handle)
     server.feature(types.TEXT_DOCUMENT_HOVER)(hover.handle)
     server.command(execute_command.EXPLAIN)(execute_command.handle)

@@ -23,6 +23,7 @@ from lsprotocol import types
 
 from ...fixes.edits import Fix
 from ...source.directives import ExampleKey
+from ...source.model import Span
 from ..convert import Positions, example_data, to_uri
 
 if TYPE_CHECKING:
@@ -34,12 +35,30 @@ WAIT = 8.0              # seconds a quick-fix request waits for a running fix se
 RESOLVE_WAIT = 120.0    # seconds resolving a candidate waits for the compiler's word on it
 
 
-def workspace_edit(fixes: list[Fix], positions: Positions) -> types.WorkspaceEdit:
+def in_notebook(ls: VmemServer, path: str) -> bool:
+    doc = ls.session.documents.get(path)
+    return doc is not None and doc.cells is not None
+
+
+def request_line(ls: VmemServer, path: str, params: types.CodeActionParams) -> int | None:
+    """The line a request starts on, of the file or of a notebook's module (None in a markdown cell)."""
+    if not in_notebook(ls, path):
+        return params.range.start.line + 1
+    at = ls.positions().module_position(params.text_document.uri, path, params.range.start)
+    return at[0] if at is not None else None
+
+
+def workspace_edit(ls: VmemServer, fixes: list[Fix], positions: Positions) -> types.WorkspaceEdit | None:
+    """The fixes' edits on the URIs that show them (a notebook's on its cells);
+    None when one cannot be placed (across two cells, or on a masked magic)."""
     changes: dict = {}
     for fix in fixes:
         for edit in fix.edits:
-            changes.setdefault(to_uri(edit.path), []).append(
-                types.TextEdit(positions.range(edit.path, edit.span), edit.new_text))
+            place = positions.location(edit.path, edit.span, strict=True) if in_notebook(ls, edit.path) \
+                else (to_uri(edit.path), positions.range(edit.path, edit.span))
+            if place is None:
+                return None
+            changes.setdefault(place[0], []).append(types.TextEdit(place[1], edit.new_text))
     return types.WorkspaceEdit(changes=changes)
 
 
@@ -70,11 +89,11 @@ def example_of(data) -> ExampleKey | None:
     return None
 
 
-def asked_about(ls: VmemServer, path: str, params: types.CodeActionParams) -> set[ExampleKey]:
-    """The examples a request is about: of its diagnostics, or the directive on its first line."""
+def asked_about(ls: VmemServer, path: str, line: int, params: types.CodeActionParams) -> set[ExampleKey]:
+    """The examples a request is about: of its diagnostics, or the directive on
+    its first line (`line`, of the file or of a notebook's module)."""
     asked = {example_of(d.data) for d in params.context.diagnostics} - {None}
     doc = ls.session.documents.get(path)
-    line = params.range.start.line + 1
     return asked | {e.key for e in (doc.examples if doc else []) if e.line == line}
 
 
@@ -98,7 +117,9 @@ async def handle(ls: VmemServer, params: types.CodeActionParams) -> list[types.C
     path = ls.path_of(params.text_document.uri)
     session = ls.session
     resolving = resolves_edits(ls)
-    asked = asked_about(ls, path, params) if wanted(params, types.CodeActionKind.QuickFix) else set()
+    if (line := request_line(ls, path, params)) is None:
+        return []
+    asked = asked_about(ls, path, line, params) if wanted(params, types.CodeActionKind.QuickFix) else set()
     # The light bulb asks on every cursor move: it takes what there is; a user's request waits.
     if asked and session.searching(path) and params.context.trigger_kind != types.CodeActionTriggerKind.Automatic:
         if resolving:
@@ -120,21 +141,24 @@ async def handle(ls: VmemServer, params: types.CodeActionParams) -> list[types.C
             if compiling and not fix.verified and resolving:
                 action.data = {"uri": params.text_document.uri, "version": session.documents[path].version,
                                **example_data(example), "edits": edits_key(fix)}
+            elif (edit := workspace_edit(ls, [fix], positions)) is not None:
+                action.edit = edit
             else:
-                action.edit = workspace_edit([fix], positions)
+                continue
             actions.append(action)
-    if wanted(params, types.CodeActionKind.QuickFix) and (adding := add_example_action(ls, path, params)):
+    if wanted(params, types.CodeActionKind.QuickFix) and (adding := add_example_action(ls, path, line)):
         actions.append(adding)
     if wanted(params, FIX_ALL):
         best = [next(f for f in fixes if f.verified) for fixes in by_example.values()
                 if any(f.verified for f in fixes)]
+        best = [fix for fix in best if workspace_edit(ls, [fix], positions) is not None]
         if best:
             actions.append(types.CodeAction(title=f"Apply {len(best)} verified VMEM fix(es)", kind=FIX_ALL,
-                                            edit=workspace_edit(best, positions)))
+                                            edit=workspace_edit(ls, best, positions)))
     return actions
 
 
-def add_example_action(ls: VmemServer, path: str, params: types.CodeActionParams) -> types.CodeAction | None:
+def add_example_action(ls: VmemServer, path: str, line: int) -> types.CodeAction | None:
     """A `# vmem:` template above the function that reaches the pallas_call on
     the requested line (the pallas_call, or the def of a function holding
     one); a snippet with a tab stop per placeholder where the client takes
@@ -143,7 +167,6 @@ def add_example_action(ls: VmemServer, path: str, params: types.CodeActionParams
     doc = ls.session.documents.get(path)
     if doc is None:
         return None
-    line = params.range.start.line + 1
     sites = doc.located.sites
     site = next((s for s in sites if s.span.contains_line(line)), None)
     if site is None:
@@ -162,12 +185,14 @@ def add_example_action(ls: VmemServer, path: str, params: types.CodeActionParams
     template = template_for(doc.text, path, site.span, others)
     if template is None or f"# vmem: {template.function}(" in doc.text:
         return None
-    where = types.Range(types.Position(template.line - 1, 0), types.Position(template.line - 1, 0))
+    place = ls.positions().location(path, Span(template.line, 0, template.line, 0), strict=True)
+    if place is None:
+        return None
+    uri, where = place          # a notebook's: the cell that holds the line
     found = f" (shapes from {template.found_in})" if template.found_in else ""
-    uri = to_uri(path)
     if template.unfinished and ls.client_supports("workspace", "workspace_edit", "snippet_edit_support"):
         edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
-            types.OptionalVersionedTextDocumentIdentifier(uri, doc.version),
+            types.OptionalVersionedTextDocumentIdentifier(uri, ls.version_of(uri, path)),
             [types.SnippetTextEdit(where, types.StringValue(snippet(template)))])])
     else:
         edit = types.WorkspaceEdit(changes={uri: [types.TextEdit(where, template.directive)]})
@@ -197,13 +222,16 @@ async def resolve(ls: VmemServer, action: types.CodeAction) -> types.CodeAction:
 
     await wait_with_progress(ls, decided, RESOLVE_WAIT, None, "verifying the chosen fix with the compiler")
     fix = found()
-    if fix is not None and (fix.verified or not session.searching(path)):
-        action.title, action.edit, action.is_preferred = fix.title, workspace_edit([fix], ls.positions()), fix.verified
+    edit = workspace_edit(ls, [fix], ls.positions()) if fix is not None else None
+    if fix is not None and edit is not None and (fix.verified or not session.searching(path)):
+        action.title, action.edit, action.is_preferred = fix.title, edit, fix.verified
         return action
     if not current():
         why = "the file changed since it was offered"
     elif fix is None:
         why = "the compiler did not verify it; the verified fixes are in the quick-fix list"
+    elif edit is None:
+        why = "its edit falls across two notebook cells or on an IPython magic"
     else:
         why = "the compiler is still checking it; ask again in a moment"
     ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning,

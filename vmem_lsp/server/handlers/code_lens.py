@@ -15,7 +15,10 @@ def handle(ls: VmemServer, params: types.CodeLensParams) -> list[types.CodeLens]
     options = ls.session.options
     if not options.code_lens or ls.client_supports("text_document", "inlay_hint"):
         return []
-    path = ls.path_of(params.text_document.uri)
+    uri = params.text_document.uri
+    path = ls.path_of(uri)
     positions = ls.positions()
-    return [types.CodeLens(positions.range(path, site.name_span), types.Command(views.total_hint(by_target), ""))
-            for site, by_target, _ in ls.session.all_budgets(path) if by_target]
+    shown = [(site, by_target, positions.shown_in(uri, path, site.name_span))      # in this cell, of a notebook
+             for site, by_target, _ in ls.session.all_budgets(path) if by_target]
+    return [types.CodeLens(where, types.Command(views.total_hint(by_target), ""))
+            for site, by_target, where in shown if where is not None]

@@ -10,7 +10,11 @@ if TYPE_CHECKING:
 
 
 def handle(ls: VmemServer, params: types.DidCloseTextDocumentParams) -> None:
-    path = ls.path_of(params.text_document.uri)
+    close(ls, ls.path_of(params.text_document.uri))
+
+
+def close(ls: VmemServer, path: str) -> None:
+    """Forget a file or a notebook, and clear what it showed (every cell's)."""
     task = ls.debounced.pop(path, None)
     if task is not None:
         task.cancel()

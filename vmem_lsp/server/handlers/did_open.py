@@ -13,6 +13,11 @@ async def handle(ls: VmemServer, params: types.DidOpenTextDocumentParams) -> Non
     document = params.text_document
     path = ls.path_of(document.uri)
     ls.session.open(path, document.version, document.text)
+    await opened(ls, path)
+
+
+async def opened(ls: VmemServer, path: str) -> None:
+    """A file or a notebook just opened: estimate it, and compile it if asked to."""
     await ls.analyse_now(path)
     if ls.session.options.compile_on_open:
         ls.compile(path)

@@ -10,10 +10,16 @@ if TYPE_CHECKING:
 
 
 async def handle(ls: VmemServer, params: types.DidSaveTextDocumentParams) -> None:
-    path = ls.path_of(params.text_document.uri)
+    await saved(ls, ls.path_of(params.text_document.uri))
+
+
+async def saved(ls: VmemServer, path: str) -> None:
+    """A file or a notebook just saved: what is on disk is what a compile reads."""
     if path not in ls.session.documents:
         return
-    ls.session.saved(path)          # before any await: typing after the save must not move it
+    if not ls.session.saved(path):      # before any await: typing after the save must not move it
+        ls.log(types.MessageType.Warning, f"vmem-lsp: {path} on disk is not what the editor holds "
+                                          f"(a notebook's code cell in another language?): not compiled")
     await ls.analyse_now(path)
     if ls.session.options.compile_on_save:
         ls.compile(path)

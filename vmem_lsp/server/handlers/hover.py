@@ -12,8 +12,12 @@ if TYPE_CHECKING:
 
 
 def handle(ls: VmemServer, params: types.HoverParams) -> types.Hover | None:
-    path = ls.path_of(params.text_document.uri)
-    site, by_target, _ = ls.session.site_budgets(path, params.position.line + 1)
+    uri = params.text_document.uri
+    path = ls.path_of(uri)
+    at = ls.positions().module_position(uri, path, params.position)      # a notebook cell's: in its module
+    if at is None:
+        return None
+    site, by_target, _ = ls.session.site_budgets(path, at[0])
     if site is None:
         return None
     return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, views.hover_markdown(site, by_target)))

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from ... import views
+from ...source.model import Span
 from ...source.text import split_lines
 
 if TYPE_CHECKING:
@@ -15,23 +16,27 @@ if TYPE_CHECKING:
 def handle(ls: VmemServer, params: types.InlayHintParams) -> list[types.InlayHint]:
     if not ls.session.options.inlay_hints:
         return []
-    path = ls.path_of(params.text_document.uri)
+    uri = params.text_document.uri
+    path = ls.path_of(uri)
     doc = ls.session.documents.get(path)
-    if doc is None:
+    positions = ls.positions()
+    first = positions.module_position(uri, path, params.range.start)     # a notebook cell's: in its module
+    last = positions.module_position(uri, path, params.range.end)
+    if doc is None or first is None or last is None:
         return []
     lines = split_lines(doc.text)
-    positions = ls.positions()
-    first, last = params.range.start.line + 1, params.range.end.line + 1
+    (first, _), (last, _) = first, last
     hints = []
     for site, by_target, known in ls.session.all_budgets(path):
         if not by_target or not (first <= site.span.start_line <= last or first <= site.span.end_line <= last):
             continue
         line = site.name_span.start_line
         end_of_line = len(lines[line - 1]) if line <= len(lines) else 0
-        hints.append(types.InlayHint(positions.position(path, line, end_of_line), "  " + views.total_hint(by_target),
-                                     kind=None, padding_left=True))
         shown = next(iter(by_target.values()))
-        for span, text in views.spec_hints(site, known, shown):
-            hints.append(types.InlayHint(positions.position(path, span.end_line, span.end_col), text,
-                                         kind=types.InlayHintKind.Type, padding_left=True))
+        placed = [(Span(line, end_of_line, line, end_of_line), "  " + views.total_hint(by_target), None),
+                  *((Span(s.end_line, s.end_col, s.end_line, s.end_col), text, types.InlayHintKind.Type)
+                    for s, text in views.spec_hints(site, known, shown))]
+        for span, text, kind in placed:
+            if (where := positions.shown_in(uri, path, span)) is not None:
+                hints.append(types.InlayHint(where.start, text, kind=kind, padding_left=True))
     return hints

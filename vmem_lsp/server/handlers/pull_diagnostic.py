@@ -1,17 +1,22 @@
-"""textDocument/diagnostic: the same diagnostics as pushed, for clients that pull."""
+"""textDocument/diagnostic: the same diagnostics as pushed, for clients that
+pull; a notebook cell's are those of its notebook that fall in it."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from ..convert import to_diagnostic
+from ..convert import to_diagnostics
 
 if TYPE_CHECKING:
     from ..app import VmemServer
 
 
 def handle(ls: VmemServer, params: types.DocumentDiagnosticParams) -> types.FullDocumentDiagnosticReport:
-    path = ls.path_of(params.text_document.uri)
-    positions = ls.positions()
-    return types.FullDocumentDiagnosticReport(items=[to_diagnostic(d, positions) for d in ls.session.diagnostics(path)])
+    uri = params.text_document.uri
+    path = ls.path_of(uri)
+    by_uri = to_diagnostics(ls.session.diagnostics(path), ls.positions())
+    doc = ls.session.documents.get(path)
+    if doc is None or doc.cells is None:        # a file's: all of them, however the client spells its URI
+        return types.FullDocumentDiagnosticReport(items=[d for shown in by_uri.values() for d in shown])
+    return types.FullDocumentDiagnosticReport(items=by_uri.get(uri, []))
