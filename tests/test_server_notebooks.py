@@ -314,17 +314,20 @@ UNICODE_SPEC = ("        # «é» the whole array in one window\n"
 
 
 @pytest.mark.asyncio
-async def test_a_range_after_non_ascii_text_in_a_cell_counts_utf16_units(tmp_path, cache_dir):
+@pytest.mark.parametrize("encoding, units", [
+    (types.PositionEncodingKind.Utf16, lambda text: len(text.encode("utf-16-le")) // 2),
+    (types.PositionEncodingKind.Utf8, lambda text: len(text.encode("utf-8")))])
+async def test_a_range_after_non_ascii_text_in_a_cell_counts_the_client_units(tmp_path, cache_dir, encoding, units):
     seed = tmp_path / "copy_whole.py"
     seed.write_text(SEED.read_text().replace(UNICODE_LINE, UNICODE_SPEC))
     path, _ = notebook_project(tmp_path, cache_dir, seed)
     seed.unlink()
     source = UNICODE_SPEC.splitlines()[1]
     prefix = source[:source.index("(n, m)")]
-    utf16 = len(prefix.encode("utf-16-le")) // 2
-    assert utf16 == len(prefix) + 1                 # 𠀀 takes two UTF-16 units, é and « one each
+    before = units(prefix)             # the client's units before the range
+    assert before > len(prefix)        # 𠀀 takes two UTF-16 units (four bytes), é two bytes
     capabilities = attrs.evolve(NOTEBOOK_CAPABILITIES, general=types.GeneralClientCapabilities(
-        position_encodings=[types.PositionEncodingKind.Utf16]))
+        position_encodings=[encoding]))
     async with running_server(tmp_path, capabilities=capabilities) as client:
         notebook = NotebookEditor(client, path)
         notebook.open()
@@ -332,9 +335,9 @@ async def test_a_range_after_non_ascii_text_in_a_cell_counts_utf16_units(tmp_pat
         line = kernel.text.split("\n").index(source)
         found = await wait_for(lambda: compiler_tier(notebook.diagnostics(kernel)), what="the verdict on open")
         [window] = [d for d in found if d.code == "VMEM001" and d.range.start.line == line]
-        assert (window.range.start.character, window.range.end.character) == (utf16, utf16 + 6)
+        assert (window.range.start.character, window.range.end.character) == (before, before + 6)
         hover = await client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(kernel.uri), types.Position(line, utf16 + 1)))
+            types.TextDocumentIdentifier(kernel.uri), types.Position(line, before + 1)))
         assert "input 0 window" in hover.contents.value
 
 
