@@ -139,8 +139,12 @@ if __name__ == "__main__":
     model = vmem_lsp.fits(matmul, x, x, target="v5e", compile=False, bm=512, bk=512, bn=512)
     configs = [dict(bm=m, bk=1024, bn=1024) for m in (256, 512, 1024)]
     kept = vmem_lsp.prune(matmul, (x, x), configs, targets=("v5e",))
+    from concurrent.futures import ThreadPoolExecutor      # autotuners call from many threads
+    with ThreadPoolExecutor(4) as pool:
+        used = list(pool.map(lambda m: vmem_lsp.fits(matmul, x, x, target="v6e", compile=False, bm=m).used,
+                             (256, 512, 256, 512, 1024, 1024)))
     print(repr((over.fits, over.decided_by, over.used > over.limit, [p[0] for p in over.parts],
-                model.fits, model.decided_by, [c["bm"] for c in kept])))
+                model.fits, model.decided_by, [c["bm"] for c in kept], used)))
 '''
 
 
@@ -148,7 +152,8 @@ def test_fits_and_prune_from_a_tuner_script(tmp_path):
     (tmp_path / "tune.py").write_text(TUNER.format(examples=str(EXAMPLES)))
     done = subprocess.run([sys.executable, "tune.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    over, by, above, parts, model_fits, model_by, kept = eval(done.stdout.strip().splitlines()[-1])
+    over, by, above, parts, model_fits, model_by, kept, used = eval(done.stdout.strip().splitlines()[-1])
+    assert used[0] == used[2] < used[1] == used[3] < used[4] == used[5]
     assert (over, by, above) == (False, "compiler", True)
     assert parts[:2] == ["input 0 window bf16[1024,1024]", "input 1 window bf16[1024,1024]"]
     assert (model_fits, model_by) == (True, "model")

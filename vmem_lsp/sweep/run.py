@@ -14,7 +14,7 @@ from ..compile.cache import ResultCache
 from ..compile.protocol import ExampleResult
 from ..config import Settings
 from ..engine import make_workers, request_for
-from .decide import Config, Plan, Verdict, size_up
+from .decide import CompileBudget, Config, Plan, Verdict, size_up
 from .spec import Sweep, SweepError
 
 UNKNOWN_PARAMETER = re.compile(r"unexpected keyword argument '(\w+)'|got an unexpected keyword argument (\S+)")
@@ -93,14 +93,16 @@ def run_sweep(sweep: Sweep, settings: Settings, *, budget: int | None = None, us
             progress(f"compiling {len(chosen)} of the open configs on {chosen[0].target}")
             return in_parallel(lambda item: run(request_for(sweep.example_for(item.config), item.target, settings)),
                                chosen)
-        for target in settings.targets:
-            plan = Plan([i for i in items if i.target == target], compile_batch, budget=budget, batch=lanes)
-            outcome.verdicts += plan.run()
+        # Every chip's plan at once: the pool's lanes stay busy while one chip waits for its batch.
+        shared = CompileBudget(budget)
+        plans = [Plan([i for i in items if i.target == target], compile_batch, budget=shared, batch=lanes)
+                 for target in settings.targets]
+        verdicts = in_parallel(Plan.run, plans)     # one worker (no pool) takes one request at a time
+        for target, plan, decided in zip(settings.targets, plans, verdicts):
+            outcome.verdicts += decided
             outcome.compiles += plan.compiles
             if plan.broken:
                 outcome.broken[target] = plan.broken[0]
-            if budget is not None:
-                budget = max(budget - plan.compiles, 0)
     finally:
         if own:
             worker.stop()
