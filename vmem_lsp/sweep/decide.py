@@ -14,6 +14,7 @@ guess: pure, the compiles come in through a function.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -151,12 +152,34 @@ def model_verdict(item: Config) -> Verdict:
                    f"{'under' if item.model_says else 'over'} by more than its error ({kind} kernels)")
 
 
+class CompileBudget:
+    """Compiles left, shared by the plans of every chip running at once."""
+
+    def __init__(self, total: int | None):
+        self.left = total
+        self.lock = threading.Lock()
+
+    def take(self, wanted: int) -> int:
+        """How many of `wanted` compiles may run (all of them with no budget)."""
+        with self.lock:
+            if self.left is None:
+                return wanted
+            granted = min(wanted, self.left)
+            self.left -= granted
+            return granted
+
+    def give_back(self, unused: int) -> None:
+        with self.lock:
+            if self.left is not None:
+                self.left += unused
+
+
 @dataclass
 class Plan:
     """The decision for one chip, step by step; `compile_batch` is the only I/O."""
     items: list[Config]
     compile_batch: Callable[[list[Config]], list[ExampleResult]]
-    budget: int | None = None
+    budget: CompileBudget = field(default_factory=lambda: CompileBudget(None))
     batch: int = 1
     monotone: bool = True
     compiles: int = 0
@@ -172,9 +195,10 @@ class Plan:
                                        "the example did not trace", error=item.traced.error)
             elif item.verdict is None and item.model_says is not None:
                 item.verdict = model_verdict(item)
-        while self.open() and (self.budget is None or self.compiles < self.budget):
-            room = self.batch if self.budget is None else min(self.batch, self.budget - self.compiles)
+        while self.open() and (room := self.budget.take(self.batch)):
             chosen = self.choose(room)
+            if len(chosen) < room:
+                self.budget.give_back(room - len(chosen))
             results = self.compile_batch(chosen)
             self.compiles += len(chosen)
             for item, result in zip(chosen, results):
