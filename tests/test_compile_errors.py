@@ -177,3 +177,26 @@ async def test_the_editor_marks_the_blockspec_and_offers_the_verified_legal_size
         assert best.title.startswith("Make the block tile: b=1000") and "compiler-verified" in best.title
         [edit] = best.edit.changes[editor.uri]
         assert edit.new_text == ", b=1000"
+
+
+# The same path names the block the fix must resize: megablox's gmm with tm=4 (its lhs block
+# (4, 1024) of bf16, named "args[2]" after the tuple of group metadata) gets the nearest legal
+# tiling, verified by the compiler, written where the number is: the example's `tiling=`.
+def test_gmm_with_an_illegal_tiling_is_fixed_by_a_verified_legal_tiling(tmp_path):
+    from jax_ops import EXAMPLES, copy_with_example
+    example = EXAMPLES["megablox/gmm.py"].replace("tiling=(1024, 1024, 1024)", "tiling=(4, 1024, 1024)")
+    assert example != EXAMPLES["megablox/gmm.py"]
+    path = copy_with_example("megablox/gmm.py", example, tmp_path)
+    cache = str(tmp_path / "c")
+    done, report = run_json("check", str(path), "--target", "v5e", "--cache-dir", cache)
+    assert done.returncode == 1
+    [at_spec] = [d for d in report["diagnostics"] if d["code"] == "VMEM030"
+                 and d["range"]["start_line"] == line_of(path, "lhs_block_spec = pl.BlockSpec((tm, tk)")]
+    assert "Block spec for args[2]" in at_spec["facts"]["text"], at_spec["facts"]["text"]
+    assert at_spec["message"].startswith("input 0 block (4, 1024) of bf16[4096,2048] does not tile"), at_spec
+    fixed = run_cli("check", str(path), "--target", "v5e", "--fix", "--cache-dir", cache)
+    [said] = [line for line in fixed.stderr.splitlines() if "fixed: " in line]
+    assert "fixed: Make the block tile: tiling[0]=16 (a multiple of 16 for bf16)" in said, fixed.stderr
+    assert "compiler-verified" in said, said
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert path.read_text().rstrip().endswith(example.replace("tiling=(4, ", "tiling=(16, "))

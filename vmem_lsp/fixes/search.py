@@ -415,7 +415,7 @@ def untileable(problem: Problem) -> list[tuple[CapturedCall, Operand]]:
             report = parse_report(call.compiler_text or "")
             if report.form != "block_shape":
                 continue
-            op = operand_named(call, report.operand_kind, report.operand_index)
+            op = operand_named(call, report.operand_kind, report.operand_index, report.operand_path)
             if op is not None and op.block_shape and (call, op) not in found:
                 found.append((call, op))
     return found
