@@ -115,14 +115,20 @@ class ProgressBar:
 
     bar = None
 
+    def __init__(self, unit: str = "kernel"):
+        self.unit = unit
+
     def start(self, total: int) -> None:
+        """A new bar (a run may have phases: a sweep traces, then compiles)."""
         from tqdm import tqdm
+        self.close()
         if total:
-            self.bar = tqdm(total=total, unit="kernel", file=sys.stderr, leave=False, dynamic_ncols=True)
+            self.bar = tqdm(total=total, unit=self.unit, file=sys.stderr, leave=False, dynamic_ncols=True)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
 
     def line(self, text: str) -> None:
         if self.bar is not None:

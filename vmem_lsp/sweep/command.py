@@ -86,13 +86,17 @@ def run(args) -> int:
     from .run import run_sweep
     budget = args.budget_compiles
     rendered, code = [], EXIT_OK
-    progress = (lambda text: print(text, file=sys.stderr)) if sys.stderr.isatty() else (lambda text: None)
+    from ..cli import ProgressBar
     for sweep in sweeps:
+        bar = ProgressBar("config") if sys.stderr.isatty() else None
         try:
-            outcome = run_sweep(sweep, settings, budget=budget, use_cache=not args.no_cache, progress=progress)
+            outcome = run_sweep(sweep, settings, budget=budget, use_cache=not args.no_cache, progress=bar)
         except SweepError as error:
             print(f"vmem-lsp sweep: {error}", file=sys.stderr)
             return EXIT_ERROR
+        finally:
+            if bar is not None:
+                bar.close()
         if budget is not None:
             budget = max(budget - outcome.compiles, 0)
         rendered.append(FORMATS[args.format](outcome))

@@ -8,12 +8,11 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..compile.cache import ResultCache
 from ..compile.protocol import ExampleResult
 from ..config import Settings
-from ..engine import make_workers, request_for
+from ..engine import Progress, make_workers, request_for
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
 from .spec import Sweep, SweepError
 
@@ -47,7 +46,10 @@ def check_parameters(traced: list[ExampleResult], sweep: Sweep) -> None:
 
 
 def run_sweep(sweep: Sweep, settings: Settings, *, budget: int | None = None, use_cache: bool = True,
-              worker=None, progress: Callable[[str], None] = lambda text: None) -> SweepOutcome:
+              worker=None, progress: Progress | None = None) -> SweepOutcome:
+    """Every config of `sweep` on every chip of `settings`; `progress` (engine.Progress)
+    is told of the traces, then of the compiles."""
+    progress = progress or Progress()
     started = time.perf_counter()
     outcome = SweepOutcome(sweep)
     cache = ResultCache(settings.cache_folder(), enabled=use_cache)
@@ -77,8 +79,10 @@ def run_sweep(sweep: Sweep, settings: Settings, *, budget: int | None = None, us
         def trace(job):
             number, config, target = job
             request = dataclasses.replace(request_for(sweep.example_for(config), target, settings), compile=False)
-            return Config(number, config, target, run(request))
-        progress(f"tracing {len(configs)} configs on {', '.join(settings.targets)}")
+            item = Config(number, config, target, run(request))
+            progress.advance(f"traced {target}")
+            return item
+        progress.start(len(jobs))
         items = in_parallel(trace, jobs)
         outcome.traces = len(items)
         check_parameters([i.traced for i in items], sweep)
@@ -89,10 +93,14 @@ def run_sweep(sweep: Sweep, settings: Settings, *, budget: int | None = None, us
                 else:
                     size_up(item)
 
+        def compile_one(item: Config) -> ExampleResult:
+            result = run(request_for(sweep.example_for(item.config), item.target, settings))
+            progress.advance(f"compiled {item.target}")
+            return result
+
         def compile_batch(chosen: list[Config]) -> list[ExampleResult]:
-            progress(f"compiling {len(chosen)} of the open configs on {chosen[0].target}")
-            return in_parallel(lambda item: run(request_for(sweep.example_for(item.config), item.target, settings)),
-                               chosen)
+            return in_parallel(compile_one, chosen)
+        progress.start(sum(1 for i in items if i.model_says is None and not i.traced.error))   # at most this many compiles
         # Every chip's plan at once: the pool's lanes stay busy while one chip waits for its batch.
         shared = CompileBudget(budget)
         plans = [Plan([i for i in items if i.target == target], compile_batch, budget=shared, batch=lanes)
