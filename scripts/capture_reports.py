@@ -414,6 +414,9 @@ CASES = (
          lambda: test_kernels("compile_errors").smem_vector, (((8, 128), F32),)),
     Case("err-partition-v6e", "v6e", "compile_errors.py double: f32[32,128] sharded by rows over the 4 devices of "
          "v6e:2x2 under jit", lambda: sharded("v6e", "double", (32, 128), F32), (((32, 128), F32),)),
+    Case("err-dtype-int8-add-v6e", "v6e", "compile_errors.py int8_add: x + y of s8[32,128] (arith.addi on i8); the "
+         "same text on v4, v5e, v5p and v7x",
+         lambda: test_kernels("compile_errors").int8_add, (((32, 128), I8),) * 2),
 )
 
 

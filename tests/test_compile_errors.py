@@ -58,6 +58,11 @@ def test_each_kind_of_compile_error_lands_on_its_line_with_the_chips_it_fails_an
     assert "fails on TPU v4; compiles on TPU v6e" in int8["message"]
     [mask] = [d for d in placed if "Invalid relayout" in d["message"]]
     assert mask["message"].endswith("fails on TPU v6e; compiles on TPU v4")
+    # dtype-int8-add: Mosaic's "Not implemented: Only vector<i16> and vector<i32> are supported, but got
+    # 'i8'" is a dtype no chip's VPU takes (VMEM032, not an unsupported op), on the add's body line
+    [add] = [d for d in placed if "Only vector<i16> and vector<i32> are supported, but got 'i8'" in d["message"]]
+    assert add["code"] == "VMEM032" and add["range"]["start_line"] == line_of(ERRORS, "def int8_add_kernel") + 1, add
+    assert "x_ref[...] + y_ref[...]" in text_at(add) and add["message"].endswith("fails on TPU v4, TPU v6e"), add
     assert all("\n" not in d["message"] for d in placed if d["code"] != "VMEM011")       # the key line; whole below
     kinds = {d["code"] for d in placed}
     assert {"VMEM030", "VMEM031", "VMEM032", "VMEM033"} <= kinds, kinds

@@ -247,7 +247,7 @@ ERROR_KINDS = (
     ("alignment", re.compile(r"cannot statically prove that index|E2003")),
     ("dtype", re.compile(r"E2001|Unsupported matmul RHS type|Only arrays with \d+-bit element types|"
                          r"Target does not support this comparison|failed to legalize operation 'arith\.cmp|"
-                         r"Invalid relayout")),
+                         r"Invalid relayout|Only vector<\w+>(?: and vector<\w+>)* are supported, but got")),
     ("memory_space", re.compile(r"Can only load scalars from SMEM|Can only store scalars to SMEM|memory space")),
     ("partitioning", re.compile(r"cannot be automatically partitioned")),
     ("unsupported", re.compile(r"Unimplemented primitive|unsupported|Not implemented|not supported", re.I)),

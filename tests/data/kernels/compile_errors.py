@@ -172,3 +172,13 @@ def double_kernel(x_ref, o_ref):
 # vmem: double(f32[32, 128])
 def double(x):
     return pl.pallas_call(double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+
+def int8_add_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = x_ref[...] + y_ref[...]
+
+
+# dtype-int8-add: an int8 vector add; the VPU's integer ops take 16- and 32-bit lanes only ("Please cast your input")
+# vmem: int8_add(s8[32, 128], s8[32, 128])
+def int8_add(x, y):
+    return pl.pallas_call(int8_add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
