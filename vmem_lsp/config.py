@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from .chips import DEFAULT_TARGETS, chip
 from .compile.protocol import PhaseLimits
+from .compile.shared_cache import is_url
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Settings:
     worker_source: str | None = None               # where it was set: "pyproject.toml", "--worker", ...
     worker_fallback: bool = False                  # when that worker dies, compile with a local one
     jobs: int | None = None                        # workers at once; None: cores minus one
-    cache_dir: str | None = None                   # None: <project root>/.vmem_lsp_cache
+    cache_dir: str | None = None                   # None: <project root>/.vmem_lsp_cache; or s3://, gs://...
     exclude: tuple[str, ...] = (".venv", "venv", ".git", "__pycache__", "node_modules", "build", "dist")
     compile: bool = True                           # False: the layout model's verdict alone (no libtpu)
     require_examples: bool = False                 # a pallas_call no example reaches is an error, not a warning
@@ -116,12 +117,18 @@ def apply(settings: Settings, table: dict, where: str) -> Settings:
     if "jobs" in table:
         changes["jobs"] = max(1, int(table["jobs"]))
     if "cache-dir" in table:
-        changes["cache_dir"] = os.path.join(settings.root, table["cache-dir"])
+        changes["cache_dir"] = cache_location(table["cache-dir"], settings.root)
     if "exclude" in table:
         changes["exclude"] = tuple(table["exclude"])
     if "require-examples" in table:
         changes["require_examples"] = bool(table["require-examples"])
     return replace(settings, **changes)
+
+
+def cache_location(value: str, base: str) -> str:
+    """A URL as written (s3://bucket/prefix: a cache shared by CI shards and
+    editors); a path relative to `base`, made absolute."""
+    return value if is_url(value) else os.path.abspath(os.path.join(base, value))
 
 
 def parse_targets(value) -> tuple[str, ...]:

@@ -8,17 +8,28 @@ jax's JAX_* configuration. Measured before: with LIBTPU_INIT_ARGS raising the
 limit, a cached overflow was still served. Each entry records the digest of
 every user source file the example reached; a changed file invalidates it.
 Transient failures (timeouts, crashes, no compiler) are never cached.
+
+The folder may be a URL (s3://, gs://, any fsspec URL: shared_cache.py), which
+CI shards and editors share. So an entry is never trusted as read: it carries
+its body's sha256 and length, and one that does not match (a partial write, a
+damaged object) is counted, logged and compiled again, then replaced.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
+import threading
+import uuid
 from importlib.metadata import PackageNotFoundError, version
 
 from .client import CheckRequest
 from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict, to_json
 from .shipping import file_digest
+
+log = logging.getLogger(__name__)
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"
 TRANSIENT = ("timeout", "crashed", "no_compiler")
@@ -41,29 +52,104 @@ def tool_versions() -> dict:
     return found
 
 
+ENTRY_MAGIC = b"vmem-lsp-entry 1"
+
+
+def seal(body: bytes) -> bytes:
+    """An entry: a header with the body's sha256 and length, then the body.
+    A reader can then tell a whole entry from a truncated or damaged one."""
+    return b"%s %s %d\n" % (ENTRY_MAGIC, hashlib.sha256(body).hexdigest().encode(), len(body)) + body
+
+
+def unseal(data: bytes) -> bytes:
+    """The body of a whole entry; ValueError for a partial, damaged or foreign one."""
+    header, _, body = data.partition(b"\n")
+    parts = header.split(b" ")
+    if len(parts) != 4 or b" ".join(parts[:2]) != ENTRY_MAGIC:
+        raise ValueError("no entry header")
+    digest, length = parts[2].decode(), int(parts[3])
+    if len(body) != length:
+        raise ValueError(f"{len(body)} bytes of {length}")
+    if hashlib.sha256(body).hexdigest() != digest:
+        raise ValueError("digest mismatch")
+    return body
+
+
+class LocalStore:
+    """Entries as files under a folder, like .ruff_cache."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.directory, key[:2], key + ".json")
+
+    def read(self, key: str) -> bytes | None:
+        try:
+            with open(self.path(key), "rb") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def write(self, key: str, data: bytes, replace: bool = False) -> None:
+        """Write then rename, through a temporary file of this writer alone:
+        threads of one process may race on a key."""
+        path = self.path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._mark_ignored()
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        try:
+            with open(temporary, "xb") as f:
+                f.write(data)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+    def _mark_ignored(self) -> None:
+        """Like .ruff_cache: the folder tells git to ignore it."""
+        ignore = os.path.join(self.directory, ".gitignore")
+        if not os.path.exists(ignore):
+            with open(ignore, "w") as f:
+                f.write("# Automatically created by vmem-lsp.\n*\n")
+
+
+def open_store(location: str):
+    """A folder, or for a URL the shared store (fsspec imported only then);
+    None when that store cannot be used here."""
+    from .shared_cache import is_url
+    if not is_url(location):
+        return LocalStore(location)
+    from .shared_cache import open_store as open_shared
+    return open_shared(location)
+
+
 class ResultCache:
     def __init__(self, directory: str, enabled: bool = True):
         self.directory = directory
-        self.enabled = enabled
         self.versions = tool_versions()
         self.environment = compiler_environment()
+        self.store = open_store(directory) if enabled else None
+        self.enabled = self.store is not None
+        self.rejected = 0           # entries found partial or damaged, compiled again
+        self.lock = threading.Lock()
+        self.damaged: set[str] = set()
 
     def key(self, request: CheckRequest) -> str:
         blob = json.dumps({"request": vars(request), "versions": self.versions, "environment": self.environment},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    def _file(self, key: str) -> str:
-        return os.path.join(self.directory, key[:2], key + ".json")
-
     def get(self, request: CheckRequest) -> ExampleResult | None:
         if not self.enabled:
             return None
-        try:
-            with open(self._file(self.key(request))) as f:
-                entry = json.load(f)
-            result = result_from_dict(entry)
-        except (OSError, ValueError, TypeError, KeyError):
+        key = self.key(request)
+        data = self.store.read(key)
+        if data is None:
+            return None
+        result = self._trusted(key, data)
+        if result is None:
             return None
         for path, digest in result.deps.items():
             try:
@@ -73,20 +159,25 @@ class ResultCache:
                 return None
         return result
 
+    def _trusted(self, key: str, data: bytes) -> ExampleResult | None:
+        """The entry's result when it is whole; else None, counted and logged."""
+        self.damaged.add(key)
+        if data[:1] == b"{":
+            log.debug("cache entry %s… has no header (an earlier vmem-lsp wrote it)", key[:12])
+            return None
+        try:
+            result = result_from_dict(json.loads(unseal(data)))
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as error:
+            with self.lock:
+                self.rejected += 1
+            log.warning("cache entry %s… in %s ignored (%s); compiling it again", key[:12], self.directory, error)
+            return None
+        self.damaged.discard(key)
+        return result
+
     def put(self, request: CheckRequest, result: ExampleResult) -> None:
         if not self.enabled or result.error_kind in TRANSIENT:
             return
-        path = self._file(self.key(request))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        self._mark_ignored()
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w") as f:
-            f.write(to_json(result))
-        os.replace(temporary, path)
-
-    def _mark_ignored(self) -> None:
-        """Like .ruff_cache: the folder tells git to ignore it."""
-        ignore = os.path.join(self.directory, ".gitignore")
-        if not os.path.exists(ignore):
-            with open(ignore, "w") as f:
-                f.write("# Automatically created by vmem-lsp.\n*\n")
+        key = self.key(request)
+        self.store.write(key, seal(to_json(result).encode()), replace=key in self.damaged)
+        self.damaged.discard(key)
