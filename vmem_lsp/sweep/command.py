@@ -31,13 +31,13 @@ def add_parser(commands) -> None:
 
 
 def settings_for(args):
-    from ..config import load_settings, parse_targets
+    from ..config import cache_location, load_settings, parse_targets
     settings = load_settings(os.getcwd())
     changes: dict = {}
     if args.target:
         changes["targets"] = parse_targets(args.target)
     if args.cache_dir:
-        changes["cache_dir"] = os.path.abspath(args.cache_dir)
+        changes["cache_dir"] = cache_location(args.cache_dir, os.getcwd())
     if args.jobs:
         changes["jobs"] = max(1, args.jobs)
     return dataclasses.replace(settings, **changes)
