@@ -167,6 +167,21 @@ class NotebookEditor:
             self.client.diagnostics.pop(cell.uri, None)
 
 
+class Publishes:
+    """(URI, version) of each publishDiagnostics from now on, in order of arrival."""
+
+    def __init__(self, client):
+        self.seen: list[tuple[str, int | None]] = []
+        original = client.protocol.fm.features.get(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+
+        def on_publish(params: types.PublishDiagnosticsParams):
+            self.seen.append((params.uri, params.version))
+            if original:
+                original(params)
+
+        client.protocol.fm.features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = on_publish
+
+
 def notebook_project(tmp_path: Path, cache_dir: Path, seed: Path = SEED) -> tuple[Path, dict]:
     (tmp_path / "pyproject.toml").write_text(f'[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = "{cache_dir}"\n')
     return tmp_path / "nb.ipynb", write_notebook([seed], tmp_path / "nb.ipynb")
@@ -207,14 +222,16 @@ async def test_estimates_while_typing_and_the_verdict_on_save_land_on_the_kernel
             types.TextDocumentIdentifier(kernel.uri), types.Position(n, 6))) for n in (call - 1, call)]
         assert hovers[0] is None and hovers[1] is not None      # the call's first line, not the one above
 
-        # The notebook's metadata changed, not its code: the compiler's verdict stays.
-        notebook.forget_shown()
+        # The notebook's metadata changed, not its code: the compiler's verdict stays, and no
+        # cell is told again (the hint request is answered after the change is taken).
+        published = Publishes(client)
         notebook.changed(metadata={"kernelspec": {"name": "python3", "display_name": "TPU"}})
-        kept = await wait_for(lambda: notebook.diagnostics(kernel), timeout=10, what="diagnostics after metadata")
-        assert windows(compiler_tier(kept)) == windows(found) and not estimate_tier(kept)
         hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
             types.TextDocumentIdentifier(kernel.uri), types.Range(types.Position(0, 0), types.Position(40, 0))))
         assert "64.00M x1" in [h.label for h in hints] and all(h.position.line <= out_line for h in hints)
+        kept = notebook.diagnostics(kernel)
+        assert windows(compiler_tier(kept)) == windows(found) and not estimate_tier(kept)
+        assert published.seen == []
 
         # Typing a line at the top of the cell: the estimates follow it, on the same cell.
         notebook.edit(cell_number - 1, (0, 0), (0, 0), "# typed in the cell\n")
@@ -268,12 +285,17 @@ async def test_cells_added_moved_and_removed_carry_the_diagnostics_and_close_cle
         kernel = notebook.cells[cell_number - 1]
         await wait_for(lambda: compiler_tier(notebook.diagnostics(kernel)), what="the verdict on open")
 
+        published = Publishes(client)
+
         async def shown_on(cell: Cell, change) -> list:
-            """What the cells show after `change`, once the estimate for it is in."""
-            notebook.forget_shown()
+            """What the cells show after `change`, once the estimate for it is in: a
+            space typed at the end of `cell` after it, which is told its new version."""
             change()
-            found = await wait_for(lambda: estimate_tier(notebook.diagnostics(cell)), timeout=10,
-                                   what="estimates after a change of cells")
+            last = cell.text.split("\n")
+            notebook.edit(notebook.cells.index(cell), (len(last) - 1, len(last[-1])), (len(last) - 1, len(last[-1])), " ")
+            await wait_for(lambda: (cell.uri, cell.version) in published.seen, timeout=10,
+                           what="the typed cell told its version after a change of cells")
+            found = estimate_tier(notebook.diagnostics(cell))
             assert set(notebook.shown()) == {cell.uri}, notebook.shown()
             return windows(found)
 
@@ -376,3 +398,62 @@ async def test_an_untrusted_folder_gets_estimates_and_no_compile_of_its_notebook
         await asyncio.sleep(3)
         assert not [m for m in client.log_messages if m.message.startswith("v6e: ")]       # nothing compiled
         assert set(notebook.shown()) == {kernel.uri}
+
+
+KERNEL_CELL = '''def kernel_{n}(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + {n}
+
+
+def call_{n}(x):
+    return pl.pallas_call(kernel_{n}, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)'''
+
+
+@pytest.mark.asyncio
+async def test_typing_in_a_cell_tells_that_cell_and_the_cells_whose_diagnostics_changed_only(tmp_path, cache_dir):
+    """A notebook of three kernels with no example (VMEM020 on each, from the static
+    tier): each keystroke sends one publishDiagnostics, the typed cell's at its new
+    version, not one per cell with diagnostics; a cell whose diagnostics left is cleared."""
+    (tmp_path / "pyproject.toml").write_text(f'[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = "{cache_dir}"\n')
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Three kernels"),
+        nbformat.v4.new_code_cell("import jax\nfrom jax.experimental import pallas as pl"),
+        *(nbformat.v4.new_code_cell(KERNEL_CELL.format(n=n)) for n in (1, 2, 3))]), str(path))
+    async with running_server(tmp_path, options={"compileOnOpen": False, "debounceMs": 0},
+                              capabilities=NOTEBOOK_CAPABILITIES) as client:
+        notebook = NotebookEditor(client, path)
+        notebook.open()
+        kernels = notebook.cells[2:]
+        unreached = lambda cell: [d.range.start.line for d in notebook.diagnostics(cell) if d.code == "VMEM020"]
+        await wait_for(lambda: all(unreached(cell) == [5] for cell in kernels), timeout=30,
+                       what="VMEM020 on each kernel's cell")
+        published = Publishes(client)
+
+        async def told_after(change, cell: Cell) -> list:
+            """What was published once `change` is in: the typed `cell` at its version, and the rest."""
+            change()
+            await wait_for(lambda: (cell.uri, cell.version) in published.seen, timeout=10,
+                           what="the typed cell told its new version")
+            await asyncio.sleep(0.5)        # anything else this change publishes has come by now
+            told, published.seen[:] = list(published.seen), []
+            return told
+
+        # A space at the end of the second kernel's cell: its diagnostics are the same, one message.
+        second = kernels[1]
+        end = (5, len(second.text.split("\n")[5]))
+        assert await told_after(lambda: notebook.edit(3, end, end, " "), second) == [(second.uri, second.version)]
+        # A line typed at the top of the first kernel's cell: its squiggle moves; every later
+        # line of the module moves too, but not within the later cells, which are not told.
+        first = kernels[0]
+        assert await told_after(lambda: notebook.edit(2, (0, 0), (0, 0), "# typed\n"), first) == \
+            [(first.uri, first.version)]
+        assert unreached(first) == [6] and unreached(second) == [5] and unreached(kernels[2]) == [5]
+        # The third kernel's cell removed: only it is told (cleared); then typing in the first tells the first.
+        third = notebook.remove(4)
+        await wait_for(lambda: (third.uri, None) in published.seen or (third.uri, third.version) in published.seen,
+                       timeout=10, what="the removed cell cleared")
+        assert not client.diagnostics[third.uri] and [uri for uri, _ in published.seen] == [third.uri]
+        published.seen.clear()
+        end = (6, len(first.text.split("\n")[6]))
+        assert await told_after(lambda: notebook.edit(2, end, end, " "), first) == [(first.uri, first.version)]
+        assert set(notebook.shown()) == {first.uri, second.uri}

@@ -24,6 +24,7 @@ from .convert import Positions, to_diagnostics, to_uri
 from .protocol import VmemProtocol
 from .options import SECTION, Options, options_from
 from .session import Session
+from ..source.notebook import is_notebook
 from . import trusting
 from .waiting import Waiters
 
@@ -100,7 +101,8 @@ class VmemServer(LanguageServer):
         self.compiler: CompileService | None = None
         self.analysis = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vmem-lsp-analysis")
         self.debounced: dict[str, asyncio.Task] = {}
-        self.published: dict[str, set[str]] = {}     # path -> the URIs last shown its diagnostics
+        self.published: dict[str, dict[str, list]] = {}   # path -> {URI: the diagnostics last pushed to it}
+        self.typed_in: dict[str, set[str]] = {}     # notebook path -> cells edited since its last publish
         self.progress_token: str | None = None
         self.status = {"state": "idle", "message": "", "done": 0, "total": 0, "targets": []}
         self.internal_errors = 0        # errors of ours, never of the user's files: in every status
@@ -155,7 +157,7 @@ class VmemServer(LanguageServer):
             return
         loop = asyncio.get_running_loop()
         try:
-            self.session.apply_analysis(await loop.run_in_executor(self.analysis, analyse, *arguments))
+            applied = self.session.apply_analysis(await loop.run_in_executor(self.analysis, analyse, *arguments))
         except Exception:              # a user's file never takes the server down
             self.internal_error(f"analysing {path}", traceback.format_exc())
             return
@@ -163,7 +165,8 @@ class VmemServer(LanguageServer):
             while self.locator.internal_errors:
                 located, details = self.locator.internal_errors.popleft()
                 self.internal_error(f"locating the kernels of {located}", details)
-        self.publish({path})
+        if applied:         # else the text moved on: its own analysis follows, and publishes
+            self.publish({path})
 
     # -- the compiler tier ------------------------------------------------------------------
     def ensure_compiler(self) -> CompileService:
@@ -303,7 +306,10 @@ class VmemServer(LanguageServer):
     def publish(self, paths) -> None:
         """Push each path's diagnostics to the URIs that show them (a notebook's
         cells), and clear the URIs that showed some and have none now. An open
-        file is told even when it has none."""
+        file is told even when it has none. A notebook's cell is told only when
+        what it shows changed, or when it was typed in (its new version, even
+        with nothing to show): typing in one cell of a 200-cell notebook sends
+        one message, not one per cell with diagnostics."""
         refresh = False
         positions = self.positions()
         for path in paths:
@@ -312,12 +318,18 @@ class VmemServer(LanguageServer):
                 continue
             by_uri = to_diagnostics(self.session.diagnostics(path), positions)
             doc = self.session.documents.get(path)
-            told = {to_uri(path)} if doc is not None and doc.cells is None else set()
-            for uri in sorted({*by_uri, *self.published.pop(path, ()), *told}):
+            shown = self.published.pop(path, {})
+            typed_in = self.typed_in.pop(path, set())
+            told = {to_uri(path)} if doc is not None and doc.cells is None else typed_in
+            only_changed = is_notebook(path)
+            for uri in sorted({*by_uri, *shown, *told}):
+                diagnostics = by_uri.get(uri, [])
+                if only_changed and uri not in told and shown.get(uri, []) == diagnostics:
+                    continue
                 self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                    uri=uri, diagnostics=by_uri.get(uri, []), version=self.version_of(uri, path)))
+                    uri=uri, diagnostics=diagnostics, version=self.version_of(uri, path)))
             if by_uri:
-                self.published[path] = set(by_uri)
+                self.published[path] = by_uri
         if refresh and self.client_supports("workspace", "diagnostics", "refresh_support"):
             self.workspace_diagnostic_refresh(None)
 

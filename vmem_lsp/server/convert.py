@@ -80,7 +80,8 @@ class Positions:
         if placed is None:
             return None
         cell, local = placed
-        self.lines.setdefault(cell.uri, split_lines(cell.source))
+        if cell.uri not in self.lines:
+            self.lines[cell.uri] = split_lines(cell.source)
         return cell.uri, self.range(cell.uri, local)
 
     def shown_in(self, uri: str, path: str, span: Span) -> types.Range | None:

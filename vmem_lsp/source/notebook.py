@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Sequence
 
 from .model import Span
@@ -128,10 +130,13 @@ class CellModule:
     cells: tuple
 
     def cell_at(self, line: int):
-        for cell in self.cells:
-            if cell.first_line <= line < cell.first_line + cell.lines:
-                return cell
-        return None
+        at = bisect_right(self._first_lines, line) - 1
+        cell = self.cells[at] if at >= 0 else None
+        return cell if cell is not None and line < cell.first_line + cell.lines else None
+
+    @cached_property
+    def _first_lines(self) -> list[int]:
+        return [cell.first_line for cell in self.cells]
 
     def refusal(self, span: Span) -> str | None:
         """Why an edit of a module span cannot be made in a cell's source (None

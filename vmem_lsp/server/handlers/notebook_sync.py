@@ -7,6 +7,7 @@ in one module. Typing in a cell runs the static tier, like didChange; saving
 the notebook runs the compiler tier, which reads the .ipynb from disk."""
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
@@ -27,12 +28,15 @@ SYNC = types.NotebookDocumentSyncOptions(
     save=True)
 
 
+unquoted = lru_cache(maxsize=4096)(unquote)     # pygls' key of a cell's URI: once per cell, not per keystroke
+
+
 def cells(ls: VmemServer, uri: str, previous: OpenNotebook | None = None) -> OpenNotebook:
     """The module of the notebook's Python code cells, as pygls holds them now."""
     notebook = ls.workspace.get_notebook_document(notebook_uri=uri)
     code = []
     for cell in notebook.cells if notebook is not None else ():
-        document = ls.workspace.text_documents.get(unquote(cell.document))
+        document = ls.workspace.text_documents.get(unquoted(cell.document))
         if cell.kind == types.NotebookCellKind.Code and document is not None \
                 and (document.language_id or PYTHON) == PYTHON:
             code.append((cell.document, document.source))
@@ -56,6 +60,9 @@ def did_change(ls: VmemServer, params: types.DidChangeNotebookDocumentParams) ->
     doc = ls.session.documents.get(path)
     if doc is None:
         return
+    typed = params.change.cells.text_content if params.change.cells is not None else None
+    if typed:       # told their new version on the next publish, even with nothing to show
+        ls.typed_in.setdefault(path, set()).update(change.document.uri for change in typed)
     module = cells(ls, uri, doc.cells)
     if module.module == doc.text:
         doc.cells = module          # the same lines, maybe in other cells
