@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--require-examples", action="store_true",
                        help="a pallas_call that no example reaches is an error (VMEM020), not a warning: for CI")
     check.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    check.add_argument("--shard", type=shard_arg, metavar="K/N",
+                       help="check only the K-th of N parts of the (example, chip) pairs, for a CI matrix of N jobs; "
+                            "join their --format json reports with `vmem-lsp merge`")
     check.add_argument("--verbose", "-v", action="store_true",
                        help="log to stderr what the workers did, with the last output of one that died")
     fixing = check.add_mutually_exclusive_group()
@@ -66,11 +69,26 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
     explain.add_argument("--source", nargs="+", metavar="PATH",
                          help="put each report on the pallas_call and BlockSpecs of these files that made it")
+    merge = commands.add_parser("merge", help="join the JSON reports of `check --shard K/N` jobs into one "
+                                "report and exit code, as one unsharded check gives")
+    merge.add_argument("reports", nargs="+", metavar="REPORT.json")
+    merge.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
+                       help="github: GitHub Actions annotations")
+    merge.add_argument("--output", "-o", help="write the report to this file instead of stdout")
     from .sweep.command import add_parser as add_sweep
     add_sweep(commands)
     serve = commands.add_parser("serve", help="run the language server on stdin/stdout")
     serve.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the transport")
     return parser
+
+
+def shard_arg(text: str):
+    """`--shard K/N` for argparse."""
+    from .shard import ShardError, parse_shard
+    try:
+        return parse_shard(text)
+    except ShardError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def settings_for(args):
@@ -145,7 +163,8 @@ def checked(args, settings, worker):
     from .engine import check
     bar = ProgressBar() if sys.stderr.isatty() else None
     try:
-        return check(args.paths, settings, use_cache=not args.no_cache, progress=bar, worker=worker)
+        return check(args.paths, settings, use_cache=not args.no_cache, progress=bar, worker=worker,
+                     shard=args.shard)
     finally:
         if bar is not None:
             bar.close()
@@ -158,6 +177,10 @@ def run_check(args) -> int:
     missing = [p for p in args.paths if not os.path.exists(p)]
     if missing:
         print(f"vmem-lsp: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.shard and (args.fix or args.diff or args.add_examples):
+        print("vmem-lsp: --shard checks part of a run; --fix, --diff and --add-examples need all of it",
+              file=sys.stderr)
         return EXIT_ERROR
     try:
         settings = settings_for(args)
@@ -179,25 +202,65 @@ def run_check(args) -> int:
                 outcome = checked(args, settings, worker)
     finally:
         worker.stop()
-    errors = sum(d.severity == "error" for d in outcome.diagnostics)
-    warnings = sum(d.severity == "warning" for d in outcome.diagnostics)
-    summary = (f"{errors} error{'s' * (errors != 1)}"
-               + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
+    from .output.formats import tally
+    summary = (tally(outcome.diagnostics)
                + f" in {outcome.examples} example"
                f"{'s' * (outcome.examples != 1)} on {', '.join(settings.targets)} "
                f"({outcome.compiles} {'compiled' if settings.compile else 'traced (layout model only)'}, "
                + (f"{outcome.reused} already compiled by this run, " if outcome.reused else "")
                + f"{outcome.cache_hits} cached, {outcome.seconds:.1f} s)"
                + (f"; {outcome.unchecked} kernel{'s' * (outcome.unchecked != 1)} not checked"
-                  if outcome.unchecked else ""))
-    rendered = render(args.format, outcome.diagnostics, summary, outcome.sources.notebook)
-    if args.output:
-        with open(args.output, "w") as f:
+                  if outcome.unchecked else "")
+               + (f"; shard {args.shard}: {len(outcome.shard.done)} of {len(outcome.shard.plan)} pairs"
+                  if outcome.shard else ""))
+    if outcome.shard and args.format == "json":
+        from .output.formats import json_text
+        from .output.merge import shard_dict
+        rendered = json_text(outcome.diagnostics, summary, outcome.sources.notebook,
+                             {"shard": shard_dict(outcome.shard, settings.targets)})
+    else:
+        rendered = render(args.format, outcome.diagnostics, summary, outcome.sources.notebook)
+    emit(rendered, args.output)
+    report_internal_errors(outcome)
+    return exit_code(outcome)
+
+
+def emit(rendered: str, output: str | None) -> None:
+    """The report, to --output or stdout."""
+    if output:
+        with open(output, "w") as f:
             f.write(rendered)
     else:
         sys.stdout.write(rendered)
-    report_internal_errors(outcome)
-    return exit_code(outcome)
+
+
+def run_merge(args) -> int:
+    """`vmem-lsp merge REPORT.json...`: the shards' reports as one run's; exit 2
+    when they are not one whole run (overlapping, missing, of other versions)."""
+    from .engine import SourceFiles
+    from .output import render
+    from .output.merge import MergeError, merge, read_shard
+    try:
+        reports = []
+        for name in args.reports:
+            with open(name, encoding="utf-8") as f:
+                reports.append(read_shard(name, f.read()))
+        merged = merge(reports)
+    except OSError as error:
+        print(f"vmem-lsp merge: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
+        return EXIT_ERROR
+    except MergeError as error:
+        print(f"vmem-lsp merge: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except (KeyError, TypeError, ValueError) as error:     # a shard's JSON edited or cut short
+        print(f"vmem-lsp merge: a shard report is malformed ({type(error).__name__}: {error})", file=sys.stderr)
+        return EXIT_ERROR
+    emit(render(args.format, merged.diagnostics, merged.summary, SourceFiles().notebook), args.output)
+    from .render import display_path
+    for path in merged.internal_errors:
+        print(f"vmem-lsp: internal error locating the kernels of {display_path(path)} "
+              f"(its traceback is in the log of the shard that owns it)", file=sys.stderr)
+    return merged.exit_code()
 
 
 def add_examples(outcome, settings) -> int:
@@ -406,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_trust(args)
     if args.command == "explain":
         return run_explain(args)
+    if args.command == "merge":
+        return run_merge(args)
     if args.command == "sweep":
         from .sweep.command import run as run_sweep
         return run_sweep(args)

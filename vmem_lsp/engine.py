@@ -30,6 +30,7 @@ from .source.locate import LocateResult, locate
 from .source.model import KernelSite, Span
 from .source.notebook import SUFFIX, Notebook, NotebookError, is_notebook, read_notebook
 from .source.text import split_lines
+from .shard import Shard, ShardWork, owns, pair_key, take
 from . import render, views
 
 @dataclass
@@ -47,6 +48,7 @@ class CheckOutcome:
     internal_errors: list = field(default_factory=list)     # (path, traceback): bugs of ours, not the files'
     sources: SourceFiles | None = None      # the texts checked and the sites located in them
     unchecked: int = 0          # pallas_call sites of the files checked that no example reached
+    shard: ShardWork | None = None          # with --shard: what this shard did, for `vmem-lsp merge`
 
 
 class SourceFiles:
@@ -209,9 +211,10 @@ class Progress:
 
 
 def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
-          progress: Progress | None = None, worker=None) -> CheckOutcome:
+          progress: Progress | None = None, worker=None, shard: Shard | None = None) -> CheckOutcome:
     """Every example under `paths` on every target; `worker` is a WorkerClient
-    or WorkerPool to reuse (else one is made and stopped here)."""
+    or WorkerPool to reuse (else one is made and stopped here). With `shard`,
+    only its pairs and the diagnostics of the files it owns (shard.py)."""
     started = time.perf_counter()
     outcome = CheckOutcome()
     sources = SourceFiles()
@@ -223,6 +226,11 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
     own_worker = worker is None
     worker = worker or make_workers(settings)
     jobs = [(example, target) for example in examples for target in settings.targets]
+    owned = files
+    if shard is not None:
+        plan, jobs = jobs, take(jobs, shard, settings.root)
+        owned = [f for f in files if owns(shard, f, settings.root)]
+        outcome.diagnostics = [d for d in outcome.diagnostics if owns(shard, d.path, settings.root)]
     bar = progress or Progress()
     bar.start(len(jobs))
 
@@ -252,11 +260,20 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
     # Where an example of a file could not run (it raised, the worker was refused), VMEM010 says
     # so on it; what it would have reached is not known, so that file's kernels get no VMEM020.
     unknown = {example.path for example, _, result in outcome.results if result.error}
-    unreached = not_reached([f for f in files if f not in unknown], [r for _, _, r in outcome.results], sources,
+    unreached = not_reached([f for f in owned if f not in unknown], [r for _, _, r in outcome.results], sources,
                             settings.require_examples)
     outcome.unchecked = len(unreached)
-    outcome.diagnostics = diagnose(outcome.diagnostics, [(e, r) for e, _, r in outcome.results], sources, unreached)
+    pairs = [(e, r) for e, _, r in outcome.results]
+    parts, compiled = unmerged(outcome.diagnostics, pairs, sources, unreached), compiled_chips(pairs)
+    outcome.diagnostics = merge_chips(parts, compiled)
     outcome.internal_errors = sources.internal_errors()
+    if shard is not None:
+        key = lambda example, target: pair_key(example, target, settings.root)
+        outcome.shard = ShardWork(
+            shard, plan=sorted(key(e, t) for e, t in plan), done=sorted(key(e, t) for e, t, _ in outcome.results),
+            examples=len(examples), parts=parts, compiled=compiled,
+            covered=covered_sites([r for _, r in pairs], sources), unknown=unknown,
+            internal_errors=[path for path, _ in outcome.internal_errors])
     outcome.sources = sources
     outcome.seconds = time.perf_counter() - started
     return outcome
@@ -269,26 +286,43 @@ def diagnose(found: list[Diagnostic], results: list[tuple[Example, ExampleResult
     called twice alike), one per subject across chips, none that a `# noqa`
     on its line suppresses. `found` are diagnostics gathered before (bad
     directives), `extra` any the face adds (headroom warnings)."""
+    return merge_chips(unmerged(found, results, sources, extra), compiled_chips(results))
+
+
+def unmerged(found: list[Diagnostic], results: list[tuple[Example, ExampleResult]], sources: SourceFiles,
+             extra: list[Diagnostic] = ()) -> list[Diagnostic]:
+    """`diagnose` before chips are merged: what a shard hands `vmem-lsp merge`,
+    whose chips another shard may hold."""
     mapped = [d for example, result in results for d in diagnostics_for(example, result, sources)]
     unique = dict.fromkeys([*found, *mapped, *extra])
-    merged = merge_targets([d for d in unique if not is_suppressed(d, sources.line(d.path, d.span.start_line))])
-    return generation_differences(merged, results)
+    return [d for d in unique if not is_suppressed(d, sources.line(d.path, d.span.start_line))]
+
+
+def merge_chips(diagnostics: list[Diagnostic], compiled: dict) -> list[Diagnostic]:
+    """One diagnostic per subject across chips, with the chips its kernel compiled on."""
+    return generation_differences(merge_targets(diagnostics), compiled)
 
 
 # Compile errors whose chips are worth comparing: one generation's rejection is news.
 GENERATION_CODES = ("VMEM011", "VMEM030", "VMEM031", "VMEM032", "VMEM033", "VMEM034")
 
 
-def generation_differences(diagnostics: list[Diagnostic], results) -> list[Diagnostic]:
-    """A compile error that fails on some chips says on which others the
-    same example compiled: "fails on TPU v5e; compiles on TPU v6e"."""
-    from . import render
-    from .chips import chip
-    compiled: dict = {}         # (example, call number) -> chips on which that kernel compiled and fit
+def compiled_chips(results: list[tuple[Example, ExampleResult]]) -> dict:
+    """(example key, call number) -> the chips on which that kernel compiled and fit."""
+    compiled: dict = {}
     for example, result in results:
         for number, call in enumerate(result.calls):
             if call.compiled and call.fits:
                 compiled.setdefault((example.key, number), set()).add(result.target)
+    return compiled
+
+
+def generation_differences(diagnostics: list[Diagnostic], compiled: dict) -> list[Diagnostic]:
+    """A compile error that fails on some chips says on which others the
+    same example compiled (`compiled`, as compiled_chips gives it):
+    "fails on TPU v5e; compiles on TPU v6e"."""
+    from . import render
+    from .chips import chip
     out = []
     for d in diagnostics:
         if d.code in GENERATION_CODES and d.subject is not None and d.target:
@@ -309,6 +343,14 @@ def reached_sites(results: list[ExampleResult], sites_of) -> set[tuple[str, Span
             if (site := kernel_site(call, sites_of)) is not None:
                 reached.add((site.path, site.span))
     return reached
+
+
+def covered_sites(results: list[ExampleResult], sources: SourceFiles) -> set[tuple[str, Span]]:
+    """(path, name span) of every site `not_reached` would count as reached:
+    a shard's, so that the merge drops another shard's VMEM020 on it."""
+    reached = reached_sites(results, sources.sites_of)
+    return {(path, site.name_span) for path in {p for p, _ in reached} for site in sources.sites_of(path).sites
+            if any(where == path and overlaps(site.span, span) for where, span in reached)}
 
 
 def not_reached(files: list[str], results: list[ExampleResult], sources: SourceFiles, required: bool

@@ -80,9 +80,19 @@ def as_dict(d: Diagnostic, notebook_of: NotebookOf = no_notebooks) -> dict:
     }
 
 
-def json_text(diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks) -> str:
+def json_text(diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks,
+              extra: dict | None = None) -> str:
+    """`extra`: keys after the diagnostics (a shard's "shard")."""
     return json.dumps({"version": __version__, "summary": summary,
-                       "diagnostics": [as_dict(d, notebook_of) for d in diagnostics]}, indent=2) + "\n"
+                       "diagnostics": [as_dict(d, notebook_of) for d in diagnostics], **(extra or {})},
+                      indent=2) + "\n"
+
+
+def tally(diagnostics: list[Diagnostic]) -> str:
+    """"2 errors, 1 warning": a summary's start."""
+    errors = sum(d.severity == "error" for d in diagnostics)
+    warnings = sum(d.severity == "warning" for d in diagnostics)
+    return f"{errors} error{'s' * (errors != 1)}" + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
 
 
 def _uri(path: str) -> str:
