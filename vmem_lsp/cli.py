@@ -213,6 +213,9 @@ def run_check(args) -> int:
                   if outcome.unchecked else "")
                + (f"; shard {args.shard}: {len(outcome.shard.done)} of {len(outcome.shard.plan)} pairs"
                   if outcome.shard else ""))
+    if outcome.shard and args.format != "json":
+        print(f"vmem-lsp: shard {args.shard} reports its part only; for the run's report, write each shard's "
+              f"--format json and join them with `vmem-lsp merge`", file=sys.stderr)
     if outcome.shard and args.format == "json":
         from .output.formats import json_text
         from .output.merge import shard_dict
