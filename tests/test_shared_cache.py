@@ -204,8 +204,6 @@ def test_a_url_without_its_filesystem_says_what_to_install_and_checks_uncached(t
     assert "(1 traced (layout model only), 0 cached" in done.stdout
 
 
-@pytest.mark.xfail(reason="cli.py makes --cache-dir absolute (os.path.abspath): it needs "
-                          "config.cache_location(args.cache_dir, os.getcwd())", strict=False)
 def test_the_command_line_takes_a_url_too(s3, tmp_path):
     environment, client = s3
     bucket = new_bucket(client)

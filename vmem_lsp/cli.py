@@ -92,7 +92,7 @@ def shard_arg(text: str):
 
 
 def settings_for(args):
-    from .config import load_settings, parse_scoped_limits, parse_targets
+    from .config import cache_location, load_settings, parse_scoped_limits, parse_targets
     settings = load_settings(args.paths[0])
     changes = {}
     if args.target:
@@ -115,7 +115,7 @@ def settings_for(args):
         else:
             print(f"using worker from pyproject.toml: {settings.worker}", file=sys.stderr)
     if args.cache_dir:
-        changes["cache_dir"] = os.path.abspath(args.cache_dir)
+        changes["cache_dir"] = cache_location(args.cache_dir, os.getcwd())     # a URL stays one
     if args.no_compile:
         changes["compile"] = False
     if args.worker_fallback:
