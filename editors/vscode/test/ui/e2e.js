@@ -2,7 +2,11 @@
 // Chromium by playwright-core, as a person would use it. run.sh sets everything up and calls it:
 //
 //   VMEM_UI_URL=http://127.0.0.1:PORT/?folder=WS VMEM_UI_WS=WS VMEM_UI_OUT=DIR \
-//   VMEM_UI_SETTINGS=USER_SETTINGS_JSON node e2e.js
+//   VMEM_UI_SETTINGS=USER_SETTINGS_JSON [VMEM_UI_CAPTURE=DIR] node e2e.js
+//
+// With VMEM_UI_CAPTURE, the notebook steps copy each file VS Code saved of copy_whole.ipynb into DIR
+// (vscode-written.ipynb before the fix, vscode-fixed.ipynb after it): tests/test_notebooks.py runs
+// --fix on such a capture, kept in tests/data/notebooks/.
 //
 // Each step saves a screenshot in VMEM_UI_OUT; any failure exits non-zero with a message saying
 // which step failed and why (and a screenshot of the moment, 99-failure.png).
@@ -18,6 +22,13 @@ const OUT = need("VMEM_UI_OUT");
 const SETTINGS = need("VMEM_UI_SETTINGS");
 const FILE = "copy_whole.py";
 const TILE_FILE = "untileable.py";   // a block shape the TPU cannot tile (VMEM030), from tests/data/kernels
+// copy_whole.py cut into cells (run.sh, with tests/notebooks.py): a Markdown cell, the docstring and
+// imports (after two magics), double_kernel, then the kernel: "# vmem: ..." on line 1 of that cell,
+// `in_specs=[pl.BlockSpec((n, m), ...)]` on its line 7 and `out_specs=...` on its line 8.
+const NB_FILE = "copy_whole.ipynb";
+const NB_CELL = 3;   // the kernel's cell, 0-based as the notebook list numbers its rows
+const NB_LINES = [7, 8];   // the BlockSpec lines of that cell: VMEM001 each
+const CAPTURE = process.env.VMEM_UI_CAPTURE || "";   // run.sh's VMEM_UI_CAPTURE: VS Code's saves go there
 const BUDGET_S = Number(process.env.VMEM_UI_TIMEOUT || 420);   // the whole script
 
 function need(name) {
@@ -111,32 +122,40 @@ async function statusHistory() {
   return page.evaluate(() => window.__vmemStatus);
 }
 
-/** The Problems panel's marker rows: {file, line, col, code, text}, `file` being the name on the
- * file's row above them. */
+/** The Problems panel's marker rows: {file, line, col, code, text, fileRow}, `file` being the name on
+ * the file's row above them and `fileRow` all that row says. */
 async function problems() {
   const rows = await page.$$eval(".markers-panel .monaco-list-row", (els) => els
     .map((e) => ({ index: Number(e.getAttribute("data-index")), level: e.getAttribute("aria-level"),
                    label: e.getAttribute("aria-label") || "", text: e.innerText.replace(/\s+/g, " ").trim() }))
     .sort((a, b) => a.index - b.index));   // the list places its rows absolutely, not in DOM order
   let file;
+  let fileRow;
   return rows
     .map(({ level, label, text }) => {
       if (level === "1") {
         file = /^\S+/.exec(text || label)?.[0];
+        fileRow = text || label;
         return undefined;
       }
       const where = /\[Ln (\d+), Col (\d+)\]/.exec(text);
       const code = /VMEM\d{3}/.exec(text);
       // related-information rows ("file[Ln 15, Col 15]: ...") have no code: skip them
-      return where && code ? { file, line: Number(where[1]), col: Number(where[2]), code: code[0], text } : undefined;
+      return where && code ? { file, line: Number(where[1]), col: Number(where[2]), code: code[0], text, fileRow } : undefined;
     })
     .filter(Boolean);
 }
 
-/** The viewport point of `needle` on 1-based `line` of the visible editor. */
-async function pointOf(line, needle, offset = 0.5) {
-  const point = await page.evaluate(({ line, needle, offset }) => {
-    const editor = document.querySelector(".editor-group-container.active .monaco-editor") || document.querySelector(".monaco-editor");
+/** The cell editor of the open notebook's cell `cell` (0-based), as a selector. */
+const cellEditor = (cell) => `.cell-list-container .monaco-list-row[data-index="${cell}"] .cell-editor-container .monaco-editor`;
+
+/** The viewport point of `needle` on 1-based `line` of the visible editor, or of the open
+ * notebook's cell `cell` (0-based) when given. */
+async function pointOf(line, needle, offset = 0.5, cell = undefined) {
+  const point = await page.evaluate(({ line, needle, offset, cellSelector }) => {
+    const editor = cellSelector ? document.querySelector(cellSelector)
+      : document.querySelector(".editor-group-container.active .monaco-editor") || document.querySelector(".monaco-editor");
+    if (!editor) return null;
     const number = [...editor.querySelectorAll(".line-numbers")].find((n) => n.textContent.trim() === String(line));
     if (!number) return null;
     const top = number.getBoundingClientRect().top;
@@ -161,8 +180,8 @@ async function pointOf(line, needle, offset = 0.5) {
     range.setEnd(...locate(at + needle.length, true));
     const box = range.getBoundingClientRect();
     return { x: box.left + box.width * offset, y: box.top + box.height / 2 };
-  }, { line, needle, offset });
-  return point || fail(`"${needle}" is not shown on line ${line} of the editor`);
+  }, { line, needle, offset, cellSelector: cell === undefined ? undefined : cellEditor(cell) });
+  return point || fail(`"${needle}" is not shown on line ${line} of the ${cell === undefined ? "editor" : `notebook's cell ${cell + 1}`}`);
 }
 
 async function visibleText(selector) {
@@ -191,12 +210,13 @@ async function openFromExplorer(name, shows) {
   await until(`${name} to show in the editor`, 30, async () => (await visibleText(".editor-group-container .view-lines")).includes(shows));
 }
 
-/** Puts the cursor on `needle` of `line`, opens the quick fix menu (Ctrl+.) until it offers a fix
- * whose title matches `title`, and returns that title with the menu left open. */
-async function quickFixOffered(line, needle, title, seconds) {
+/** Puts the cursor on `needle` of `line` (of the notebook's cell `cell` when given), opens the
+ * quick fix menu (Ctrl+.) until it offers a fix whose title matches `title`, and returns that title
+ * with the menu left open. */
+async function quickFixOffered(line, needle, title, seconds, cell = undefined) {
   return until(`a quick fix matching ${title} on line ${line}`, seconds, async () => {
     await page.keyboard.press("Escape");
-    const at = await pointOf(line, needle, 0.3);
+    const at = await pointOf(line, needle, 0.3, cell);
     await page.mouse.click(at.x, at.y);
     await page.keyboard.press("Control+.");
     try {
@@ -214,12 +234,16 @@ async function quickFixOffered(line, needle, title, seconds) {
   }, 500);
 }
 
-/** Picks the open quick fix menu's row `fixTitle` and waits until the editor shows `shows`. */
-async function applyQuickFix(fixTitle, shows) {
+/** Picks the open quick fix menu's row `fixTitle` and waits until the editor (the lines `where`
+ * selects: a notebook's cells are not in the editor group's element) shows `shows`. */
+async function applyQuickFix(fixTitle, shows, where = ".editor-group-container .view-lines") {
   await page.locator(".action-widget .monaco-list-row", { hasText: fixTitle }).first().click();
   await until(`the fix (${shows}) to be applied in the editor`, 20, async () =>
-    (await visibleText(".editor-group-container .view-lines")).includes(shows));
+    (await visibleText(where)).includes(shows));
 }
+
+/** A notebook's cells' sources, joined, from its JSON text. */
+const cellSources = (text) => JSON.parse(text).cells.map((c) => [c.source].flat().join(""));
 
 /** Saves the active editor (`file` in the workspace), waits until the disk has `has`, then until the
  * server has compiled it again and `clean(problems)` holds for the Problems panel's rows. */
@@ -228,7 +252,15 @@ async function saveAndCompile(file, has, what, clean) {
   await page.keyboard.press("Control+S");
   await until(`${file} to be saved with ${has}`, 20, async () => fs.readFileSync(path.join(WS, file), "utf8").includes(has));
   const saved = fs.readFileSync(path.join(WS, file), "utf8");
-  log(`saved ${file}:\n${saved.split("\n").slice(11).join("\n")}`);
+  let shown = saved.split("\n").slice(11).join("\n");
+  if (file.endsWith(".ipynb")) {   // the kernel's cell, as saved
+    try {
+      shown = cellSources(saved).filter((s) => s.includes("pallas_call")).join("\n---\n");
+    } catch {
+      shown = saved;   // caught mid-write: the check below reads it again
+    }
+  }
+  log(`saved ${file}:\n${shown}`);
   await until(`${what} after the compile of the saved ${file}`, 240, async () => {
     const compiled = (await statusHistory()).slice(statusMark).some((s) => /compiling/.test(s));
     const ready = /VMEM.*ready/.test((await statusText()) || "");
@@ -236,6 +268,26 @@ async function saveAndCompile(file, has, what, clean) {
   });
   const panel = await visibleText(".markers-panel");
   log(`Problems panel: ${panel.replace(/\s+/g, " ").trim().slice(0, 200)}`);
+}
+
+/** The error squiggles shown in the open notebook: [{cell (0-based), line (1-based, in the cell)}],
+ * a squiggle's line being the line number beside it. */
+async function notebookSquiggles() {
+  return page.evaluate(() => [...document.querySelectorAll(".cell-list-container .monaco-list-row .squiggly-error")]
+    .map((squiggle) => {
+      const row = squiggle.closest(".monaco-list-row");
+      const editor = squiggle.closest(".monaco-editor");
+      const top = squiggle.getBoundingClientRect().top;
+      const number = [...editor.querySelectorAll(".line-numbers")]
+        .find((n) => Math.abs(n.getBoundingClientRect().top - top) < 3);
+      return { cell: Number(row.getAttribute("data-index")), line: number ? Number(number.textContent.trim()) : undefined };
+    }));
+}
+
+/** The Problems rows of the notebook's cells: VS Code lists a cell's markers under the notebook's
+ * name (a row per cell); returns problems() rows whose file row names the notebook. */
+async function notebookProblems() {
+  return (await problems()).filter((p) => p.file && p.file.includes(NB_FILE));
 }
 
 /** How often the extension has started the server so far, from its output channel's log file. */
@@ -293,6 +345,130 @@ async function editUserSettings(find, line, check) {
     await page.keyboard.press("Escape");
     return false;
   }, 700);
+}
+
+/** Copies the notebook as VS Code saved it to VMEM_UI_CAPTURE/`name` (when run.sh was asked to). */
+function capture(name) {
+  if (!CAPTURE) return;
+  fs.copyFileSync(path.join(WS, NB_FILE), path.join(CAPTURE, name));
+  log(`captured VS Code's save of ${NB_FILE} as ${path.join(CAPTURE, name)}`);
+}
+
+
+/** The notebook (issue 19): opened in VS Code's own notebook editor, the compiler's VMEM001 in the
+ * kernel's cell on its BlockSpec lines (squiggles and Problems rows), saved once still overflowing
+ * (notebook didSave; VS Code's serializer writes the file), then the quick fix from the cell
+ * (Ctrl+. on the BlockSpec line) and a save that clears every VMEM problem of the notebook. */
+async function notebookSteps() {
+  step = `open ${NB_FILE} from the Explorer in the notebook editor`;
+  const original = fs.readFileSync(path.join(WS, NB_FILE), "utf8");
+  // The whole height for the notebook first: its list renders only the cells in view.
+  if (await page.locator(".markers-panel").first().isVisible().catch(() => false)) {
+    await page.keyboard.press("Control+J");   // View: Toggle Panel Visibility
+    await page.locator(".markers-panel").first().waitFor({ state: "hidden", timeout: 10000 });
+  }
+  await page.locator(".explorer-folders-view .monaco-list-row", { hasText: NB_FILE }).first().click();
+  await page.locator(".editor-group-container .tab.active", { hasText: NB_FILE }).first().waitFor({ timeout: 60000 });
+  await until(`the kernel's cell (cell ${NB_CELL + 1}) in the notebook editor`, 60, async () =>
+    (await visibleText(`${cellEditor(NB_CELL)} .view-lines`)).includes("pl.BlockSpec((n, m)"));
+  await screenshot("notebook-opened");
+
+  step = `VMEM001 squiggles on lines ${NB_LINES} of cell ${NB_CELL + 1} of ${NB_FILE}`;
+  const wantedAt = NB_LINES.map((line) => `cell ${NB_CELL + 1} line ${line}`);
+  await until(`error squiggles in ${NB_FILE}`, 180, async () => {
+    const text = (await statusText()) || "";
+    if (/not installed|crashed|stopped/.test(text)) fail(`the status bar says "${text}"`);
+    return (await notebookSquiggles()).length > 0;
+  });
+  const squiggles = await until(`error squiggles on ${wantedAt.join(", ")}`, 30, async () => {
+    const found = await notebookSquiggles();
+    const at = found.map((s) => `cell ${s.cell + 1} line ${s.line}`);
+    return wantedAt.every((w) => at.includes(w)) ? at : undefined;
+  });
+  log(`notebook squiggles: ${[...new Set(squiggles)].join(", ")}`);
+  // (The kernel's cell also has the compiler's total on its pallas_call and its example's line.)
+  const stray = squiggles.filter((at) => !at.startsWith(`cell ${NB_CELL + 1} `));
+  if (stray.length) fail(`error squiggles outside the kernel's cell: ${stray.join(", ")}`);
+
+  await screenshot("notebook-squiggles");
+
+  step = `an edit that keeps ${NB_FILE} overflowing, saved (VS Code's serializer writes the notebook)`;
+  if (!(await page.locator(".markers-panel").first().isVisible().catch(() => false))) {
+    await page.keyboard.press("Control+Shift+M");
+    await page.waitForSelector(".markers-panel", { timeout: 20000 });
+  }
+  const EDIT = "# saved by VS Code before the fix";
+  const importAt = await pointOf(7, "import pallas as pl", 1.0, 1);
+  await page.mouse.click(importAt.x + 4, importAt.y);
+  await page.keyboard.press("End");
+  await page.keyboard.press("Enter");
+  await page.keyboard.type(EDIT);
+  await until("the edit to show in cell 2", 10, async () => (await visibleText(`${cellEditor(1)} .view-lines`)).includes(EDIT));
+  const vmem001Rows = async () => {
+    const found = await notebookProblems();
+    if (found.length === 0) {   // the notebook's row may come collapsed (the panel was collapsed before): open it
+      const fileRow = page.locator('.markers-panel .monaco-list-row[aria-level="1"][aria-expanded="false"]', { hasText: NB_FILE }).first();
+      if (await fileRow.isVisible().catch(() => false)) await fileRow.locator(".monaco-tl-twistie").click();
+    }
+    return NB_LINES.every((line) => found.some((p) => p.code === "VMEM001" && p.line === line && p.text.includes("[compiler]")))
+      ? found : undefined;
+  };
+  await saveAndCompile(NB_FILE, EDIT, `the compiler's VMEM001 again on lines ${NB_LINES} of cell ${NB_CELL + 1}`, vmem001Rows);
+  const written = fs.readFileSync(path.join(WS, NB_FILE), "utf8");
+  const [was, now] = [cellSources(original), cellSources(written)];
+  if (was.length !== now.length || now.some((src, i) => i !== 1 && src !== was[i]) || !now[1].endsWith(`pallas as pl\n${EDIT}`)) {
+    fail(`VS Code's save changed more than cell 2: ${JSON.stringify(now)}`);
+  }
+  capture("vscode-written.ipynb");
+
+  step = `the Problems panel lists the compiler's VMEM001 on lines ${NB_LINES} under ${NB_FILE}`;
+  // Collapse the related information, as for copy_whole.py, so that every marker has a row in view.
+  const collapseAll = page.locator('.part.panel .action-label[aria-label^="Collapse All"]').first();
+  if (await collapseAll.isVisible().catch(() => false)) {
+    await collapseAll.click();
+    await page.locator(".markers-panel .monaco-list-row", { hasText: NB_FILE }).first().locator(".monaco-tl-twistie").click();
+  }
+  const rows = await until(`VMEM001 [compiler] rows for lines ${NB_LINES} under ${NB_FILE}`, 60, vmem001Rows);
+  for (const row of rows) log(`problem under "${row.fileRow}": ${row.text}`);
+  await screenshot("notebook-saved-problems");
+
+  // The Problems panel names the notebook only (code-server shows no cell there): its row of line
+  // 7 must lead to the kernel's cell, as a person finds it by clicking.
+  step = `the Problems row of line ${NB_LINES[0]} leads to cell ${NB_CELL + 1}`;
+  const cellCount = JSON.parse(written).cells.length;
+  await page.locator('.markers-panel .monaco-list-row[aria-level="2"]', { hasText: "VMEM001" })
+    .filter({ hasText: `[Ln ${NB_LINES[0]}, Col` }).first().click();
+  const cellStatus = await until(`the status bar to say "Cell ${NB_CELL + 1} of ${cellCount}"`, 20, async () => {
+    const text = await page.evaluate(() => [...document.querySelectorAll(".part.statusbar .statusbar-item")]
+      .map((item) => item.innerText.trim()).find((t) => /^Cell \d+ of \d+$/.test(t)));
+    return text === `Cell ${NB_CELL + 1} of ${cellCount}` ? text : undefined;
+  });
+  log(`the row of line ${NB_LINES[0]} selected "${cellStatus}"`);
+  await until(`the BlockSpec line of cell ${NB_CELL + 1} to be in view`, 10, async () => pointOf(NB_LINES[0], "(n, m)", 0.3, NB_CELL));
+  await screenshot("notebook-problem-row-to-cell");
+
+  step = `the quick fix from cell ${NB_CELL + 1}, line ${NB_LINES[0]} (Ctrl+.)`;
+  const fixTitle = await quickFixOffered(NB_LINES[0], "(n, m)", /Split the array into blocks of .* rows with a grid.*compiler-verified/, 240, NB_CELL);
+  log(`quick fix offered in the cell: "${fixTitle}"`);
+  await screenshot("notebook-quick-fix-menu");
+  await applyQuickFix(fixTitle, "grid=", `${cellEditor(NB_CELL)} .view-lines`);
+  await screenshot("notebook-fix-applied");
+
+  step = `save ${NB_FILE} and wait for the compiler's verdict`;
+  await saveAndCompile(NB_FILE, "grid=", `no VMEM problems under ${NB_FILE} in the Problems panel`, async () =>
+    (await notebookProblems()).length === 0 && (await notebookSquiggles()).length === 0);
+  const fixed = cellSources(fs.readFileSync(path.join(WS, NB_FILE), "utf8"));
+  if (fixed.some((src, i) => i !== NB_CELL && src !== now[i]) || !fixed[NB_CELL].includes("grid=")) {
+    fail(`the quick fix did not edit cell ${NB_CELL + 1} alone: ${JSON.stringify(fixed)}`);
+  }
+  capture("vscode-fixed.ipynb");
+  await sleep(1500);   // let the squiggles fade out for the screenshot
+  await screenshot("notebook-saved-no-problems");
+  if ((await notebookSquiggles()).length) fail(`an error squiggle is still shown in ${NB_FILE} after the fix`);
+
+  // Close it: the later steps count the compiles of copy_whole.py alone.
+  await page.locator(".editor-group-container .tab.active", { hasText: NB_FILE }).first().locator(".tab-actions .action-label").first().click();
+  await page.locator(".editor-group-container .tab", { hasText: NB_FILE }).first().waitFor({ state: "detached", timeout: 10000 });
 }
 
 // ---- the test ------------------------------------------------------------------------------------
@@ -429,6 +605,8 @@ async function main() {
     // Close it (the later steps count the compiles of copy_whole.py alone) and go back to the kernel.
     await page.locator(".editor-group-container .tab.active", { hasText: TILE_FILE }).first().locator(".tab-actions .action-label").first().click();
     await page.locator(".editor-group-container .tab", { hasText: TILE_FILE }).first().waitFor({ state: "detached", timeout: 10000 });
+
+    await notebookSteps();
     await openFromExplorer(FILE, "pl.BlockSpec");
 
     step = 'command "VMEM: Show output"';

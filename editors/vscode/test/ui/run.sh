@@ -7,13 +7,20 @@
 #    ignored): Debian chromium, Node 24 and code-server from the npm registry, playwright-core;
 # 2. builds the .vsix (npm ci when package-lock.json changed, then npm run package);
 # 3. makes a fresh workspace with copies of examples/copy_whole.py and
-#    tests/data/kernels/untileable.py and a pyproject.toml that asks for v6e, and user settings
+#    tests/data/kernels/untileable.py, copy_whole.ipynb (copy_whole.py cut into cells by
+#    tests/notebooks.py's write_notebook, with nbformat: it must be installed in $VMEM_PYTHON)
+#    and a pyproject.toml that asks for v6e, and user settings
 #    with vmemLsp.interpreter = $VMEM_PYTHON
 #    (default: <repo>/.venv/bin/python, which must have vmem_lsp installed);
 # 4. installs the .vsix into a fresh code-server on a free port of 127.0.0.1;
 # 5. runs e2e.js (playwright-core): squiggles, Problems, hover, quick fix, save, status bar, a
-#    block-shape compile error (VMEM030) and its fix, output, and the "not installed" path.
-#    Screenshots go to test/ui/output/.
+#    block-shape compile error (VMEM030) and its fix, the notebook (squiggle and Problems row in its
+#    kernel's cell, a save, the quick fix from the cell, the save that clears it), output, and the
+#    "not installed" path. Screenshots go to test/ui/output/.
+#
+# VMEM_UI_CAPTURE=DIR copies the notebook as VS Code's serializer saved it into DIR:
+# vscode-written.ipynb (saved after an edit that keeps it overflowing, before the fix) and
+# vscode-fixed.ipynb (saved after the quick fix). tests/data/notebooks/ holds such a capture.
 #
 # Exits non-zero on any failure; code-server and everything it started are killed on exit.
 # Reaches only Debian's packages and the npm registry (on a cold cache).
@@ -24,6 +31,10 @@ REPO=$(cd "$EXT/../.." && pwd)
 CACHE=${VMEM_UI_CACHE:-$REPO/build/ui-cache}
 PYTHON=${VMEM_PYTHON:-$REPO/.venv/bin/python}
 OUT=$HERE/output
+CAPTURE=""
+if [ -n "${VMEM_UI_CAPTURE:-}" ]; then   # (resolved here, before any cd)
+  mkdir -p "$VMEM_UI_CAPTURE" && CAPTURE=$(cd "$VMEM_UI_CAPTURE" && pwd)
+fi
 RUN=$CACHE/run
 T0=$(date +%s)
 say() { echo "== ui $(date +%T) (+$(( $(date +%s) - T0 )) s) $*"; }
@@ -59,6 +70,10 @@ rm -rf "$RUN" "$OUT"
 mkdir -p "$RUN/ws" "$RUN/user-data/User" "$RUN/extensions" "$OUT"
 cp "$REPO/examples/copy_whole.py" "$RUN/ws/"
 cp "$REPO/tests/data/kernels/untileable.py" "$RUN/ws/"   # a block shape the TPU cannot tile (VMEM030)
+# The seed's overflow as a Jupyter notebook: copy_whole.py cut into cells, written by nbformat.
+(cd "$REPO/tests" && "$PYTHON" -c 'import sys; from pathlib import Path; from notebooks import write_notebook
+write_notebook([Path(sys.argv[1])], Path(sys.argv[2]))' "$REPO/examples/copy_whole.py" "$RUN/ws/copy_whole.ipynb") \
+  || die "writing copy_whole.ipynb failed (is nbformat installed in $PYTHON?)"
 printf '[tool.vmem-lsp]\ntargets = ["v6e"]\n' > "$RUN/ws/pyproject.toml"
 SETTINGS=$RUN/user-data/User/settings.json
 cat > "$SETTINGS" <<EOF
@@ -73,9 +88,11 @@ cat > "$SETTINGS" <<EOF
   "extensions.ignoreRecommendations": true,
   "files.autoSave": "off",
   "git.enabled": false,
+  "notebook.lineNumbers": "on",
   "security.workspace.trust.enabled": false,
   "telemetry.telemetryLevel": "off",
   "update.mode": "none",
+  "workbench.editorAssociations": { "*.ipynb": "jupyter-notebook" },
   "workbench.enableExperiments": false,
   "workbench.secondarySideBar.defaultVisibility": "hidden",
   "workbench.startupEditor": "none",
@@ -151,7 +168,7 @@ curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || die "code-server did not
 say "running e2e.js"
 set +e
 VMEM_UI_URL="http://127.0.0.1:$PORT/?folder=$RUN/ws" VMEM_UI_WS="$RUN/ws" VMEM_UI_OUT="$OUT" \
-  VMEM_UI_SETTINGS="$SETTINGS" VMEM_UI_BAD_PYTHON="$BAD_PYTHON" NODE_PATH="$TOOLS_MODULES" "$NODE_DIR/bin/node" "$HERE/e2e.js" &
+  VMEM_UI_SETTINGS="$SETTINGS" VMEM_UI_BAD_PYTHON="$BAD_PYTHON" VMEM_UI_CAPTURE="$CAPTURE" NODE_PATH="$TOOLS_MODULES" "$NODE_DIR/bin/node" "$HERE/e2e.js" &
 E2E_PID=$!
 wait "$E2E_PID"
 rc=$?
@@ -163,3 +180,6 @@ if [ "$rc" != 0 ]; then
   die "e2e.js failed (exit $rc); screenshots in $OUT, code-server's log in $RUN/code-server.log"
 fi
 say "PASS (screenshots in $OUT)"
+if [ -n "$CAPTURE" ]; then
+  say "VS Code's saves of the notebook in $CAPTURE: $(cd "$CAPTURE" && ls vscode-*.ipynb | tr '\n' ' ')"
+fi
