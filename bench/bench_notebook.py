@@ -12,11 +12,13 @@ inside the server. The `# vmem:` directives of examples/ are left out: with
 no example to compile, the static tier puts VMEM020 on every pallas_call at
 once (no compiler needed), so cells across the notebook show diagnostics.
 
-Each run starts a server (debounce 0, no compile), opens the document, and
-makes the same N single-character edits (a space at the end of a random
+Each round starts two servers (debounce 0, no compile), one with the file
+open, one with the notebook, and makes the same N single-character edits (a space at the end of a random
 non-empty line of a random code cell, magics left alone; one seed for both):
 notebookDocument/didChange with the cell's text change, or
-textDocument/didChange on the same module line. Two times per edit, from
+textDocument/didChange on the same module line. The edits alternate between
+the two (one at a time, the first of each pair alternating too), so that the
+load of a shared machine falls on both alike. Two times per edit, from
 sending the change:
   - "edited": to the publishDiagnostics of the edited URI (the cell, or the
     file) at its new version, when the server sends one;
@@ -160,6 +162,27 @@ class Publishes:
         return (None if edited is None else (edited - sent) * 1000), (burst[-1][0] - sent) * 1000, len(burst)
 
 
+class Turns:
+    """The two sessions' edits interleaved, one at a time: edit k goes to the file
+    first when k is even, to the notebook first when odd, so that a change of the
+    machine's load falls on both alike."""
+
+    def __init__(self):
+        self.done = 0           # edits made, both sessions counted
+        self.changed = asyncio.Condition()
+
+    async def mine(self, name: str, k: int) -> None:
+        order = ("file", "notebook") if k % 2 == 0 else ("notebook", "file")
+        position = 2 * k + order.index(name)
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.done == position)
+
+    async def over(self) -> None:
+        async with self.changed:
+            self.done += 1
+            self.changed.notify_all()
+
+
 @asynccontextmanager
 async def server(work: Path, capabilities, profile: Path | None):
     client = make_test_lsp_client()
@@ -174,7 +197,7 @@ async def server(work: Path, capabilities, profile: Path | None):
         await client.shutdown_session()
 
 
-async def run_file(work: Path, text: str, module, planned, quiet: float, profile: Path | None) -> list:
+async def run_file(work: Path, text: str, module, planned, quiet: float, profile: Path | None, turns: Turns) -> list:
     path = work / "notebook_as_file.py"
     path.write_text(text)
     uri, version = path.as_uri(), 1
@@ -186,7 +209,8 @@ async def run_file(work: Path, text: str, module, planned, quiet: float, profile
         await wait_for(lambda: publishes.seen, timeout=60, what="the first publish")
         await asyncio.sleep(0.5)
         times = []
-        for cell, line in planned:
+        for k, (cell, line) in enumerate(planned):
+            await turns.mine("file", k)
             at = module.cells[cell].first_line - 1 + line
             col = utf16(lines[at])
             lines[at] += " "
@@ -197,13 +221,14 @@ async def run_file(work: Path, text: str, module, planned, quiet: float, profile
                 [types.TextDocumentContentChangePartial(
                     range=types.Range(types.Position(at, col), types.Position(at, col)), text=" ")]))
             times.append(await publishes.after(sent, index, uri, version, quiet))
+            await turns.over()
         shown = sum(n for _, u, _, n in publishes.seen[-1:])
         print(f"  file: {shown} diagnostics shown at the end")
     return times
 
 
 async def run_notebook(work: Path, cells: list[tuple[str, str]], module, planned, quiet: float,
-                       profile: Path | None) -> list:
+                       profile: Path | None, turns: Turns) -> list:
     path = work / "notebook.ipynb"
     nbformat.write(new_notebook(cells=[new_code_cell(s) if k == "code" else new_markdown_cell(s) for k, s in cells]),
                    str(path))
@@ -223,7 +248,8 @@ async def run_notebook(work: Path, cells: list[tuple[str, str]], module, planned
         await wait_for(lambda: publishes.seen, timeout=60, what="the first publish")
         await asyncio.sleep(0.5)
         times = []
-        for cell, line in planned:
+        for k, (cell, line) in enumerate(planned):
+            await turns.mine("notebook", k)
             uri = code_uris[cell]
             lines = texts[uri].split("\n")
             col = utf16(lines[line])
@@ -240,6 +266,7 @@ async def run_notebook(work: Path, cells: list[tuple[str, str]], module, planned
                         [types.TextDocumentContentChangePartial(
                             types.Range(types.Position(line, col), types.Position(line, col)), " ")])]))))
             times.append(await publishes.after(sent, index, uri, versions[uri], quiet))
+            await turns.over()
         shown = sum(len(d) for u, d in client.diagnostics.items() if u in texts)
         print(f"  notebook: {shown} diagnostics shown at the end, on "
               f"{sum(1 for u, d in client.diagnostics.items() if u in texts and d)} cells")
@@ -283,7 +310,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--edits", type=int, default=200)
     parser.add_argument("--cells", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=1, help="file then notebook, this many times")
+    parser.add_argument("--rounds", type=int, default=1, help="this many rounds of N edits to each")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", type=float, default=0.1, help="seconds without a publish that end a burst")
     parser.add_argument("--profile", type=Path, help="a folder: run the servers under cProfile, print the top")
@@ -296,14 +323,16 @@ async def main() -> None:
           f"module {len(module.module.splitlines())} lines; {args.edits} edits, seed {args.seed}, debounce 0")
     results: dict[str, list] = {"file": [], "notebook": []}
     for round_ in range(args.rounds):
-        for name, run in (("file", run_file), ("notebook", run_notebook)):
-            profile = args.profile / f"{name}{round_}.prof" if args.profile else None
-            with tempfile.TemporaryDirectory() as work:
-                if name == "file":
-                    times = await run_file(Path(work), module.module, module, planned, args.quiet, profile)
-                else:
-                    times = await run_notebook(Path(work), cells, module, planned, args.quiet, profile)
-            results[name].extend(times)
+        profiles = {name: args.profile / f"{name}{round_}.prof" if args.profile else None
+                    for name in ("file", "notebook")}
+        turns = Turns()
+        with tempfile.TemporaryDirectory() as file_work, tempfile.TemporaryDirectory() as notebook_work:
+            file, notebook = await asyncio.gather(
+                run_file(Path(file_work), module.module, module, planned, args.quiet, profiles["file"], turns),
+                run_notebook(Path(notebook_work), cells, module, planned, args.quiet, profiles["notebook"], turns))
+        results["file"].extend(file)
+        results["notebook"].extend(notebook)
+        for profile in profiles.values():
             if profile is not None:
                 await asyncio.sleep(1)
                 if profile.exists():
