@@ -42,11 +42,19 @@ def call_at(text: str, line: int, col: int | None) -> tuple[Span, Span | None] |
 
 
 @functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=4)
+def _lines(text: str) -> tuple[str, ...]:
+    """A text's lines, split once for all its sites: VMEM020 asks for every
+    pallas_call of a file on each keystroke (a str keeps its hash, so a repeat
+    costs a lookup)."""
+    return tuple(split_lines(text))
+
+
 def kernel_name(text: str, span: Span) -> str | None:
     """The kernel a `pallas_call(kernel, ...)` at `span` is given, by name:
     `matmul_kernel`, also through `functools.partial(matmul_kernel, bm=bm)`;
     None when it is not written as a name."""
-    lines = split_lines(text)
+    lines = _lines(text)
     if not 0 < span.start_line <= span.end_line <= len(lines):
         return None
     if span.start_line == span.end_line:
