@@ -1,0 +1,53 @@
+"""`vmem_lsp.fits(..., compile=False)`: the layout model's verdict per config,
+after the first trace of the function (issue 20's target: a median under 5 ms).
+
+    .venv/bin/python bench/bench_fits.py [--configs 64]
+
+Asks for the bundled matmul on v6e with a different (bm, bk, bn) each time, so
+that no answer is a repeat; the first call (which starts the worker and imports
+jax and the module) is timed apart.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import vmem_lsp  # noqa: E402
+from matmul import matmul  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", type=int, default=64)
+    args = parser.parse_args()
+    x = jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16)
+    sizes = (128, 256, 512, 1024, 2048, 4096, 8192)
+    configs = list(itertools.islice(itertools.product(sizes, sizes, sizes), args.configs + 1))
+    started = time.perf_counter()
+    vmem_lsp.fits(matmul, x, x, target="v6e", compile=False, bm=configs[0][0], bk=configs[0][1], bn=configs[0][2])
+    first = time.perf_counter() - started
+    times = []
+    for bm, bk, bn in configs[1:]:
+        started = time.perf_counter()
+        vmem_lsp.fits(matmul, x, x, target="v6e", compile=False, bm=bm, bk=bk, bn=bn)
+        times.append(time.perf_counter() - started)
+    times.sort()
+    print(f"first call (worker start, jax import, first trace): {first:.2f} s")
+    print(f"{len(times)} configs after it: median {1000 * statistics.median(times):.2f} ms, "
+          f"p90 {1000 * times[int(0.9 * (len(times) - 1))]:.2f} ms, max {1000 * times[-1]:.2f} ms "
+          f"(load average {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
