@@ -105,17 +105,25 @@ def scaled(x):
 '''
 
 
-def test_a_block_named_by_its_path_after_a_tuple_of_prefetch_arrays_lands_on_its_blockspec(tmp_path):
-    path = tmp_path / "prefetch_tuple.py"
-    path.write_text(PREFETCH_TUPLE)
+def assert_block_error_on_spec(tmp_path, name: str, kernel: str, says: str, spec: str, message: str) -> None:
+    """The VMEM030 of `kernel` (checked on v5e) quotes `says`, and lands on the
+    directive and on the BlockSpec line holding `spec`, whose message starts with `message`."""
+    path = tmp_path / name
+    path.write_text(kernel)
     done, report = run_json("check", str(path), "--target", "v5e", "--cache-dir", str(tmp_path / "c"))
     assert done.returncode == 1
     errors = [d for d in report["diagnostics"] if d["code"] == "VMEM030"]
-    assert "Block spec for args[1]" in errors[0]["facts"]["text"], errors[0]["facts"]["text"]
-    spec_line = line_of(path, "in_specs=[pl.BlockSpec((100, 100)")
+    assert says in errors[0]["facts"]["text"], errors[0]["facts"]["text"]
+    spec_line = line_of(path, spec)
     assert sorted(d["range"]["start_line"] for d in errors) == [line_of(path, "# vmem:"), spec_line], errors
     [at_spec] = [d for d in errors if d["range"]["start_line"] == spec_line]
-    assert at_spec["message"].startswith("input 0 block (100, 100) of f32[1000,1000] does not tile"), at_spec
+    assert at_spec["message"].startswith(message), at_spec
+
+
+def test_a_block_named_by_its_path_after_a_tuple_of_prefetch_arrays_lands_on_its_blockspec(tmp_path):
+    assert_block_error_on_spec(tmp_path, "prefetch_tuple.py", PREFETCH_TUPLE, "Block spec for args[1]",
+                               "in_specs=[pl.BlockSpec((100, 100)",
+                               "input 0 block (100, 100) of f32[1000,1000] does not tile")
 
 
 # Mosaic's "Failed to set window params for input N" counts the windows, the blocked inputs:
@@ -151,16 +159,8 @@ def copy_rows(y, x):
 
 
 def test_a_window_mosaic_numbers_after_a_prefetch_operand_lands_on_its_blockspec(tmp_path):
-    path = tmp_path / "prefetch_mosaic.py"
-    path.write_text(PREFETCH_MOSAIC)
-    done, report = run_json("check", str(path), "--target", "v5e", "--cache-dir", str(tmp_path / "c"))
-    assert done.returncode == 1
-    errors = [d for d in report["diagnostics"] if d["code"] == "VMEM030"]
-    assert "Failed to set window params for input 1" in errors[0]["facts"]["text"], errors[0]["facts"]["text"]
-    spec_line = line_of(path, "x_spec = pl.BlockSpec(")
-    assert sorted(d["range"]["start_line"] for d in errors) == [line_of(path, "# vmem:"), spec_line], errors
-    [at_spec] = [d for d in errors if d["range"]["start_line"] == spec_line]
-    assert at_spec["message"].startswith("input 1 block (8, 256) of s8[64,256] does not tile"), at_spec
+    assert_block_error_on_spec(tmp_path, "prefetch_mosaic.py", PREFETCH_MOSAIC, "Failed to set window params for input 1",
+                               "x_spec = pl.BlockSpec(", "input 1 block (8, 256) of s8[64,256] does not tile")
 
 
 @pytest.mark.asyncio
