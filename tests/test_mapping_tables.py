@@ -225,6 +225,29 @@ def test_an_edited_block_shape_is_estimated_from_the_last_compile():
     assert "layout model estimate, save to compile" in marked[0].message
 
 
+def test_an_edit_that_keeps_names_is_estimated_with_the_values_the_compile_showed():
+    """The compile saw `(n, 4096)` as (8, 4096) and no grid; the quick fix a user
+    applies writes `(256, m)`-style blocks and `grid=(n // 256,)`: the estimate
+    reads n and m from the compile (bare names it showed), not the stale windows."""
+    from vmem_lsp import views
+    from vmem_lsp.engine import analyse
+    from vmem_lsp.source.locate import locate
+    whole = SOURCE.replace("        grid=(x.shape[0] // n,),\n", "").replace("(n, 4096)", "(n, m)").replace(
+        "def copy(x, n: int = 8):", "def copy(x, n: int = 8, m: int = 4096):")
+    sources_then = SourceFiles(overlay=lambda path: whole if path == PATH else None)
+    taught = replace(call(report(TWIN), rows=4096, scratch=()), grid=())
+    learned = views.learn([ExampleResult("v6e", None, (taught,))], sources_then.sites_of)
+    [known] = learned.known.values()
+    assert known.names == {"n": 4096, "m": 4096}
+    fixed = whole.replace("(n, m), lambda i: (i, 0)", "(256, m), lambda i: (i, 0)").replace(
+        "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),", "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+        "        grid=(n // 256,),")
+    analysis = analyse(PATH, 2, fixed, ("v6e",), learned.known, 0.10, locate)
+    [(key, by_target)] = analysis.budgets.items()
+    windows = [p for p in by_target["v6e"].parts if p.kind.endswith("_window")]
+    assert [p.bytes for p in windows] == [2 * 256 * 4096 * 4] * 2      # (256, 4096) f32, double-buffered over 16 steps
+
+
 def test_the_estimate_while_typing_says_when_it_is_only_a_lower_bound():
     """The compile taught a kernel whose body computes an f32 dot result the
     model cannot place; typed blocks that fit by the windows alone, but not

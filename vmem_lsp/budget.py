@@ -99,18 +99,22 @@ class KnownKernel:
     call: CapturedCall
     spec_ordinals: dict = field(default_factory=dict)      # (role, index) -> position in the site's spec tuple
     internal: dict = field(default_factory=dict)           # target -> compiler-internal bytes last seen
+    names: dict = field(default_factory=dict)              # name -> the value it had in the compiled block shapes and grid
 
 
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
               ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.LShift: operator.lshift}
 
 
-def literal_int(node: ast.AST) -> int | None:
-    """An integer written with literals and + - * // ** <<, e.g. 64 * 1024 * 1024."""
+def literal_int(node: ast.AST, names: dict | None = None) -> int | None:
+    """An integer written with literals and + - * // ** <<, e.g. 64 * 1024 * 1024;
+    with `names`, also those names (`n // 256`, where the last compile showed n)."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
+    if isinstance(node, ast.Name) and names and node.id in names:
+        return names[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        left, right = literal_int(node.left), literal_int(node.right)
+        left, right = literal_int(node.left, names), literal_int(node.right, names)
         if left is not None and right is not None and abs(right) < 4096:
             try:
                 return _OPERATORS[type(node.op)](left, right)
@@ -119,22 +123,29 @@ def literal_int(node: ast.AST) -> int | None:
     return None
 
 
-def literal_shape(expr: Expr | None) -> tuple[int, ...] | None:
-    """The dims of a block shape written as literals, e.g. (512, 1024); None dims count 1."""
+def shape_elements(expr: Expr | None) -> list[ast.AST] | None:
+    """The elements of a tuple or list written at `expr`, parsed; None for anything else."""
     if expr is None:
         return None
     try:
         node = parse_quietly(expr.text.strip(), mode="eval").body
     except SyntaxError:
         return None
-    if not isinstance(node, (ast.Tuple, ast.List)):
+    return list(node.elts) if isinstance(node, (ast.Tuple, ast.List)) else None
+
+
+def literal_shape(expr: Expr | None, names: dict | None = None) -> tuple[int, ...] | None:
+    """The dims of a block shape written as literals, e.g. (512, 1024), or with
+    names whose values are known; None dims count 1."""
+    elements = shape_elements(expr)
+    if elements is None:
         return None
     dims = []
-    for element in node.elts:
+    for element in elements:
         if isinstance(element, ast.Constant) and element.value is None:
             dims.append(1)
             continue
-        value = literal_int(element)
+        value = literal_int(element, names)
         if value is None or value <= 0:
             return None
         dims.append(value)
@@ -150,12 +161,31 @@ def literal_limit(site: KernelSite) -> int | None:
         return None
 
 
+def names_shown(call: CapturedCall, site: KernelSite, ordinals: dict) -> dict:
+    """name -> value for each bare name the compiled site wrote as a block
+    dimension or a grid count (`pl.BlockSpec((n, m), ...)` compiled as
+    (4096, 4096)): what lets an estimate read `(256, m)` or `grid=(n // 256,)`
+    typed since. A name seen with two values is dropped."""
+    seen: dict = {}
+    written = [((site.in_specs if op.role == "in" else site.out_specs)[ordinals[(op.role, op.index)]].block_shape,
+                op.block_shape) for op in call.operands if (op.role, op.index) in ordinals and op.block_shape]
+    written.append((site.grid, call.grid))
+    for expr, values in written:
+        elements = shape_elements(expr)
+        if elements is None or values is None or len(elements) != len(values):
+            continue
+        for element, value in zip(elements, values):
+            if isinstance(element, ast.Name) and value and value > 0:
+                seen.setdefault(element.id, set()).add(value)
+    return {name: values.pop() for name, values in seen.items() if len(values) == 1}
+
+
 def _edited(op: Operand, site: KernelSite, known: KnownKernel) -> Operand:
     ordinal = known.spec_ordinals.get((op.role, op.index))
     specs = site.in_specs if op.role == "in" else site.out_specs
     if ordinal is None or ordinal >= len(specs):
         return op
-    shape = literal_shape(specs[ordinal].block_shape)
+    shape = literal_shape(specs[ordinal].block_shape, known.names)
     if shape is None or op.block_shape is None or len(shape) != len(op.block_shape):
         return op
     buffers = specs[ordinal].buffer_count or op.buffer_count
@@ -169,7 +199,9 @@ def estimate(site: KernelSite, known: KnownKernel, target_name: str) -> Budget:
     call = known.call
     operands = tuple(_edited(op, site, known) for op in call.operands)
     limit = literal_limit(site) or call.vmem_limit_bytes
-    edited = CapturedCall(**{**vars(call), "operands": operands, "vmem_limit_bytes": limit})
+    grid = literal_shape(site.grid, known.names) if site.grid is not None else None
+    edited = CapturedCall(**{**vars(call), "operands": operands, "vmem_limit_bytes": limit,
+                             "grid": grid if grid is not None else call.grid})
     parts = [part_for_cost(c) for c in layout.window_costs(edited, target.name)]
     internal = known.internal.get(target.name)
     label = "compiler-internal (last compile)"

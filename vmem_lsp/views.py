@@ -58,7 +58,8 @@ def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
             previous = learned.known.get(key)
             internal = dict(previous.internal) if previous else {}
             internal.update({result.target: p.bytes for p in compiled.parts if p.kind == "internal"})
-            learned.known[key] = KnownKernel(call, spec_ordinals(call, site), internal)
+            ordinals = spec_ordinals(call, site)
+            learned.known[key] = KnownKernel(call, ordinals, internal, budgets.names_shown(call, site, ordinals))
     return learned
 
 
