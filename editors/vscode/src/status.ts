@@ -11,6 +11,8 @@ export interface StatusParams {
   done?: number;
   total?: number;
   targets?: string[];
+  /** Errors of vmem-lsp itself (never of the user's files) since the server started. */
+  internalErrors?: number;
 }
 
 export class StatusItem implements vscode.Disposable {
@@ -88,6 +90,15 @@ export class StatusItem implements vscode.Disposable {
       case "ready":
         if (this.noCompiler !== undefined) {
           this.show("VMEM no compiler: estimates only", `${this.noCompiler}\n${message}`, "vmemLsp.showOutput", "warning");
+        } else if ((params.internalErrors ?? 0) > 0) {
+          const count = params.internalErrors ?? 0;
+          this.show(
+            `VMEM ready $(bug) ${count}`,
+            `${message}\nvmem-lsp hit ${count} internal error${count === 1 ? "" : "s"} (its own bugs, not your ` +
+              "files'); what was checked is still shown. Click for the log, and please report it.",
+            "vmemLsp.showOutput",
+            "warning",
+          );
         } else {
           this.show(targets.length > 0 ? `VMEM ready · ${targets.join(", ")}` : "VMEM ready", message, "vmemLsp.showOutput");
         }
