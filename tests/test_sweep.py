@@ -103,15 +103,29 @@ def test_a_plot_is_drawn_with_matplotlib(tmp_path):
     assert (tmp_path / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("call, says", [
-    (f"matmul({ARGS}, bz=[1, 2])", "takes no parameter 'bz'"),
-    (f"matmul({ARGS}, bm=[])", "empty list"),
-])
-def test_a_bad_sweep_is_refused_before_any_compile(tmp_path, call, says):
-    done = run_cli("sweep", f"{MATMUL}:{call}", "--target", "v5e", "--cache-dir", str(tmp_path))
-    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
-    compiled = [p for p in tmp_path.rglob("*.json") if json.loads(p.read_text()).get("request", {}).get("compile")]
-    assert compiled == []
+def cached(folder, spec: str, config: dict, compile: bool):
+    """The cache's answer to the request `sweep` makes for one config on v5e, or None."""
+    import dataclasses
+    from vmem_lsp.compile.cache import ResultCache
+    from vmem_lsp.config import load_settings
+    from vmem_lsp.engine import request_for
+    settings = dataclasses.replace(load_settings(str(ROOT)), cache_dir=str(folder))
+    request = request_for(parse_spec(spec).example_for(config), "v5e", settings)
+    return ResultCache(str(folder)).get(dataclasses.replace(request, compile=compile))
+
+
+def test_an_unknown_parameter_is_refused_after_the_traces_and_before_any_compile(tmp_path):
+    spec = f"{MATMUL}:matmul({ARGS}, bz=[1, 2])"
+    done = run_cli("sweep", spec, "--target", "v5e", "--cache-dir", str(tmp_path))
+    assert done.returncode == 2 and "takes no parameter 'bz'" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert cached(tmp_path, spec, {"bz": 1}, compile=False) is not None       # traced: that is how it knows
+    assert cached(tmp_path, spec, {"bz": 1}, compile=True) is None and cached(tmp_path, spec, {"bz": 2}, compile=True) is None
+
+
+def test_an_empty_axis_is_refused_before_anything_runs(tmp_path):
+    done = run_cli("sweep", f"{MATMUL}:matmul({ARGS}, bm=[])", "--target", "v5e", "--cache-dir", str(tmp_path))
+    assert done.returncode == 2 and "empty list" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
 
 
 def test_check_leaves_a_sweep_directive_to_sweep_and_sweep_runs_it(tmp_path):
