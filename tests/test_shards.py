@@ -275,3 +275,15 @@ def test_merge_refuses_a_malformed_report(two):
     cut = {**runs[0][1], "shard": {k: v for k, v in runs[0][1]["shard"].items() if k != "covered"}}
     (folder / "cut.json").write_text(json.dumps(cut))
     refused([folder / "cut.json", runs[1][2]], "a shard report is malformed")
+
+
+def test_a_shard_that_reaches_two_kernels_of_one_file_writes_its_report(tmp_path):
+    """Found by bench/bench_shards.py: the reached sites of one file were sorted
+    as [path, dict] pairs, and two in one file made every such shard exit 2."""
+    kernels = Path(__file__).parent / "data" / "kernels" / "pytree_specs.py"
+    out = tmp_path / "shard.json"
+    done = run_cli("check", str(kernels), "--target", "v6e", "--no-compile", "--format", "json", "-o", str(out),
+                   "--shard", "1/1", "--cache-dir", str(tmp_path / "c"))
+    assert done.returncode in (0, 1), done.stderr
+    covered = json.loads(out.read_text())["shard"]["covered"]
+    assert len({tuple(sorted(span.items())) for path, span in covered if path.endswith("pytree_specs.py")}) >= 2

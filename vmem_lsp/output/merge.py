@@ -67,7 +67,8 @@ def shard_dict(work: ShardWork, targets: list[str]) -> dict:
         "parts": [part_dict(d) for d in work.parts],
         "compiled": [[key.path, key.line, call, target]
                      for (key, call), chips in sorted(work.compiled.items()) for target in sorted(chips)],
-        "covered": sorted([path, dataclasses.asdict(span)] for path, span in work.covered),
+        "covered": [[path, dataclasses.asdict(span)]           # sorted before the spans become dicts
+                    for path, span in sorted(work.covered, key=lambda c: (c[0], dataclasses.astuple(c[1])))],
         "unknown": sorted(work.unknown),
         "internal_errors": work.internal_errors,
     }
