@@ -118,7 +118,7 @@ def fits(fn, *args, target: str = "v6e", compile: bool = True, **kwargs) -> Verd
     from . import budget as budgets
     from .config import parse_targets
     from .engine import request_for
-    from .sweep.decide import Config, compiled_verdict
+    from .sweep.decide import Config, compiled_verdict, tightest
     (target,) = parse_targets(target)
     engine = ENGINE.ready()
     example = example_for(fn, args, kwargs)
@@ -135,7 +135,7 @@ def fits(fn, *args, target: str = "v6e", compile: bool = True, **kwargs) -> Verd
         return Verdict(v.fits, v.used, v.limit, parts, v.decided_by, target, v.error)
     if result.error or not result.calls:
         return Verdict(None, None, None, (), "error", target, result.error or "the call reaches no pallas_call")
-    worst = max((budgets.from_compile(c, None, target) for c in result.calls), key=lambda b: b.total / max(b.limit, 1))
+    worst = tightest(budgets.from_compile(c, None, target) for c in result.calls)
     return Verdict(worst.total <= worst.limit, worst.total, worst.limit, parts, "model", target)
 
 

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+from ..cli import EXIT_ERROR, EXIT_FOUND, EXIT_OK, emit
 
 
 def add_parser(commands) -> None:
@@ -108,16 +108,8 @@ def run(args) -> int:
             except RuntimeError as error:
                 print(f"vmem-lsp sweep: {error}", file=sys.stderr)
                 code = EXIT_ERROR
-    write(args, "\n".join(rendered))
+    emit("\n".join(rendered), args.output)
     return code
-
-
-def write(args, text: str) -> None:
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
 
 
 def run_table(args, settings) -> int:
@@ -156,7 +148,7 @@ def run_table(args, settings) -> int:
                 code = EXIT_FOUND
     finally:
         worker.stop()
-    write(args, json.dumps(rows, indent=2) + "\n" if args.format == "json" else table_text(rows))
+    emit(json.dumps(rows, indent=2) + "\n" if args.format == "json" else table_text(rows), args.output)
     return code
 
 

@@ -84,11 +84,16 @@ def costs_of(call: CapturedCall, target: str) -> tuple:
     return tuple(sorted((c.kind, c.index, c.bytes) for c in layout.window_costs(call, target)))
 
 
+def tightest(budgets_) -> "budgets.Budget":
+    """Of a config's kernels, the one nearest its limit (or furthest over): the config's figure."""
+    return max(budgets_, key=lambda b: b.total / max(b.limit, 1))
+
+
 def size_up(item: Config) -> None:
     """The model's total, limit and verdict for a traced config."""
     calls = item.traced.calls
     budgets_ = [budgets.from_compile(c, None, item.target) for c in calls]
-    worst = max(budgets_, key=lambda b: b.total / max(b.limit, 1))
+    worst = tightest(budgets_)
     item.model_total, item.model_limit = worst.total, worst.limit
     item.costs = tuple((c.name, costs_of(c, item.target)) for c in calls)
     says = [None if not legal_blocks(c) else model_decides(b.total, exact_bytes(b), b.limit,
@@ -132,8 +137,7 @@ def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
                        error=result.error)
     failing = [c for c in result.calls if not c.fits]
     if not failing:
-        used = [budgets.from_compile(c, None, item.target) for c in result.calls]
-        worst = max(used, key=lambda b: b.total / max(b.limit, 1))
+        worst = tightest(budgets.from_compile(c, None, item.target) for c in result.calls)
         return Verdict(item.config, item.target, True, worst.total, worst.limit, "compiler", "compiled")
     reports = [(c, parse_report(c.compiler_text or "")) for c in failing]
     vmem = [(c, r) for c, r in reports if r.form in VMEM_FORMS]

@@ -54,7 +54,7 @@ def run_sweep(sweep: Sweep, settings: Settings, *, budget: int | None = None, us
     outcome = SweepOutcome(sweep)
     cache = ResultCache(settings.cache_folder(), enabled=use_cache)
     own = worker is None
-    worker = worker or make_workers(dataclasses.replace(settings, jobs=settings.jobs))
+    worker = worker or make_workers(settings)
     lanes = getattr(worker, "size", 1)
 
     def run(request) -> ExampleResult:
