@@ -13,7 +13,8 @@ EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vmem-lsp", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"vmem-lsp {__version__}")
+    parser.add_argument("--version", action=VersionAction, nargs=0, default=argparse.SUPPRESS,
+                        help="print the versions of vmem-lsp, jax, jaxlib and libtpu, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check", help="compile the examples in PATH... and report VMEM overflows")
     check.add_argument("paths", nargs="+", metavar="PATH")
@@ -80,6 +81,26 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the language server on stdin/stdout")
     serve.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the transport")
     return parser
+
+
+def version_text() -> str:
+    """vmem-lsp's version and the installed jax, jaxlib and libtpu (from their metadata: jax is not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+    lines = [f"vmem-lsp {__version__}"]
+    for name in ("jax", "jaxlib", "libtpu"):
+        try:
+            lines.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            lines.append(f"{name} not installed")
+    return "\n".join(lines)
+
+
+class VersionAction(argparse.Action):
+    """--version: the versions are looked up only when asked for."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
 
 
 def shard_arg(text: str):
