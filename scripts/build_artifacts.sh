@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The release artifacts of this checkout, in one command:
+#
+#   dist/vmem_lsp-VERSION.tar.gz            the sdist (with tests/, tests/data and examples/)
+#   dist/vmem_lsp-VERSION-py3-none-any.whl  the wheel, built from that sdist
+#   dist/vmem-lsp-VERSION.vsix              the VS Code extension (esbuild bundle)
+#
+# VERSION is pyproject.toml's. editors/vscode/package.json and vmem_lsp/__init__.py must say
+# the same (tests/test_packaging.py checks it too): the build stops when they drift.
+# The Python artifacts are twine-checked (--strict); the .vsix is checked for the version and
+# the bundle inside it.
+#
+#   scripts/build_artifacts.sh              # all three
+#   scripts/build_artifacts.sh --no-vsix    # the Python ones only (no Node needed)
+#
+# PYTHON: the interpreter with `build` and `twine` (default .venv/bin/python; both are in
+# the test extras). The extension's node_modules are installed with `npm ci` when
+# package-lock.json or node changed (as editors/vscode/test/ui/run.sh does).
+# It builds what is in the working tree, uncommitted changes included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
+VSIX=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-vsix) VSIX=0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "build_artifacts.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+T0=$(date +%s)
+say() { echo "== build_artifacts $(date +%T) (+$(( $(date +%s) - T0 )) s) $*"; }
+die() { echo "build_artifacts.sh: FAILED: $*" >&2; exit 1; }
+
+# The one version, and the places that repeat it.
+VERSION=$("$PYTHON" - <<'EOF'
+import json, re, sys, tomllib
+from pathlib import Path
+py = tomllib.loads(Path("pyproject.toml").read_text())["project"]["version"]
+found = {
+    "editors/vscode/package.json": json.loads(Path("editors/vscode/package.json").read_text())["version"],
+    "vmem_lsp/__init__.py": re.search(r'^__version__ = "([^"]+)"', Path("vmem_lsp/__init__.py").read_text(), re.M)[1],
+}
+drift = [f"{path} says {v}" for path, v in found.items() if v != py]
+if drift:
+    sys.exit(f"pyproject.toml says {py}, but " + "; ".join(drift) + ": make them equal")
+print(py)
+EOF
+) || die "the versions differ"
+say "version $VERSION"
+mkdir -p dist
+rm -f "dist/vmem_lsp-$VERSION.tar.gz" "dist/vmem_lsp-$VERSION-py3-none-any.whl" "dist/vmem-lsp-$VERSION.vsix"
+
+# 1. sdist, then the wheel from the unpacked sdist (so the sdist is known to build).
+say "python -m build"
+LOG=$(mktemp); trap 'rm -f "$LOG"' EXIT
+"$PYTHON" -m build --outdir dist . > "$LOG" 2>&1 || { cat "$LOG"; die "python -m build"; }
+SDIST=dist/vmem_lsp-$VERSION.tar.gz
+WHEEL=dist/vmem_lsp-$VERSION-py3-none-any.whl
+[ -f "$SDIST" ] && [ -f "$WHEEL" ] || { cat "$LOG"; die "no $SDIST or $WHEEL"; }
+"$PYTHON" -m twine check --strict "$SDIST" "$WHEEL" || die "twine check"
+"$PYTHON" - "$SDIST" <<'EOF' || die "the sdist lacks what the tests need"
+import sys, tarfile
+names = {n.split("/", 1)[1] for n in tarfile.open(sys.argv[1]).getnames() if "/" in n}
+need = ["tests/conftest.py", "tests/data/reports", "examples/copy_whole.py", "bench/model_results.jsonl"]
+missing = [n for n in need if not any(x == n or x.startswith(n + "/") for x in names)]
+sys.exit(f"missing in {sys.argv[1]}: {missing}" if missing else 0)
+EOF
+
+# 2. The VS Code extension.
+if [ "$VSIX" = 1 ]; then
+  say "the .vsix (editors/vscode)"
+  command -v npm >/dev/null || die "no npm (or run with --no-vsix)"
+  cd editors/vscode
+  lock_stamp="$(sha256sum package-lock.json | cut -c1-16) $(node -v)"
+  if [ "$(cat node_modules/.vmem-lock-stamp 2>/dev/null)" != "$lock_stamp" ]; then
+    npm ci --no-audit --no-fund --loglevel=error
+    echo "$lock_stamp" > node_modules/.vmem-lock-stamp
+  fi
+  OUT=$ROOT/dist/vmem-lsp-$VERSION.vsix
+  # vsce runs the vscode:prepublish script (esbuild --production) first.
+  node_modules/.bin/vsce package --no-dependencies --allow-missing-repository -o "$OUT" > "$LOG" 2>&1 \
+    || { cat "$LOG"; die "vsce package"; }
+  cd "$ROOT"
+  "$PYTHON" - "$OUT" "$VERSION" <<'EOF' || die "the .vsix is not what was asked for"
+import json, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+version = json.loads(z.read("extension/package.json"))["version"]
+if version != sys.argv[2]:
+    sys.exit(f"{sys.argv[1]}: version {version}, not {sys.argv[2]}")
+if "extension/dist/extension.js" not in z.namelist():
+    sys.exit(f"{sys.argv[1]}: no extension/dist/extension.js")
+EOF
+fi
+
+say "done"
+ls -l "$SDIST" "$WHEEL" $([ "$VSIX" = 1 ] && echo "dist/vmem-lsp-$VERSION.vsix")
