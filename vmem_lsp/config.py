@@ -24,7 +24,8 @@ class Settings:
     worker: str | None = None                      # worker command; None: a local subprocess
     worker_source: str | None = None               # where it was set: "pyproject.toml", "--worker", ...
     worker_fallback: bool = False                  # when that worker dies, compile with a local one
-    jobs: int | None = None                        # workers at once; None: cores minus one
+    jobs: int | None = None                        # workers at once; None: cores minus one, as memory allows
+    worker_memory: int | None = None               # bytes each local worker may hold; None: measured peaks decide
     cache_dir: str | None = None                   # None: <project root>/.vmem_lsp_cache; or s3://, gs://...
     exclude: tuple[str, ...] = (".venv", "venv", ".git", "__pycache__", "node_modules", "build", "dist")
     compile: bool = True                           # False: the layout model's verdict alone (no libtpu)
@@ -93,7 +94,7 @@ def load_settings(start: str) -> Settings:
 def apply(settings: Settings, table: dict, where: str) -> Settings:
     """Settings with the keys of one [tool.vmem-lsp]-shaped table applied."""
     known = {"targets", "examples", "timeout", "trace-timeout", "scoped-vmem-limit", "worker", "worker-fallback",
-             "jobs", "cache-dir", "exclude", "require-examples"}
+             "jobs", "worker-memory", "cache-dir", "exclude", "require-examples"}
     unknown = set(table) - known
     if unknown:
         raise ConfigError(f"{where}: unknown [tool.vmem-lsp] keys: {', '.join(sorted(unknown))}")
@@ -116,6 +117,8 @@ def apply(settings: Settings, table: dict, where: str) -> Settings:
         changes["worker_fallback"] = bool(table["worker-fallback"])
     if "jobs" in table:
         changes["jobs"] = max(1, int(table["jobs"]))
+    if "worker-memory" in table:
+        changes["worker_memory"] = parse_memory(table["worker-memory"])
     if "cache-dir" in table:
         changes["cache_dir"] = cache_location(table["cache-dir"], settings.root)
     if "exclude" in table:
@@ -157,6 +160,14 @@ def parse_size(value) -> int:
     if size <= 0 or size % 1024:
         raise ConfigError(f"a scoped VMEM limit must be a positive whole number of KiB, not {value!r}")
     return size
+
+
+def parse_memory(value) -> int:
+    """Bytes of a worker's memory share: "2GB", "1.5GiB", "512MB" or bytes."""
+    found = SIZE.match(str(value)) if not isinstance(value, bool) else None
+    if not found or float(found[1]) <= 0:
+        raise ConfigError(f"worker-memory: not a size: {value!r} (write e.g. \"2GB\")")
+    return int(float(found[1]) * UNITS[found[2].lower()])
 
 
 def parse_scoped_limits(value) -> tuple[tuple[str, int], ...]:

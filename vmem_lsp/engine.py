@@ -20,7 +20,8 @@ from typing import Callable
 
 from .compile.cache import ResultCache
 from .compile.client import CheckRequest, WorkerClient
-from .compile.pool import WorkerPool, default_size
+from .compile.memory import PeakLog
+from .compile.pool import WorkerPool, memory_plan
 from .compile.protocol import ExampleResult, PhaseLimits
 from .config import Settings
 from .diagnostics import Diagnostic, is_suppressed, merge_targets
@@ -190,10 +191,14 @@ def cached_runner(cache: ResultCache, worker: WorkerClient, limits: PhaseLimits)
 def make_workers(settings: Settings):
     """The local worker, or a pool when more than one job may run at once or
     a remote worker should fall back to a local one."""
-    jobs = settings.jobs or default_size()
-    if jobs > 1 or settings.worker_fallback:
-        return WorkerPool(settings.worker, jobs, fallback=settings.worker_fallback)
-    return WorkerClient(settings.worker)
+    # As many as cores and memory allow, each local worker watched against its
+    # share; a worker command's memory is not this machine's (--verbose says which).
+    plan = memory_plan(settings.cache_folder(), settings.jobs, settings.worker_memory, local=not settings.worker)
+    peaks = PeakLog(settings.cache_folder())
+    if plan.jobs > 1 or settings.worker_fallback:
+        return WorkerPool(settings.worker, plan.jobs, fallback=settings.worker_fallback, share=plan.share_bytes,
+                          peaks=peaks)
+    return WorkerClient(settings.worker, share=plan.share_bytes, peaks=peaks)
 
 
 class Progress:

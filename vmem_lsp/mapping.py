@@ -387,13 +387,13 @@ def line_text_span(text: str | None, line: int) -> Span:
 
 
 def error_diagnostic(example: Example, result: ExampleResult) -> Diagnostic:
-    """VMEM010 (raised, hung, crashed), VMEM012 (no compiler): the example was not checked."""
+    """VMEM010 (raised, hung, crashed, out of memory), VMEM012 (no compiler): the example was not checked."""
     soft = result.error_kind in ("no_compiler", "no_kernel")
     code = "VMEM012" if result.error_kind == "no_compiler" else "VMEM010"
     origin = result.error_origin
     related = (Related(origin.file, line_span(origin.line), "raised here"),) if origin is not None else ()
     raised_at = (render.at(origin.file, origin.line)
-                 if origin is not None and result.error_kind in ("raised", "import") else None)
+                 if origin is not None and result.error_kind in ("raised", "import", "memory") else None)
     return Diagnostic(example.path, example.span, "warning" if soft else "error", code,
                       render.not_checked(result.target, result.error, raised_at), result.target, "compiler",
                       related, {"error_kind": result.error_kind, "target": result.target})

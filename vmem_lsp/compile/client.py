@@ -3,11 +3,13 @@ and replace it when it hangs or dies. Never imports jax."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import os
 import queue
 import re
+import resource
 import shlex
 import signal
 import subprocess
@@ -16,6 +18,7 @@ import threading
 from dataclasses import dataclass
 
 from .. import lifetime
+from . import memory
 from .protocol import (PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_doing, phase_words,
                        result_from_dict)
 from .shipping import Manifests
@@ -31,6 +34,8 @@ NOISE = ("WARNING", "W0000", "I0000", "E0000", "F0000", "Source Location Trace",
 # The worker checks its own limits; the client waits this much longer before
 # it gives up on a worker that cannot even say it is over.
 GRACE_SECONDS = 10.0
+WATCH_SECONDS = 0.1             # how often a local worker's resident memory is read during a request
+NEAR_LIMIT = 0.75               # a worker killed by a signal this close to a per-process limit ran out of memory
 FAULT_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
 
 
@@ -98,7 +103,8 @@ class WorkerClient:
     """One worker process, started on first use and restarted after a failure."""
 
     def __init__(self, command: list[str] | str | None = None, start_timeout: float = 120.0,
-                 ship_source: bool | None = None):
+                 ship_source: bool | None = None, share: int | None = None,
+                 peaks: memory.PeakLog | None = None):
         self.command = batch_mode(shlex.split(command) if isinstance(command, str) else (command or default_command()))
         self.start_timeout = start_timeout
         # A worker started by another command may run elsewhere: send it the source.
@@ -114,6 +120,15 @@ class WorkerClient:
         self.restarts = 0
         self.busy = False               # a request is out: stopping cannot wait for a polite shutdown
         self.phase: dict = {}           # the worker's last word on what it is doing
+        # Memory: a local worker (one whose pid is ours to read) is watched while a
+        # request is out and stopped past `share` bytes resident; its peaks go to `peaks`.
+        self.share = share
+        self.peaks = peaks
+        self.local_pid: int | None = None
+        self.last_status: dict = {}     # its last /proc status (VmRSS, VmData, VmSize) during a request
+        self.first_status: dict = {}    # and its first, as the request began
+        self.last_limits: dict = {}     # its per-process limits then (RLIMIT_AS, RLIMIT_DATA)
+        self.overrun: int | None = None # the resident bytes it was stopped at
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> dict:
@@ -138,6 +153,8 @@ class WorkerClient:
             raise WorkerError(f"worker speaks protocol {hello.get('protocol')}, "
                               f"this client speaks {PROTOCOL_VERSION}")
         self.hello = hello
+        pid = hello.get("pid")
+        self.local_pid = pid if isinstance(pid, int) and memory.descends_from(pid, self.process.pid) else None
         return hello
 
     def running(self) -> bool:
@@ -192,21 +209,26 @@ class WorkerClient:
             shipped = self._ship(request)
             if shipped is not None:
                 params.update(manifest=shipped[1], client_root=shipped[0])
-            message = self._call("check", params, limits)
-            if "need" in message and shipped is not None:
-                root, manifest = shipped
-                by_sha = {sha: relative for relative, sha in manifest.items()}
-                blobs = {sha: self.manifests.read(root, by_sha[sha]) for sha in message["need"]}
-                self._call("put", {"blobs": blobs}, limits)
-                self.blobs_sent += len(blobs)
+            watching = self._watch()
+            try:
                 message = self._call("check", params, limits)
+                if "need" in message and shipped is not None:
+                    root, manifest = shipped
+                    by_sha = {sha: relative for relative, sha in manifest.items()}
+                    blobs = {sha: self.manifests.read(root, by_sha[sha]) for sha in message["need"]}
+                    self._call("put", {"blobs": blobs}, limits)
+                    self.blobs_sent += len(blobs)
+                    message = self._call("check", params, limits)
+            finally:
+                watching.set()
             if "result" not in message:
                 raise WorkerError(f"the worker refused the request: {message.get('error', message)}")
+            self._saw_peak(request)
             if message.get("exiting"):          # over a limit: it answered, then ended itself
                 self.restarts += 1
                 self._kill(self.process)
                 self.process = None
-            return result_from_dict(message["result"]), bool(message.get("reran"))
+            return self._out_of_memory(result_from_dict(message["result"])), bool(message.get("reran"))
         except WorkerError as error:
             self.restarts += 1
             if self.process is not None:
@@ -221,6 +243,84 @@ class WorkerClient:
                                  error_kind="crashed"), False
         finally:
             self.busy = False
+
+    # -- memory ------------------------------------------------------------------
+    def _watch(self) -> threading.Event:
+        """Read the local worker's memory every WATCH_SECONDS until the
+        returned event is set; past its share, stop it (the read loop then
+        sees its end, and `_ended` says why). A remote worker is not watched."""
+        done = threading.Event()
+        self.overrun, self.first_status, self.last_status, self.last_limits = None, {}, {}, {}
+        if self.local_pid is None:
+            done.set()
+            return done
+        threading.Thread(target=self._watching, args=(self.local_pid, self.process, done),
+                         name="vmem-lsp-memory-watch", daemon=True).start()
+        return done
+
+    def _watching(self, pid: int, process: subprocess.Popen, done: threading.Event) -> None:
+        while not done.is_set():
+            status = memory.status(pid)
+            if not status:
+                return
+            self.first_status = self.first_status or status
+            self.last_status = status
+            self.last_limits = memory.limits_of(pid) or self.last_limits
+            resident = status.get("VmRSS", 0)
+            if self.share is not None and resident > self.share and not done.is_set():
+                self.overrun = resident            # first: the read loop asks why the worker ended
+                if self.peaks is not None:
+                    self.peaks.saw(resident, self._what())
+                lifetime.kill_group(process)
+                return
+            done.wait(WATCH_SECONDS)
+
+    def _what(self) -> str:
+        return memory.what_ran(*(self.phase.get(k) for k in ("phase", "kernel", "target")))
+
+    def _saw_peak(self, request: CheckRequest) -> None:
+        """The worker's high-water mark of resident memory, after a request, to the peak log."""
+        if self.peaks is not None and self.local_pid is not None:
+            peak = memory.status(self.local_pid).get("VmHWM")
+            if peak:
+                self.peaks.saw(peak, f"{request.example} for {request.target}")
+
+    def _rlimit_hit(self, fraction: float) -> tuple[int, str] | None:
+        """(bytes, what limit) of the per-process limit that left the worker
+        the least room at its last reading, when it had used `fraction` of it:
+        RLIMIT_DATA or RLIMIT_AS, ours (inherited) or the cap the worker sets
+        itself on what a request may add to its address space (counted from
+        the request's start). The least room: an allocation that failed
+        asked for more than that."""
+        ours = {"VmData": resource.getrlimit(resource.RLIMIT_DATA)[0],
+                "VmSize": resource.getrlimit(resource.RLIMIT_AS)[0]}
+        names = {"VmData": "RLIMIT_DATA (ulimit -d)", "VmSize": "RLIMIT_AS (ulimit -v)"}
+        closest = None
+        for key, limit in self.last_limits.items():
+            used = self.last_status.get(key, 0)
+            if limit and used >= fraction * limit and (closest is None or limit - used < closest[0]):
+                if limit == ours[key]:
+                    closest = limit - used, limit, f"the per-process limit {names[key]}"
+                else:
+                    added = limit - self.first_status.get(key, 0)
+                    closest = limit - used, added, ("the worker's cap on what a request may add to its "
+                                                    "address space (vmem-lsp worker --max-memory-mb)")
+        return closest[1:] if closest else None
+
+    def _memory_error(self, limit: int | None = None, rlimit: str | None = None) -> WorkerError:
+        phase, kernel, target = (self.phase.get(k) for k in ("phase", "kernel", "target"))
+        return WorkerError(memory.needed_more_than(phase, kernel, target, limit, rlimit), kind="memory")
+
+    def _out_of_memory(self, result: ExampleResult) -> ExampleResult:
+        """An example that raised MemoryError ran out of memory: the worker
+        answered (a per-process limit said no), but the user's fix is the same
+        as for a worker stopped over its share, and the message says so."""
+        if result.error_kind not in ("raised", "import") or ": MemoryError" not in (result.error or ""):
+            return result
+        hit = self._rlimit_hit(0.0)
+        phase = "import" if result.error_kind == "import" else self.phase.get("phase") or "trace"
+        text = memory.needed_more_than(phase, self.phase.get("kernel"), result.target, *(hit or (None, None)))
+        return dataclasses.replace(result, error=f"{text}; {result.error}", error_kind="memory")
 
     def _call(self, method: str, params: dict, limits: PhaseLimits) -> dict:
         """Send one request and wait for its answer. Each phase message the
@@ -271,6 +371,10 @@ class WorkerClient:
         how = f"was killed by signal {-code} ({signal_name(-code)})" if code is not None and code < 0 \
             else f"exited with code {code}"
         log.info("the worker %s; its last output:\n%s", how, "\n".join(self.stderr_log))
+        if during_request and self.overrun is not None:
+            return self._memory_error(self.share)
+        if during_request and code is not None and code < 0 and (hit := self._rlimit_hit(NEAR_LIMIT)):
+            return self._memory_error(*hit)
         if not during_request:
             tail = "; ".join(self.stderr_tail) or "no output"
             return WorkerError(f"the worker {how} while starting (last output: {tail[-600:]})")

@@ -9,6 +9,7 @@ import os
 import queue
 import threading
 
+from . import memory
 from .client import CheckRequest, WorkerClient
 from .protocol import ExampleResult, PhaseLimits
 
@@ -25,9 +26,17 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def default_size() -> int:
-    """Cores minus one (a compile is nearly single-threaded; leave one for the editor), at least one."""
-    return max(1, usable_cores() - 1)
+def default_size(cache_folder: str | None = None) -> int:
+    """Cores minus one (a compile is nearly single-threaded; leave one for the
+    editor), and no more than the memory available holds at a worker's peak
+    (measured for `cache_folder`, else 1.2 GB), at least one."""
+    return memory_plan(cache_folder).jobs
+
+
+def memory_plan(cache_folder: str | None = None, jobs: int | None = None,
+                share: int | None = None, local: bool = True) -> memory.MemoryPlan:
+    """Workers and each one's memory share on this machine (compile/memory.py)."""
+    return memory.plan_here(usable_cores(), cache_folder, jobs, share, local)
 
 
 def lanes_for(chips: int, jobs: int | None = None) -> int:
@@ -39,9 +48,14 @@ def lanes_for(chips: int, jobs: int | None = None) -> int:
 
 
 class WorkerPool:
-    def __init__(self, command=None, size: int | None = None, fallback: bool = False):
+    """`share`: bytes each local worker may hold resident (None: not watched);
+    `peaks`: where the workers' measured peaks go."""
+
+    def __init__(self, command=None, size: int | None = None, fallback: bool = False,
+                 share: int | None = None, peaks: memory.PeakLog | None = None):
         self.command = command
         self.size = size or default_size()
+        self.share, self.peaks = share, peaks
         self.idle: queue.Queue = queue.Queue()
         self.created: list[WorkerClient] = []
         self.lock = threading.Lock()
@@ -55,7 +69,7 @@ class WorkerPool:
     def _acquire(self) -> WorkerClient:
         with self.lock:
             if self.idle.empty() and len(self.created) < self.size:
-                worker = WorkerClient(self.command)
+                worker = WorkerClient(self.command, share=self.share, peaks=self.peaks)
                 self.created.append(worker)
                 return worker
         return self.idle.get()
