@@ -132,6 +132,24 @@ def test_a_memory_overrun_is_not_retried_on_the_same_share(monkeypatch):
     assert result.error_kind == "memory" and calls == [GB]
 
 
+def test_the_message_names_the_kernel_and_the_chip_and_how_to_fix_it():
+    text = memory.needed_more_than("compile", "matmul_kernel", "v5e", int(2.5 * GB))
+    assert text.startswith("the compile of kernel 'matmul_kernel' for v5e needed more than 2.5 GB (")
+    assert "fewer --jobs" in text and 'worker-memory = "4GB"' in text
+    limited = memory.needed_more_than("lower", "k", "v6e", 2 * GB, "the per-process limit RLIMIT_DATA (ulimit -d)")
+    assert "needed more than 2.0 GB (the per-process limit RLIMIT_DATA (ulimit -d): raise it" in limited
+
+
+@pytest.mark.xfail(strict=True, reason="vmem_lsp/compile/cache.py TRANSIENT lacks \"memory\" (not a file of "
+                                       "this change): a raised worker-memory is answered from the cache")
+def test_a_memory_overrun_is_not_cached(tmp_path):
+    from vmem_lsp.compile.cache import ResultCache
+    cache = ResultCache(str(tmp_path / "cache"))
+    request = CheckRequest("hog(f32[8, 128])", "v5e", path=str(tmp_path / "hog.py"))
+    cache.put(request, ExampleResult("v5e", None, error="needed more than 1.5 GB", error_kind="memory"))
+    assert cache.get(request) is None
+
+
 # ---- the real CLI ------------------------------------------------------------------
 
 def run_marked(args, cwd, prefix=(), timeout=600):
