@@ -10,24 +10,31 @@
 # The Python artifacts are twine-checked (--strict); the .vsix is checked for the version and
 # the bundle inside it.
 #
-#   scripts/build_artifacts.sh              # all three
-#   scripts/build_artifacts.sh --no-vsix    # the Python ones only (no Node needed)
+#   scripts/build_artifacts.sh                      # all three, into dist/
+#   scripts/build_artifacts.sh --no-vsix            # the Python ones only (no Node needed)
+#   scripts/build_artifacts.sh --outdir DIR ...     # into DIR (.ci/run's wheel step)
 #
 # PYTHON: the interpreter with `build` and `twine` (default .venv/bin/python; both are in
 # the test extras). The extension's node_modules are installed with `npm ci` when
 # package-lock.json or node changed (as editors/vscode/test/ui/run.sh does).
-# It builds what is in the working tree, uncommitted changes included.
+# The Python artifacts are built from a copy of the files git tracks, as they are in the working
+# tree (uncommitted changes included, untracked files not): a stale vmem_lsp.egg-info/SOURCES.txt
+# in the checkout would otherwise put files in the sdist that MANIFEST.in no longer asks for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 VSIX=1
-for arg in "$@"; do
-  case "$arg" in
+DIST=$ROOT/dist
+while [ $# -gt 0 ]; do
+  case "$1" in
     --no-vsix) VSIX=0 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "build_artifacts.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
+    --outdir) [ $# -ge 2 ] || { echo "build_artifacts.sh: --outdir needs a folder" >&2; exit 2; }
+              mkdir -p "$2"; DIST=$(cd "$2" && pwd); shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "build_artifacts.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
+  shift
 done
 T0=$(date +%s)
 say() { echo "== build_artifacts $(date +%T) (+$(( $(date +%s) - T0 )) s) $*"; }
@@ -49,15 +56,28 @@ print(py)
 EOF
 ) || die "the versions differ"
 say "version $VERSION"
-mkdir -p dist
-rm -f "dist/vmem_lsp-$VERSION.tar.gz" "dist/vmem_lsp-$VERSION-py3-none-any.whl" "dist/vmem-lsp-$VERSION.vsix"
+mkdir -p "$DIST"
+rm -f "$DIST/vmem_lsp-$VERSION.tar.gz" "$DIST/vmem_lsp-$VERSION-py3-none-any.whl" "$DIST/vmem-lsp-$VERSION.vsix"
 
 # 1. sdist, then the wheel from the unpacked sdist (so the sdist is known to build).
+STAGE=$(mktemp -d); LOG=$STAGE/build.log; trap 'rm -rf "$STAGE"' EXIT
+if git rev-parse --git-dir > /dev/null 2>&1; then
+  "$PYTHON" - "$STAGE/src" <<'EOF'
+import shutil, subprocess, sys
+from pathlib import Path
+for name in subprocess.run(["git", "ls-files", "-z"], capture_output=True, check=True).stdout.decode().split("\0"):
+    if name and Path(name).is_file():                   # a tracked file deleted in the tree is left out
+        (Path(sys.argv[1]) / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(name, Path(sys.argv[1]) / name)
+EOF
+  SRC=$STAGE/src
+else
+  SRC=$ROOT                                               # an unpacked sdist: no git to ask
+fi
 say "python -m build"
-LOG=$(mktemp); trap 'rm -f "$LOG"' EXIT
-"$PYTHON" -m build --outdir dist . > "$LOG" 2>&1 || { cat "$LOG"; die "python -m build"; }
-SDIST=dist/vmem_lsp-$VERSION.tar.gz
-WHEEL=dist/vmem_lsp-$VERSION-py3-none-any.whl
+"$PYTHON" -m build --outdir "$DIST" "$SRC" > "$LOG" 2>&1 || { cat "$LOG"; die "python -m build"; }
+SDIST=$DIST/vmem_lsp-$VERSION.tar.gz
+WHEEL=$DIST/vmem_lsp-$VERSION-py3-none-any.whl
 [ -f "$SDIST" ] && [ -f "$WHEEL" ] || { cat "$LOG"; die "no $SDIST or $WHEEL"; }
 "$PYTHON" -m twine check --strict "$SDIST" "$WHEEL" || die "twine check"
 "$PYTHON" - "$SDIST" <<'EOF' || die "the sdist lacks what the tests need"
@@ -78,7 +98,7 @@ if [ "$VSIX" = 1 ]; then
     npm ci --no-audit --no-fund --loglevel=error
     echo "$lock_stamp" > node_modules/.vmem-lock-stamp
   fi
-  OUT=$ROOT/dist/vmem-lsp-$VERSION.vsix
+  OUT=$DIST/vmem-lsp-$VERSION.vsix
   # vsce runs the vscode:prepublish script (esbuild --production) first.
   node_modules/.bin/vsce package --no-dependencies --allow-missing-repository -o "$OUT" > "$LOG" 2>&1 \
     || { cat "$LOG"; die "vsce package"; }
@@ -95,4 +115,4 @@ EOF
 fi
 
 say "done"
-ls -l "$SDIST" "$WHEEL" $([ "$VSIX" = 1 ] && echo "dist/vmem-lsp-$VERSION.vsix")
+ls -l "$SDIST" "$WHEEL" $([ "$VSIX" = 1 ] && echo "$DIST/vmem-lsp-$VERSION.vsix")

@@ -1,0 +1,125 @@
+"""What a release is made of (issue 22): `vmem-lsp --version`, one version in every place that
+states it, and an sdist that carries what the tests read (tests/data, examples/).
+scripts/build_artifacts.sh builds the artifacts; .ci/run installs the wheel in a fresh venv."""
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tomllib
+from importlib.metadata import PackageNotFoundError, version
+
+import pytest
+
+import vmem_lsp
+from vmem_lsp import cli
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def project_version() -> str:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def installed(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def test_version_names_vmem_lsp_jax_jaxlib_and_libtpu(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "vmem_lsp", "--version"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"vmem-lsp {vmem_lsp.__version__}", f"jax {installed('jax')}",
+                                        f"jaxlib {installed('jaxlib')}", f"libtpu {installed('libtpu')}"]
+    assert installed("jax") != "not installed"     # the tests run with jax[tpu]: the line shows a version
+
+
+def test_version_does_not_import_jax():
+    """--version reads metadata only, so it answers at once even where importing jax is slow."""
+    code = ("import sys\nfrom vmem_lsp.cli import main\n"
+            "try:\n    main(['--version'])\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'libtpu')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_version_says_not_installed_for_a_missing_package(monkeypatch):
+    import importlib.metadata
+
+    def version_without_libtpu(name):
+        if name == "libtpu":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return version(name)
+    monkeypatch.setattr(importlib.metadata, "version", version_without_libtpu)
+    lines = cli.version_text().splitlines()
+    assert lines[0] == f"vmem-lsp {vmem_lsp.__version__}"
+    assert lines[3] == "libtpu not installed"
+    assert lines[1] == f"jax {installed('jax')}"
+
+
+def test_one_version_everywhere():
+    """pyproject.toml's version is the release's: the extension, its lock file, __version__ (what
+    --version, the JSON report and `merge` say) and CHANGELOG.md's latest release say the same."""
+    want = project_version()
+    package = json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())
+    lock = json.loads((ROOT / "editors" / "vscode" / "package-lock.json").read_text())
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    latest = re.search(r"^## \[(\d[^\]]*)\]", changelog, re.M)
+    assert {
+        "editors/vscode/package.json": package["version"],
+        "editors/vscode/package-lock.json": lock["version"],
+        "editors/vscode/package-lock.json packages['']": lock["packages"][""]["version"],
+        "vmem_lsp/__init__.py": vmem_lsp.__version__,
+        "CHANGELOG.md's latest release": latest and latest.group(1),
+    } == dict.fromkeys(["editors/vscode/package.json", "editors/vscode/package-lock.json",
+                        "editors/vscode/package-lock.json packages['']", "vmem_lsp/__init__.py",
+                        "CHANGELOG.md's latest release"], want)
+
+
+def has_build() -> bool:
+    # The distribution, not `import build`: the checkout's build/ folder imports as a namespace package.
+    try:
+        version("build")
+        return True
+    except PackageNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not has_build() and not os.environ.get("VMEM_REQUIRE_TOOLS"),
+                    reason="needs `build` (pip install build, or the test extras)")
+def test_the_sdist_carries_what_the_tests_read(tmp_path):
+    """Every file of tests/data and examples/ (and the tests themselves) is in the sdist, so the
+    tests run from an unpacked sdist; editor builds and caches are not."""
+    if not has_build():
+        pytest.fail("VMEM_REQUIRE_TOOLS is set but `build` is not installed")
+    # From a copy without the checkout's vmem_lsp.egg-info: setuptools adds the files of a stale
+    # SOURCES.txt there, so a line taken out of MANIFEST.in would go unseen.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=lambda folder, names: [
+        name for name in names if name.endswith(".egg-info") or name == "node_modules"
+        or (pathlib.Path(folder) == ROOT and name in (".git", ".venv", "build", "dist", ".vmem_lsp_cache"))])
+    done = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path), str(source)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sdist = tmp_path / f"vmem_lsp-{project_version()}.tar.gz"
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+
+    def on_disk(folder: str) -> set[str]:
+        return {str(path.relative_to(ROOT)) for path in (ROOT / folder).rglob("*")
+                if path.is_file() and "__pycache__" not in path.parts and ".hypothesis" not in path.parts}
+    wanted = on_disk("tests/data") | on_disk("examples") | {str(p.relative_to(ROOT)) for p in ROOT.glob("tests/*.py")}
+    assert any(name.startswith("tests/data/") for name in wanted) and "examples/copy_whole.py" in wanted
+    assert sorted(wanted - names) == []
+    assert {"README.md", "pyproject.toml", "vmem_lsp/cli.py", "vmem_lsp/sweep/model_error.json",
+            "editors/vscode/package.json"} <= names
+    unwanted = [name for name in names if "__pycache__" in name or name.endswith((".pyc", ".vsix"))
+                or "node_modules" in name.split("/")]
+    assert unwanted == []
