@@ -140,6 +140,20 @@ def test_the_message_names_the_kernel_and_the_chip_and_how_to_fix_it():
     assert "needed more than 2.0 GB (the per-process limit RLIMIT_DATA (ulimit -d): raise it" in limited
 
 
+def test_a_worker_killed_by_a_signal_near_a_process_limit_ran_out_of_memory():
+    from vmem_lsp.compile.client import NEAR_LIMIT, WorkerClient
+    client = WorkerClient()                     # not started: only its last readings are set
+    client.first_status = {"VmData": 1 * GB, "VmSize": 10 * GB}
+    client.last_limits = {"VmData": 2 * GB, "VmSize": 18 * GB}
+    client.last_status = {"VmData": int(1.9 * GB), "VmSize": 11 * GB}
+    assert client._rlimit_hit(NEAR_LIMIT) == (2 * GB, "the per-process limit RLIMIT_DATA (ulimit -d)")
+    client.last_status = {"VmData": int(0.5 * GB), "VmSize": 17 * GB}      # the worker's own cap: what it may add
+    assert client._rlimit_hit(NEAR_LIMIT) == (8 * GB, "the worker's cap on what a request may add to its "
+                                                      "address space (vmem-lsp worker --max-memory-mb)")
+    client.last_status = {"VmData": int(0.5 * GB), "VmSize": 11 * GB}
+    assert client._rlimit_hit(NEAR_LIMIT) is None               # far from both: a crash, not memory
+
+
 @pytest.mark.xfail(strict=True, reason="vmem_lsp/compile/cache.py TRANSIENT lacks \"memory\" (not a file of "
                                        "this change): a raised worker-memory is answered from the cache")
 def test_a_memory_overrun_is_not_cached(tmp_path):

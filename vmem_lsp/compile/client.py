@@ -299,7 +299,7 @@ class WorkerClient:
         for key, limit in self.last_limits.items():
             used = self.last_status.get(key, 0)
             if limit and used >= fraction * limit and (closest is None or limit - used < closest[0]):
-                if limit == ours[key]:
+                if limit == ours[key] or key != "VmSize":
                     closest = limit - used, limit, f"the per-process limit {names[key]}"
                 else:
                     added = limit - self.first_status.get(key, 0)
