@@ -13,22 +13,26 @@
 #   scripts/build_artifacts.sh                      # all three, into dist/
 #   scripts/build_artifacts.sh --no-vsix            # the Python ones only (no Node needed)
 #   scripts/build_artifacts.sh --outdir DIR ...     # into DIR (.ci/run's wheel step)
+#   scripts/build_artifacts.sh --committed ...      # the Python ones from HEAD, not the working tree
 #
 # PYTHON: the interpreter with `build` and `twine` (default .venv/bin/python; both are in
 # the test extras). The extension's node_modules are installed with `npm ci` when
 # package-lock.json or node changed (as editors/vscode/test/ui/run.sh does).
-# The Python artifacts are built from a copy of the files git tracks, as they are in the working
-# tree (uncommitted changes included, untracked files not): a stale vmem_lsp.egg-info/SOURCES.txt
-# in the checkout would otherwise put files in the sdist that MANIFEST.in no longer asks for.
+# The Python artifacts are built from a copy of the working tree's files that git does not ignore
+# (what the tests see: uncommitted changes and new files included), or with --committed of HEAD's:
+# never from the checkout itself, where a stale vmem_lsp.egg-info/SOURCES.txt would put files in
+# the sdist that MANIFEST.in no longer asks for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 VSIX=1
+COMMITTED=0
 DIST=$ROOT/dist
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-vsix) VSIX=0 ;;
+    --committed) COMMITTED=1 ;;
     --outdir) [ $# -ge 2 ] || { echo "build_artifacts.sh: --outdir needs a folder" >&2; exit 2; }
               mkdir -p "$2"; DIST=$(cd "$2" && pwd); shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -40,8 +44,30 @@ T0=$(date +%s)
 say() { echo "== build_artifacts $(date +%T) (+$(( $(date +%s) - T0 )) s) $*"; }
 die() { echo "build_artifacts.sh: FAILED: $*" >&2; exit 1; }
 
-# The one version, and the places that repeat it.
-VERSION=$("$PYTHON" - <<'EOF'
+# The source to build the Python artifacts from.
+STAGE=$(mktemp -d); LOG=$STAGE/build.log; trap 'rm -rf "$STAGE"' EXIT
+if [ "$COMMITTED" = 1 ]; then
+  mkdir "$STAGE/src" && git archive HEAD | tar -x -C "$STAGE/src"
+  SRC=$STAGE/src
+  say "from HEAD $(git rev-parse --short HEAD)"
+elif git rev-parse --git-dir > /dev/null 2>&1; then
+  "$PYTHON" - "$STAGE/src" <<'EOF'
+import shutil, subprocess, sys
+from pathlib import Path
+listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                        capture_output=True, check=True).stdout.decode().split("\0")
+for name in sorted(set(listed)):
+    if name and Path(name).is_file() and name.split("/")[0] != "dist":   # a deleted file is left out
+        (Path(sys.argv[1]) / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(name, Path(sys.argv[1]) / name)
+EOF
+  SRC=$STAGE/src
+else
+  SRC=$ROOT                                               # an unpacked sdist: no git to ask
+fi
+
+# The one version, and the places that repeat it (in the source that is built).
+VERSION=$(cd "$SRC" && "$PYTHON" - <<'EOF'
 import json, re, sys, tomllib
 from pathlib import Path
 py = tomllib.loads(Path("pyproject.toml").read_text())["project"]["version"]
@@ -60,20 +86,6 @@ mkdir -p "$DIST"
 rm -f "$DIST/vmem_lsp-$VERSION.tar.gz" "$DIST/vmem_lsp-$VERSION-py3-none-any.whl" "$DIST/vmem-lsp-$VERSION.vsix"
 
 # 1. sdist, then the wheel from the unpacked sdist (so the sdist is known to build).
-STAGE=$(mktemp -d); LOG=$STAGE/build.log; trap 'rm -rf "$STAGE"' EXIT
-if git rev-parse --git-dir > /dev/null 2>&1; then
-  "$PYTHON" - "$STAGE/src" <<'EOF'
-import shutil, subprocess, sys
-from pathlib import Path
-for name in subprocess.run(["git", "ls-files", "-z"], capture_output=True, check=True).stdout.decode().split("\0"):
-    if name and Path(name).is_file():                   # a tracked file deleted in the tree is left out
-        (Path(sys.argv[1]) / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(name, Path(sys.argv[1]) / name)
-EOF
-  SRC=$STAGE/src
-else
-  SRC=$ROOT                                               # an unpacked sdist: no git to ask
-fi
 say "python -m build"
 "$PYTHON" -m build --outdir "$DIST" "$SRC" > "$LOG" 2>&1 || { cat "$LOG"; die "python -m build"; }
 SDIST=$DIST/vmem_lsp-$VERSION.tar.gz
