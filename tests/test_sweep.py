@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, run_cli
+from conftest import EXAMPLES, ROOT, line_of, run_cli
 from vmem_lsp.source.directives import Example
 from vmem_lsp.source.model import Span
 from vmem_lsp.sweep.spec import SweepError, check_size, parse_spec, sweep_of
@@ -172,6 +172,53 @@ def test_fits_and_prune_from_a_tuner_script(tmp_path):
     assert parts[:2] == ["input 0 window bf16[1024,1024]", "input 1 window bf16[1024,1024]"]
     assert (model_fits, model_by) == (True, "model")
     assert kept == [256, 512]
+
+
+def test_a_trace_only_fits_is_the_models_verdict_and_a_check_after_it_keeps_its_origins(tmp_path, monkeypatch):
+    """fits(compile=False) asks the worker for no origins (the provenance hooks
+    cost 0.3 ms of the 5 ms target): its verdict is still the one a trace with
+    origins gives, and neither the worker (jax keeps the unstamped trace) nor
+    the disk cache (were a trace without origins ever kept there) hands a check
+    of the same example a result without the lines that made its specs."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from vmem_lsp import api
+    from vmem_lsp.engine import run_example
+    monkeypatch.chdir(tmp_path)                     # the engine's disk cache: this test's own
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from matmul import matmul
+    engine = api.Engine()
+    monkeypatch.setattr(api, "ENGINE", engine)
+    x = jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16)
+    specs = [line_of(MATMUL, "pl.BlockSpec((bm, bk)"), line_of(MATMUL, "pl.BlockSpec((bk, bn)"),
+             line_of(MATMUL, "out_specs=pl.BlockSpec")]
+    try:
+        verdicts = []
+        for config in (dict(bm=1024, bk=1024, bn=1024), dict(bm=2048, bk=8192, bn=2048)):
+            verdict = api.fits(matmul, x, x, target="v6e", compile=False, **config)
+            request = api.fits_request(api.example_for(matmul, (x, x), config), "v6e", engine.settings, False)
+            assert (request.compile, request.origins) == (False, False)
+            traced = engine.workers.check(dataclasses.replace(request, origins=True), engine.settings.limits())
+            assert [o.origin.line for o in traced.calls[0].operands] == specs
+            assert verdict == api.model_verdict(traced, "v6e")
+            verdicts.append(verdict.fits)
+        assert verdicts == [True, False]
+
+        example = api.example_for(matmul, (x, x), dict(bm=512, bk=512, bn=512))
+        request = api.fits_request(example, "v6e", engine.settings, False)
+        bare = engine.workers.check(request, engine.settings.limits())
+        assert [o.origin for o in bare.calls[0].operands] == [None, None, None] and bare.error is None
+        engine.cache.put(request, bare)
+        checked, cached = run_example(example, "v6e", dataclasses.replace(engine.settings, compile=False),
+                                      engine.cache, engine.workers)
+        assert not cached
+        assert [o.origin.line for o in checked.calls[0].operands] == specs
+        assert checked.calls[0].call_origin.col is not None
+    finally:
+        engine.stop()
 
 
 def test_the_tuning_examples_in_the_docs_run(tmp_path):

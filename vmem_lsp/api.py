@@ -19,6 +19,7 @@ import dataclasses
 import inspect
 import os
 import threading
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from .dtypes import COMPILER_DTYPES
@@ -42,11 +43,17 @@ def shape_text(value) -> str:
     as `bf16[8192, 8192]`; a shape string as it is; anything else by repr."""
     if isinstance(value, str):
         return value
+    if type(value) in (int, bool) or value is None:     # a tuner's block sizes: repr is the literal
+        return repr(value)
     if hasattr(value, "shape") and hasattr(value, "dtype"):
-        import numpy as np
-        name = COMPILER_DTYPES.get(np.dtype(value.dtype).name)
+        name = DTYPE_NAMES.get(value.dtype) if isinstance(value.dtype, Hashable) else None
         if name is None:
-            raise TypeError(f"no shape literal for dtype {value.dtype}")
+            import numpy as np
+            name = COMPILER_DTYPES.get(np.dtype(value.dtype).name)
+            if name is None:
+                raise TypeError(f"no shape literal for dtype {value.dtype}")
+            if isinstance(value.dtype, Hashable):
+                DTYPE_NAMES[value.dtype] = name
         return f"{name}[{', '.join(str(d) for d in value.shape)}]"
     text = repr(value)
     import ast
@@ -56,6 +63,9 @@ def shape_text(value) -> str:
         raise TypeError(f"argument {text[:60]} cannot be written in an example: use a shape, "
                         f"a ShapeDtypeStruct or a literal") from None
     return text
+
+
+DTYPE_NAMES: dict = {}         # a dtype -> its shape literal's spelling
 
 
 def call_text(fn, args, kwargs) -> str:
@@ -69,10 +79,27 @@ def call_text(fn, args, kwargs) -> str:
 def example_for(fn, args, kwargs):
     from .source.directives import Example
     from .source.model import Span
+    return Example(source_path(fn), 1, Span(1, 0, 1, 0), call_text(fn, args, kwargs))
+
+
+SOURCE_PATHS: dict = {}     # a function -> its file: asked once, not for every config a tuner tries
+
+
+def source_path(fn) -> str:
+    try:
+        return SOURCE_PATHS[fn]
+    except (KeyError, TypeError):
+        pass
     path = inspect.getsourcefile(inspect.unwrap(fn))
     if path is None:
         raise TypeError(f"{fn!r} has no source file for the worker to import")
-    return Example(os.path.abspath(path), 1, Span(1, 0, 1, 0), call_text(fn, args, kwargs))
+    path = os.path.abspath(path)
+    try:
+        if len(SOURCE_PATHS) < 1024:
+            SOURCE_PATHS[fn] = path
+    except TypeError:       # unhashable: asked each time
+        pass
+    return path
 
 
 class Engine:
@@ -117,25 +144,41 @@ def fits(fn, *args, target: str = "v6e", compile: bool = True, **kwargs) -> Verd
     the TPU compiler's verdict; without, the layout model's (milliseconds)."""
     from . import budget as budgets
     from .config import parse_targets
-    from .engine import request_for
-    from .sweep.decide import Config, compiled_verdict, tightest
+    from .sweep.decide import Config, compiled_verdict
     (target,) = parse_targets(target)
     engine = ENGINE.ready()
-    example = example_for(fn, args, kwargs)
-    request = dataclasses.replace(request_for(example, target, engine.settings), compile=compile)
+    request = fits_request(example_for(fn, args, kwargs), target, engine.settings, compile)
     # A trace is cheaper than the disk cache's read and write: only compiles are kept.
     result = engine.cache.get(request) if compile else None
     if result is None:
         result = engine.workers.check(request, engine.settings.limits())
         if compile:
             engine.cache.put(request, result)
-    parts = tuple((p.label, p.bytes) for call in result.calls for p in budgets.from_compile(call, None, target).parts)
     if compile:
+        parts = tuple((p.label, p.bytes) for call in result.calls
+                      for p in budgets.from_compile(call, None, target).parts)
         v = compiled_verdict(Config(0, {}, target, result), result)
         return Verdict(v.fits, v.used, v.limit, parts, v.decided_by, target, v.error)
+    return model_verdict(result, target)
+
+
+def fits_request(example, target: str, settings, compile: bool):
+    """The worker request fits() sends. A trace only reads block shapes: it
+    asks for no origins (the lines that made each spec, which only check and
+    the editor show), and the worker's trace skips the hooks that find them."""
+    from .engine import request_for
+    return dataclasses.replace(request_for(example, target, settings), compile=compile, origins=compile)
+
+
+def model_verdict(result, target: str) -> Verdict:
+    """The layout model's verdict on a trace-only result."""
+    from . import budget as budgets
+    from .sweep.decide import tightest
     if result.error or not result.calls:
         return Verdict(None, None, None, (), "error", target, result.error or "the call reaches no pallas_call")
-    worst = tightest(budgets.from_compile(c, None, target) for c in result.calls)
+    found = [budgets.from_compile(c, None, target) for c in result.calls]
+    parts = tuple((p.label, p.bytes) for b in found for p in b.parts)
+    worst = tightest(found)
     return Verdict(worst.total <= worst.limit, worst.total, worst.limit, parts, "model", target)
 
 

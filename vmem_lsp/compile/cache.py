@@ -1,8 +1,9 @@
 """The on-disk cache of compile results, like ruff's and mypy's.
 
 Key: the example, where it lives, the target, the request's settings (the
-scoped VMEM limit), the jax / jaxlib / libtpu / vmem-lsp versions, and every
-variable of the environment that changes what the compiler is told:
+scoped VMEM limit; whether the result carries the specs' origins), the jax /
+jaxlib / libtpu / vmem-lsp versions, and every variable of the environment
+that changes what the compiler is told:
 LIBTPU_INIT_ARGS (production jobs raise the scoped limit there), XLA_FLAGS and
 jax's JAX_* configuration. Measured before: with LIBTPU_INIT_ARGS raising the
 limit, a cached overflow was still served. Each entry records the digest of
@@ -137,7 +138,12 @@ class ResultCache:
         self.damaged: set[str] = set()
 
     def key(self, request: CheckRequest) -> str:
-        blob = json.dumps({"request": vars(request), "versions": self.versions, "environment": self.environment},
+        fields = vars(request)
+        if fields.get("origins", True):
+            # A result without origins is another result (check shows those lines),
+            # but the default leaves the keys of entries written before it as they were.
+            fields = {k: v for k, v in fields.items() if k != "origins"}
+        blob = json.dumps({"request": fields, "versions": self.versions, "environment": self.environment},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 

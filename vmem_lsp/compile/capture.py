@@ -14,6 +14,7 @@ import ast
 import contextlib
 import functools
 import hashlib
+import itertools
 import linecache
 import math
 import os
@@ -37,8 +38,9 @@ from jax.experimental import topologies
 from jax.sharding import SingleDeviceSharding
 
 from ..chips import chip
-from ..dtypes import COMPILER_DTYPES
-from ..source.directives import SHAPE_FUNCTION, compile_call
+from ..dtypes import COMPILER_DTYPES, DIRECTIVE_DTYPES
+from ..source.directives import SHAPE_FUNCTION, _ShapeLiterals, check_dims, compile_call, is_shape_literal
+from ..source.syntax import parse_quietly
 from ..source.text import char_column
 from .protocol import CapturedCall, Operand, Origin, Scratch, Scoped, Unseen
 
@@ -64,18 +66,24 @@ def code_folders() -> dict:
     return {"library_folders": [JAX_DIR, JAXLIB_DIR, OWN_DIR, STDLIB_DIR], "user_folders": [JAX_OPS_DIR]}
 
 
-def user_origin(depth: int = 2) -> Origin | None:
-    """The innermost user frame above the caller, with the column of the call."""
+def user_frame(depth: int = 2):
+    """The innermost frame of user code above the caller, or None."""
     frame = sys._getframe(depth)
     while frame is not None and not is_user_file(frame.f_code.co_filename):
         frame = frame.f_back
+    return frame
+
+
+def user_origin(depth: int = 2) -> Origin | None:
+    """The innermost user frame above the caller, with the column of the call."""
+    frame = user_frame(depth + 1)
     if frame is None:
         return None
     col = None
-    positions = list(frame.f_code.co_positions())
     index = frame.f_lasti // 2
-    if 0 <= index < len(positions) and positions[index][2] is not None:
-        line, _, col, _ = positions[index]      # Python counts the column in UTF-8 bytes; we, in code points
+    position = next(itertools.islice(frame.f_code.co_positions(), index, None), None) if index >= 0 else None
+    if position is not None and position[2] is not None:
+        line, _, col, _ = position      # Python counts the column in UTF-8 bytes; we, in code points
         linecache.checkcache(frame.f_code.co_filename)     # the file may have changed since this worker read it
         col = char_column(linecache.getline(frame.f_code.co_filename, line), col)
     return Origin(frame.f_code.co_filename, frame.f_lineno, col)
@@ -94,6 +102,22 @@ def traceback_origin(traceback) -> Origin | None:
 
 ORIGIN_ATTR = "_vmem_lsp_origin"
 
+# Whether the hooks below record where user code made each spec and call: off
+# while a request that reads no origins traces (vmem_lsp.fits(compile=False):
+# the stamps cost about 0.3 ms of a 4.5 ms trace). Run_scoped's record of what
+# each allocation is stays on: the layout model reads it.
+RECORDING = True
+
+
+@contextlib.contextmanager
+def recording(origins: bool):
+    global RECORDING
+    previous, RECORDING = RECORDING, origins
+    try:
+        yield
+    finally:
+        RECORDING = previous
+
 
 def _stamp_init(cls) -> None:
     original = cls.__init__
@@ -103,6 +127,8 @@ def _stamp_init(cls) -> None:
     @functools.wraps(original)
     def init(self, *args, **kwargs):
         original(self, *args, **kwargs)
+        if not RECORDING:
+            return
         try:
             object.__setattr__(self, ORIGIN_ATTR, user_origin())
         except (AttributeError, TypeError):
@@ -136,6 +162,8 @@ def _wrap_pallas_call(original):
 
     @functools.wraps(original)
     def pallas_call(kernel, out_shape=None, *, grid_spec=None, **kwargs):
+        if not RECORDING:
+            return original(kernel, out_shape, grid_spec=grid_spec, **kwargs)
         get = (lambda name, default: getattr(grid_spec, name, default)) if grid_spec is not None else kwargs.get
         provenance = Provenance(
             call_origin=user_origin(),
@@ -192,9 +220,9 @@ def _wrap_run_scoped(original):
         try:
             kw_types = {k: v for k, v in kwargs.items() if k != "collective_axes"}
             entries = _scoped_entries(types, kw_types)
-            origin = user_origin()
-            if origin is not None:
-                SCOPED[(origin.file, origin.line, len(entries))] = entries
+            frame = user_frame()        # the key: file and line, no column
+            if frame is not None:
+                SCOPED[(frame.f_code.co_filename, frame.f_lineno, len(entries))] = entries
         except Exception:       # provenance is a nicety: never in the way of the user's kernel
             pass
         return original(f, *types, **kwargs)
@@ -216,6 +244,15 @@ def install_provenance() -> None:
     pl.run_scoped = scoped
 
 
+def forget_traces() -> None:
+    """Drop jax's caches of traced functions, so that the next trace runs the
+    user's Python, and the hooks above, again: after a trace without origins,
+    jax would hand a request that wants them the unstamped trace (a jitted
+    kernel's trace is kept by its static arguments)."""
+    jax.clear_caches()
+    PROVENANCE.clear()
+
+
 # ---- devices ----------------------------------------------------------------
 
 @functools.cache
@@ -235,6 +272,41 @@ def trace_device(target: str):
 
 # ---- tracing an example -------------------------------------------------------
 
+def _evaluator(node):
+    """A function of the example's scope that gives one part of the call:
+    a constant, a shape literal with whole-number dimensions and a name
+    directly, anything else by evaluating its compiled expression."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return lambda scope: value
+    if is_shape_literal(node) and check_dims(node) is None:
+        dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        dtype, sizes = DIRECTIVE_DTYPES[node.value.id], tuple(d.value for d in dims)
+        return lambda scope: scope[SHAPE_FUNCTION](dtype, sizes)
+    if isinstance(node, ast.Name):
+        name = node.id
+        return lambda scope: scope[name] if name in scope else eval(name, scope)    # a builtin, or NameError
+    code = compile(ast.fix_missing_locations(ast.Expression(_SHAPES.visit(node))), "<vmem example>", "eval")
+    return lambda scope: eval(code, scope)
+
+
+_SHAPES = _ShapeLiterals()
+
+
+@functools.lru_cache(maxsize=1024)
+def call_plan(call_text: str):
+    """(callee, arguments, keywords) of an example call, each part an
+    evaluator of the scope. Kept by the call's text: a tuner asks for one
+    call over and over, and a check asks again for the example it checked;
+    the evaluators read the scope they are given, so one plan serves every
+    module and device."""
+    call = parse_quietly(call_text.strip(), mode="eval").body
+    if not isinstance(call, ast.Call):
+        call = compile_call(call_text)          # says why, as before
+    return (_evaluator(call.func), tuple(_evaluator(a) for a in call.args),
+            tuple((k.arg, _evaluator(k.value)) for k in call.keywords))
+
+
 def example_function(call_text: str, namespace: dict, device):
     """Evaluate the example's callee and arguments; return (function, shapes)
     where function takes the shape placeholders' arrays in order."""
@@ -246,15 +318,11 @@ def example_function(call_text: str, namespace: dict, device):
         shapes.append(shape)
         return shape
 
-    call = compile_call(call_text)
+    callee_of, args_of, keywords_of = call_plan(call_text)
     scope = {**namespace, SHAPE_FUNCTION: make_shape}
-
-    def evaluate(node):
-        return eval(compile(ast.Expression(node), "<vmem example>", "eval"), scope)
-
-    callee = evaluate(call.func)
-    args = [evaluate(a) for a in call.args]
-    kwargs = {k.arg: evaluate(k.value) for k in call.keywords}
+    callee = callee_of(scope)
+    args = [a(scope) for a in args_of]
+    kwargs = {k: v(scope) for k, v in keywords_of}
     is_shape = lambda x: isinstance(x, jax.ShapeDtypeStruct)
     leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=is_shape)
     slots = [i for i, leaf in enumerate(leaves) if is_shape(leaf)]
@@ -683,20 +751,25 @@ def kernel_name(eqn) -> str:
 
 
 def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = True,
-                  scoped_limit: tuple[int, str] | None = None, on_phase=no_phase) -> list[CapturedCall]:
+                  scoped_limit: tuple[int, str] | None = None, on_phase=no_phase,
+                  origins: bool = True) -> list[CapturedCall]:
     """Every pallas_call the example reaches, described, and compiled alone
     unless `compile` is false (a trace is enough to see block shapes).
     `on_phase(phase, kernel)` hears each step begin: "trace" (the example's
     Python), then "lower" and "compile" per kernel, so limits and messages
     can name what is running. `scoped_limit` is (bytes, where it was set):
-    the compiler's scoped VMEM limit for kernels that set none themselves."""
+    the compiler's scoped VMEM limit for kernels that set none themselves.
+    Without `origins`, the specs and scratch carry none and a call's origin
+    is where it was invoked: the provenance hooks stay out of the trace."""
     device = target_device(target) if compile else trace_device(target)
     limit, limit_source = scoped_limit or (None, None)
     compiler_options = {"xla_tpu_scoped_vmem_limit_kib": limit // 1024} if limit else None
     PROVENANCE.clear()
     on_phase("trace", None)
     calls = []
-    for eqn in trace_example(call_text, namespace, device):
+    with recording(origins):
+        traced = trace_example(call_text, namespace, device)
+    for eqn in traced:
         invoke_origin = traceback_origin(eqn.source_info.traceback)
         provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
         key = verdict_key(eqn, device, compiler_options) if compile else None    # the fingerprint, once

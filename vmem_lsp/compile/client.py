@@ -50,6 +50,7 @@ class CheckRequest:
     compile: bool = True             # False: trace only, to read block shapes
     scoped_vmem_limit: int | None = None    # bytes: the compiler's scoped VMEM limit for this target
     scoped_vmem_limit_source: str | None = None     # where it was set, for messages
+    origins: bool = True             # False: the result names no spec's line (vmem_lsp.fits, trace only)
 
 
 class WorkerError(Exception):
