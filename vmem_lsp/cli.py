@@ -39,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--worker-fallback", action="store_true",
                        help="when the configured worker dies (a lost SSH connection), compile locally")
     check.add_argument("--jobs", "-j", type=int, help="workers at once (default: cores minus one)")
+    check.add_argument("--backend", choices=("local", "ray"),
+                       help="where compiles run: local worker processes (the default), or tasks on a Ray cluster "
+                            "(needs the ray extra: pip install 'vmem-lsp[ray]')")
+    check.add_argument("--ray-address", metavar="ADDR",
+                       help="the Ray cluster for --backend ray (default: RAY_ADDRESS, else a local cluster for this run)")
     check.add_argument("--add-examples", action="store_true",
                        help="write a `# vmem:` template above the function of every pallas_call no example reaches "
                             "(shapes from the project's tests where they call it with literal shapes); idempotent")
@@ -145,6 +150,10 @@ def settings_for(args):
         changes["jobs"] = max(1, args.jobs)
     if args.require_examples:
         changes["require_examples"] = True
+    if args.backend:
+        changes["backend"] = args.backend
+    if args.ray_address:
+        changes.update(ray_address=args.ray_address, backend=args.backend or "ray")
     return dataclasses.replace(settings, **changes)
 
 
@@ -209,7 +218,12 @@ def run_check(args) -> int:
         print(f"vmem-lsp: {error}", file=sys.stderr)
         return EXIT_ERROR
     from .engine import make_workers
-    worker = make_workers(settings)
+    from .compile.ray_backend import BackendError
+    try:
+        worker = make_workers(settings)
+    except BackendError as error:
+        print(f"vmem-lsp: {error}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         outcome = checked(args, settings, worker)
         if args.add_examples:

@@ -24,6 +24,8 @@ class Settings:
     worker: str | None = None                      # worker command; None: a local subprocess
     worker_source: str | None = None               # where it was set: "pyproject.toml", "--worker", ...
     worker_fallback: bool = False                  # when that worker dies, compile with a local one
+    backend: str = "local"                         # "local": worker processes here; "ray": tasks on a Ray cluster
+    ray_address: str | None = None                 # the cluster for backend "ray"; None: RAY_ADDRESS, else a local one
     jobs: int | None = None                        # workers at once; None: cores minus one, as memory allows
     worker_memory: int | None = None               # bytes each local worker may hold; None: measured peaks decide
     cache_dir: str | None = None                   # None: <project root>/.vmem_lsp_cache; or s3://, gs://...
@@ -94,7 +96,8 @@ def load_settings(start: str) -> Settings:
 def apply(settings: Settings, table: dict, where: str) -> Settings:
     """Settings with the keys of one [tool.vmem-lsp]-shaped table applied."""
     known = {"targets", "examples", "timeout", "trace-timeout", "scoped-vmem-limit", "worker", "worker-fallback",
-             "jobs", "worker-memory", "cache-dir", "exclude", "require-examples"}
+             "jobs", "worker-memory", "cache-dir", "exclude", "require-examples",
+             "backend", "ray-address"}
     unknown = set(table) - known
     if unknown:
         raise ConfigError(f"{where}: unknown [tool.vmem-lsp] keys: {', '.join(sorted(unknown))}")
@@ -125,6 +128,10 @@ def apply(settings: Settings, table: dict, where: str) -> Settings:
         changes["exclude"] = tuple(table["exclude"])
     if "require-examples" in table:
         changes["require_examples"] = bool(table["require-examples"])
+    if "backend" in table:
+        changes["backend"] = parse_backend(table["backend"])
+    if "ray-address" in table:
+        changes["ray_address"] = table["ray-address"] or None
     return replace(settings, **changes)
 
 
@@ -132,6 +139,15 @@ def cache_location(value: str, base: str) -> str:
     """A URL as written (s3://bucket/prefix: a cache shared by CI shards and
     editors); a path relative to `base`, made absolute."""
     return value if is_url(value) else os.path.abspath(os.path.join(base, value))
+
+
+BACKENDS = ("local", "ray")
+
+
+def parse_backend(value) -> str:
+    if value not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, not {value!r}")
+    return value
 
 
 def parse_targets(value) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from typing import Callable
 
 from .compile.cache import ResultCache
 from .compile.client import CheckRequest, WorkerClient
-from .compile.memory import PeakLog
+from .compile.memory import PeakLog, worker_peak
 from .compile.pool import WorkerPool, memory_plan
 from .compile.protocol import ExampleResult, PhaseLimits
 from .config import Settings
@@ -190,7 +190,12 @@ def cached_runner(cache: ResultCache, worker: WorkerClient, limits: PhaseLimits)
 
 def make_workers(settings: Settings):
     """The local worker, or a pool when more than one job may run at once or
-    a remote worker should fall back to a local one."""
+    a remote worker should fall back to a local one; with backend "ray", the
+    Ray cluster (ray_backend.BackendError when it cannot be used)."""
+    if settings.backend == "ray":
+        from .compile.ray_backend import RayPool
+        # Each task asks Ray for what one worker was measured to peak at here.
+        return RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
     # As many as cores and memory allow, each local worker watched against its
     # share; a worker command's memory is not this machine's (--verbose says which).
     plan = memory_plan(settings.cache_folder(), settings.jobs, settings.worker_memory, local=not settings.worker)
@@ -248,7 +253,7 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
         return example, target, result, cached
 
     try:
-        if isinstance(worker, WorkerPool) and worker.size > 1:
+        if getattr(worker, "size", 1) > 1:
             with ThreadPoolExecutor(worker.size) as executor:
                 done = list(executor.map(run, enumerate(jobs, 1)))
         else:

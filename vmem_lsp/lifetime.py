@@ -29,6 +29,7 @@ PR_SET_PDEATHSIG = 1
 
 _children: set[subprocess.Popen] = set()
 _children_lock = threading.Lock()
+_on_signal: list = []           # callables run first on a signal: work elsewhere to cancel (Ray tasks)
 
 
 # ---- in the parent -----------------------------------------------------------
@@ -94,10 +95,27 @@ def kill_children() -> None:
         kill_group(process)
 
 
+def on_signal(callback) -> None:
+    """Run `callback` when a signal ends us, before the children are killed:
+    for what runs on other machines, which no process group reaches."""
+    _on_signal.append(callback)
+
+
+def forget_on_signal(callback) -> None:
+    if callback in _on_signal:
+        _on_signal.remove(callback)
+
+
 def exit_with_children(signals=(signal.SIGTERM, signal.SIGINT, signal.SIGHUP)) -> None:
-    """On each signal: kill every child's group, then die of that signal, so
-    the exit status is the one a shell or CI expects (130 for Ctrl-C)."""
+    """On each signal: cancel what `on_signal` named, kill every child's
+    group, then die of that signal, so the exit status is the one a shell or
+    CI expects (130 for Ctrl-C)."""
     def handler(signum, frame):
+        for callback in list(_on_signal):
+            try:
+                callback()
+            except Exception:       # dying anyway: the children must still be killed
+                pass
         kill_children()
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)

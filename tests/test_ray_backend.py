@@ -1,0 +1,194 @@
+"""`check --backend ray` on a real local Ray cluster of two nodes (`ray start
+--head`, and a second node joined with `ray start --address`, on this
+machine): the results equal the local pool's, a node killed mid-run loses no
+example (Ray retries its task elsewhere), Ctrl-C cancels the tasks out, and
+without Ray the flag says how to install it."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, run_cli
+
+ray = pytest.importorskip("ray", reason="the test extras install ray")
+RAY = str(Path(sys.executable).with_name("ray"))
+SLOW = ROOT / "tests" / "data" / "ray" / "slow.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """Nodes started with `ray start --block` in sessions of their own, so
+    killing a node is one killpg and nothing outlives the tests."""
+
+    def __init__(self, env: dict):
+        self.env = env
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.nodes: list[subprocess.Popen] = []
+
+    def start(self, head: bool = False) -> subprocess.Popen:
+        where = ["--head", f"--port={self.port}", "--include-dashboard=false"] if head else \
+            [f"--address={self.address}"]
+        before = 0 if head else self.alive()
+        node = subprocess.Popen([RAY, "start", "--block", "--num-cpus=1", "--disable-usage-stats", *where],
+                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=self.env)
+        self.nodes.append(node)
+        deadline = time.monotonic() + 90
+        while not self.listening() or self.alive() < before + 1:
+            assert node.poll() is None and time.monotonic() < deadline, "a Ray node did not start"
+            time.sleep(0.5)
+        return node
+
+    def listening(self) -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def alive(self) -> int:
+        """Live nodes, as the cluster counts them (0 before the head is up)."""
+        done = subprocess.run([sys.executable, "-c", f"""
+import ray
+ray.init(address={self.address!r}, log_to_driver=False, configure_logging=False)
+print(sum(n["Alive"] for n in ray.nodes()))"""], capture_output=True, text=True, env=self.env, timeout=60)
+        return int(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else 0
+
+    @staticmethod
+    def kill(node: subprocess.Popen) -> None:
+        try:
+            os.killpg(node.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        node.wait()
+
+    def stop(self) -> None:
+        for node in reversed(self.nodes):
+            self.kill(node)
+
+
+@pytest.fixture(scope="module")
+def marks(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("marks")
+
+
+@pytest.fixture(scope="module")
+def cluster(marks):
+    """Head plus one joined node, one CPU each; the slow examples on its nodes mark `marks`."""
+    env = {**os.environ, "VMEM_RAY_MARKS": str(marks), "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    cluster = Cluster(env)
+    try:
+        cluster.start(head=True)
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def slow_project(tmp_path: Path, seconds: int) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "slow.py").write_text(SLOW.read_text().replace("SECONDS", str(seconds)))
+    return project
+
+
+def wait_for_marks(marks: Path, suffix: str, count: int, timeout: float = 180) -> list[Path]:
+    deadline = time.monotonic() + timeout
+    while len(found := sorted(marks.glob(f"*.{suffix}"))) < count:
+        assert time.monotonic() < deadline, f"only {len(found)} of {count} examples started"
+        time.sleep(0.2)
+    return found
+
+
+def without_timing(report: dict) -> list:
+    return report["diagnostics"]
+
+
+def test_the_results_equal_the_local_pools(cluster, tmp_path):
+    """pyproject's backend = "ray" and ray-address; the same diagnostics as the local pool, byte for byte."""
+    project = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, project)
+    (project / "pyproject.toml").write_text(
+        f'[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\nbackend = "ray"\nray-address = "{cluster.address}"\n')
+    on_ray = run_cli("check", ".", "--no-cache", "--format", "json", cwd=project)
+    local = run_cli("check", ".", "--no-cache", "--format", "json", "--backend", "local", cwd=project)
+    assert on_ray.returncode == local.returncode == 1, on_ray.stderr + local.stderr
+    ray_report, local_report = json.loads(on_ray.stdout), json.loads(local.stdout)
+    assert ray_report["diagnostics"] == local_report["diagnostics"]
+    assert any(d["code"] == "VMEM001" for d in ray_report["diagnostics"])
+    assert "6 compiled" in ray_report["summary"], ray_report["summary"]
+
+
+def test_a_node_killed_mid_run_loses_no_example(cluster, marks, tmp_path):
+    """Three slow examples on three one-CPU nodes; the third node is killed
+    while its example sleeps, and Ray's retry finishes that example elsewhere."""
+    for old in marks.iterdir():
+        old.unlink()
+    doomed = cluster.start()
+    project = slow_project(tmp_path, seconds=8)
+    check = subprocess.Popen([sys.executable, "-m", "vmem_lsp", "check", str(project), "--no-cache", "--target", "v5e",
+                              "--format", "json", "--backend", "ray", "--ray-address", cluster.address],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_marks(marks, "started", 3)
+        cluster.kill(doomed)
+        out, err = check.communicate(timeout=300)
+    finally:
+        check.kill()
+    report = json.loads(out)
+    assert check.returncode == 0, err + out
+    assert report["diagnostics"] == [], report
+    assert "3 examples" in report["summary"] and "3 compiled" in report["summary"], report["summary"]
+    # The killed node's example started twice (once there, once on a live node) and all three finished.
+    assert len(list(marks.glob("*.started"))) == 4
+    assert sorted(p.name.split(".")[0] for p in marks.glob("*.done")) == ["1", "2", "3"]
+
+
+def test_ctrl_c_cancels_the_tasks(cluster, marks, tmp_path):
+    """Ctrl-C while two examples sleep for minutes: the CLI ends as Ctrl-C
+    ends it (130), and the workers running the examples are gone within
+    seconds: the tasks were cancelled, not left to finish."""
+    for old in marks.iterdir():
+        old.unlink()
+    project = slow_project(tmp_path, seconds=300)
+    check = subprocess.Popen([sys.executable, "-m", "vmem_lsp", "check", str(project), "--no-cache", "--target", "v5e",
+                              "--backend", "ray", "--ray-address", cluster.address],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        started = wait_for_marks(marks, "started", 2)
+        check.send_signal(signal.SIGINT)
+        check.wait(timeout=30)
+    finally:
+        check.kill()
+    assert check.returncode in (130, -signal.SIGINT), check.returncode
+    workers = [int(p.name.split(".")[1]) for p in started]
+    deadline = time.monotonic() + 15
+    while any(Path(f"/proc/{pid}").exists() for pid in workers):
+        assert time.monotonic() < deadline, f"the examples' workers still run after Ctrl-C: {workers}"
+        time.sleep(0.2)
+    assert not list(marks.glob("*.done"))
+    # The cluster is left as it was: both nodes serve the next run.
+    assert cluster.alive() == 2
+
+
+def test_without_ray_the_backend_says_how_to_install(tmp_path):
+    hidden = tmp_path / "no_ray"
+    (hidden / "ray").mkdir(parents=True)
+    (hidden / "ray" / "__init__.py").write_text("raise ImportError('No module named ray (hidden by the test)')\n")
+    done = run_cli("check", str(EXAMPLES / "matmul.py"), "--backend", "ray", "--no-cache",
+                   env={"PYTHONPATH": str(hidden)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "pip install 'vmem-lsp[ray]'" in done.stderr, done.stderr
