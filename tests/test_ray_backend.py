@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,63 +19,8 @@ import pytest
 from conftest import EXAMPLES, ROOT, run_cli
 
 ray = pytest.importorskip("ray", reason="the test extras install ray")
-RAY = str(Path(sys.executable).with_name("ray"))
+from ray_cluster import Cluster  # noqa: E402  (after the skip: it needs ray's CLI)
 SLOW = ROOT / "tests" / "data" / "ray" / "slow.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Cluster:
-    """Nodes started with `ray start --block` in sessions of their own, so
-    killing a node is one killpg and nothing outlives the tests."""
-
-    def __init__(self, env: dict):
-        self.env = env
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.nodes: list[subprocess.Popen] = []
-
-    def start(self, head: bool = False) -> subprocess.Popen:
-        where = ["--head", f"--port={self.port}", "--include-dashboard=false"] if head else \
-            [f"--address={self.address}"]
-        before = 0 if head else self.alive()
-        node = subprocess.Popen([RAY, "start", "--block", "--num-cpus=1", "--disable-usage-stats", *where],
-                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=self.env)
-        self.nodes.append(node)
-        deadline = time.monotonic() + 90
-        while not self.listening() or self.alive() < before + 1:
-            assert node.poll() is None and time.monotonic() < deadline, "a Ray node did not start"
-            time.sleep(0.5)
-        return node
-
-    def listening(self) -> bool:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", self.port)) == 0
-
-    def alive(self) -> int:
-        """Live nodes, as the cluster counts them (0 before the head is up)."""
-        done = subprocess.run([sys.executable, "-c", f"""
-import ray
-ray.init(address={self.address!r}, log_to_driver=False, configure_logging=False)
-print(sum(n["Alive"] for n in ray.nodes()))"""], capture_output=True, text=True, env=self.env, timeout=60)
-        return int(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else 0
-
-    @staticmethod
-    def kill(node: subprocess.Popen) -> None:
-        try:
-            os.killpg(node.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        node.wait()
-
-    def stop(self) -> None:
-        for node in reversed(self.nodes):
-            self.kill(node)
 
 
 @pytest.fixture(scope="module")
@@ -192,3 +136,23 @@ def test_without_ray_the_backend_says_how_to_install(tmp_path):
                    env={"PYTHONPATH": str(hidden)})
     assert done.returncode == 2, done.stdout + done.stderr
     assert "pip install 'vmem-lsp[ray]'" in done.stderr, done.stderr
+
+
+@pytest.mark.asyncio
+async def test_the_language_server_compiles_on_ray(cluster, tmp_path):
+    """The editor's settings backend "ray" and rayAddress: the save's compile
+    runs as Ray tasks and its verdict is on the BlockSpec, as the local worker's is."""
+    from lsp_client import Editor, running_server, wait_for
+    work = tmp_path / "project"
+    work.mkdir()
+    shutil.copy(EXAMPLES / "matmul.py", work / "matmul.py")
+    (work / "pyproject.toml").write_text('[tool.vmem-lsp]\ncache-dir = ".cache"\n')
+    options = {"targets": ["v5e"], "backend": "ray", "rayAddress": cluster.address}
+    async with running_server(work, options=options) as client:
+        editor = Editor(client, work / "matmul.py")
+        editor.open()
+        found = await wait_for(lambda: [d for d in editor.diagnostics() if d.data and d.data.get("tier") == "compiler"],
+                               what="v5e diagnostics from Ray")
+        assert any("18.36M of 16.00M scoped VMEM on TPU v5e" in d.message for d in found)
+        assert any("compiling on Ray: 2 CPUs" in m.message for m in client.log_messages), \
+            [m.message for m in client.log_messages]

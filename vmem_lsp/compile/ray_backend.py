@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import sys
 import threading
 import time
@@ -70,7 +69,7 @@ class Project:
 @dataclasses.dataclass(frozen=True)
 class TaskResult:
     """A task's answer: the worker's result, the seconds it spent in the
-    worker (for the overhead the bench reports) and where it ran."""
+    worker (for the overhead the bench reports) and the Ray node it ran on."""
     result: ExampleResult
     worker_seconds: float
     node: str
@@ -110,7 +109,8 @@ def run_on_node(params: dict, limits: PhaseLimits, project: Project) -> TaskResu
         result = worker.check(request, limits)
         if result.error_kind in RETRIED:
             result = worker.check(request, limits)
-        return TaskResult(result, time.perf_counter() - started, socket.gethostname())
+        import ray
+        return TaskResult(result, time.perf_counter() - started, ray.get_runtime_context().get_node_id())
 
 
 # ---- on the driver -------------------------------------------------------------
@@ -145,6 +145,7 @@ class RayPool:
         self.restarts = 0
         self.overheads: list[float] = []        # seconds per task beyond the worker's own
         self.nodes: dict[str, int] = {}
+        self.lanes: dict[str, int] = {}
         self.stopped = False
         lifetime.on_signal(self.cancel)
 
@@ -160,6 +161,11 @@ class RayPool:
                 texts = {sha: self.manifests.read(root, relative) for relative, sha in manifest.items()}
                 self.projects[key] = Project(root, manifest, [self.ray.put(texts)])
             return self.projects[key]
+
+    def lane(self, target: str) -> int:
+        """The server runs each lane's pairs in turn: on a cluster every chip has its own."""
+        with self.lock:
+            return self.lanes.setdefault(target, len(self.lanes))
 
     def check(self, request: CheckRequest, limits: PhaseLimits | float) -> ExampleResult:
         limits = limits if isinstance(limits, PhaseLimits) else PhaseLimits(limits, limits)

@@ -13,7 +13,9 @@ from typing import Callable
 from ..engine import run_example
 from ..compile.cache import ResultCache
 from ..compile.client import WorkerClient
+from ..compile.memory import worker_peak
 from ..compile.pool import ChipLanes, lanes_for
+from ..compile.ray_backend import BackendError, RayPool
 from ..compile.protocol import ExampleResult
 from ..config import Settings
 from ..source.directives import Example
@@ -105,10 +107,13 @@ class CompileService:
             self.current = self.pending.pop(uri)
             return self.current
 
-    def _workers_for(self, settings: Settings) -> ChipLanes:
-        """The lanes for these settings' chips, each worker they use started."""
+    def _workers_for(self, settings: Settings) -> ChipLanes | RayPool:
+        """The lanes for these settings' chips, each worker they use started;
+        with backend "ray", the cluster (a lane per chip: all compile at once)."""
+        if settings.backend == "ray":
+            return self._ray_for(settings)
         targets = tuple(settings.targets)
-        if self.workers is None or self.worker_command != settings.worker:
+        if self.workers is None or self.worker_command != settings.worker or isinstance(self.workers, RayPool):
             if self.workers is not None:
                 self.workers.stop()
             self.workers = ChipLanes(settings.worker)
@@ -121,6 +126,19 @@ class CompileService:
             first = not any(w.running() for w in self.workers.workers)
             with ThreadPoolExecutor(len(idle), thread_name_prefix="vmem-lsp-start") as starting:
                 list(starting.map(lambda w: self._start(w, first), idle))
+        return self.workers
+
+    def _ray_for(self, settings: Settings) -> RayPool:
+        """The Ray cluster of these settings, connected once; BackendError (no
+        ray, no cluster) ends the job with its message on the status."""
+        if not isinstance(self.workers, RayPool) or self.worker_command != ("ray", settings.ray_address):
+            if self.workers is not None:
+                self.workers.stop()
+                self.workers = None
+            self._emit(CompileEvent("starting", f"connecting to the Ray cluster {settings.ray_address or ''}".rstrip()))
+            self.workers = RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
+            self.worker_command = ("ray", settings.ray_address)
+            self._emit(CompileEvent("ready", f"compiling on Ray: {self.workers.size} CPUs"))
         return self.workers
 
     def _start(self, worker: WorkerClient, announce: bool = True) -> None:
@@ -137,6 +155,8 @@ class CompileService:
         while (job := self._next()) is not None:
             try:
                 self._run_job(job)
+            except BackendError as error:  # no ray, no cluster: said as it is
+                self._emit(CompileEvent("crashed", str(error)))
             except Exception as error:     # never let one job end the thread
                 self._emit(CompileEvent("crashed", f"compile job failed: {error!r}"))
             finally:

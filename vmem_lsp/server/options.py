@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..config import ConfigError, Settings, load_settings, parse_scoped_limits, parse_targets
+from ..config import ConfigError, Settings, load_settings, parse_backend, parse_scoped_limits, parse_targets
 
 SECTION = "vmemLsp"
 
@@ -16,6 +16,8 @@ class Options:
     """What an editor can set. None means: take it from pyproject.toml, else the default."""
     targets: tuple[str, ...] | None = None   # chips to check against, e.g. ("v5e", "v6e")
     worker: str | None = None                # worker command, e.g. "ssh tpu-vm vmem-lsp worker"
+    backend: str | None = None               # "local" or "ray": where compiles run
+    ray_address: str | None = None           # the Ray cluster for backend "ray"
     timeout: float | None = None             # seconds to lower and compile one kernel
     trace_timeout: float | None = None       # seconds for the example's Python (import and run)
     scoped_vmem_limit: tuple | None = None   # ((chip, bytes), ...): the compiler's scoped VMEM limit
@@ -38,7 +40,8 @@ class Options:
         except (ConfigError, OSError, ValueError):
             settings = Settings()
         changes = {k: v for k, v in (("targets", self.targets), ("worker", self.worker),
-                                     ("timeout", self.timeout), ("trace_timeout", self.trace_timeout))
+                                     ("timeout", self.timeout), ("trace_timeout", self.trace_timeout),
+                                     ("backend", self.backend), ("ray_address", self.ray_address))
                    if v is not None}
         if self.scoped_vmem_limit is not None:
             changes.update(scoped_vmem_limit=self.scoped_vmem_limit, scoped_vmem_limit_source="the editor's settings")
@@ -78,8 +81,10 @@ def options_from(raw, base: Options = Options(), initialization: bool = False) -
 def _coerce(name: str, value):
     if name == "targets":
         return parse_targets(value)
-    if name == "worker":
+    if name in ("worker", "ray_address"):
         return str(value) or None
+    if name == "backend":
+        return parse_backend(value)
     if name in ("timeout", "trace_timeout", "headroom_warning"):
         return float(value)
     if name == "scoped_vmem_limit":

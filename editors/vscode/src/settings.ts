@@ -8,6 +8,8 @@ export const SECTION = "vmemLsp";
 export const SERVER_KEYS = [
   "targets",
   "worker",
+  "backend",
+  "rayAddress",
   "timeout",
   "traceTimeout",
   "scopedVmemLimit",
