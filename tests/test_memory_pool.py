@@ -154,8 +154,6 @@ def test_a_worker_killed_by_a_signal_near_a_process_limit_ran_out_of_memory():
     assert client._rlimit_hit(NEAR_LIMIT) is None               # far from both: a crash, not memory
 
 
-@pytest.mark.xfail(strict=True, reason="vmem_lsp/compile/cache.py TRANSIENT lacks \"memory\" (not a file of "
-                                       "this change): a raised worker-memory is answered from the cache")
 def test_a_memory_overrun_is_not_cached(tmp_path):
     from vmem_lsp.compile.cache import ResultCache
     cache = ResultCache(str(tmp_path / "cache"))

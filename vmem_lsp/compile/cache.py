@@ -33,7 +33,7 @@ from .shipping import file_digest
 log = logging.getLogger(__name__)
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"
-TRANSIENT = ("timeout", "crashed", "no_compiler")
+TRANSIENT = ("timeout", "crashed", "no_compiler", "memory", "cancelled")
 COMPILER_ENVIRONMENT = ("LIBTPU_INIT_ARGS", "XLA_FLAGS")
 
 
