@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
                        help="github: GitHub Actions annotations")
     merge.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    doctor = commands.add_parser("doctor", help="what this machine can do: versions, the worker, a tiny compile "
+                                 "per chip, the cache, memory, the settings and where each came from")
+    doctor.add_argument("path", nargs="?", default=".", metavar="PATH", help="the project (default: this folder)")
+    doctor.add_argument("--format", choices=("text", "json"), default="text")
+    doctor.add_argument("--worker", help="try this worker command instead of the configured one")
     from .sweep.command import add_parser as add_sweep
     add_sweep(commands)
     serve = commands.add_parser("serve", help="run the language server on stdin/stdout")
@@ -509,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_explain(args)
     if args.command == "merge":
         return run_merge(args)
+    if args.command == "doctor":
+        from .doctor import run as run_doctor
+        return run_doctor(args)
     if args.command == "sweep":
         from .sweep.command import run as run_sweep
         return run_sweep(args)

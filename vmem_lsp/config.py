@@ -135,6 +135,20 @@ def apply(settings: Settings, table: dict, where: str) -> Settings:
     return replace(settings, **changes)
 
 
+def sources(table_keys, path: str | None) -> dict[str, str]:
+    """Where each Settings field came from, before the command line: "pyproject.toml:<path>"
+    for a field whose [tool.vmem-lsp] key is in `table_keys` (a field named X_source
+    goes with X; root and config_path with the file itself), else "default"."""
+    from dataclasses import fields
+    keys = {key.replace("-", "_") for key in table_keys}
+    found = {}
+    for f in fields(Settings):
+        name = f.name.removesuffix("_source")
+        here = name in keys or (path is not None and f.name in ("root", "config_path"))
+        found[f.name] = f"pyproject.toml:{path}" if here and path is not None else "default"
+    return found
+
+
 def cache_location(value: str, base: str) -> str:
     """A URL as written (s3://bucket/prefix: a cache shared by CI shards and
     editors); a path relative to `base`, made absolute."""

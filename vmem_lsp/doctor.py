@@ -1,0 +1,432 @@
+"""`vmem-lsp doctor [PATH]`: what this machine can do, each problem with its fix.
+
+Versions against the pins of the installed vmem-lsp, the worker command (does
+it start and say hello), one tiny compile per chip in that one worker (libtpu
+loads once), the cache folder, the memory sizing, and the settings in force
+with where each came from. Exit 0 when all is well, 1 when something is wrong
+(named at the end), 2 for bad usage. Never imports jax: the worker does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+from . import __version__
+
+EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+PINNED = ("jax", "jaxlib", "libtpu")
+START_SECONDS = 90.0            # a cold machine's first import of jax and libtpu
+URL_SECONDS = 10.0              # an object store's answer to one listing
+NO_COMPILE = "or check without a compiler: `vmem-lsp check --no-compile` (the layout model's estimates only)"
+
+# The tiny kernel each chip compiles: written to a folder of its own, so a
+# worker over SSH is sent this one file and nothing else.
+KERNEL = '''"""vmem-lsp doctor: one tiny kernel, compiled once per chip."""
+import jax
+from jax.experimental import pallas as pl
+
+
+def copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+# vmem: doctor_copy(f32[8, 128])
+def doctor_copy(x):
+    return pl.pallas_call(copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+'''
+EXAMPLE = "doctor_copy(f32[8, 128])"
+
+
+@dataclass
+class Check:
+    section: str
+    name: str
+    status: str                     # "ok" | "problem" | "info"
+    message: str
+    fix: str | None = None
+    seconds: float | None = None
+
+
+# ---- versions ----------------------------------------------------------------------
+
+REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*(?:\[[^\]]*\])?\s*==\s*([^;,\s]+)\s*(?:;(.*))?$")
+
+
+def pins(requirements: list[str] | None) -> dict[str, str]:
+    """{"jax": "0.10.2", ...}: the `==` pins among requirements (as
+    importlib.metadata.requires gives them), leaving out the extras'."""
+    found = {}
+    for line in requirements or ():
+        match = REQUIREMENT.match(line)
+        if match and "extra" not in (match[3] or ""):
+            found[match[1].lower().replace("_", "-")] = match[2]
+    return found
+
+
+def installed_pins() -> dict[str, str] | None:
+    """The pins of the installed vmem-lsp (its metadata, not a checkout's
+    pyproject.toml); None when its metadata is not found."""
+    from importlib.metadata import PackageNotFoundError, requires
+    try:
+        return pins(requires("vmem-lsp"))
+    except PackageNotFoundError:
+        return None
+
+
+def local_versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+    found = {}
+    for name in PINNED:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def install_command(pinned: dict[str, str]) -> str:
+    wanted = [f"'jax[tpu]=={pinned['jax']}'" if name == "jax" else f"'{name}=={pinned[name]}'"
+              for name in PINNED if name in pinned]
+    return f"pip install {' '.join(wanted)}"
+
+
+def version_checks(found: dict[str, str | None], pinned: dict[str, str] | None, where: str,
+                   judged: bool) -> list[Check]:
+    """A line per package: `found` against `pinned`; `judged` False: information
+    only (the compiles run elsewhere, by a worker command)."""
+    checks = []
+    for name in PINNED:
+        have, want = found.get(name), (pinned or {}).get(name)
+        pin = f" (pinned {want})" if want else " (not pinned: vmem-lsp's metadata not found)" if pinned is None else ""
+        if have is None:
+            message = f"{name} not installed {where}{pin}"
+        elif want and have != want:
+            message = f"{name} {have} {where}, but vmem-lsp is pinned to {want}"
+        else:
+            checks.append(Check("versions", name, "ok", f"{name} {have} {where}{pin}"))
+            continue
+        if not judged:
+            checks.append(Check("versions", name, "info", message + " (the worker command compiles; see below)"))
+            continue
+        if have is None and name == "libtpu":
+            fix = (f"{install_command(pinned or {}) if pinned else 'pip install libtpu'} "
+                   f"(libtpu is Linux-only), {NO_COMPILE}")
+        elif have is None:
+            fix = install_command(pinned) if pinned else f"pip install {name}"
+        else:
+            fix = (f"{install_command(pinned)} (another version can change the compiler's reports "
+                   f"that vmem-lsp reads)")
+        checks.append(Check("versions", name, "problem", message, fix))
+    return checks
+
+
+# ---- the worker and the chips ---------------------------------------------------------
+
+def worker_fix(command: list[str], configured: str | None, source: str | None) -> str:
+    shown = shlex.join(command)
+    source = "the --worker option" if source and source.startswith("--") else f"`worker` in {source or 'the settings'}"
+    if os.path.basename(command[0]) == "ssh":
+        return (f"run `{shown}` in a terminal: vmem-lsp runs ssh with BatchMode=yes, so it needs a key "
+                f"that logs in without a password prompt and the host in known_hosts, and vmem-lsp "
+                f"installed on the remote machine (its `vmem-lsp worker` on the PATH); or drop "
+                f"{source} to compile here")
+    if configured:
+        return (f"run `{shown}` in a terminal: it must print a hello line and wait for requests; "
+                f"fix {source}, or drop it to compile here")
+    return "reinstall vmem-lsp in this environment (pip install --force-reinstall vmem-lsp), then run doctor again"
+
+
+def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check], object | None]:
+    """The worker line, and the started client (None when it did not start)."""
+    from .compile.client import WorkerClient, WorkerError
+    client = WorkerClient(settings.worker, start_timeout=START_SECONDS)
+    command = shlex.join(client.command)
+    where = (f"worker from {settings.worker_source or 'the settings'}" if settings.worker
+             else "local worker")
+    started = time.perf_counter()
+    try:
+        hello = client.start()
+    except (WorkerError, OSError) as error:
+        client.stop()
+        return [Check("worker", "worker", "problem", f"the {where} did not start: `{command}`: {error}",
+                      worker_fix(client.command, settings.worker, settings.config_path
+                                 if settings.worker_source == "pyproject.toml" else settings.worker_source),
+                      round(time.perf_counter() - started, 2))], None
+    seconds = time.perf_counter() - started
+    said = ", ".join(f"{name} {hello.get(name) or 'not installed'}" for name in PINNED)
+    checks = [Check("worker", "worker", "ok", f"the {where} started and speaks protocol {hello.get('protocol')} "
+                    f"in {seconds:.1f} s: `{command}` ({said})", seconds=round(seconds, 2))]
+    if settings.worker:      # it may run elsewhere: its versions are the ones that compile
+        for check in version_checks({n: hello.get(n) for n in PINNED}, pinned, "on the worker", True):
+            if check.status == "problem":
+                checks.append(dataclasses.replace(check, section="worker", name=f"worker {check.name}"))
+    return checks, client
+
+
+def chip_checks(client, limits, pinned: dict[str, str] | None = None) -> list[Check]:
+    """One tiny compile per chip, all in `client`'s one worker, each timed."""
+    from .chips import CHIPS
+    from .compile.client import CheckRequest
+    folder = tempfile.mkdtemp(prefix="vmem-lsp-doctor-")
+    path = os.path.join(folder, "vmem_doctor_kernel.py")
+    with open(path, "w") as f:
+        f.write(KERNEL)
+    results = []
+    try:
+        for name in CHIPS:
+            started = time.perf_counter()
+            result = client.check(CheckRequest(EXAMPLE, name, path=path), limits)
+            results.append((name, result, time.perf_counter() - started))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    install = (install_command(pinned) if pinned and "libtpu" in pinned else "pip install 'jax[tpu]'")
+    missing = [name for name, result, _ in results if result.error_kind == "no_compiler"]
+    if missing and len(missing) == len(results):
+        return [Check("chips", "libtpu", "problem",
+                      f"libtpu missing: the worker has no TPU compiler, so no chip can be compiled for "
+                      f"({', '.join(missing)}): {results[0][1].error}",
+                      f"install libtpu where the worker runs ({install}; Linux only), {NO_COMPILE}")]
+    checks = []
+    for name, result, seconds in results:
+        compiled = not result.error and result.calls and all(c.compiled for c in result.calls)
+        if compiled:
+            checks.append(Check("chips", name, "ok", f"{name}: compiled in {seconds:.1f} s "
+                                f"({result.device_kind})", seconds=round(seconds, 2)))
+            continue
+        what = result.error or "traced, but not compiled"
+        fix = (f"install libtpu where the worker runs ({install}), {NO_COMPILE}" if result.error_kind == "no_compiler"
+               else "run with another libtpu (the pinned one), or report it with this line")
+        checks.append(Check("chips", name, "problem", f"{name}: the tiny compile failed after {seconds:.1f} s: "
+                            f"{what}", fix, round(seconds, 2)))
+    return checks
+
+
+# ---- the cache ---------------------------------------------------------------------------
+
+def folder_size(folder: str) -> tuple[int, int]:
+    """(bytes, files) below `folder`."""
+    size = count = 0
+    for directory, _, files in os.walk(folder):
+        for name in files:
+            try:
+                size += os.lstat(os.path.join(directory, name)).st_size
+                count += 1
+            except OSError:
+                pass
+    return size, count
+
+
+def human(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+
+
+def cache_check(settings) -> Check:
+    folder = settings.cache_folder()
+    from .compile.shared_cache import install_hint, is_url
+    if is_url(folder):
+        return url_check(folder, install_hint(folder))
+    if not os.path.exists(folder):
+        parent = next(p for p in iter_parents(folder) if os.path.exists(p))
+        if not os.access(parent, os.W_OK):
+            return Check("cache", "cache", "problem", f"cache folder {folder} does not exist and {parent} "
+                         f"is not writable", "set cache-dir in [tool.vmem-lsp] (or --cache-dir) to a writable folder")
+        return Check("cache", "cache", "ok", f"cache folder {folder}: not made yet (the first check makes it)")
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        return Check("cache", "cache", "problem", f"cache folder {folder} is not a writable folder",
+                     "set cache-dir in [tool.vmem-lsp] (or --cache-dir) to a writable folder")
+    size, count = folder_size(folder)
+    return Check("cache", "cache", "ok", f"cache folder {folder}: {human(size)} in {count} files")
+
+
+def iter_parents(path: str):
+    path = os.path.abspath(path)
+    while True:
+        yield path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
+
+
+def url_check(url: str, hint: str) -> Check:
+    """A shared cache: whether its filesystem is installed and the store answers."""
+    try:
+        from fsspec.core import url_to_fs
+        fs, root = url_to_fs(url)
+    except ImportError as error:
+        return Check("cache", "cache", "problem", f"shared cache {url}: {error} (checks run without a cache)", hint)
+    except (ValueError, OSError) as error:
+        return Check("cache", "cache", "problem", f"shared cache {url}: cannot open it: {error}",
+                     "check the URL in cache-dir")
+    answer: list = []
+
+    def listing():
+        try:
+            answer.append(("ok", len(fs.ls(root.rstrip("/"), detail=False))))
+        except FileNotFoundError:
+            answer.append(("ok", 0))
+        except Exception as error:          # s3fs and botocore raise beyond OSError
+            answer.append(("error", f"{type(error).__name__}: {error}"))
+
+    thread = threading.Thread(target=listing, daemon=True)
+    thread.start()
+    thread.join(URL_SECONDS)
+    if not answer:
+        return Check("cache", "cache", "problem", f"shared cache {url}: no answer in {URL_SECONDS:g} s",
+                     "check the network and the store's endpoint (AWS_ENDPOINT_URL for S3)")
+    kind, value = answer[0]
+    if kind == "error":
+        return Check("cache", "cache", "problem", f"shared cache {url}: not reachable: {value}",
+                     "check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID...) and the bucket's name")
+    return Check("cache", "cache", "ok", f"shared cache {url}: reachable ({value} entries at its top)")
+
+
+# ---- memory, backend, settings ---------------------------------------------------------
+
+def memory_check(settings) -> tuple[Check, dict]:
+    from .compile.memory import gb
+    from .compile.pool import memory_plan
+    plan = memory_plan(settings.cache_folder(), settings.jobs, settings.worker_memory, local=not settings.worker)
+    share = gb(plan.share_bytes) if plan.share_bytes else "not watched"
+    facts = {"jobs": plan.jobs, "share_bytes": plan.share_bytes, "peak_bytes": plan.peak_bytes,
+             "available_bytes": plan.available_bytes, "reason": plan.reason}
+    return Check("memory", "memory", "info", f"{plan.jobs} job{'s' * (plan.jobs != 1)}, each worker's share "
+                 f"{share}: {plan.reason}"), facts
+
+
+def backend_check(settings) -> Check | None:
+    if settings.backend != "ray":
+        return None
+    import importlib.util
+    if importlib.util.find_spec("ray") is None:
+        return Check("backend", "ray", "problem", "backend = \"ray\", but ray is not installed",
+                     "pip install 'vmem-lsp[ray]', or set backend = \"local\"")
+    return Check("backend", "ray", "info", f"backend ray (cluster: {settings.ray_address or 'RAY_ADDRESS, else a local one'}); "
+                 f"the chips above were tried on the local worker")
+
+
+def plain(value):
+    return [plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def settings_table(path: str, worker: str | None):
+    """(settings, [(field, value, source)], problem): the settings `check PATH`
+    would use, each field's source ("pyproject.toml:<path>", "--worker", "default")."""
+    from .config import ConfigError, Settings, _read_toml, find_pyproject, load_settings, sources
+    pyproject = find_pyproject(path)
+    table = _read_toml(pyproject).get("tool", {}).get("vmem-lsp", {}) if pyproject else {}
+    problem = None
+    try:
+        settings = load_settings(path)
+        where = sources(table, pyproject)
+    except ConfigError as error:
+        settings, where = Settings(), sources((), None)
+        problem = Check("settings", "pyproject", "problem", f"the settings cannot be read: {error}; "
+                        f"showing the defaults", f"fix [tool.vmem-lsp] in {pyproject}")
+    if worker:
+        settings = dataclasses.replace(settings, worker=worker, worker_source="--worker")
+        where.update(worker="--worker", worker_source="--worker")
+    rows = [(f.name, getattr(settings, f.name), where.get(f.name, "default"))
+            for f in dataclasses.fields(settings)]
+    return settings, rows, problem
+
+
+# ---- the run -------------------------------------------------------------------------------
+
+def diagnose(path: str, worker: str | None = None) -> dict:
+    started = time.perf_counter()
+    settings, rows, problem = settings_table(path, worker)
+    checks: list[Check] = [Check("versions", "vmem-lsp", "info", f"vmem-lsp {__version__} ({sys.executable})")]
+    pinned = installed_pins()
+    installed = local_versions()
+    checks += version_checks(installed, pinned, "here", judged=not settings.worker)
+    if problem:
+        checks.append(problem)
+    worker_lines, client = worker_checks(settings, pinned)
+    checks += worker_lines
+    if client is None:
+        checks.append(Check("chips", "chips", "problem", "no chip tried: the worker did not start",
+                            "fix the worker (above), then run doctor again"))
+    else:
+        try:
+            from .compile.protocol import PhaseLimits
+            checks += chip_checks(client, PhaseLimits(trace=min(settings.trace_timeout, 60.0),
+                                                      compile=min(settings.timeout, 120.0)), pinned)
+        finally:
+            client.stop()
+    checks.append(cache_check(settings))
+    memory_line, memory_facts = memory_check(settings)
+    checks.append(memory_line)
+    if (backend := backend_check(settings)) is not None:
+        checks.append(backend)
+    problems = [c for c in checks if c.status == "problem"]
+    from .chips import CHIPS
+    tried = {c.name: c for c in checks if c.section == "chips"}
+    chips = {name: {"compiled": name in tried and tried[name].status == "ok",
+                    "seconds": tried[name].seconds if name in tried else None} for name in CHIPS}
+    return {
+        "version": __version__,
+        "path": os.path.abspath(path),
+        "ok": not problems,
+        "exit_code": EXIT_FOUND if problems else EXIT_OK,
+        "problems": [f"{c.section}: {c.name}" if c.section != c.name else c.name for c in problems],
+        "checks": [dataclasses.asdict(c) for c in checks],
+        "versions": {"installed": installed, "pinned": {n: v for n, v in (pinned or {}).items() if n in PINNED}
+                     if pinned is not None else None},
+        "chips": chips,
+        "memory": memory_facts,
+        "settings": {name: {"value": plain(value), "source": source} for name, value, source in rows},
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+SECTIONS = {"versions": "versions", "worker": "worker", "chips": "chips (a tiny compile each, in one worker)",
+            "cache": "cache", "memory": "memory", "backend": "backend", "settings": "settings"}
+MARKS = {"ok": "ok     ", "problem": "PROBLEM", "info": "info   "}
+
+
+def text(report: dict) -> str:
+    lines = [f"vmem-lsp doctor: {report['path']}"]
+    section = None
+    for check in report["checks"]:
+        if check["section"] != section:
+            section = check["section"]
+            lines.append(f"\n{SECTIONS.get(section, section)}")
+        lines.append(f"  {MARKS[check['status']]} {check['message']}")
+        if check["fix"]:
+            lines.append(f"          fix: {check['fix']}")
+    lines.append("\nsettings in force (and where each came from)")
+    width = max(len(name) for name in report["settings"])
+    for name, entry in report["settings"].items():
+        value = json.dumps(entry["value"])
+        lines.append(f"  {name:<{width}} = {value:<30} # {entry['source']}")
+    problems = report["problems"]
+    lines.append("")
+    lines.append(f"{len(problems)} problem{'s' * (len(problems) != 1)}: {', '.join(problems)} ({report['seconds']:.1f} s)"
+                 if problems else f"all well ({report['seconds']:.1f} s)")
+    return "\n".join(lines) + "\n"
+
+
+def run(args) -> int:
+    """`vmem-lsp doctor [PATH] [--format text|json] [--worker COMMAND]`."""
+    if not os.path.exists(args.path):
+        print(f"vmem-lsp doctor: no such file or folder: {args.path}", file=sys.stderr)
+        return EXIT_ERROR
+    report = diagnose(args.path, args.worker)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        sys.stdout.write(text(report))
+    return report["exit_code"]
