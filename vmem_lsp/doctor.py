@@ -424,7 +424,13 @@ def run(args) -> int:
     if not os.path.exists(args.path):
         print(f"vmem-lsp doctor: no such file or folder: {args.path}", file=sys.stderr)
         return EXIT_ERROR
-    report = diagnose(args.path, args.worker)
+    try:
+        report = diagnose(args.path, args.worker)
+    except Exception as error:      # doctor's own bug: exit 2, never a 1 that blames the machine
+        import traceback
+        traceback.print_exc()
+        print(f"vmem-lsp doctor: internal error: {error}", file=sys.stderr)
+        return EXIT_ERROR
     if args.format == "json":
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
