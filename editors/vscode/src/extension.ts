@@ -23,6 +23,8 @@ import { STATUS_NOTIFICATION, type StatusParams, StatusItem } from "./status";
 
 const CLIENT_ID = "vmemLsp";
 const CLIENT_NAME = "VMEM (vmem-lsp)";
+/** The button that runs `<python> -m vmem_lsp doctor` in a terminal. */
+const DOCTOR = "Run vmem-lsp doctor";
 
 class Controller implements vscode.Disposable {
   readonly output = vscode.window.createOutputChannel(CLIENT_NAME);
@@ -77,8 +79,8 @@ class Controller implements vscode.Disposable {
         this.output.appendLine(`[client] the server did not start: ${describe(error)}`);
         this.status.stopped(`vmem-lsp did not start: ${describe(error)}`);
         void vscode.window
-          .showErrorMessage(`vmem-lsp did not start: ${describe(error)}`, "Show output")
-          .then((choice) => choice && this.output.show(true));
+          .showErrorMessage(`vmem-lsp did not start: ${describe(error)}`, "Show output", DOCTOR)
+          .then((choice) => (choice === DOCTOR ? this.runDoctor() : choice && this.output.show(true)));
       } finally {
         this.pendingRestarts -= 1;
       }
@@ -134,11 +136,21 @@ class Controller implements vscode.Disposable {
             return { action: CloseAction.Restart, handled: true };
           }
           this.status.stopped("The vmem-lsp server exited 4 times in 3 minutes.");
-          return {
-            action: CloseAction.DoNotRestart,
-            message:
-              'The vmem-lsp server exited 4 times in 3 minutes and was not started again. "VMEM: Show output" shows why; "VMEM: Restart server" starts it again.',
-          };
+          const message =
+            "The vmem-lsp server exited 4 times in 3 minutes and was not started again. The output shows why; " +
+            "`vmem-lsp doctor` in a terminal checks this machine (versions, the worker, a compile per chip).";
+          void vscode.window
+            .showErrorMessage(message, DOCTOR, "Show output", "Restart server")
+            .then((choice) => {
+              if (choice === DOCTOR) {
+                this.runDoctor();
+              } else if (choice === "Show output") {
+                this.output.show(true);
+              } else if (choice === "Restart server") {
+                void this.restart("restart after the server exited");
+              }
+            });
+          return { action: CloseAction.DoNotRestart, message, handled: true };
         },
       },
       middleware: {
@@ -216,10 +228,18 @@ class Controller implements vscode.Disposable {
           : `vmem-lsp: "import vmem_lsp" failed with ${shown} (from the ${interpreter.source}).`;
     this.output.appendLine(`[client] ${what}\n${detail}`);
     this.status.notInstalled(`${what}\nClick for how to install it.`);
+    // Installed but failing to import: doctor's own output shows why.
+    const hint =
+      reason === "failed"
+        ? " Run `vmem-lsp doctor` in a terminal to see why."
+        : " Once it is installed, run `vmem-lsp doctor` in a terminal: it checks this machine.";
+    const buttons = reason === "failed" ? [DOCTOR] : [];
     void vscode.window
-      .showErrorMessage(what, "How to install", "Select interpreter", "Show output")
+      .showErrorMessage(what + hint, "How to install", "Select interpreter", "Show output", ...buttons)
       .then((choice) => {
-        if (choice === "How to install") {
+        if (choice === DOCTOR) {
+          this.runDoctor();
+        } else if (choice === "How to install") {
           this.showInstallHelp();
         } else if (choice === "Select interpreter") {
           void vscode.commands.executeCommand("workbench.action.openSettings", `${SECTION}.interpreter`);
@@ -246,10 +266,23 @@ class Controller implements vscode.Disposable {
         "2. Or point the extension at the Python that has it: set \"vmemLsp.interpreter\"",
         "   (e.g. /path/to/project/.venv/bin/python), or select that interpreter in the Python extension.",
         "3. Run \"VMEM: Restart server\".",
+        `4. To check this machine (versions, the worker, a compile per chip): ${python} -m vmem_lsp doctor`,
         "",
       ].join("\n"),
     );
     this.output.show(true);
+  }
+
+  /** `<python> -m vmem_lsp doctor` in a terminal of its own, in the workspace's folder. */
+  runDoctor(): void {
+    const scope = defaultScope();
+    const python = this.interpreter ? [this.interpreter.command, ...this.interpreter.args] : ["python3"];
+    const terminal = vscode.window.createTerminal({
+      name: "vmem-lsp doctor",
+      cwd: scope?.scheme === "file" ? scope.fsPath : undefined,
+    });
+    terminal.show();
+    terminal.sendText(shellCommand([...python, "-m", "vmem_lsp", "doctor"]));
   }
 
   /** Settings changed: restart when needed; otherwise the language client forwards them. */
@@ -307,6 +340,16 @@ function trustedFolders(): string[] {
 
 function asTargets(value: unknown): string[] {
   return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
+}
+
+/** A command line for the terminal's shell: a word with spaces or quotes quoted, in single quotes
+ * for a POSIX shell, in double quotes on Windows (PowerShell runs a quoted program after `&`). */
+function shellCommand(words: string[]): string {
+  const windows = process.platform === "win32";
+  const quoted = words.map((w) =>
+    /^[\w@%+=:,./\\-]+$/.test(w) ? w : windows ? `"${w}"` : `'${w.replace(/'/g, "'\\''")}'`,
+  );
+  return windows && quoted[0].startsWith('"') ? `& ${quoted.join(" ")}` : quoted.join(" ");
 }
 
 function describe(error: unknown): string {
