@@ -150,3 +150,37 @@ def test_pins():
                  "ray==2.60.0; extra == \"test\"", "tqdm==4.70.1"]) == {
         "jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1", "tqdm": "4.70.1"}
     assert pins(None) == {}
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """A real S3-compatible server (moto's server mode) on a free port: (environment, boto3 client)."""
+    moto_server = pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    import boto3
+    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                   "AWS_DEFAULT_REGION": "us-east-1"}
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    environment = {**credentials, "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+    yield environment, boto3.client("s3", endpoint_url=environment["AWS_ENDPOINT_URL"], aws_access_key_id="testing",
+                                    aws_secret_access_key="testing", region_name="us-east-1")
+    server.stop()
+
+
+def test_shared_cache_reachable_or_its_bucket_missing(tmp_path, s3_endpoint):
+    environment, client = s3_endpoint
+    client.create_bucket(Bucket="doctor-cache")
+    client.put_object(Bucket="doctor-cache", Key="vmem/ab/abc.json", Body=b"{}")
+    for url, code, words in (("s3://doctor-cache/vmem", 0, "reachable (1 entry at its top)"),
+                             ("s3://doctor-cache/not-yet", 0, "reachable (0 entries at its top)"),
+                             ("s3://no-such-bucket/vmem", 1, "the bucket no-such-bucket does not exist")):
+        folder = tmp_path / url.replace("/", "_").replace(":", "")
+        folder.mkdir()
+        done = run_cli("doctor", str(project(folder, f'cache-dir = "{url}"\n')), "--format", "json",
+                       env=environment, timeout=120)
+        report = json.loads(done.stdout)
+        cache = next(c for c in report["checks"] if c["section"] == "cache")
+        assert cache["message"] == f"shared cache {url}: {words}", report
+        assert done.returncode == code and report["settings"]["cache_dir"]["value"] == url

@@ -260,8 +260,12 @@ def iter_parents(path: str):
         path = parent
 
 
+BUCKETS = ("s3", "s3a", "gs", "gcs")       # the URL's first part is a bucket that must exist
+
+
 def url_check(url: str, hint: str) -> Check:
     """A shared cache: whether its filesystem is installed and the store answers."""
+    from .compile.shared_cache import protocol_of
     try:
         from fsspec.core import url_to_fs
         fs, root = url_to_fs(url)
@@ -271,12 +275,21 @@ def url_check(url: str, hint: str) -> Check:
         return Check("cache", "cache", "problem", f"shared cache {url}: cannot open it: {error}",
                      "check the URL in cache-dir")
     answer: list = []
+    root = root.rstrip("/")
+    bucket = root.split("/", 1)[0] if protocol_of(url) in BUCKETS else None
 
     def listing():
         try:
-            answer.append(("ok", len(fs.ls(root.rstrip("/"), detail=False))))
+            answer.append(("ok", len(fs.ls(root, detail=False))))
         except FileNotFoundError:
-            answer.append(("ok", 0))
+            try:                # a prefix not written yet, in a bucket that is there
+                if bucket and bucket != root:
+                    fs.ls(bucket, detail=False)
+                answer.append(("ok", 0) if bucket != root else ("missing", bucket))
+            except FileNotFoundError:
+                answer.append(("missing", bucket))
+            except Exception as error:
+                answer.append(("error", f"{type(error).__name__}: {error}"))
         except Exception as error:          # s3fs and botocore raise beyond OSError
             answer.append(("error", f"{type(error).__name__}: {error}"))
 
@@ -287,10 +300,13 @@ def url_check(url: str, hint: str) -> Check:
         return Check("cache", "cache", "problem", f"shared cache {url}: no answer in {URL_SECONDS:g} s",
                      "check the network and the store's endpoint (AWS_ENDPOINT_URL for S3)")
     kind, value = answer[0]
+    if kind == "missing":
+        return Check("cache", "cache", "problem", f"shared cache {url}: the bucket {value} does not exist",
+                     f"create the bucket {value}, or fix cache-dir")
     if kind == "error":
         return Check("cache", "cache", "problem", f"shared cache {url}: not reachable: {value}",
                      "check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID...) and the bucket's name")
-    return Check("cache", "cache", "ok", f"shared cache {url}: reachable ({value} entries at its top)")
+    return Check("cache", "cache", "ok", f"shared cache {url}: reachable ({value} entr{'y' if value == 1 else 'ies'} at its top)")
 
 
 # ---- memory, backend, settings ---------------------------------------------------------
@@ -337,6 +353,8 @@ def settings_table(path: str, worker: str | None):
                         f"showing the defaults", f"fix [tool.vmem-lsp] in {pyproject}")
     if worker:
         settings = dataclasses.replace(settings, worker=worker, worker_source="--worker")
+    elif settings.worker:        # a repository's pyproject can name any command: say so before it runs
+        print(f"using worker from pyproject.toml: {settings.worker}", file=sys.stderr)
         where.update(worker="--worker", worker_source="--worker")
     rows = [(f.name, getattr(settings, f.name), where.get(f.name, "default"))
             for f in dataclasses.fields(settings)]
