@@ -353,9 +353,9 @@ def settings_table(path: str, worker: str | None):
                         f"showing the defaults", f"fix [tool.vmem-lsp] in {pyproject}")
     if worker:
         settings = dataclasses.replace(settings, worker=worker, worker_source="--worker")
+        where.update(worker="--worker", worker_source="--worker")
     elif settings.worker:        # a repository's pyproject can name any command: say so before it runs
         print(f"using worker from pyproject.toml: {settings.worker}", file=sys.stderr)
-        where.update(worker="--worker", worker_source="--worker")
     rows = [(f.name, getattr(settings, f.name), where.get(f.name, "default"))
             for f in dataclasses.fields(settings)]
     return settings, rows, problem
