@@ -184,3 +184,16 @@ def test_shared_cache_reachable_or_its_bucket_missing(tmp_path, s3_endpoint):
         cache = next(c for c in report["checks"] if c["section"] == "cache")
         assert cache["message"] == f"shared cache {url}: {words}", report
         assert done.returncode == code and report["settings"]["cache_dir"]["value"] == url
+
+
+def test_version_checks():
+    from vmem_lsp.doctor import version_checks
+    pinned = {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1"}
+    checks = {c.name: c for c in version_checks({"jax": "0.9.0", "jaxlib": "0.10.2", "libtpu": None}, pinned,
+                                                 "here", judged=True)}
+    assert checks["jaxlib"].status == "ok"
+    assert checks["jax"].status == "problem" and checks["jax"].message == "jax 0.9.0 here, but vmem-lsp is pinned to 0.10.2"
+    assert checks["jax"].fix.startswith("pip install 'jax[tpu]==0.10.2' 'jaxlib==0.10.2' 'libtpu==0.0.42.1'")
+    assert checks["libtpu"].status == "problem" and "--no-compile" in checks["libtpu"].fix
+    # A worker command compiles elsewhere: what is installed here is information only.
+    assert {c.status for c in version_checks({"jax": "0.9.0"}, pinned, "here", judged=False)} == {"info"}
