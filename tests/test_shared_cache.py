@@ -3,6 +3,7 @@ server mode, on a free port of this machine), the real CLI as a subprocess and
 the real compiler, as CI shards would share one bucket."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -212,3 +213,21 @@ def test_the_command_line_takes_a_url_too(s3, tmp_path):
                    cwd=tmp_path, env=environment)
     assert done.returncode == 1, done.stderr
     assert len(objects(client, bucket)) == 1
+
+
+def test_a_checkout_at_another_path_hits_the_same_entries(s3, shard_one, tmp_path):
+    """A CI runner's checkout and a developer's sit at different paths: the
+    keys and entries hold paths relative to the project, so the second is
+    answered from the first's entries, and its diagnostics name its own files."""
+    environment, client = s3
+    project, bucket, first = shard_one
+    elsewhere = tmp_path / "another" / "checkout"
+    shutil.copytree(project, elsewhere)
+    point_at(elsewhere, f"s3://{bucket}/vmem")
+    again = run_cli("check", str(elsewhere / "copy_whole.py"), "--format", "json", cwd=tmp_path, env=environment)
+    assert again.returncode == 1, again.stderr
+    report = json.loads(again.stdout)
+    assert "(0 compiled, 1 cached" in report["summary"], report["summary"]
+    paths = {d["abs_path"] for d in report["diagnostics"]}
+    assert paths == {str(elsewhere / "copy_whole.py")}, paths
+    assert len(objects(client, bucket)) == 1        # nothing new written

@@ -11,13 +11,19 @@ every user source file the example reached; a changed file invalidates it.
 Transient failures (timeouts, crashes, no compiler) are never cached.
 
 The folder may be a URL (s3://, gs://, any fsspec URL: shared_cache.py), which
-CI shards and editors share. So an entry is never trusted as read: it carries
-its body's sha256 and length, and one that does not match (a partial write, a
-damaged object) is counted, logged and compiled again, then replaced.
+CI shards and editors share. Paths under the example's project root (the
+pyproject's folder, or the top of the file's package) are written relative to
+it, in keys and entries, so a CI runner's checkout and a developer's, at
+different paths, share entries; a library file outside stays absolute, and a
+digest that does not match on this machine recompiles as any change does.
+An entry is never trusted as read: it carries its body's sha256 and length,
+and one that does not match (a partial write, a damaged object) is counted,
+logged and compiled again, then replaced.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -27,12 +33,14 @@ import uuid
 from importlib.metadata import PackageNotFoundError, version
 
 from .client import CheckRequest
-from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict, to_json
-from .shipping import file_digest
+from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict
+from .shipping import file_digest, relocate
+from .worker import module_name_for
 
 log = logging.getLogger(__name__)
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"
+PROJECT = "<project>"       # the project root, in keys and entries
 TRANSIENT = ("timeout", "crashed", "no_compiler", "memory", "cancelled")
 COMPILER_ENVIRONMENT = ("LIBTPU_INIT_ARGS", "XLA_FLAGS")
 
@@ -126,6 +134,19 @@ def open_store(location: str):
     return open_shared(location)
 
 
+def project_root(request: CheckRequest) -> str | None:
+    """The folder paths are relative to in the cache: the root a module example
+    names, else the top of the file's package (the folder put on sys.path)."""
+    if request.root:
+        return request.root
+    return module_name_for(request.path)[0] if request.path else None
+
+
+def relative(value, root: str | None):
+    """`value` with the paths under `root` written relative to it."""
+    return relocate(value, root, PROJECT) if root else value
+
+
 class ResultCache:
     def __init__(self, directory: str, enabled: bool = True):
         self.directory = directory
@@ -138,7 +159,7 @@ class ResultCache:
         self.damaged: set[str] = set()
 
     def key(self, request: CheckRequest) -> str:
-        fields = vars(request)
+        fields = relative(vars(request), project_root(request))
         if fields.get("origins", True):
             # A result without origins is another result (check shows those lines),
             # but the default leaves the keys of entries written before it as they were.
@@ -154,7 +175,7 @@ class ResultCache:
         data = self.store.read(key)
         if data is None:
             return None
-        result = self._trusted(key, data)
+        result = self._trusted(key, data, project_root(request))
         if result is None:
             return None
         for path, digest in result.deps.items():
@@ -165,14 +186,15 @@ class ResultCache:
                 return None
         return result
 
-    def _trusted(self, key: str, data: bytes) -> ExampleResult | None:
+    def _trusted(self, key: str, data: bytes, root: str | None) -> ExampleResult | None:
         """The entry's result when it is whole; else None, counted and logged."""
         self.damaged.add(key)
         if data[:1] == b"{":
             log.debug("cache entry %s… has no header (an earlier vmem-lsp wrote it)", key[:12])
             return None
         try:
-            result = result_from_dict(json.loads(unseal(data)))
+            result = result_from_dict(relocate(json.loads(unseal(data)), PROJECT, root) if root
+                                      else json.loads(unseal(data)))
         except (ValueError, TypeError, KeyError, UnicodeDecodeError) as error:
             with self.lock:
                 self.rejected += 1
@@ -185,5 +207,6 @@ class ResultCache:
         if not self.enabled or result.error_kind in TRANSIENT:
             return
         key = self.key(request)
-        self.store.write(key, seal(to_json(result).encode()), replace=key in self.damaged)
+        body = relative(dataclasses.asdict(result), project_root(request))
+        self.store.write(key, seal(json.dumps(body).encode()), replace=key in self.damaged)
         self.damaged.discard(key)

@@ -105,6 +105,6 @@ def relocate(value, old: str, new: str):
         return new + value[len(old):] if value == old or value.startswith(old + os.sep) else value
     if isinstance(value, dict):
         return {relocate(k, old, new): relocate(v, old, new) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [relocate(v, old, new) for v in value]
     return value
