@@ -55,7 +55,7 @@ def timed(label: str, paths: list[str], settings: Settings, worker, use_cache: b
 
 
 def diagnostics_of(outcome) -> list:
-    return sorted((d.path, d.range.start_line, d.code, d.message) for d in outcome.diagnostics)
+    return sorted((d.path, repr(d.span), d.code, d.message) for d in outcome.diagnostics)
 
 
 def main() -> int:
