@@ -64,6 +64,7 @@ class Store:
         self.workspaces = os.path.join(folder, "workspaces")
         os.makedirs(self.blobs, exist_ok=True)
         os.makedirs(self.workspaces, exist_ok=True)
+        self.laid_out: dict[str, dict[str, str]] = {}     # workspace -> the manifest this process last laid there
 
     def missing(self, manifest: dict[str, str]) -> list[str]:
         return sorted({sha for sha in manifest.values() if not os.path.exists(os.path.join(self.blobs, sha))})
@@ -79,8 +80,13 @@ class Store:
             os.replace(temporary, os.path.join(self.blobs, sha))
 
     def workspace(self, client_root: str, manifest: dict[str, str]) -> str:
-        """A folder holding exactly the manifest's files, one per client root."""
+        """A folder holding exactly the manifest's files, one per client root.
+        Several workers on one machine (a Ray node's) share it: each file is
+        written whole (a rename), so none imports half a file; an unchanged
+        manifest is not read again."""
         folder = os.path.join(self.workspaces, digest(client_root.encode())[:16])
+        if self.laid_out.get(folder) == manifest:
+            return folder
         wanted = set()
         for relative, sha in manifest.items():
             target = os.path.normpath(os.path.join(folder, relative))
@@ -90,12 +96,15 @@ class Store:
             if os.path.exists(target) and file_digest(target) == sha:
                 continue
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copyfile(os.path.join(self.blobs, sha), target)
+            temporary = f"{target}.{os.getpid()}.tmp"
+            shutil.copyfile(os.path.join(self.blobs, sha), temporary)
+            os.replace(temporary, target)
         for directory, _, files in os.walk(folder):
             for name in files:
                 path = os.path.join(directory, name)
                 if name.endswith(".py") and path not in wanted:
                     os.remove(path)
+        self.laid_out[folder] = dict(manifest)
         return folder
 
 
