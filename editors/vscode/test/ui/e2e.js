@@ -696,7 +696,7 @@ async function main() {
     await screenshot("not-installed-notification");
     await toast.locator(".monaco-button", { hasText: "How to install" }).first().click();
     await until("install instructions in the output", 20, async () =>
-      (await visibleText(".panel .monaco-editor .view-lines")).includes("pip install vmem-lsp"));
+      (await visibleText(".panel .monaco-editor .view-lines")).includes("pip install \"vmem-lsp @ git+https://"));
     await screenshot("how-to-install");
 
     log(`PASS: the status bar went ${(await statusHistory()).map((s) => `"${s}"`).join(" → ")}`);
