@@ -59,10 +59,18 @@ def main() -> None:
         times.append(time.perf_counter() - started)
     ours, theirs = time.process_time() - cpu_before, cpu_seconds(worker) - worker_before
     times.sort()
+    # The floor: jax's own trace of the same configs here (the worker must do as much for each).
+    floor = []
+    for bm, bk, bn in configs[1:]:
+        started = time.perf_counter()
+        matmul.trace(x, x, bm=bm, bk=bk, bn=bn)
+        floor.append(time.perf_counter() - started)
     print(f"first call (worker start, jax import, first trace): {first:.2f} s")
     print(f"{len(times)} configs after it: median {1000 * statistics.median(times):.2f} ms, "
           f"p90 {1000 * times[int(0.9 * (len(times) - 1))]:.2f} ms, max {1000 * times[-1]:.2f} ms "
           f"(load average {os.getloadavg()[0]:.1f})")
+    print(f"jax's own trace of the same configs in this process (the floor): median "
+          f"{1000 * statistics.median(floor):.2f} ms")
     print(f"CPU per config: this process {1000 * ours / len(times):.2f} ms + the worker "
           f"{1000 * theirs / len(times):.2f} ms = {1000 * (ours + theirs) / len(times):.2f} ms")
 

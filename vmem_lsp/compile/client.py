@@ -130,6 +130,8 @@ class WorkerClient:
         self.first_status: dict = {}    # and its first, as the request began
         self.last_limits: dict = {}     # its per-process limits then (RLIMIT_AS, RLIMIT_DATA)
         self.overrun: int | None = None # the resident bytes it was stopped at
+        self.watched: queue.SimpleQueue = queue.SimpleQueue()   # requests for the one watcher thread
+        self.watcher: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> dict:
@@ -249,15 +251,26 @@ class WorkerClient:
     def _watch(self) -> threading.Event:
         """Read the local worker's memory every WATCH_SECONDS until the
         returned event is set; past its share, stop it (the read loop then
-        sees its end, and `_ended` says why). A remote worker is not watched."""
+        sees its end, and `_ended` says why). A remote worker is not watched.
+        One thread per client, and nothing read before the first
+        WATCH_SECONDS: a trace-only request (vmem_lsp.fits) takes 4 ms, and a
+        thread and two /proc reads each were a fifth of that under load."""
         done = threading.Event()
         self.overrun, self.first_status, self.last_status, self.last_limits = None, {}, {}, {}
         if self.local_pid is None:
             done.set()
             return done
-        threading.Thread(target=self._watching, args=(self.local_pid, self.process, done),
-                         name="vmem-lsp-memory-watch", daemon=True).start()
+        if self.watcher is None:
+            self.watcher = threading.Thread(target=self._watch_loop, name="vmem-lsp-memory-watch", daemon=True)
+            self.watcher.start()
+        self.watched.put((self.local_pid, self.process, done))
         return done
+
+    def _watch_loop(self) -> None:
+        while True:
+            pid, process, done = self.watched.get()
+            if not done.wait(WATCH_SECONDS):
+                self._watching(pid, process, done)
 
     def _watching(self, pid: int, process: subprocess.Popen, done: threading.Event) -> None:
         while not done.is_set():
@@ -280,8 +293,10 @@ class WorkerClient:
         return memory.what_ran(*(self.phase.get(k) for k in ("phase", "kernel", "target")))
 
     def _saw_peak(self, request: CheckRequest) -> None:
-        """The worker's high-water mark of resident memory, after a request, to the peak log."""
-        if self.peaks is not None and self.local_pid is not None:
+        """The worker's high-water mark of resident memory, after a request
+        long enough to be watched, to the peak log (the mark is the process's:
+        a short request's is read after the next long one)."""
+        if self.peaks is not None and self.local_pid is not None and self.last_status:
             peak = memory.status(self.local_pid).get("VmHWM")
             if peak:
                 self.peaks.saw(peak, f"{request.example} for {request.target}")
@@ -318,6 +333,9 @@ class WorkerClient:
         as for a worker stopped over its share, and the message says so."""
         if result.error_kind not in ("raised", "import") or ": MemoryError" not in (result.error or ""):
             return result
+        if not self.last_limits and self.local_pid is not None:     # over before the watcher's first look
+            self.last_limits = memory.limits_of(self.local_pid) or {}
+            self.last_status = memory.status(self.local_pid) or self.last_status
         hit = self._rlimit_hit(0.0)
         phase = "import" if result.error_kind == "import" else self.phase.get("phase") or "trace"
         text = memory.needed_more_than(phase, self.phase.get("kernel"), result.target, *(hit or (None, None)))

@@ -344,11 +344,16 @@ class PhaseClock:
         self.lock = threading.Lock()
         self.request: tuple | None = None       # (id, target, PhaseLimits)
         self.phase: tuple | None = None         # (phase, kernel, deadline)
+        self.announce = True                    # tell the client each phase as it begins
         threading.Thread(target=self._watch, name="vmem-lsp-phase-clock", daemon=True).start()
 
-    def begin(self, ident, target: str, limits: PhaseLimits) -> None:
+    def begin(self, ident, target: str, limits: PhaseLimits, announce: bool = True) -> None:
+        """A request starts. Without `announce` its phases are timed here but
+        not sent: a tuner's trace-only request (no origins, no compile) is
+        4 ms, and two more messages each way were a tenth of it; its limits
+        are all the trace limit, which the client applies without being told."""
         with self.lock:
-            self.request, self.phase = (ident, target, limits), None
+            self.request, self.phase, self.announce = (ident, target, limits), None, announce
 
     def enter(self, phase: str, kernel: str | None = None) -> None:
         with self.lock:
@@ -356,6 +361,8 @@ class PhaseClock:
                 return
             ident, target, limits = self.request
             self.phase = (phase, kernel, time.monotonic() + limits.of(phase))
+            if not self.announce:
+                return
         self.send({"id": ident, "phase": phase, "kernel": kernel, "target": target})
 
     def end(self) -> None:
@@ -435,7 +442,8 @@ class Server:
                 return
             workspace = self.shipped().workspace(client_root, manifest)
             params = relocate_params(params, client_root, workspace)
-        self.clock.begin(ident, params.get("target"), phase_limits)
+        quiet = not params.get("origins", True) and not params.get("compile", True)
+        self.clock.begin(ident, params.get("target"), phase_limits, announce=not quiet)
         try:
             with request_limits(self.limits):
                 result = plain(self.worker.check(params, self.clock.enter))
