@@ -54,6 +54,16 @@ def timed(label: str, paths: list[str], settings: Settings, worker, use_cache: b
     return outcome, seconds
 
 
+def on_pool(size: int, label: str, paths: list[str], settings: Settings, use_cache: bool = True):
+    """(outcome, seconds, workers the pool started) of one run on a local pool of `size`."""
+    pool = WorkerPool(size=size)
+    try:
+        outcome, seconds = timed(label, paths, settings, pool, use_cache)
+        return outcome, seconds, len(pool.created)
+    finally:
+        pool.stop()
+
+
 def diagnostics_of(outcome) -> list:
     return sorted((d.path, repr(d.span), d.code, d.message) for d in outcome.diagnostics)
 
@@ -80,16 +90,8 @@ def main() -> int:
           f"load {os.getloadavg()[0]:.1f}", flush=True)
 
     local_disk = dataclasses.replace(base, cache_dir=str(work / "disk-cache"), jobs=1)
-    pool = WorkerPool(size=1)
-    try:
-        one, one_s = timed("local pool, 1 job (the default here), cold", paths, local_disk, pool)
-    finally:
-        pool.stop()
-    pool = WorkerPool(size=2)
-    try:
-        two, two_s = timed("local pool, 2 jobs (every core), no cache", paths, base, pool, use_cache=False)
-    finally:
-        pool.stop()
+    one, one_s, _ = on_pool(1, "local pool, 1 job (the default here), cold", paths, local_disk)
+    two, two_s, _ = on_pool(2, "local pool, 2 jobs (every core), no cache", paths, base, use_cache=False)
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -113,18 +115,8 @@ def main() -> int:
     finally:
         cluster.stop()
 
-    pool = WorkerPool(size=1)
-    try:
-        warm_s3, warm_s3_s = timed("warm S3 cache (moto), local pool", paths, shared, pool)
-        started_s3 = len(pool.created)
-    finally:
-        pool.stop()
-    pool = WorkerPool(size=1)
-    try:
-        warm_disk, warm_disk_s = timed("warm local disk cache, local pool", paths, local_disk, pool)
-        started_disk = len(pool.created)
-    finally:
-        pool.stop()
+    warm_s3, warm_s3_s, started_s3 = on_pool(1, "warm S3 cache (moto), local pool", paths, shared)
+    warm_disk, warm_disk_s, started_disk = on_pool(1, "warm local disk cache, local pool", paths, local_disk)
     server.stop()
 
     same = diagnostics_of(one) == diagnostics_of(two) == diagnostics_of(on_ray) == diagnostics_of(warm_s3) \
