@@ -14,10 +14,24 @@ EXAMPLES = ROOT / "examples"
 KERNELS = ROOT / "tests" / "data" / "kernels"
 
 
-def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None = None
-            ) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None = None,
+            inherit: bool = True) -> subprocess.CompletedProcess:
+    """The CLI as a subprocess; `env` adds to this process's environment, or
+    with `inherit=False` is the whole of it."""
+    base = {**os.environ} if inherit else {}
     return subprocess.run([sys.executable, "-m", "vmem_lsp", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+                          text=True, timeout=timeout, env={**base, "PYTHONUNBUFFERED": "1", **(env or {})})
+
+
+def without_libtpu(folder: Path) -> dict:
+    """An environment in which libtpu cannot be imported, as on macOS: a
+    package of that name on PYTHONPATH that raises ImportError, and none of
+    the TPU_* / LIBTPU variables a test that imported libtpu in this process
+    left behind (jax would load the library from TPU_LIBRARY_PATH)."""
+    (folder / "libtpu").mkdir(parents=True, exist_ok=True)
+    (folder / "libtpu" / "__init__.py").write_text('raise ImportError("no libtpu on this machine")\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_") and "LIBTPU" not in k}
+    return {**env, "PYTHONPATH": str(folder)}
 
 
 def run_json(*args: str, **kw) -> tuple[subprocess.CompletedProcess, dict]:

@@ -10,7 +10,7 @@ import sys
 
 import jax.experimental.pallas.ops.tpu.flash_attention as flash_module
 
-from conftest import EXAMPLES, KERNELS, ROOT, line_of, run_cli, run_json
+from conftest import EXAMPLES, KERNELS, ROOT, line_of, run_cli, run_json, without_libtpu
 
 
 def by(diagnostics, target=None, **where):
@@ -262,16 +262,8 @@ def test_no_compile_gives_the_layout_model_verdict_on_the_same_lines(tmp_path):
 
 def test_without_libtpu_the_check_falls_back_to_the_model(tmp_path):
     """As on macOS: jax is there, libtpu is not."""
-    import os
-    hidden = tmp_path / "hide" / "libtpu"
-    hidden.mkdir(parents=True)
-    (hidden / "__init__.py").write_text('raise ImportError("no libtpu on this machine")\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_") and "LIBTPU" not in k}
-    env["PYTHONPATH"] = str(tmp_path / "hide")      # (importing libtpu in this process set TPU_LIBRARY_PATH)
-    import subprocess, sys
-    done = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", "examples/copy_whole.py", "--target", "v6e",
-                           "--no-cache", "--format", "json"], cwd=ROOT, capture_output=True, text=True, env=env,
-                          timeout=300)
+    done = run_cli("check", "examples/copy_whole.py", "--target", "v6e", "--no-cache", "--format", "json",
+                   env=without_libtpu(tmp_path / "hide"), inherit=False, timeout=300)
     report = json.loads(done.stdout)
     assert done.returncode == 1
     assert {d["code"] for d in report["diagnostics"]} >= {"VMEM001", "VMEM002"}

@@ -11,7 +11,7 @@ from importlib.metadata import version
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, without_libtpu
 from vmem_lsp.chips import CHIPS
 from vmem_lsp.config import Settings, sources
 from vmem_lsp.doctor import pins
@@ -80,7 +80,8 @@ def test_json_report(tmp_path):
 
 def test_libtpu_hidden(tmp_path):
     """Where libtpu cannot be loaded, doctor says so and names the --no-compile fallback."""
-    done = run_cli("doctor", str(project(tmp_path)), env={"PYTHONPATH": hidden(tmp_path, "libtpu")}, timeout=120)
+    done = run_cli("doctor", str(project(tmp_path)), env=without_libtpu(tmp_path / "hidden"), inherit=False,
+                   timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "PROBLEM libtpu missing: the worker has no TPU compiler" in done.stdout
     assert "vmem-lsp check --no-compile" in done.stdout
