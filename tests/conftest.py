@@ -23,13 +23,19 @@ def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None
                           text=True, timeout=timeout, env={**base, "PYTHONUNBUFFERED": "1", **(env or {})})
 
 
+def hide(folder: Path, package: str) -> str:
+    """`folder`, for PYTHONPATH, with a `package` that raises ImportError: as if it were not installed."""
+    (folder / package).mkdir(parents=True, exist_ok=True)
+    (folder / package / "__init__.py").write_text(f"raise ImportError('{package} hidden by the test')\n")
+    return str(folder)
+
+
 def without_libtpu(folder: Path) -> dict:
     """An environment in which libtpu cannot be imported, as on macOS: a
     package of that name on PYTHONPATH that raises ImportError, and none of
     the TPU_* / LIBTPU variables a test that imported libtpu in this process
     left behind (jax would load the library from TPU_LIBRARY_PATH)."""
-    (folder / "libtpu").mkdir(parents=True, exist_ok=True)
-    (folder / "libtpu" / "__init__.py").write_text('raise ImportError("no libtpu on this machine")\n')
+    hide(folder, "libtpu")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_") and "LIBTPU" not in k}
     return {**env, "PYTHONPATH": str(folder)}
 

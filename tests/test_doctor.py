@@ -11,7 +11,7 @@ from importlib.metadata import version
 
 import pytest
 
-from conftest import run_cli, without_libtpu
+from conftest import hide, run_cli, without_libtpu
 from vmem_lsp.chips import CHIPS
 from vmem_lsp.config import Settings, sources
 from vmem_lsp.doctor import pins
@@ -22,14 +22,6 @@ CHECK_KEYS = {"section", "name", "status", "message", "fix", "seconds"}
 def project(tmp_path, body: str = 'targets = ["v5e"]\n'):
     (tmp_path / "pyproject.toml").write_text(f"[project]\nname = \"doctored\"\n\n[tool.vmem-lsp]\n{body}")
     return tmp_path
-
-
-def hidden(tmp_path, package: str):
-    """A folder for PYTHONPATH whose `package` raises ImportError: as if it were not installed."""
-    folder = tmp_path / "hidden"
-    (folder / package).mkdir(parents=True)
-    (folder / package / "__init__.py").write_text(f"raise ImportError('{package} hidden by the test')\n")
-    return str(folder)
 
 
 def setting_line(stdout: str, name: str) -> str:
@@ -113,7 +105,7 @@ def test_ssh_worker_shows_ssh_words(tmp_path):
 def test_shared_cache_without_s3fs(tmp_path):
     """An s3:// cache with s3fs missing: said, with the extra to install; doctor does not fail."""
     root = project(tmp_path, 'cache-dir = "s3://some-bucket/vmem"\n')
-    done = run_cli("doctor", str(root), "--format", "json", env={"PYTHONPATH": hidden(tmp_path, "s3fs")},
+    done = run_cli("doctor", str(root), "--format", "json", env={"PYTHONPATH": hide(tmp_path / "hidden", "s3fs")},
                    timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(done.stdout)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, run_cli
+from conftest import EXAMPLES, ROOT, hide, run_cli
 
 ray = pytest.importorskip("ray", reason="the test extras install ray")
 from ray_cluster import Cluster  # noqa: E402  (after the skip: it needs ray's CLI)
@@ -129,11 +129,8 @@ def test_ctrl_c_cancels_the_tasks(cluster, marks, tmp_path):
 
 
 def test_without_ray_the_backend_says_how_to_install(tmp_path):
-    hidden = tmp_path / "no_ray"
-    (hidden / "ray").mkdir(parents=True)
-    (hidden / "ray" / "__init__.py").write_text("raise ImportError('No module named ray (hidden by the test)')\n")
     done = run_cli("check", str(EXAMPLES / "matmul.py"), "--backend", "ray", "--no-cache",
-                   env={"PYTHONPATH": str(hidden)})
+                   env={"PYTHONPATH": hide(tmp_path / "no_ray", "ray")})
     assert done.returncode == 2, done.stdout + done.stderr
     assert "pip install 'vmem-lsp[ray]'" in done.stderr, done.stderr
 

@@ -32,10 +32,9 @@ import threading
 import uuid
 from importlib.metadata import PackageNotFoundError, version
 
-from .client import CheckRequest
+from .client import CheckRequest, project_root
 from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict
 from .shipping import file_digest, relocate
-from .worker import module_name_for
 
 log = logging.getLogger(__name__)
 
@@ -134,17 +133,14 @@ def open_store(location: str):
     return open_shared(location)
 
 
-def project_root(request: CheckRequest) -> str | None:
-    """The folder paths are relative to in the cache: the root a module example
-    names, else the top of the file's package (the folder put on sys.path)."""
-    if request.root:
-        return request.root
-    return module_name_for(request.path)[0] if request.path else None
-
-
 def relative(value, root: str | None):
     """`value` with the paths under `root` written relative to it."""
     return relocate(value, root, PROJECT) if root else value
+
+
+def absolute(value, root: str | None):
+    """`value` with the relative paths `relative` wrote put under `root` again."""
+    return relocate(value, PROJECT, root) if root else value
 
 
 class ResultCache:
@@ -193,8 +189,7 @@ class ResultCache:
             log.debug("cache entry %s… has no header (an earlier vmem-lsp wrote it)", key[:12])
             return None
         try:
-            result = result_from_dict(relocate(json.loads(unseal(data)), PROJECT, root) if root
-                                      else json.loads(unseal(data)))
+            result = result_from_dict(absolute(json.loads(unseal(data)), root))
         except (ValueError, TypeError, KeyError, UnicodeDecodeError) as error:
             with self.lock:
                 self.rejected += 1

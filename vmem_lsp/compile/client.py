@@ -53,6 +53,15 @@ class CheckRequest:
     origins: bool = True             # False: the result names no spec's line (vmem_lsp.fits, trace only)
 
 
+def project_root(request: CheckRequest) -> str | None:
+    """The folder of the request's project: the root a module example names,
+    else the top of the file's package (the folder put on sys.path). What a
+    remote worker is sent, and what cached paths are relative to."""
+    if request.root:
+        return request.root
+    return module_name_for(request.path)[0] if request.path else None
+
+
 class WorkerError(Exception):
     def __init__(self, message: str, kind: str = "crashed", origin: Origin | None = None):
         super().__init__(message)
@@ -357,10 +366,8 @@ class WorkerClient:
 
     def _ship(self, request: CheckRequest) -> tuple[str, dict] | None:
         """(client root, manifest) of the project the example lives in, for a remote worker."""
-        if not self.ship_source or not (request.root or request.path):
-            return None
-        root = request.root or module_name_for(request.path)[0]
-        return root, self.manifests.manifest(root)
+        root = project_root(request) if self.ship_source else None
+        return (root, self.manifests.manifest(root)) if root else None
 
     def _read(self, timeout: float, limits: PhaseLimits | None = None) -> dict:
         """The next protocol message. `limits`: a request is out, and a

@@ -27,11 +27,10 @@ import threading
 import time
 
 from .. import lifetime
-from .client import CheckRequest, WorkerClient
+from .client import CheckRequest, WorkerClient, project_root
 from .pool import RETRIED
 from .protocol import ExampleResult, PhaseLimits
 from .shipping import Manifests
-from .worker import module_name_for
 
 INSTALL_HINT = ("the Ray backend needs Ray, an optional extra: pip install 'vmem-lsp[ray]' "
                 "(or pip install ray); without it, leave out --backend ray")
@@ -153,7 +152,7 @@ class RayPool:
         """The request's project in the object store: put once per content, as
         a remote WorkerClient ships it (root: the pyproject root or the file's
         package root)."""
-        root = request.root or module_name_for(request.path)[0]
+        root = project_root(request)
         with self.lock:
             manifest = self.manifests.manifest(root)
             key = (root, tuple(sorted(manifest.items())))
