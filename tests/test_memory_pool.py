@@ -216,7 +216,7 @@ def test_a_worker_over_its_share_is_stopped_and_reported(tmp_path):
 
 def test_a_per_process_limit_is_reported_as_memory(tmp_path):
     """Under `prlimit --data` (RLIMIT_DATA: libtpu compiles under 2 GiB of it;
-    RLIMIT_AS breaks the worker, which sets its own) each share is capped at
+    RLIMIT_AS: the next test) each share is capped at
     the limit, and the example that cannot allocate says which limit."""
     folder = project(tmp_path)
     done, left = run_marked(["check", "hog.py", "--no-cache", "--format", "json", "--verbose"], folder,
@@ -227,6 +227,23 @@ def test_a_per_process_limit_is_reported_as_memory(tmp_path):
     assert "the example's Python for v5e needed more than 2.0 GB" in found["message"]
     assert "RLIMIT_DATA" in found["message"]
     assert "each worker may hold 2.0 GB (the per-process memory limit)" in done.stderr
+    assert left == []
+
+
+def test_an_address_space_limit_is_kept_and_reported(tmp_path):
+    """Under `prlimit --as` (ulimit -v) the worker's own cap per request stays
+    inside the limit it was given, where it once asked for more and every
+    request was refused: the example that fits is checked, the hog is told
+    which limit stopped it."""
+    folder = project(tmp_path)
+    done, left = run_marked(["check", "hog.py", "--no-cache", "--format", "json"], folder,
+                            prefix=(shutil.which("prlimit"), f"--as={3 * GB}"))
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    found = diagnostic_on(report, "# vmem: hog(", folder / "hog.py")
+    assert found["facts"]["error_kind"] == "memory", found
+    assert "RLIMIT_AS" in found["message"]
+    assert "1 error in 2 examples" in report["summary"]
     assert left == []
 
 

@@ -311,8 +311,9 @@ def request_limits(limits: Limits):
             raise OverTime(f"over the worker's limit of {limits.max_seconds:g} s per request")
         previous = signal.signal(signal.SIGALRM, alarm)
         signal.setitimer(signal.ITIMER_REAL, limits.max_seconds)
+    given = resource.getrlimit(resource.RLIMIT_AS)
     if limits.max_memory_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (virtual_size() + limits.max_memory_bytes, resource.RLIM_INFINITY))
+        resource.setrlimit(resource.RLIMIT_AS, (request_address_space(limits.max_memory_bytes, given), given[1]))
     try:
         yield
     finally:
@@ -320,7 +321,19 @@ def request_limits(limits: Limits):
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
         if limits.max_memory_bytes:
-            resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            resource.setrlimit(resource.RLIMIT_AS, given)
+
+
+def request_address_space(adds: int, given: tuple[int, int]) -> int:
+    """The soft RLIMIT_AS for one request: what the worker maps now plus what
+    a request may add, never above the limits the worker was started under
+    (`ulimit -v`, prlimit: a process may not raise its hard limit, and asking
+    to refused every request)."""
+    wanted = virtual_size() + adds
+    for bound in given:
+        if bound != resource.RLIM_INFINITY:
+            wanted = min(wanted, bound)
+    return wanted
 
 
 def virtual_size() -> int:
