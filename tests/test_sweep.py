@@ -255,6 +255,46 @@ def test_trace_only_requests_clear_jax_traces_now_and_then_and_answer_the_same(t
     assert same and clears >= 2 and blocks == [[256, 512], [512, 512], [1024, 512]]
 
 
+EVICTING = """
+import json, sys
+sys.path.insert(0, {examples!r})
+from jax._src import pjit
+from jax._src.interpreters import partial_eval as pe
+from vmem_lsp.compile.worker import Worker, plain
+w = Worker()
+
+
+def ask(bm):
+    return plain(w.check({{"example": f"matmul(bf16[8192, 8192], bf16[8192, 8192], bm={{bm}}, bk=512, bn=512)",
+                           "target": "v6e", "path": {path!r}, "compile": False, "origins": False}}))
+
+
+def kept():
+    # the entries of the kernel's own function (jnp.dot's, one per shape, are jax's and few)
+    return [sum(1 for key in cache.cache_keys() if getattr(key[0](), "__name__", None) == "matmul")
+            for cache in (pe.trace_to_jaxpr, pjit._infer_params_cached)]
+
+
+ask(128)
+before = kept()
+blocks = [ask(bm)["calls"][0]["operands"][0]["block_shape"] for bm in (256, 512, 1024, 2048)]
+print(json.dumps([before, kept(), blocks]))
+"""
+
+
+def test_a_trace_only_request_leaves_no_trace_of_the_kernel_in_jax(tmp_path):
+    """jax files a jitted kernel's traces for every config under one hash (its
+    static block sizes are left out), so each lookup compared with all traces
+    before it; the worker evicts the traced function's entries after each
+    trace-only request: the caches stay the size they were, answers the same."""
+    (tmp_path / "evicting.py").write_text(EVICTING.format(examples=str(EXAMPLES), path=str(MATMUL)))
+    done = subprocess.run([sys.executable, "evicting.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    before, after, blocks = json.loads(done.stdout.strip().splitlines()[-1])
+    assert blocks == [[256, 512], [512, 512], [1024, 512], [2048, 512]]
+    assert after == before == [0, 0]
+
+
 def test_the_tuning_examples_in_the_docs_run(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "docs" / "tuning_examples.py")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=900)

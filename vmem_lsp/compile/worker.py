@@ -52,7 +52,7 @@ def protocol_stream():
     return stream
 
 
-BARE_TRACES_KEPT = 32     # requests without origins between two clearings of jax's traces
+BARE_TRACES_KEPT = 256    # requests without origins between two clearings of jax's traces
 
 
 def module_name_for(path: str) -> tuple[str, str]:
@@ -184,9 +184,10 @@ class Worker:
         elif self.bare_traces >= BARE_TRACES_KEPT:
             # A tuner's configs are traced once each, and jax keeps every trace of a jitted
             # function under one hash (its static arguments are left out): each lookup
-            # compares with all of them. Measured on the bundled matmul, a trace took
-            # 4.6 ms among the first 40 configs and 6.8 ms after 300; cleared every 32,
-            # 4.5 ms throughout, and 6.5 ms for the trace just after a clear.
+            # compares with all of them. A jitted kernel's own traces are evicted as it is
+            # traced (capture.forget_own_traces); what else piles up (a jitted helper the
+            # kernel calls, jnp's per shape) is cleared now and then. The trace just after
+            # a clearing costs 6.5 ms where the others cost 3-4.
             self.capture.forget_traces()
             self.bare_traces = 0
         dropped = self.forget_user_modules()
