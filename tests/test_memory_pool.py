@@ -164,11 +164,12 @@ def test_a_memory_overrun_is_not_cached(tmp_path):
 
 # ---- the real CLI ------------------------------------------------------------------
 
-def run_marked(args, cwd, prefix=(), timeout=600):
-    """The CLI as a subprocess, its processes marked in their environment, and
-    those still alive after it ended (a worker left behind)."""
+def run_marked(args, cwd, prefix=(), timeout=600, program=("-m", "vmem_lsp")):
+    """The CLI (or another `program` of Python's) as a subprocess, its processes
+    marked in their environment, and those still alive after it ended (a
+    worker left behind)."""
     mark = uuid.uuid4().hex
-    done = subprocess.run([*prefix, sys.executable, "-m", "vmem_lsp", *args], cwd=cwd, capture_output=True,
+    done = subprocess.run([*prefix, sys.executable, *program, *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT),
                                                            "PYTHONUNBUFFERED": "1", "VMEM_TEST_MARK": mark})
     return done, marked_processes(mark)
@@ -227,6 +228,30 @@ def test_a_per_process_limit_is_reported_as_memory(tmp_path):
     assert "the example's Python for v5e needed more than 2.0 GB" in found["message"]
     assert "RLIMIT_DATA" in found["message"]
     assert "each worker may hold 2.0 GB (the per-process memory limit)" in done.stderr
+    assert left == []
+
+
+TUNER = """
+import vmem_lsp
+from hog import fits, hog
+
+for fn in (hog, fits):
+    verdict = vmem_lsp.fits(fn, "f32[1024, 1024]", target="v5e", compile=False)
+    print(fn.__name__, verdict.decided_by, verdict.fits, verdict.error)
+"""
+
+
+def test_a_tuners_worker_over_its_share_is_stopped_and_the_next_call_answered(tmp_path):
+    """The tuner API's workers are watched as the CLI's: a config whose Python
+    holds more than worker-memory gets an error verdict that says so, and the
+    next call is answered by a new worker."""
+    folder = project(tmp_path, 'worker-memory = "1.5GB"\n')
+    (folder / "tuner.py").write_text(TUNER)
+    done, left = run_marked([], folder, program=("tuner.py",))
+    assert done.returncode == 0, done.stderr
+    hog, fits = done.stdout.strip().splitlines()[-2:]
+    assert hog.startswith("hog error None") and "needed more than 1.5 GB" in hog, hog
+    assert fits == "fits model True None"
     assert left == []
 
 

@@ -119,13 +119,13 @@ class Engine:
                                        "function's module: guard the module's tuning code with "
                                        "`if __name__ == \"__main__\":`")
                 from .compile.cache import ResultCache
-                from .compile.pool import WorkerPool, default_size
                 from .config import load_settings
+                from .engine import local_workers
                 self.settings = load_settings(os.getcwd())
                 self.cache = ResultCache(self.settings.cache_folder())
-                # A pool even of one: it hands each thread's request to an idle worker.
-                self.workers = WorkerPool(self.settings.worker, self.settings.jobs or default_size(),
-                                          fallback=self.settings.worker_fallback)
+                # Local workers, sized and watched as the CLI's (a Ray task's overhead,
+                # 15 ms, is three of fits' traces: `backend` is not read here).
+                self.workers = local_workers(self.settings, pool=True)
                 atexit.register(self.stop)
         return self
 

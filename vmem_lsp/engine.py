@@ -196,11 +196,17 @@ def make_workers(settings: Settings):
         from .compile.ray_backend import RayPool
         # Each task asks Ray for what one worker was measured to peak at here.
         return RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
-    # As many as cores and memory allow, each local worker watched against its
-    # share; a worker command's memory is not this machine's (--verbose says which).
+    return local_workers(settings)
+
+
+def local_workers(settings: Settings, pool: bool = False):
+    """As many workers as cores and memory allow, each local one watched
+    against its share (a worker command's memory is not this machine's:
+    --verbose says which); `pool`: a pool even of one, which hands each
+    thread's request to an idle worker (the tuner API's)."""
     plan = memory_plan(settings.cache_folder(), settings.jobs, settings.worker_memory, local=not settings.worker)
     peaks = PeakLog(settings.cache_folder())
-    if plan.jobs > 1 or settings.worker_fallback:
+    if pool or plan.jobs > 1 or settings.worker_fallback:
         return WorkerPool(settings.worker, plan.jobs, fallback=settings.worker_fallback, share=plan.share_bytes,
                           peaks=peaks)
     return WorkerClient(settings.worker, share=plan.share_bytes, peaks=peaks)
