@@ -255,6 +255,26 @@ def test_a_tuners_worker_over_its_share_is_stopped_and_the_next_call_answered(tm
     assert left == []
 
 
+@pytest.mark.asyncio
+async def test_the_servers_workers_are_watched_too(tmp_path):
+    """The language server's workers (a lane per chip) each have a share: the
+    hog is squiggled with what it needed, the example beside it is checked,
+    and no worker outlives the server."""
+    from lsp_client import Editor, running_server, wait_for
+    folder = project(tmp_path, 'worker-memory = "1.5GB"\n')
+    async with running_server(folder) as client:
+        editor = Editor(client, folder / "hog.py")
+        editor.open()
+        [found] = await wait_for(lambda: [d for d in editor.diagnostics() if d.code == "VMEM010"],
+                                 what="the hog's diagnostic")
+        assert "needed more than 1.5 GB" in found.message and found.range.start.line == 10, found
+        ready = await wait_for(lambda: [m.message for m in client.log_messages if "worker ready" in m.message],
+                               what="worker ready log")
+        pids = [int(m.split("pid ")[1].split(")")[0]) for m in ready]
+    await wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pids), timeout=10,
+                   what="the workers to exit")
+
+
 def test_an_address_space_limit_is_kept_and_reported(tmp_path):
     """Under `prlimit --as` (ulimit -v) the worker's own cap per request stays
     inside the limit it was given, where it once asked for more and every

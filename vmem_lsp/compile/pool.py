@@ -105,8 +105,10 @@ class ChipLanes:
     as it was is answered from there whichever lane is free. `check` may be
     called from a thread per lane; two chips that share a lane take turns."""
 
-    def __init__(self, command=None, size: int = 1):
+    def __init__(self, command=None, size: int = 1, share: int | None = None,
+                 peaks: memory.PeakLog | None = None):
         self.command = command
+        self.share, self.peaks = share, peaks         # as WorkerPool's
         self.workers: list[WorkerClient] = []
         self.locks: list[threading.Lock] = []
         self.lane_of: dict[str, int] = {}
@@ -117,7 +119,7 @@ class ChipLanes:
         """At least `size` lanes. Never fewer: another file's settings may want them back."""
         with self.lock:
             while len(self.workers) < size:
-                self.workers.append(WorkerClient(self.command))
+                self.workers.append(WorkerClient(self.command, share=self.share, peaks=self.peaks))
                 self.locks.append(threading.Lock())
 
     def lane(self, target: str) -> int:
