@@ -1,8 +1,9 @@
 """`check --backend ray` on a real local Ray cluster of two nodes (`ray start
 --head`, and a second node joined with `ray start --address`, on this
 machine): the results equal the local pool's, a node killed mid-run loses no
-example (Ray retries its task elsewhere), Ctrl-C cancels the tasks out, and
-without Ray the flag says how to install it."""
+example (Ray retries its task elsewhere), Ctrl-C cancels the tasks out,
+without Ray the flag says how to install it, a cluster that is down is said
+at once, and `doctor` compiles its tiny kernel there."""
 from __future__ import annotations
 
 import json
@@ -133,6 +134,39 @@ def test_without_ray_the_backend_says_how_to_install(tmp_path):
                    env={"PYTHONPATH": hide(tmp_path / "no_ray", "ray")})
     assert done.returncode == 2, done.stdout + done.stderr
     assert "pip install 'vmem-lsp[ray]'" in done.stderr, done.stderr
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_cluster_that_is_down_is_said_at_once(tmp_path):
+    """ray.init tried an address where nothing listens for 5.5 minutes; the
+    backend asks the address first and says so in a second (check and doctor)."""
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    done = run_cli("check", str(EXAMPLES / "matmul.py"), "--backend", "ray", "--ray-address", address, "--no-cache")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"cannot reach the Ray cluster at {address}: nothing answers there" in done.stderr, done.stderr
+    assert time.monotonic() - started < 60
+    (tmp_path / "pyproject.toml").write_text(f'[tool.vmem-lsp]\nbackend = "ray"\nray-address = "{address}"\n')
+    report = json.loads(run_cli("doctor", "--format", "json", cwd=tmp_path).stdout)
+    [backend] = [c for c in report["checks"] if c["section"] == "backend"]
+    assert backend["status"] == "problem" and "nothing answers there" in backend["message"], backend
+    assert "ray start --head" in backend["fix"]
+
+
+def test_doctor_compiles_its_tiny_kernel_on_the_cluster(cluster, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.vmem-lsp]\ntargets = ["v6e"]\nbackend = "ray"\nray-address = "{cluster.address}"\n')
+    done = run_cli("doctor", "--format", "json", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    [backend] = [c for c in report["checks"] if c["section"] == "backend"]
+    assert backend["status"] == "ok", backend
+    assert f"the Ray cluster {cluster.address}: 2 nodes, 2 CPUs; a tiny compile for v6e ran there" in backend["message"]
 
 
 @pytest.mark.asyncio

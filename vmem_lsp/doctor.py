@@ -172,9 +172,8 @@ def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check],
     return checks, client
 
 
-def chip_checks(client, limits, pinned: dict[str, str] | None = None) -> list[Check]:
-    """One tiny compile per chip, all in `client`'s one worker, each timed."""
-    from .chips import CHIPS
+def tiny_compiles(client, limits, chips) -> list[tuple[str, object, float]]:
+    """(chip, result, seconds) of the tiny kernel compiled for each chip by `client`."""
     from .compile.client import CheckRequest
     folder = tempfile.mkdtemp(prefix="vmem-lsp-doctor-")
     path = os.path.join(folder, "vmem_doctor_kernel.py")
@@ -182,12 +181,19 @@ def chip_checks(client, limits, pinned: dict[str, str] | None = None) -> list[Ch
         f.write(KERNEL)
     results = []
     try:
-        for name in CHIPS:
+        for name in chips:
             started = time.perf_counter()
             result = client.check(CheckRequest(EXAMPLE, name, path=path), limits)
             results.append((name, result, time.perf_counter() - started))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    return results
+
+
+def chip_checks(client, limits, pinned: dict[str, str] | None = None) -> list[Check]:
+    """One tiny compile per chip, all in `client`'s one worker, each timed."""
+    from .chips import CHIPS
+    results = tiny_compiles(client, limits, CHIPS)
     install = (install_command(pinned) if pinned and "libtpu" in pinned else "pip install 'jax[tpu]'")
     missing = [name for name, result, _ in results if result.error_kind == "no_compiler"]
     if missing and len(missing) == len(results):
@@ -322,15 +328,39 @@ def memory_check(settings) -> tuple[Check, dict]:
                  f"{share}: {plan.reason}"), facts
 
 
-def backend_check(settings) -> Check | None:
+def backend_check(settings, limits) -> Check | None:
+    """With backend "ray": the cluster reached, its nodes and CPUs, and the
+    tiny kernel compiled there as a check's task would be (on whichever node
+    Ray picks: a node without libtpu, or without this project's pins, says so)."""
     if settings.backend != "ray":
         return None
     import importlib.util
     if importlib.util.find_spec("ray") is None:
         return Check("backend", "ray", "problem", "backend = \"ray\", but ray is not installed",
                      "pip install 'vmem-lsp[ray]', or set backend = \"local\"")
-    return Check("backend", "ray", "info", f"backend ray (cluster: {settings.ray_address or 'RAY_ADDRESS, else a local one'}); "
-                 f"the chips above were tried on the local worker")
+    from .compile.memory import worker_peak
+    from .compile.ray_backend import BackendError, RayPool
+    cluster = settings.ray_address or os.environ.get("RAY_ADDRESS") or "a local one (no ray-address, no RAY_ADDRESS)"
+    started = time.perf_counter()
+    try:
+        pool = RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
+    except BackendError as error:
+        return Check("backend", "ray", "problem", str(error),
+                     "start the cluster (`ray start --head`) or set ray-address (or RAY_ADDRESS) to one that runs, "
+                     "or set backend = \"local\"", round(time.perf_counter() - started, 2))
+    try:
+        nodes = sum(1 for node in pool.ray.nodes() if node.get("Alive"))
+        [(name, result, seconds)] = tiny_compiles(pool, limits, [settings.targets[0]])
+    finally:
+        pool.stop()
+    where = f"the Ray cluster {cluster}: {nodes} node{'s' * (nodes != 1)}, {pool.size} CPU{'s' * (pool.size != 1)}"
+    if not result.error and result.calls and all(c.compiled for c in result.calls):
+        return Check("backend", "ray", "ok", f"{where}; a tiny compile for {name} ran there in {seconds:.1f} s",
+                     seconds=round(seconds, 2))
+    return Check("backend", "ray", "problem", f"{where}; the tiny compile for {name} failed there after "
+                 f"{seconds:.1f} s: {result.error or 'traced, but not compiled'}",
+                 "install vmem-lsp with jax[tpu] (the pinned versions) on every node, or set backend = \"local\"",
+                 round(seconds, 2))
 
 
 def plain(value):
@@ -374,20 +404,20 @@ def diagnose(path: str, worker: str | None = None) -> dict:
         checks.append(problem)
     worker_lines, client = worker_checks(settings, pinned)
     checks += worker_lines
+    from .compile.protocol import PhaseLimits
+    limits = PhaseLimits(trace=min(settings.trace_timeout, 60.0), compile=min(settings.timeout, 120.0))
     if client is None:
         checks.append(Check("chips", "chips", "problem", "no chip tried: the worker did not start",
                             "fix the worker (above), then run doctor again"))
     else:
         try:
-            from .compile.protocol import PhaseLimits
-            checks += chip_checks(client, PhaseLimits(trace=min(settings.trace_timeout, 60.0),
-                                                      compile=min(settings.timeout, 120.0)), pinned)
+            checks += chip_checks(client, limits, pinned)
         finally:
             client.stop()
     checks.append(cache_check(settings))
     memory_line, memory_facts = memory_check(settings)
     checks.append(memory_line)
-    if (backend := backend_check(settings)) is not None:
+    if (backend := backend_check(settings, limits)) is not None:
         checks.append(backend)
     problems = [c for c in checks if c.status == "problem"]
     from .chips import CHIPS

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import sys
 import threading
 import time
@@ -48,6 +49,26 @@ def import_ray():
     except ImportError:
         raise BackendError(INSTALL_HINT) from None
     return ray
+
+
+CONNECT_SECONDS = 5.0
+
+
+def unreachable(address: str | None, seconds: float = CONNECT_SECONDS) -> str | None:
+    """Why nothing answers at a cluster's host:port, or None (it answers, or
+    there is no address to try: none, "auto", "local"). Asked before
+    ray.init, which tries an address that is down for minutes (5.5 measured)
+    before it gives up."""
+    if not address or address in ("auto", "local"):
+        return None
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=seconds):
+            return None
+    except OSError as error:
+        return f"nothing answers there ({error.strerror or error})"
 
 
 @dataclasses.dataclass
@@ -121,6 +142,9 @@ class RayPool:
 
     def __init__(self, address: str | None = None, memory: int | None = None):
         self.ray = import_ray()
+        given = address or os.environ.get("RAY_ADDRESS")
+        if (why := unreachable(given)) is not None:
+            raise BackendError(f"cannot reach the Ray cluster at {given}: {why}")
         # Ray prints its tasks' failures ("retries remaining") to sys.stdout, which
         # carries our report or the LSP stream: Python's stdout is stderr while Ray runs.
         self.stdout, sys.stdout = sys.stdout, sys.stderr
