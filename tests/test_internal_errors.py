@@ -95,3 +95,34 @@ def test_a_handler_that_raises_is_counted_a_json_rpc_error_it_means_is_not():
     logged = [p.message for m, p in sent if m == types.WINDOW_LOG_MESSAGE and p.type == types.MessageType.Error]
     assert len(logged) == 2 and all("IndexError: list index out of range" in m for m in logged)
     assert "in test_a_handler_that_raises" in logged[0]                    # the traceback's frames
+
+
+def test_a_compile_job_that_raises_is_counted():
+    """The compile thread never lets a job's exception end it: the job is said
+    "crashed" on the status, and, a bug of ours, logged with its traceback and
+    counted (it was a line of text on the status item only)."""
+    import asyncio
+
+    from vmem_lsp.config import Settings
+    from vmem_lsp.server.app import STATUS, VmemServer
+    from vmem_lsp.server.compiler import CompileJob, CompileService
+    server = VmemServer()
+    sent = []
+    server.protocol.notify = lambda method, params=None: sent.append((method, params))
+    loop = asyncio.new_event_loop()
+    service = CompileService(loop, on_result=lambda job, results: None, on_event=server.on_compile_event)
+    try:
+        broken = Settings(targets=None)              # the planted bug: a job the thread cannot run
+        service.submit(CompileJob("file:///planted.py", 1, broken, []))
+        loop.run_until_complete(asyncio.sleep(0))
+        deadline = loop.time() + 30
+        while not any(m == STATUS for m, _ in sent) and loop.time() < deadline:
+            loop.run_until_complete(asyncio.sleep(0.05))
+    finally:
+        service.stop()
+        server.stop_background()
+        loop.close()
+    statuses = [p for m, p in sent if m == STATUS]
+    assert statuses and statuses[-1]["state"] == "crashed" and statuses[-1]["internalErrors"] == 1, statuses
+    logged = [p.message for m, p in sent if m == types.WINDOW_LOG_MESSAGE and p.type == types.MessageType.Error]
+    assert len(logged) == 1 and logged[0].startswith("vmem-lsp internal error in a compile job:\nTraceback")

@@ -246,6 +246,8 @@ class VmemServer(LanguageServer):
             self.log(types.MessageType.Log, f"{count} fix(es) ready for {job.uri}")
 
     def on_compile_event(self, event: CompileEvent) -> None:
+        if event.internal is not None:
+            self.internal_error("in a compile job", event.internal)
         kind = types.MessageType.Warning if event.state in ("crashed", "no_compiler") else types.MessageType.Log
         self.log(kind, event.message)
         if event.state == "crashed":

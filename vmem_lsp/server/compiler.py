@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
@@ -43,6 +44,7 @@ class CompileEvent:
     done: int = 0
     total: int = 0
     targets: tuple[str, ...] = ()   # the chips the job checks, wherever they were configured
+    internal: str | None = None     # a bug of ours ended the job: its traceback, counted by the server
 
 
 class CompileService:
@@ -161,8 +163,9 @@ class CompileService:
                 self._run_job(job)
             except BackendError as error:  # no ray, no cluster: said as it is
                 self._emit(CompileEvent("crashed", str(error)))
-            except Exception as error:     # never let one job end the thread
-                self._emit(CompileEvent("crashed", f"compile job failed: {error!r}"))
+            except Exception as error:     # never let one job end the thread; a bug of ours, counted
+                self._emit(CompileEvent("crashed", f"compile job failed: {error!r}",
+                                        internal=traceback.format_exc()))
             finally:
                 with self.wakeup:
                     self.current = None
