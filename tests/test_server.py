@@ -289,6 +289,25 @@ async def test_clients_that_resolve_get_estimates_at_once_and_a_verified_edit(tm
     assert fits_when_applied(editor, resolved)
 
 
+async def test_a_fix_that_adds_lines_writes_the_files_own_line_ends(tmp_path):
+    """In a file of \\r\\n lines the grid fix's new lines end in \\r\\n too (they
+    ended in \\n: a file of mixed line ends after one click)."""
+    work = project(tmp_path, "copy_whole.py")
+    path = work / "copy_whole.py"
+    path.write_bytes(path.read_text().replace("\n", "\r\n").encode())
+    async with running_server(work, capabilities=BARE_CAPABILITIES) as client:
+        editor = Editor(client, path)
+        editor.text = path.read_bytes().decode()          # as the editor holds it, \r\n and all
+        asked = ask_on_verdict(client, editor.uri)
+        editor.open()
+        _, actions = await asyncio.wait_for(asked, 240)
+    grid = next(a for a in actions if "grid" in a.title and "compiler-verified" in a.title)
+    added = [e.new_text for e in grid.edit.changes[editor.uri]]
+    assert any("\r\n" in text for text in added), added
+    after = apply_text_edits(editor.text, grid.edit.changes[editor.uri])
+    assert "\n" not in after.replace("\r\n", ""), after
+
+
 async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stops_or_the_file_closes():
     """The waiting itself, on the session without a compiler: a request on a
     search waits past its candidates for the compiler's word; a search stopped

@@ -376,8 +376,7 @@ def write_edits(path: str, checked: str, edits: list) -> str | None:
     the text that was checked. Returns why it did not write, or None."""
     import shutil
     import tempfile
-    from dataclasses import replace
-    from .fixes.edits import apply_edits
+    from .fixes.edits import apply_edits, in_line_endings
     from .source.notebook import NotebookError, is_notebook, read_notebook
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -395,10 +394,9 @@ def write_edits(path: str, checked: str, edits: list) -> str | None:
     else:
         if raw.replace("\r\n", "\n").replace("\r", "\n") != checked:
             return "it changed on disk while fixes were searched; run the check again"
-        newline = "\r\n" if "\r\n" in raw else "\n"
         if "\r" in raw.replace("\r\n", ""):
             return "it has lone \\r line ends, which fixes do not edit"
-        after = apply_edits(raw, [replace(e, new_text=e.new_text.replace("\n", newline)) for e in edits])
+        after = apply_edits(raw, in_line_endings(edits, raw))
     folder = os.path.dirname(os.path.abspath(path))
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", dir=folder, delete=False,
                                      prefix=".vmem-fix-", suffix=os.path.splitext(path)[1]) as temporary:

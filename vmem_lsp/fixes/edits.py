@@ -2,7 +2,8 @@
 tokens it changes, so formatting and comments stay byte for byte."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from ..source.model import Span
 from ..source.text import line_and_column, line_start
@@ -38,6 +39,21 @@ def apply_edits(text: str, edits: list[TextEdit]) -> str:
         end = offset(text, edit.span.end_line, edit.span.end_col)
         text = text[:start] + edit.new_text + text[end:]
     return text
+
+
+BARE_NEWLINE = re.compile(r"(?<!\r)\n")
+
+
+def with_line_ends(new_text: str, text: str) -> str:
+    """`new_text` with the line ends of the `text` it goes into: a fix writes
+    \n, and in a file of \r\n lines (written on Windows) the lines it added
+    ended otherwise than the rest."""
+    return BARE_NEWLINE.sub("\r\n", new_text) if "\r\n" in text else new_text
+
+
+def in_line_endings(edits, text: str) -> list[TextEdit]:
+    """The edits, each with the line ends of `text` (see with_line_ends)."""
+    return [replace(e, new_text=with_line_ends(e.new_text, text)) for e in edits]
 
 
 def position(text: str, index: int) -> tuple[int, int]:

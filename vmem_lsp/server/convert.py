@@ -108,16 +108,20 @@ class Positions:
         col = offset_of(text, types.Position(0, position.character), self.codec)
         return notebook.to_module(uri, position.line + 1, col) if cell is not None else (position.line + 1, col)
 
+    def text(self, path: str) -> str:
+        """An open document's buffer, else the file on disk (line ends as they are)."""
+        text = self.buffer_of(path)
+        if text is None:
+            try:
+                with open(path, encoding="utf-8", errors="replace", newline="") as f:
+                    text = f.read()
+            except OSError:
+                text = ""
+        return text
+
     def _lines(self, path: str) -> list[str]:
         if path not in self.lines:
-            text = self.buffer_of(path)
-            if text is None:
-                try:
-                    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-                        text = f.read()
-                except OSError:
-                    text = ""
-            self.lines[path] = split_lines(text)
+            self.lines[path] = split_lines(self.text(path))
         return self.lines[path]
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from ...fixes.edits import Fix
+from ...fixes.edits import Fix, in_line_endings, with_line_ends
 from ...source.directives import ExampleKey
 from ...source.model import Span
 from ..convert import Positions, example_data, to_uri
@@ -54,10 +54,13 @@ def workspace_edit(ls: VmemServer, fixes: list[Fix], positions: Positions) -> ty
     changes: dict = {}
     for fix in fixes:
         for edit in fix.edits:
-            place = positions.location(edit.path, edit.span, strict=True) if in_notebook(ls, edit.path) \
+            notebook = in_notebook(ls, edit.path)
+            place = positions.location(edit.path, edit.span, strict=True) if notebook \
                 else (to_uri(edit.path), positions.range(edit.path, edit.span))
             if place is None:
                 return None
+            if not notebook:        # a cell's lines end in \n; a file's as the file's do
+                [edit] = in_line_endings([edit], positions.text(edit.path))
             changes.setdefault(place[0], []).append(types.TextEdit(place[1], edit.new_text))
     return types.WorkspaceEdit(changes=changes)
 
@@ -195,7 +198,8 @@ def add_example_action(ls: VmemServer, path: str, line: int) -> types.CodeAction
             types.OptionalVersionedTextDocumentIdentifier(uri, ls.version_of(uri, path)),
             [types.SnippetTextEdit(where, types.StringValue(snippet(template)))])])
     else:
-        edit = types.WorkspaceEdit(changes={uri: [types.TextEdit(where, template.directive)]})
+        directive = template.directive if in_notebook(ls, path) else with_line_ends(template.directive, doc.text)
+        edit = types.WorkspaceEdit(changes={uri: [types.TextEdit(where, directive)]})
     return types.CodeAction(title=f"Add a # vmem: example: {template.call}{found}",
                             kind=types.CodeActionKind.QuickFix, edit=edit)
 
