@@ -181,6 +181,31 @@ def test_misbehaving_examples_are_reported_and_the_check_goes_on(tmp_path):
     assert done.returncode == 1
 
 
+CRASHES = """import ctypes
+import os
+import uuid
+
+# vmem: boom(f32[8, 128])
+
+
+def boom(x):
+    open(os.path.join(os.path.dirname(__file__), f"ran.{uuid.uuid4().hex}"), "w").close()
+    ctypes.string_at(0)
+"""
+
+
+def test_a_crash_in_the_examples_own_python_is_run_once(tmp_path):
+    """A segfault faulthandler places in the user's code is the example's own:
+    the pool (more than one job) ran it a second time in a fresh worker, and the
+    user waited twice for the same message. A crash with no user frame (the
+    machine's, libtpu's) is still tried once more."""
+    (tmp_path / "crash.py").write_text(CRASHES)
+    done, report = run_json("check", str(tmp_path / "crash.py"), "--target", "v6e", "--jobs", "2", "--no-cache")
+    [d] = report["diagnostics"]
+    assert "killed by signal 11 (SIGSEGV) while running the example's Python, in boom at crash.py:10" in d["message"]
+    assert len(list(tmp_path.glob("ran.*"))) == 1
+
+
 def test_an_import_error_is_reported_on_the_directive(tmp_path):
     done, report = run_json("check", str(KERNELS / "import_fails.py"), "--target", "v6e", "--no-cache")
     [d] = report["diagnostics"]

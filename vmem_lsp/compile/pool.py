@@ -13,9 +13,16 @@ from . import memory
 from .client import CheckRequest, WorkerClient
 from .protocol import ExampleResult, PhaseLimits
 
-# A crash may be the machine's (a lost connection); a limit overrun is the
-# example's own, and retrying it only doubles the wait for its message.
+# A crash may be the machine's (a lost connection, libtpu's own); a limit
+# overrun is the example's own, and retrying it only doubles the wait for its
+# message. So is a crash in the example's own Python (faulthandler named its
+# frame: the result's error_origin): see retried().
 RETRIED = ("crashed",)
+
+
+def retried(result: ExampleResult) -> bool:
+    """Whether a failed check is worth once more in a fresh worker."""
+    return result.error_kind in RETRIED and result.error_origin is None
 
 
 def usable_cores() -> int:
@@ -78,7 +85,7 @@ class WorkerPool:
         worker = self._acquire()
         try:
             result = worker.check(request, limits)
-            if result.error_kind in RETRIED:
+            if retried(result):
                 result = worker.check(request, limits)     # a fresh process: the old one was replaced
         finally:
             self.idle.put(worker)

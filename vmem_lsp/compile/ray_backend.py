@@ -29,7 +29,7 @@ import time
 
 from .. import lifetime
 from .client import CheckRequest, WorkerClient, project_root
-from .pool import RETRIED
+from .pool import retried
 from .protocol import ExampleResult, PhaseLimits
 from .shipping import Manifests
 
@@ -127,7 +127,7 @@ def run_on_node(params: dict, limits: PhaseLimits, project: Project) -> TaskResu
         started = time.perf_counter()
         request = CheckRequest(**params)
         result = worker.check(request, limits)
-        if result.error_kind in RETRIED:
+        if retried(result):
             result = worker.check(request, limits)
         import ray
         return TaskResult(result, time.perf_counter() - started, ray.get_runtime_context().get_node_id())
