@@ -132,6 +132,20 @@ def test_unchanged_files_are_not_sent_again(sshd):
     assert first.calls[0].call_origin.file == str(EXAMPLES / "copy_whole.py")     # paths come back as ours
 
 
+def test_a_remote_crash_is_placed_on_our_file(sshd, tmp_path):
+    """faulthandler names the crashing frame by the remote worker's path (its
+    workspace); the origin comes back as this machine's file, as results do."""
+    (tmp_path / "crash.py").write_text("import ctypes\n\n# vmem: boom(f32[8, 128])\n\n\ndef boom(x):\n"
+                                       "    ctypes.string_at(0)\n")
+    worker = WorkerClient(sshd.command())
+    try:
+        result = worker.check(CheckRequest("boom(f32[8, 128])", "v6e", path=str(tmp_path / "crash.py")), 300)
+    finally:
+        worker.stop()
+    assert "in boom at crash.py:7" in result.error, result.error
+    assert (result.error_origin.file, result.error_origin.line) == (str(tmp_path / "crash.py"), 7)
+
+
 def start_check_then_kill_sshd(sshd, *extra):
     """A slow compile (jax's flash attention) over SSH; sshd dies mid-compile."""
     command = [sys.executable, "-m", "vmem_lsp", "check", str(KERNELS / "flash_user.py"), "--target", "v5e",

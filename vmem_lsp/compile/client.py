@@ -21,7 +21,7 @@ from .. import lifetime
 from . import memory
 from .protocol import (PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_doing, phase_words,
                        result_from_dict)
-from .shipping import Manifests
+from .shipping import Manifests, relocate, workspace_folder
 from .worker import module_name_for
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,7 @@ class WorkerClient:
         self.stderr_tail: collections.deque = collections.deque(maxlen=STDERR_LINES_KEPT)
         self.stderr_log: collections.deque = collections.deque(maxlen=STDERR_LINES_LOGGED)
         self.hello: dict | None = None
+        self.shipped_root: str | None = None     # the project root the request out was shipped from
         self.next_id = 0
         self.restarts = 0
         self.busy = False               # a request is out: stopping cannot wait for a polite shutdown
@@ -219,6 +220,7 @@ class WorkerClient:
             params = {k: v for k, v in vars(request).items() if v is not None}
             params["limits"] = vars(limits)
             shipped = self._ship(request)
+            self.shipped_root = shipped[0] if shipped is not None else None
             if shipped is not None:
                 params.update(manifest=shipped[1], client_root=shipped[0])
             watching = self._watch()
@@ -407,6 +409,11 @@ class WorkerClient:
         phase = self.phase.get("phase")
         message = f"the worker {how} while {phase_doing(phase, self.phase.get('kernel'), self.phase.get('target'))}"
         frame = crash_frame(self.stderr_log, self.hello or {}) if phase in ("import", "trace", None) else None
+        if frame is not None and self.shipped_root and (self.hello or {}).get("workspaces"):
+            # A remote worker's frame is in its workspace: this machine's file is the one meant.
+            moved = relocate(frame[1].file, workspace_folder(self.hello["workspaces"], self.shipped_root),
+                             self.shipped_root)
+            frame = frame[0], dataclasses.replace(frame[1], file=moved)
         if frame is not None:
             function, origin = frame
             message += f", in {function} at {os.path.basename(origin.file)}:{origin.line}"

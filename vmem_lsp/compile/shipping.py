@@ -84,7 +84,7 @@ class Store:
         Several workers on one machine (a Ray node's) share it: each file is
         written whole (a rename), so none imports half a file; an unchanged
         manifest is not read again."""
-        folder = os.path.join(self.workspaces, digest(client_root.encode())[:16])
+        folder = workspace_folder(self.workspaces, client_root)
         if self.laid_out.get(folder) == manifest:
             return folder
         wanted = set()
@@ -106,6 +106,12 @@ class Store:
                     os.remove(path)
         self.laid_out[folder] = dict(manifest)
         return folder
+
+
+def workspace_folder(workspaces: str, client_root: str) -> str:
+    """Where a worker lays out the files of one client's project: its
+    `workspaces` folder (said in its hello), a folder per client root."""
+    return os.path.join(workspaces, digest(client_root.encode())[:16])
 
 
 def relocate(value, old: str, new: str):

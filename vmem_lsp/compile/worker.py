@@ -544,7 +544,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["VMEM_LSP_IN_WORKER"] = "1"     # vmem_lsp.fits in a module the worker imports: refused, not recursed
     server = Server(out, limits, args.cache_dir)
     out.write(json.dumps({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), **versions(),
-                                    **server.worker.capture.code_folders()}}) + "\n")
+                                    **server.worker.capture.code_folders(),
+                                    "workspaces": os.path.abspath(os.path.join(args.cache_dir, "workspaces"))}})
+              + "\n")
     requests = Requests(sys.stdin.buffer, limits.max_request_bytes)
     while True:
         line, size = requests.next()
