@@ -32,7 +32,7 @@ class FakeWorker:
     meeting: threading.Barrier | None = None
     made: list["FakeWorker"] = []
 
-    def __init__(self, command=None):
+    def __init__(self, command=None, share=None, peaks=None):
         self.restarts, self.started, self.targets = 0, False, []
         FakeWorker.made.append(self)
 

@@ -333,7 +333,7 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
                          client_supports=lambda *names: False, window_show_message=shown.append,
                          positions=lambda: SimpleNamespace(range=lambda path, span: types.Range(
                              types.Position(span.start_line - 1, span.start_col),
-                             types.Position(span.end_line - 1, span.end_col))))
+                             types.Position(span.end_line - 1, span.end_col)), text=lambda path: ""))
     diagnostic = types.Diagnostic(types.Range(types.Position(0, 0), types.Position(0, 1)), "over",
                                   data={"example": {"path": example.path, "line": example.line}})
     params = types.CodeActionParams(types.TextDocumentIdentifier(to_uri(path)), diagnostic.range,
