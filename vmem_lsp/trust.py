@@ -32,6 +32,16 @@ def entries(path: str | None = None) -> list[str]:
         return []
 
 
+def stamp(path: str | None = None) -> tuple[int, int] | None:
+    """(mtime, size) of the trust list, None when there is none: how a
+    server waiting on it sees that `vmem-lsp trust` changed it."""
+    try:
+        found = os.stat(path or trust_file())
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_size
+
+
 def _write(found: list[str], path: str | None = None) -> None:
     path = path or trust_file()
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -34,6 +34,7 @@ STATUS = "vmemLsp/status"
 # once) leave the CPU to the server's loop and the editor. Not the compile
 # worker: under a CPU hog of the user's, a niced compile starved for minutes.
 PARSER_NICENESS = 10
+TRUST_POLL_SECONDS = 1.0        # how often a file waiting on trust looks at the trust list
 
 
 def start_parser(server_pid: int) -> None:
@@ -107,6 +108,7 @@ class VmemServer(LanguageServer):
         self.status = {"state": "idle", "message": "", "done": 0, "total": 0, "targets": []}
         self.internal_errors = 0        # errors of ours, never of the user's files: in every status
         self.trust_asked: set[str] = set()     # folders the user was asked about, once each
+        self.trust_watch: asyncio.Future | None = None     # looks at the trust list while a file waits on it
 
     # -- paths and capabilities ---------------------------------------------------------
     def path_of(self, uri: str) -> str:
@@ -206,6 +208,8 @@ class VmemServer(LanguageServer):
         folder = trusting.folder_to_trust(path, settings, [self.path_of(uri) for uri in self.workspace.folders])
         self.session.documents[path].not_run = trusting.not_run(examples, folder)
         self.publish({path})
+        if self.trust_watch is None or self.trust_watch.done():
+            self.trust_watch = asyncio.ensure_future(self.watch_trust())
         if folder in self.trust_asked:
             return
         self.trust_asked.add(folder)
@@ -230,6 +234,22 @@ class VmemServer(LanguageServer):
         for path in list(self.session.documents):
             if trust.trusted_by(path, [entry]):
                 self.compile(path)
+
+    async def watch_trust(self) -> None:
+        """While a file waits for trust, look at the user's trust list each
+        second: `vmem-lsp trust FOLDER` in a terminal (or another window's
+        answer) runs the waiting examples then, not at the file's next save."""
+        from .. import trust
+        seen = trust.stamp()
+        while any(doc.not_run for doc in self.session.documents.values()):
+            await asyncio.sleep(TRUST_POLL_SECONDS)
+            now = trust.stamp()
+            if now == seen:
+                continue
+            seen = now
+            for path, doc in list(self.session.documents.items()):
+                if doc.not_run:
+                    self.compile(path)
 
     def on_compile_result(self, job: CompileJob, results) -> None:
         changed = self.session.accept_compile(job.uri, job.version, results)
