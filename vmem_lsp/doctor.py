@@ -340,7 +340,6 @@ def backend_check(settings, limits) -> Check | None:
                      "pip install 'vmem-lsp[ray]', or set backend = \"local\"")
     from .compile.memory import worker_peak
     from .compile.ray_backend import BackendError, RayPool
-    cluster = settings.ray_address or os.environ.get("RAY_ADDRESS") or "a local one (no ray-address, no RAY_ADDRESS)"
     started = time.perf_counter()
     try:
         pool = RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
@@ -353,6 +352,7 @@ def backend_check(settings, limits) -> Check | None:
         [(name, result, seconds)] = tiny_compiles(pool, limits, [settings.targets[0]])
     finally:
         pool.stop()
+    cluster = pool.address or "a local one (no ray-address, no RAY_ADDRESS)"
     where = f"the Ray cluster {cluster}: {nodes} node{'s' * (nodes != 1)}, {pool.size} CPU{'s' * (pool.size != 1)}"
     if not result.error and result.calls and all(c.compiled for c in result.calls):
         return Check("backend", "ray", "ok", f"{where}; a tiny compile for {name} ran there in {seconds:.1f} s",

@@ -199,13 +199,19 @@ def make_workers(settings: Settings):
     return local_workers(settings)
 
 
+def memory_for(settings: Settings, jobs: int | None):
+    """The memory plan for `jobs` local workers (None: as many as fit), and
+    the log their measured peaks go to."""
+    plan = memory_plan(settings.cache_folder(), jobs, settings.worker_memory, local=not settings.worker)
+    return plan, PeakLog(settings.cache_folder())
+
+
 def local_workers(settings: Settings, pool: bool = False):
     """As many workers as cores and memory allow, each local one watched
     against its share (a worker command's memory is not this machine's:
     --verbose says which); `pool`: a pool even of one, which hands each
     thread's request to an idle worker (the tuner API's)."""
-    plan = memory_plan(settings.cache_folder(), settings.jobs, settings.worker_memory, local=not settings.worker)
-    peaks = PeakLog(settings.cache_folder())
+    plan, peaks = memory_for(settings, settings.jobs)
     if pool or plan.jobs > 1 or settings.worker_fallback:
         return WorkerPool(settings.worker, plan.jobs, fallback=settings.worker_fallback, share=plan.share_bytes,
                           peaks=peaks)

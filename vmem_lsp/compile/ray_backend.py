@@ -142,9 +142,9 @@ class RayPool:
 
     def __init__(self, address: str | None = None, memory: int | None = None):
         self.ray = import_ray()
-        given = address or os.environ.get("RAY_ADDRESS")
-        if (why := unreachable(given)) is not None:
-            raise BackendError(f"cannot reach the Ray cluster at {given}: {why}")
+        self.address = address or os.environ.get("RAY_ADDRESS")    # None: ray.init starts one here
+        if (why := unreachable(self.address)) is not None:
+            raise BackendError(f"cannot reach the Ray cluster at {self.address}: {why}")
         # Ray prints its tasks' failures ("retries remaining") to sys.stdout, which
         # carries our report or the LSP stream: Python's stdout is stderr while Ray runs.
         self.stdout, sys.stdout = sys.stdout, sys.stderr

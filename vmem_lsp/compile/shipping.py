@@ -61,7 +61,7 @@ class Store:
 
     def __init__(self, folder: str):
         self.blobs = os.path.join(folder, "blobs")
-        self.workspaces = os.path.join(folder, "workspaces")
+        self.workspaces = workspaces_in(folder)
         os.makedirs(self.blobs, exist_ok=True)
         os.makedirs(self.workspaces, exist_ok=True)
         self.laid_out: dict[str, dict[str, str]] = {}     # workspace -> the manifest this process last laid there
@@ -106,6 +106,11 @@ class Store:
                     os.remove(path)
         self.laid_out[folder] = dict(manifest)
         return folder
+
+
+def workspaces_in(cache_folder: str) -> str:
+    """A worker's folder of workspaces, under its cache folder."""
+    return os.path.join(cache_folder, "workspaces")
 
 
 def workspace_folder(workspaces: str, client_root: str) -> str:

@@ -30,7 +30,7 @@ from importlib.metadata import PackageNotFoundError, version
 from ..lifetime import die_with_parent
 from ..source.notebook import is_notebook, read_notebook
 from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_words, to_json
-from .shipping import file_digest
+from .shipping import file_digest, workspaces_in
 
 
 def versions() -> dict:
@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     server = Server(out, limits, args.cache_dir)
     out.write(json.dumps({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), **versions(),
                                     **server.worker.capture.code_folders(),
-                                    "workspaces": os.path.abspath(os.path.join(args.cache_dir, "workspaces"))}})
+                                    "workspaces": os.path.abspath(workspaces_in(args.cache_dir))}})
               + "\n")
     requests = Requests(sys.stdin.buffer, limits.max_request_bytes)
     while True:

@@ -11,11 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..engine import run_example
+from ..engine import memory_for, run_example
 from ..compile.cache import ResultCache
 from ..compile.client import WorkerClient
-from ..compile.memory import PeakLog, worker_peak
-from ..compile.pool import ChipLanes, lanes_for, memory_plan
+from ..compile.memory import worker_peak
+from ..compile.pool import ChipLanes, lanes_for
 from ..compile.ray_backend import BackendError, RayPool
 from ..compile.protocol import ExampleResult
 from ..config import Settings
@@ -120,9 +120,8 @@ class CompileService:
                 self.workers.stop()
             # Each local worker watched against its share of the memory here, as the CLI's
             # are: an example that holds too much is stopped and said to, not left to swap.
-            plan = memory_plan(settings.cache_folder(), lanes_for(len(targets), settings.jobs),
-                               settings.worker_memory, local=not settings.worker)
-            self.workers = ChipLanes(settings.worker, share=plan.share_bytes, peaks=PeakLog(settings.cache_folder()))
+            plan, peaks = memory_for(settings, lanes_for(len(targets), settings.jobs))
+            self.workers = ChipLanes(settings.worker, share=plan.share_bytes, peaks=peaks)
             self.worker_command = settings.worker
         self.workers.grow(lanes_for(len(targets), settings.jobs))
         idle = list({id(w): w for w in map(self.workers.worker, targets) if not w.running()}.values())

@@ -52,6 +52,7 @@ class Positions:
         self.buffer_of = buffer_of
         self.cells_of = cells_of
         self.lines: dict[str, list[str]] = {}
+        self.texts: dict[str, str] = {}
 
     def position(self, path: str, line: int, col: int) -> types.Position:
         line, col = max(line - 1, 0), max(col, 0)
@@ -109,15 +110,18 @@ class Positions:
         return notebook.to_module(uri, position.line + 1, col) if cell is not None else (position.line + 1, col)
 
     def text(self, path: str) -> str:
-        """An open document's buffer, else the file on disk (line ends as they are)."""
-        text = self.buffer_of(path)
-        if text is None:
-            try:
-                with open(path, encoding="utf-8", errors="replace", newline="") as f:
-                    text = f.read()
-            except OSError:
-                text = ""
-        return text
+        """An open document's buffer, else the file on disk (line ends as they
+        are), read once per message."""
+        if path not in self.texts:
+            text = self.buffer_of(path)
+            if text is None:
+                try:
+                    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+                        text = f.read()
+                except OSError:
+                    text = ""
+            self.texts[path] = text
+        return self.texts[path]
 
     def _lines(self, path: str) -> list[str]:
         if path not in self.lines:
