@@ -4,6 +4,7 @@ file, one long-lived locator each, so that load on the machine falls on both ali
 
     .venv/bin/python bench/ab_locate.py [--edits 200] [--base REV]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,14 +25,17 @@ from check_locate_equivalence import BEFORE_CACHES, build  # noqa: E402
 def largest_ops_file() -> Path:
     """bench_server's file, without importing jax (its heap would slow down every collection here)."""
     import importlib.util
+
     ops = Path(importlib.util.find_spec("jax").submodule_search_locations[0]) / "experimental/pallas/ops/tpu"
     return max(ops.rglob("*.py"), key=lambda p: len(p.read_text().splitlines()))
 
 
 def row(label: str, values: list[float]) -> str:
     values = sorted(values)
-    return (f"{label:10s} p50 {statistics.median(values):6.2f}  p95 {values[int(0.95 * (len(values) - 1))]:6.2f}  "
-            f"mean {statistics.fmean(values):6.2f} ms")
+    return (
+        f"{label:10s} p50 {statistics.median(values):6.2f}  p95 {values[int(0.95 * (len(values) - 1))]:6.2f}  "
+        f"mean {statistics.fmean(values):6.2f} ms"
+    )
 
 
 def main() -> None:
@@ -57,7 +61,7 @@ def main() -> None:
                     continue
                 started = time.perf_counter()
                 module.locate(text, str(path))
-                if number:                      # the open is left out, as in bench_server
+                if number:  # the open is left out, as in bench_server
                     times[label].append((time.perf_counter() - started) * 1000)
     print(f"locate in-process, {args.edits} edits to {path.name}, in turn (load {os.getloadavg()[0]:.2f}):")
     for label, values in times.items():

@@ -5,6 +5,7 @@
 Cold: an empty cache folder (the worker starts, libtpu loads, every example
 compiles). Warm: the same folder again, nothing changed (no worker starts).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def timed_check(cache: str) -> tuple[float, str]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", "examples", "--cache-dir", cache],
-                          cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "vmem_lsp", "check", "examples", "--cache-dir", cache],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     return time.perf_counter() - started, done.stdout.strip().splitlines()[-1]
 
 

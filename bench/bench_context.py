@@ -27,6 +27,7 @@ Usage (from the repository root):
 Each file runs in its own process (a time limit; user kernels may misbehave). Compiles run one at
 a time. Results: bench/context_results.jsonl, one line per (example, kernel, chip).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -173,6 +174,7 @@ def small_in_a_row(x, y):
 def corpus(folder: Path, probes: bool = True) -> list[Path]:
     sys.path.insert(0, str(ROOT / "tests"))
     from jax_ops import EXAMPLES, copy_with_example
+
     files = sorted((ROOT / "examples").glob("*.py")) + sorted((ROOT / "tests/data/kernels").glob("*.py"))
     files += [copy_with_example(name, example, folder) for name, example in EXAMPLES.items()]
     if probes:
@@ -183,10 +185,10 @@ def corpus(folder: Path, probes: bool = True) -> list[Path]:
 
 # ---- inside the child: one file, every example and chip -------------------------------------
 
+
 def ballast_patch(capacity: int):
     """pl.pallas_call with an extra ignored input of `capacity` bytes (f32, Buffered(1), constant
     index map) and vmem_limit_bytes=2*capacity."""
-    import jax
     import jax.numpy as jnp
     from jax._src.pallas import core as pallas_core
     from jax.experimental import pallas as pl
@@ -211,7 +213,7 @@ def ballast_patch(capacity: int):
             position = len(args)
 
             def kernel_without_ballast(*refs, **kw):
-                return kernel(*refs[:position], *refs[position + 1:], **kw)
+                return kernel(*refs[:position], *refs[position + 1 :], **kw)
 
             kernel_without_ballast.__name__ = getattr(kernel, "__name__", "kernel")
             prefetch = getattr(grid_spec, "num_scalar_prefetch", 0) if grid_spec is not None else 0
@@ -223,8 +225,12 @@ def ballast_patch(capacity: int):
 
             if grid_spec is not None:
                 grid = pltpu.PrefetchScalarGridSpec(
-                    num_scalar_prefetch=prefetch, grid=grid_spec.grid, in_specs=with_ballast(grid_spec.in_specs),
-                    out_specs=grid_spec.out_specs, scratch_shapes=grid_spec.scratch_shapes)
+                    num_scalar_prefetch=prefetch,
+                    grid=grid_spec.grid,
+                    in_specs=with_ballast(grid_spec.in_specs),
+                    out_specs=grid_spec.out_specs,
+                    scratch_shapes=grid_spec.scratch_shapes,
+                )
                 call = original(kernel_without_ballast, out_shape, grid_spec=grid, **kwargs)
             else:
                 call = original(kernel_without_ballast, out_shape, in_specs=with_ballast(in_specs), **kwargs)
@@ -239,8 +245,9 @@ def ballast_patch(capacity: int):
 def patched(patch):
     import jax
     from jax.experimental import pallas as pl
+
     original = pl.pallas_call
-    jax.clear_caches()          # jitted kernels (matmul's) would reuse the other variant's trace
+    jax.clear_caches()  # jitted kernels (matmul's) would reuse the other variant's trace
     pl.pallas_call = patch
     try:
         yield
@@ -255,6 +262,7 @@ def compile_whole(call_text: str, namespace: dict, device) -> tuple[bool, str | 
     import jax
 
     from vmem_lsp.compile.capture import example_function
+
     run, shapes = example_function(call_text, namespace, device)
     return _compiled(lambda: jax.jit(run).lower(*shapes), device)
 
@@ -266,27 +274,32 @@ def compile_call(eqn, device) -> tuple[bool, str | None, str | None, float]:
     from jax.sharding import SingleDeviceSharding
 
     from vmem_lsp.compile.capture import kernel_name, named, pallas_call_p
+
     sharding = SingleDeviceSharding(device)
     args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=sharding) for v in eqn.invars]
     params = eqn.params
-    return _compiled(lambda: jax.jit(named(kernel_name(eqn), lambda *a: pallas_call_p.bind(*a, **params))
-                                     ).lower(*args), device)
+    return _compiled(
+        lambda: jax.jit(named(kernel_name(eqn), lambda *a: pallas_call_p.bind(*a, **params))).lower(*args), device
+    )
 
 
 def _compiled(lower, device):
     import jax
+
     started = time.perf_counter()
     try:
         with jax.default_device(device):
             compiled = lower().compile()
         return True, None, compiled.as_text(), time.perf_counter() - started
-    except Exception as error:      # the compiler's verdict, whatever its type
+    except Exception as error:  # the compiler's verdict, whatever its type
         return False, str(error), None, time.perf_counter() - started
 
 
 # ---- reading what the compiler did -------------------------------------------------------------
 
-CUSTOM_CALL = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (\(.*?\)|\S+) custom-call\(([^)]*)\).*?custom_call_target=\"tpu_custom_call\"", re.S)
+CUSTOM_CALL = re.compile(
+    r"^\s*(?:ROOT )?%([\w.\-]+) = (\(.*?\)|\S+) custom-call\(([^)]*)\).*?custom_call_target=\"tpu_custom_call\"", re.S
+)
 COMMENT = re.compile(r"/\*.*?\*/")
 INSTRUCTION_START = re.compile(r"\n(?=\s*(?:ROOT )?%[\w.\-]+ = |\}[ \t]*(?:\n|$))")
 DEFINITION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (\([^=]*?\)|\S+) ")
@@ -319,14 +332,17 @@ def custom_calls(hlo: str) -> list[dict]:
         operands = [COMMENT.sub("", o).strip().lstrip("%") for o in m[3].split(",") if o.strip()]
         body = BODY.search(line)
         constraints = CONSTRAINTS.search(line)
-        calls.append({
-            "instruction": m[1], "scoped": scoped,
-            "operands": operands,
-            "operands_in_vmem": [i for i, o in enumerate(operands) if "S(1)" in layouts.get(o, "")],
-            "result_in_vmem": "S(1)" in m[2],
-            "key": hashlib.sha256(body[1].encode()).hexdigest()[:16] if body else None,
-            "signature": signature(m[2], constraints[1] if constraints else ""),
-        })
+        calls.append(
+            {
+                "instruction": m[1],
+                "scoped": scoped,
+                "operands": operands,
+                "operands_in_vmem": [i for i, o in enumerate(operands) if "S(1)" in layouts.get(o, "")],
+                "result_in_vmem": "S(1)" in m[2],
+                "key": hashlib.sha256(body[1].encode()).hexdigest()[:16] if body else None,
+                "signature": signature(m[2], constraints[1] if constraints else ""),
+            }
+        )
     return calls
 
 
@@ -340,12 +356,17 @@ def side(fits: bool, error: str | None, hlo: str | None) -> dict:
     (used_scoped_memory_configs), E1001's "Scoped allocation with size X", or the physical
     report's "Used" (the program's)."""
     from vmem_lsp.report.parse import parse_report
+
     if fits:
         return {"verdict": "fits", "calls": custom_calls(hlo or "")}
     report = parse_report(error or "")
-    out = {"verdict": {"scoped": "over scoped", "physical": "over physical",
-                       "single_allocation": "over physical"}.get(report.form, report.form),
-           "used": report.used, "limit": report.limit}
+    out = {
+        "verdict": {"scoped": "over scoped", "physical": "over physical", "single_allocation": "over physical"}.get(
+            report.form, report.form
+        ),
+        "used": report.used,
+        "limit": report.limit,
+    }
     if report.form == "scoped":
         m = E1001_CALL.search(report.text)
         constraints = CONSTRAINTS.search(report.text)
@@ -374,8 +395,9 @@ def figure(s: dict, alone: dict | None, calls: int, rank: int = 0) -> tuple[int 
         if alone is None:
             return (s["calls"][0]["scoped"], s["calls"][0]) if len(s["calls"]) == 1 else (None, None)
         key, sig = identity(alone)
-        same = ([c for c in s["calls"] if key and c["key"] == key]
-                or [c for c in s["calls"] if sig and c["signature"] == sig])
+        same = [c for c in s["calls"] if key and c["key"] == key] or [
+            c for c in s["calls"] if sig and c["signature"] == sig
+        ]
         if not same and calls == 1 and len(s["calls"]) == 1:
             same = s["calls"]
         found = same[min(rank, len(same) - 1)] if same else None
@@ -408,6 +430,7 @@ def derive(records: list[dict]) -> list[dict]:
 def windows(fits: bool, error: str | None, ballast_shape) -> list[dict] | None:
     """The kernel's allocations compiled alone with the ballast (the physical listing), ballast out."""
     from vmem_lsp.report.parse import parse_report
+
     if fits:
         return None
     report = parse_report(error or "")
@@ -415,10 +438,21 @@ def windows(fits: bool, error: str | None, ballast_shape) -> list[dict] | None:
         return None
     out = []
     for a in report.allocations:
-        if a.kind == "input_window" and a.window_shape is not None and tuple(a.window_shape.dims) == tuple(ballast_shape):
+        if (
+            a.kind == "input_window"
+            and a.window_shape is not None
+            and tuple(a.window_shape.dims) == tuple(ballast_shape)
+        ):
             continue
-        out.append({"kind": a.kind, "operand": a.operand_index, "size": a.size,
-                    "window": str(a.window_shape) if a.window_shape else None, "buffers": a.buffers})
+        out.append(
+            {
+                "kind": a.kind,
+                "operand": a.operand_index,
+                "size": a.size,
+                "window": str(a.window_shape) if a.window_shape else None,
+                "buffers": a.buffers,
+            }
+        )
     return out
 
 
@@ -428,8 +462,9 @@ def held(call: dict | None, allocations: list[dict], prefetch: int) -> dict[str,
     found = {}
     for i in (call or {}).get("operands_in_vmem", []):
         if i >= prefetch:
-            found[f"input {i - prefetch}"] = sum(a["size"] for a in allocations
-                                                 if a["kind"] == "input_window" and a["operand"] == i - prefetch)
+            found[f"input {i - prefetch}"] = sum(
+                a["size"] for a in allocations if a["kind"] == "input_window" and a["operand"] == i - prefetch
+            )
     if (call or {}).get("result_in_vmem"):
         found["output"] = sum(a["size"] for a in allocations if a["kind"] == "output_window")
     return found
@@ -452,7 +487,9 @@ def explain(record: dict) -> list[str]:
         words.append("held in VMEM on both sides: " + ", ".join(both))
     for name, s in (("alone", record["alone"]), ("in context", record["whole"])):
         if s.get("verdict") == "over scoped" and s.get("operands"):
-            named = [f"input {i - prefetch}" for i, o in enumerate(s["operands"]) if i >= prefetch and o.startswith("copy")]
+            named = [
+                f"input {i - prefetch}" for i, o in enumerate(s["operands"]) if i >= prefetch and o.startswith("copy")
+            ]
             if named:
                 words.append(f"{name}, E1001 names {', '.join(named)} as copied into VMEM")
     return words
@@ -464,9 +501,14 @@ def measure_example(example, namespace: dict, target: str) -> list[dict]:
 
     device = target_device(target)
     path = os.path.abspath(example.path)
-    base = {"file": os.path.relpath(path, ROOT) if path.startswith(str(ROOT) + os.sep)
-            else ("probes.py" if os.path.basename(path) == "probes.py" else "jax_ops/" + os.path.basename(path)),
-            "line": example.line, "example": example.text, "chip": target}
+    base = {
+        "file": os.path.relpath(path, ROOT)
+        if path.startswith(str(ROOT) + os.sep)
+        else ("probes.py" if os.path.basename(path) == "probes.py" else "jax_ops/" + os.path.basename(path)),
+        "line": example.line,
+        "example": example.text,
+        "chip": target,
+    }
     started = time.perf_counter()
     try:
         eqns = trace_example(example.text, namespace, device)
@@ -487,11 +529,19 @@ def measure_example(example, namespace: dict, target: str) -> list[dict]:
     records = []
     for n, eqn in enumerate(eqns):
         alone_side = side(*alone[n][:3])
-        record = {**base, "status": "ok", "kernel": kernel_name(eqn), "call": n, "calls": len(eqns),
-                  "prefetch": eqn.params["grid_mapping"].num_index_operands,
-                  "alone": alone_side, "whole": whole_side,
-                  "alone_allocations": windows(*listed[n][:2], shape) if n < len(listed) else None,
-                  "alone_seconds": round(alone[n][3], 2), "whole_seconds": round(whole[3], 2)}
+        record = {
+            **base,
+            "status": "ok",
+            "kernel": kernel_name(eqn),
+            "call": n,
+            "calls": len(eqns),
+            "prefetch": eqn.params["grid_mapping"].num_index_operands,
+            "alone": alone_side,
+            "whole": whole_side,
+            "alone_allocations": windows(*listed[n][:2], shape) if n < len(listed) else None,
+            "alone_seconds": round(alone[n][3], 2),
+            "whole_seconds": round(whole[3], 2),
+        }
         records.append(record)
     records[-1]["seconds"] = round(time.perf_counter() - started, 2)
     return records
@@ -501,10 +551,12 @@ def child(path: str, targets: list[str], out: str, only: str | None) -> None:
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     from vmem_lsp.compile.worker import Worker
     from vmem_lsp.source.directives import find_examples
-    worker = Worker()           # installs provenance before the user module is imported
+
+    worker = Worker()  # installs provenance before the user module is imported
     examples, _ = find_examples(Path(path).read_text(), path)
-    examples = [e for e in examples if not e.text.startswith(MISBEHAVING) and (only is None or only in e.text
-                                                                                  or only in path)]
+    examples = [
+        e for e in examples if not e.text.startswith(MISBEHAVING) and (only is None or only in e.text or only in path)
+    ]
     if not examples:
         return
     try:
@@ -518,14 +570,23 @@ def child(path: str, targets: list[str], out: str, only: str | None) -> None:
             try:
                 records = measure_example(example, namespace, target)
             except Exception as error:
-                records = [{"file": path, "line": example.line, "example": example.text, "chip": target,
-                            "status": "harness_error", "error": f"{type(error).__name__}: {error}"[:300]}]
+                records = [
+                    {
+                        "file": path,
+                        "line": example.line,
+                        "example": example.text,
+                        "chip": target,
+                        "status": "harness_error",
+                        "error": f"{type(error).__name__}: {error}"[:300],
+                    }
+                ]
             with open(out, "a") as stream:
                 for r in records:
                     stream.write(json.dumps(r) + "\n")
 
 
 # ---- the table ------------------------------------------------------------------------------
+
 
 def mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:.2f}M"
@@ -542,20 +603,26 @@ def diff(r: dict) -> int | None:
 
 def table(records: list[dict]) -> str:
     rows = [r for r in records if r.get("status") == "ok"]
-    lines = ["| example | kernel | chip | alone | in context | alone - in context | what differs |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| example | kernel | chip | alone | in context | alone - in context | what differs |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
         d = diff(r)
-        lines.append(f"| {Path(r['file']).name}:{r['line']} {r['example'].split('(')[0]} | {r['kernel']} | {r['chip']} "
-                     f"| {r['alone']['verdict']} {mib(r['alone_figure'])} | {r['whole']['verdict']} {mib(r['whole_figure'])} "
-                     f"| {mib(d) if d is not None else '-'}{' FLIP' if flips(r) else ''} | {'; '.join(explain(r))} |")
+        lines.append(
+            f"| {Path(r['file']).name}:{r['line']} {r['example'].split('(')[0]} | {r['kernel']} | {r['chip']} "
+            f"| {r['alone']['verdict']} {mib(r['alone_figure'])} | {r['whole']['verdict']} {mib(r['whole_figure'])} "
+            f"| {mib(d) if d is not None else '-'}{' FLIP' if flips(r) else ''} | {'; '.join(explain(r))} |"
+        )
     return "\n".join(lines)
 
 
 def per_chip(records: list[dict]) -> str:
     rows = [r for r in records if r.get("status") == "ok"]
-    lines = ["| chip | cases | verdict flips | both figures | differ | diff min / median / max (alone - in context) | largest relative |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| chip | cases | verdict flips | both figures | differ | diff min / median / max (alone - in context) | largest relative |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for target in TARGETS:
         mine = [r for r in rows if r["chip"] == target]
         if not mine:
@@ -564,15 +631,19 @@ def per_chip(records: list[dict]) -> str:
         diffs = [diff(r) for r in both]
         rel = max((diff(r) / r["alone_figure"] for r in both if r["alone_figure"]), default=None)
         spread = f"{mib(min(diffs))} / {mib(int(statistics.median(diffs)))} / {mib(max(diffs))}" if diffs else "-"
-        lines.append(f"| {target} | {len(mine)} | {sum(map(flips, mine))} | {len(both)} | {sum(1 for d in diffs if d)} "
-                     f"| {spread} | {'-' if rel is None else f'{100 * rel:.0f}%'} |")
+        lines.append(
+            f"| {target} | {len(mine)} | {sum(map(flips, mine))} | {len(both)} | {sum(1 for d in diffs if d)} "
+            f"| {spread} | {'-' if rel is None else f'{100 * rel:.0f}%'} |"
+        )
     return "\n".join(lines)
 
 
 def others(records: list[dict]) -> str:
     bad = [r for r in records if r.get("status") != "ok"]
-    return "\n".join(f"- {r.get('file')}:{r.get('line', '')} {r.get('chip', '')} {r['status']}: "
-                     f"{(r.get('error') or '')[:120]}" for r in bad)
+    return "\n".join(
+        f"- {r.get('file')}:{r.get('line', '')} {r.get('chip', '')} {r['status']}: {(r.get('error') or '')[:120]}"
+        for r in bad
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -596,9 +667,22 @@ def main(argv: list[str] | None = None) -> int:
             for path in corpus(Path(folder)):
                 print(f"{path.name} ...", file=sys.stderr, flush=True)
                 try:
-                    subprocess.run([sys.executable, __file__, "--child", str(path), "--targets", args.targets,
-                                    "--out", str(partial)] + (["--only", args.only] if args.only else []),
-                                   timeout=FILE_TIMEOUT, cwd=ROOT, stdout=subprocess.DEVNULL)
+                    subprocess.run(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--child",
+                            str(path),
+                            "--targets",
+                            args.targets,
+                            "--out",
+                            str(partial),
+                        ]
+                        + (["--only", args.only] if args.only else []),
+                        timeout=FILE_TIMEOUT,
+                        cwd=ROOT,
+                        stdout=subprocess.DEVNULL,
+                    )
                 except subprocess.TimeoutExpired:
                     with open(partial, "a") as stream:
                         stream.write(json.dumps({"file": str(path), "status": "timeout"}) + "\n")
@@ -610,8 +694,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("All cases:")
     print(per_chip(records))
-    for name, keep in (("The corpus (no probes):", lambda r: r.get("file") != "probes.py"),
-                       ("The probes:", lambda r: r.get("file") == "probes.py")):
+    for name, keep in (
+        ("The corpus (no probes):", lambda r: r.get("file") != "probes.py"),
+        ("The probes:", lambda r: r.get("file") == "probes.py"),
+    ):
         print()
         print(name)
         print(per_chip([r for r in records if keep(r)]))

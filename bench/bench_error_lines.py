@@ -27,6 +27,7 @@ functools.partial that stands for it): it is on a BlockSpec or in a kernel body.
 directive's own summary diagnostic is not counted as an error of its own; an example whose
 compile error has only its directive summary (nothing placed in the code) counts as one miss.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from jax_ops import EXAMPLES, OPS  # noqa: E402
+
 from vmem_lsp.source.locate import locate  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "error_lines_results.jsonl"
@@ -62,11 +64,13 @@ BLOCK_VARIANTS = {
         "bn64": ("block_shape=(1024, 1024)", "block_shape=(1024, 64)"),
         "bk64": ("block_k=1024", "block_k=64"),
         # int8 blocks of 16 rows pass jax's (8, 128) check; Mosaic tiles int8 (32, 128) (E2002)
-        "s8_bm16": ("matmul(bf16[4096, 4096], bf16[4096, 4096], block_shape=(1024, 1024)",
-                    "matmul(s8[4096, 4096], s8[4096, 4096], block_shape=(16, 1024)"),
+        "s8_bm16": (
+            "matmul(bf16[4096, 4096], bf16[4096, 4096], block_shape=(1024, 1024)",
+            "matmul(s8[4096, 4096], s8[4096, 4096], block_shape=(16, 1024)",
+        ),
     },
     "flash_attention.py": {
-        "bq4": ("block_q=2048", "block_q=4"),      # (block_k must be a multiple of 128: checked in Python)
+        "bq4": ("block_q=2048", "block_q=4"),  # (block_k must be a multiple of 128: checked in Python)
     },
     "megablox/gmm.py": {
         "tm4": ("tiling=(1024, 1024, 1024)", "tiling=(4, 1024, 1024)"),
@@ -79,7 +83,7 @@ BLOCK_VARIANTS = {
     # the third-last dimension; heads per block come from get_min_heads_per_blk); its K/V pages
     # are copied by hand (memory_space=ANY): no variant.
     "splash_attention/splash_attention_kernel.py": {
-        "bq4": ("block_q=2048", "block_q=4"),      # (block_kv must be a multiple of 128: checked in Python)
+        "bq4": ("block_q=2048", "block_q=4"),  # (block_kv must be a multiple of 128: checked in Python)
     },
 }
 
@@ -97,8 +101,10 @@ OP_KINDS = {
     "sort": "{r}[...] = jnp.sort({r}[...], axis=-1)",
     "reshape": "{r}[...] = ({r}[...].reshape(-1, 64) * 2).reshape({r}.shape)",
     "cmp-int8": "{r}[...] = jnp.where({r}[...].astype(jnp.int8) < 1, {r}[...], {r}[...] * 2)",
-    "cmp-bf16": ("{r}[...] = jnp.where({r}[...].astype(jnp.bfloat16) < {r}[...].astype(jnp.bfloat16) * 2, "
-                 "1.0, 0.0).astype({r}.dtype)"),
+    "cmp-bf16": (
+        "{r}[...] = jnp.where({r}[...].astype(jnp.bfloat16) < {r}[...].astype(jnp.bfloat16) * 2, "
+        "1.0, 0.0).astype({r}.dtype)"
+    ),
     "scalar-bf16": "{r}[...] = jnp.full({r}.shape, {r}[...].astype(jnp.bfloat16)[(0,) * len({r}.shape)], {r}.dtype)",
     "align": "{r}[..., pl.ds(0, 64)] = {r}[..., pl.ds(pl.program_id(0) * 3 + 1, 64)]",
 }
@@ -108,6 +114,7 @@ TEST_TEXTS = ("PREFETCH_TUPLE", "PREFETCH_MOSAIC")
 
 
 # ---- the corpus -------------------------------------------------------------------------
+
 
 def _kernel_function(tree: ast.Module, name: str, outer: str | None) -> ast.FunctionDef:
     scope = tree
@@ -122,14 +129,23 @@ def plant(source: str, name: str, ref: str, outer: str | None, statement: str) -
     Returns the text and the line of the planted statement."""
     lines = source.splitlines(keepends=True)
     if not re.search(r"^import jax\.numpy as jnp$", source, re.M):
-        first = next(i for i, line in enumerate(lines)
-                     if re.match(r"(import |from )", line) and "__future__" not in line)
+        first = next(
+            i for i, line in enumerate(lines) if re.match(r"(import |from )", line) and "__future__" not in line
+        )
         lines.insert(first, "import jax.numpy as jnp  # planted by bench_error_lines\n")
     tree = ast.parse("".join(lines))
     function = _kernel_function(tree, name, outer)
     body = function.body
-    first = body[1] if (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                        and isinstance(body[0].value.value, str) and len(body) > 1) else body[0]
+    first = (
+        body[1]
+        if (
+            isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+            and len(body) > 1
+        )
+        else body[0]
+    )
     indent = " " * first.col_offset
     line = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", ()))])
     lines.insert(line - 1, indent + statement.format(r=ref) + "  # planted\n")
@@ -159,21 +175,41 @@ def corpus(folder: Path) -> list[dict]:
     for path in TEST_KERNELS:
         entries.append({"file": str(ROOT / path), "source": path, "kind": "test-kernel", "planted_line": None})
     import test_compile_errors
+
     for name in TEST_TEXTS:
         path = folder / f"test_{name.lower()}.py"
         path.write_text(getattr(test_compile_errors, name))
-        entries.append({"file": str(path), "source": f"tests/test_compile_errors.py:{name}", "kind": "test-kernel",
-                        "planted_line": None})
+        entries.append(
+            {
+                "file": str(path),
+                "source": f"tests/test_compile_errors.py:{name}",
+                "kind": "test-kernel",
+                "planted_line": None,
+            }
+        )
     return entries
 
 
 # ---- checking -----------------------------------------------------------------------------
 
+
 def check(entry: dict, targets: str, jobs: int) -> dict:
     # `vmem-lsp check`, with this checkout's vmem_lsp (a copy of the bench in another worktree
     # measures that worktree's code)
-    command = [sys.executable, "-m", "vmem_lsp", "check", entry["file"], "--target", targets, "--format", "json",
-               "--no-cache", "-j", str(jobs)]
+    command = [
+        sys.executable,
+        "-m",
+        "vmem_lsp",
+        "check",
+        entry["file"],
+        "--target",
+        targets,
+        "--format",
+        "json",
+        "--no-cache",
+        "-j",
+        str(jobs),
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
     run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env)
@@ -182,8 +218,12 @@ def check(entry: dict, targets: str, jobs: int) -> dict:
         report = json.loads(run.stdout)
     except json.JSONDecodeError:
         report = {"summary": f"exit {run.returncode}: {run.stderr[-2000:]}", "diagnostics": []}
-    return {"seconds": round(seconds, 2), "exit": run.returncode, "summary": report.get("summary"),
-            "diagnostics": report["diagnostics"]}
+    return {
+        "seconds": round(seconds, 2),
+        "exit": run.returncode,
+        "summary": report.get("summary"),
+        "diagnostics": report["diagnostics"],
+    }
 
 
 def lines_of(path: str) -> tuple[set[int], set[int], list[tuple[int, int]]]:
@@ -205,7 +245,7 @@ def key_line(text: str) -> str:
         if line and not line.startswith(("Traceback", "The above", "---")):
             line = re.sub(r"/\S+\.py:\d+", "<file>:<line>", line)
             line = re.sub(r"%\d+", "%N", line)
-            line = re.sub(r"\b\d+\b", "N", line)      # sizes and indices; not E2003 or vector<8x128xf32>
+            line = re.sub(r"\b\d+\b", "N", line)  # sizes and indices; not E2003 or vector<8x128xf32>
             return line[:140]
     return ""
 
@@ -263,8 +303,11 @@ def block_agrees(d: dict) -> bool | None:
     mosaic = re.search(r"but its block shape \(([^)]*)\)", text)
     if d["code"] != "VMEM030" or said is None or not (jax or mosaic):
         return None
-    named = [int(n) for n in re.findall(r"block_size=(\d+)", jax[1])] if jax else \
-        [int(n) for n in re.findall(r"\d+", mosaic[1])]
+    named = (
+        [int(n) for n in re.findall(r"block_size=(\d+)", jax[1])]
+        if jax
+        else [int(n) for n in re.findall(r"\d+", mosaic[1])]
+    )
     shown = [int(n) for n in re.findall(r"\d+", said[1])]
     tail = min(len(named), len(shown), 2)
     tiling = re.search(r"has tiling \((\d+), (\d+)\)", text)
@@ -274,15 +317,25 @@ def block_agrees(d: dict) -> bool | None:
 
 
 def _record(entry, d, line, where) -> dict:
-    return {"file": os.path.basename(entry["file"]), "source": entry["source"], "mutation": entry["kind"],
-            "planted_line": entry["planted_line"], "path": os.path.basename(d["abs_path"]), "line": line,
-            "where": where, "landed": where not in ("directive", "pallas_call"), "code": d["code"],
-            "block_agrees": block_agrees(d) if where == "blockspec" else None,
-            "chips": chips_of(d), "key": key_line(next((t for t in texts_of(d) if t), "")),
-            "message": d["message"][:300]}
+    return {
+        "file": os.path.basename(entry["file"]),
+        "source": entry["source"],
+        "mutation": entry["kind"],
+        "planted_line": entry["planted_line"],
+        "path": os.path.basename(d["abs_path"]),
+        "line": line,
+        "where": where,
+        "landed": where not in ("directive", "pallas_call"),
+        "code": d["code"],
+        "block_agrees": block_agrees(d) if where == "blockspec" else None,
+        "chips": chips_of(d),
+        "key": key_line(next((t for t in texts_of(d) if t), "")),
+        "message": d["message"][:300],
+    }
 
 
 # ---- tables -------------------------------------------------------------------------------
+
 
 def mutation_group(mutation: str) -> str:
     return mutation.split(":")[0]
@@ -295,20 +348,29 @@ def report(rows: list[dict]) -> str:
     out = []
     landed = sum(r["landed"] for r in errors)
     share = 100.0 * landed / len(errors) if errors else 0.0
-    out.append(f"corpus: {len(runs)} files ({sum(1 for r in runs if r['mutation'] != 'base')} mutated or "
-               f"test kernels, {sum(1 for r in runs if r['mutation'] == 'base')} unmutated jax examples); "
-               f"targets {','.join(targets)}")
-    out.append(f"compile errors (diagnostics VMEM030-034/VMEM011 placed, plus examples with only a directive "
-               f"summary): {len(errors)}")
+    out.append(
+        f"corpus: {len(runs)} files ({sum(1 for r in runs if r['mutation'] != 'base')} mutated or "
+        f"test kernels, {sum(1 for r in runs if r['mutation'] == 'base')} unmutated jax examples); "
+        f"targets {','.join(targets)}"
+    )
+    out.append(
+        f"compile errors (diagnostics VMEM030-034/VMEM011 placed, plus examples with only a directive "
+        f"summary): {len(errors)}"
+    )
     out.append(f"landed on a BlockSpec or body line: {landed}/{len(errors)} = {share:.1f}% (goal {GOAL:.0f}%)")
     where = Counter(r["where"] for r in errors)
     out.append("where: " + ", ".join(f"{k} {v}" for k, v in sorted(where.items())))
     checked = [r for r in errors if r.get("block_agrees") is not None]
     if checked:
         agree = sum(r["block_agrees"] for r in checked)
-        out.append(f"block errors on a BlockSpec whose block is the one the compiler names: {agree}/{len(checked)}"
-                   + "".join(f"\n  names another block: {r['file']}:{r['line']} {r['message'][:120]}"
-                             for r in checked if not r["block_agrees"]))
+        out.append(
+            f"block errors on a BlockSpec whose block is the one the compiler names: {agree}/{len(checked)}"
+            + "".join(
+                f"\n  names another block: {r['file']}:{r['line']} {r['message'][:120]}"
+                for r in checked
+                if not r["block_agrees"]
+            )
+        )
     planted = [r for r in errors if r["planted_line"] and r["path"] == r["file"]]
     if planted:
         exact = sum(r["line"] == r["planted_line"] for r in planted)
@@ -325,8 +387,13 @@ def report(rows: list[dict]) -> str:
     out.append(f"misses by kind ({len(misses)}):")
     grouped = Counter((r["mutation"], r["code"], r["where"], r["key"]) for r in misses)
     for (mutation, code, where, key), n in grouped.most_common():
-        files = sorted({r["file"] for r in misses if (r["mutation"], r["code"], r["where"], r["key"])
-                        == (mutation, code, where, key)})
+        files = sorted(
+            {
+                r["file"]
+                for r in misses
+                if (r["mutation"], r["code"], r["where"], r["key"]) == (mutation, code, where, key)
+            }
+        )
         out.append(f"  {n:>3}  {mutation} {code} on the {where}: {key}")
         out.append(f"       {', '.join(files)}")
     if not misses:
@@ -345,8 +412,10 @@ def report(rows: list[dict]) -> str:
     if not quiet:
         out.append("  none")
     out.append("")
-    out.append(f"time to the verdict per file (wall seconds of one CLI run: {len(targets)} chips, "
-               f"-j {runs[0].get('jobs', '?') if runs else '?'}, no cache):")
+    out.append(
+        f"time to the verdict per file (wall seconds of one CLI run: {len(targets)} chips, "
+        f"-j {runs[0].get('jobs', '?') if runs else '?'}, no cache):"
+    )
     base = {r["source"]: r["seconds"] for r in runs if r["mutation"] == "base"}
     out.append(f"  {'source':<45} {'unmutated':>9} {'mutated median':>14} {'max':>6}  files")
     by_source = defaultdict(list)
@@ -362,7 +431,8 @@ def report(rows: list[dict]) -> str:
     for r in runs:
         if r["source"] in base and r["mutation"] != "base":
             by_kind[r["mutation"].split(":")[0] + ":*" if r["mutation"].startswith("block") else r["mutation"]].append(
-                r["seconds"])
+                r["seconds"]
+            )
     if base:
         by_kind["base"] = sorted(base.values())
     for kind, times in sorted(by_kind.items()):
@@ -397,14 +467,28 @@ def main() -> int:
             result = check(entry, args.targets, args.jobs)
             records = records_for(entry, result) if entry["kind"] != "base" else []
             codes = sorted({d["code"] for d in result["diagnostics"]})
-            rows.append({"type": "run", "file": os.path.basename(entry["file"]), "source": entry["source"],
-                         "mutation": entry["kind"], "targets": args.targets.split(","), "jobs": args.jobs,
-                         "seconds": result["seconds"], "exit": result["exit"],
-                         "summary": result["summary"], "codes": codes, "compile_errors": len(records)})
+            rows.append(
+                {
+                    "type": "run",
+                    "file": os.path.basename(entry["file"]),
+                    "source": entry["source"],
+                    "mutation": entry["kind"],
+                    "targets": args.targets.split(","),
+                    "jobs": args.jobs,
+                    "seconds": result["seconds"],
+                    "exit": result["exit"],
+                    "summary": result["summary"],
+                    "codes": codes,
+                    "compile_errors": len(records),
+                }
+            )
             rows.extend({"type": "error", **r} for r in records)
-            print(f"[{number}/{len(entries)}] {os.path.basename(entry['file'])}: {result['seconds']:.1f} s, "
-                  f"{result['summary']}; {sum(r['landed'] for r in records)}/{len(records)} landed",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[{number}/{len(entries)}] {os.path.basename(entry['file'])}: {result['seconds']:.1f} s, "
+                f"{result['summary']}; {sum(r['landed'] for r in records)}/{len(records)} landed",
+                file=sys.stderr,
+                flush=True,
+            )
         print(f"corpus checked in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(report(rows))

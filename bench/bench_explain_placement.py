@@ -25,6 +25,7 @@ job's jit(train_step)/... would, so that only shapes can place it.
 Prints the shares and the misses by cause; writes one JSON line a report to
 --out, which --from prints again without compiling.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,31 +46,36 @@ sys.path.insert(0, str(ROOT / "tests"))
 CHIPS = ("v4", "v5e", "v5p", "v6e", "v7x")
 FORMS = ("physical", "scoped", "single_allocation")
 # Kernels of tests/data/kernels left out: their examples hang, spin or kill the worker by design.
-SKIPPED = {"misbehaving.py": "examples that hang, exit or segfault (minutes a chip)",
-           "spins.py": "an example that never returns", "import_fails.py": "a module that cannot import"}
+SKIPPED = {
+    "misbehaving.py": "examples that hang, exit or segfault (minutes a chip)",
+    "spins.py": "an example that never returns",
+    "import_fails.py": "a module that cannot import",
+}
 CAPTURE = ROOT / "scripts" / "capture_reports.py"
 
 
 @dataclass(frozen=True)
 class Expected:
     """One report of a corpus and where check puts it."""
+
     corpus: str
-    name: str               # file:line of the example (check) or the case (captured)
+    name: str  # file:line of the example (check) or the case (captured)
     chip: str
     text: str
-    lines: tuple            # ((path, line), ...): check's VMEM002 for that kernel
-    windows: tuple          # ((path, line, col), ...): check's VMEM001 for it
-    reused: bool = False    # check answered from an identical kernel it compiled first: its text, its names
+    lines: tuple  # ((path, line), ...): check's VMEM002 for that kernel
+    windows: tuple  # ((path, line, col), ...): check's VMEM001 for it
+    reused: bool = False  # check answered from an identical kernel it compiled first: its text, its names
 
 
 @dataclass(frozen=True)
 class Outcome:
     """Where explain put one report in one variant of the log."""
+
     corpus: str
     name: str
     chip: str
-    variant: str            # "named" | "neutral"
-    result: str             # "placed" | "elsewhere" | "tie listing check's line" | "tie without ..." | "not placed"
+    variant: str  # "named" | "neutral"
+    result: str  # "placed" | "elsewhere" | "tie listing check's line" | "tie without ..." | "not placed"
     why: str
     windows_ok: bool
     reused: bool = False
@@ -78,8 +84,12 @@ class Outcome:
 def corpus_files(work: Path) -> list[str]:
     """examples/, the test kernels with examples, and jax's kernels copied with theirs."""
     from jax_ops import EXAMPLES, copy_with_example
-    kernels = [p for p in sorted((ROOT / "tests" / "data" / "kernels").glob("*.py"))
-               if "# vmem:" in p.read_text() and p.name not in SKIPPED]
+
+    kernels = [
+        p
+        for p in sorted((ROOT / "tests" / "data" / "kernels").glob("*.py"))
+        if "# vmem:" in p.read_text() and p.name not in SKIPPED
+    ]
     ops = work / "jax_ops"
     ops.mkdir(parents=True, exist_ok=True)
     copies = [copy_with_example(name, example, ops) for name, example in EXAMPLES.items()]
@@ -90,6 +100,7 @@ def checked(files: list[str], chips: tuple, work: Path):
     """check's outcome for `files` on `chips` (compiles cached in work/cache)."""
     from vmem_lsp.config import Settings
     from vmem_lsp.engine import check
+
     settings = Settings(targets=chips, jobs=1, cache_dir=str(work / "cache"), root=str(ROOT))
     return check(files, settings)
 
@@ -97,6 +108,7 @@ def checked(files: list[str], chips: tuple, work: Path):
 def marked(example, result, number: int, sources) -> tuple[tuple, tuple]:
     """check's VMEM002 lines and VMEM001 anchors for call `number` of one result."""
     from vmem_lsp.mapping import diagnostics_for
+
     found = [d for d in diagnostics_for(example, result, sources) if d.subject and d.subject.call == number]
     lines = tuple(sorted({(d.path, d.span.start_line) for d in found if d.code == "VMEM002"}))
     windows = tuple(sorted({(d.path, d.span.start_line, d.span.start_col) for d in found if d.code == "VMEM001"}))
@@ -106,6 +118,7 @@ def marked(example, result, number: int, sources) -> tuple[tuple, tuple]:
 def failing(outcome):
     """(example, chip, result, call number, call) of each kernel with a VMEM report."""
     from vmem_lsp.report.parse import parse_report
+
     for example, chip, result in outcome.results:
         for number, call in enumerate(result.calls):
             if call.compiled and not call.fits and parse_report(call.compiler_text or "").form in FORMS:
@@ -138,6 +151,7 @@ def run_pairs(pairs: list, work: Path) -> list:
     from vmem_lsp.compile.cache import ResultCache
     from vmem_lsp.config import Settings
     from vmem_lsp.engine import make_workers, run_example
+
     settings = Settings(jobs=1, cache_dir=str(work / "cache"), root=str(ROOT))
     cache, worker = ResultCache(settings.cache_folder()), make_workers(settings)
     try:
@@ -152,6 +166,7 @@ def captured_corpus(work: Path) -> tuple[list[Expected], list[str]]:
     from vmem_lsp.engine import SourceFiles
     from vmem_lsp.report.parse import parse_report
     from vmem_lsp.source.directives import find_examples
+
     examples = {e.line: e for e in find_examples(CAPTURE.read_text(), str(CAPTURE))[0]}
     directives = case_directives()
     cases, left = [], []
@@ -180,6 +195,7 @@ def neutral(text: str) -> str:
     custom call's label, a tag) and source locations replaced by `step`."""
     from vmem_lsp.explain import report_names
     from vmem_lsp.report.parse import parse_report
+
     names = report_names(parse_report(text))
     text = re.sub(r'op_name="[^"]*"', 'op_name="jit(step)/pallas_call"', text)
     text = re.sub(r'\s*source_file="[^"]*"|\s*source_line=\d+', "", text)
@@ -200,8 +216,13 @@ def write_log(path: Path, texts: list[str]) -> list[int]:
 
 
 def explained(log: Path, files: list[str]) -> list[dict]:
-    done = subprocess.run([sys.executable, "-m", "vmem_lsp", "explain", str(log), "--source", *files,
-                           "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(
+        [sys.executable, "-m", "vmem_lsp", "explain", str(log), "--source", *files, "--format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if done.returncode:
         raise SystemExit(f"explain failed: {done.stderr}")
     return json.loads(done.stdout)["diagnostics"]
@@ -211,20 +232,31 @@ def judged(expected: Expected, diagnostics: list[dict], variant: str) -> Outcome
     """Where explain put one report against where check did."""
     totals = [d for d in diagnostics if d["code"] == "VMEM002"]
     ties = [d for d in diagnostics if d["code"] == "VMEM040"]
-    windows = {(d["abs_path"], d["range"]["start_line"], d["range"]["start_col"]) for d in diagnostics
-               if d["code"] == "VMEM001"}
+    windows = {
+        (d["abs_path"], d["range"]["start_line"], d["range"]["start_col"])
+        for d in diagnostics
+        if d["code"] == "VMEM001"
+    }
     at = {(d["abs_path"], d["range"]["start_line"]) for d in totals}
     why = next((d.get("facts", {}).get("why", "") for d in [*totals, *ties]), "")
     lines = set(map(tuple, expected.lines))
     if totals:
         result = "placed" if at and at <= lines else "elsewhere"
-    elif ties:      # a tie lists every site the report fits: check's line among them, or not
+    elif ties:  # a tie lists every site the report fits: check's line among them, or not
         among = lines <= {(d["abs_path"], d["range"]["start_line"]) for d in ties}
         result = "tie listing check's line" if among else "tie without check's line"
     else:
         result = "not placed"
-    return Outcome(expected.corpus, expected.name, expected.chip, variant, result, why,
-                   windows <= set(map(tuple, expected.windows)), expected.reused)
+    return Outcome(
+        expected.corpus,
+        expected.name,
+        expected.chip,
+        variant,
+        result,
+        why,
+        windows <= set(map(tuple, expected.windows)),
+        expected.reused,
+    )
 
 
 def run(corpora: list[str], chips: tuple, work: Path, out: Path) -> list[Outcome]:
@@ -271,12 +303,17 @@ def report(outcomes: list[Outcome]) -> None:
         placed = [o for o in group if o.result == "placed"]
         listed = [o for o in group if o.result == "tie listing check's line"]
         windows = sum(o.windows_ok for o in placed)
-        print(f"{corpus:8} {variant:7}: {len(placed)}/{len(group)} placed on check's lines "
-              f"({100 * len(placed) / max(len(group), 1):.1f}%), windows on check's BlockSpecs in {windows}; "
-              f"with the ties that list check's line, {len(placed) + len(listed)}/{len(group)} "
-              f"({100 * (len(placed) + len(listed)) / max(len(group), 1):.1f}%)")
-        causes = collections.Counter(f"{o.result}: {o.why}" + (REUSED if o.reused and o.result == "elsewhere" else "")
-                                     for o in group if o.result != "placed")
+        print(
+            f"{corpus:8} {variant:7}: {len(placed)}/{len(group)} placed on check's lines "
+            f"({100 * len(placed) / max(len(group), 1):.1f}%), windows on check's BlockSpecs in {windows}; "
+            f"with the ties that list check's line, {len(placed) + len(listed)}/{len(group)} "
+            f"({100 * (len(placed) + len(listed)) / max(len(group), 1):.1f}%)"
+        )
+        causes = collections.Counter(
+            f"{o.result}: {o.why}" + (REUSED if o.reused and o.result == "elsewhere" else "")
+            for o in group
+            if o.result != "placed"
+        )
         for cause, count in causes.most_common():
             print(f"    {count:3} x {cause}")
         for o in group:

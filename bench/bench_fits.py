@@ -11,6 +11,7 @@ median: the machine's speed moves between blocks. Also prints the CPU time per c
 process and of the worker: on 2 shared cores the wall time follows other jobs,
 the CPU time much less.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,9 +27,9 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from matmul import matmul  # noqa: E402
 
 import vmem_lsp  # noqa: E402
-from matmul import matmul  # noqa: E402
 from vmem_lsp import api  # noqa: E402
 from vmem_lsp.compile.capture import forget_own_traces  # noqa: E402
 
@@ -61,17 +62,19 @@ def main() -> None:
     for run in range(args.runs):
         times = []
         cpu_before, worker_before = time.process_time(), cpu_seconds(worker)
-        for bm, bk, bn in configs[1 + run * args.configs:1 + (run + 1) * args.configs]:
+        for bm, bk, bn in configs[1 + run * args.configs : 1 + (run + 1) * args.configs]:
             started = time.perf_counter()
             vmem_lsp.fits(matmul, x, x, target="v6e", compile=False, bm=bm, bk=bk, bn=bn)
             times.append(time.perf_counter() - started)
         ours, theirs = time.process_time() - cpu_before, cpu_seconds(worker) - worker_before
         times.sort()
         medians.append(statistics.median(times))
-        print(f"{len(times)} configs: median {1000 * statistics.median(times):.2f} ms, "
-              f"p90 {1000 * times[int(0.9 * (len(times) - 1))]:.2f} ms, max {1000 * times[-1]:.2f} ms "
-              f"(load average {os.getloadavg()[0]:.1f}); CPU per config: this process "
-              f"{1000 * ours / len(times):.2f} ms + the worker {1000 * theirs / len(times):.2f} ms")
+        print(
+            f"{len(times)} configs: median {1000 * statistics.median(times):.2f} ms, "
+            f"p90 {1000 * times[int(0.9 * (len(times) - 1))]:.2f} ms, max {1000 * times[-1]:.2f} ms "
+            f"(load average {os.getloadavg()[0]:.1f}); CPU per config: this process "
+            f"{1000 * ours / len(times):.2f} ms + the worker {1000 * theirs / len(times):.2f} ms"
+        )
     # The floor: jax's own trace of the same configs here (the worker must do as much for
     # each), its traces evicted as the worker evicts its own (or they pile up and slow it).
     floor = []
@@ -81,10 +84,15 @@ def main() -> None:
         forget_own_traces(matmul)
         floor.append(time.perf_counter() - started)
     print(f"first call (worker start, jax import, first trace): {first:.2f} s")
-    print(f"median of the {len(medians)} medians: {1000 * statistics.median(medians):.2f} ms; "
-          f"highest {1000 * max(medians):.2f} ms")
-    print(f"jax's own trace of the same configs in this process (the floor): median "
-          f"{1000 * statistics.median(floor):.2f} ms")
+    print(
+        f"median of the {len(medians)} medians: {1000 * statistics.median(medians):.2f} ms; "
+        f"highest {1000 * max(medians):.2f} ms"
+    )
+    print(
+        f"jax's own trace of the same configs in this process (the floor): median "
+        f"{1000 * statistics.median(floor):.2f} ms"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -6,6 +6,7 @@ Warm: the worker is started and the example's own verdict compiled before the
 clock starts; the fix search itself runs without the cache, so every trace and
 compile it needs is counted.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,14 +20,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vmem_lsp.engine import SourceFiles, check  # noqa: E402
 from vmem_lsp.compile.client import WorkerClient  # noqa: E402
 from vmem_lsp.config import Settings  # noqa: E402
+from vmem_lsp.engine import SourceFiles, check  # noqa: E402
 from vmem_lsp.fixes.plan import overflowing  # noqa: E402
 from vmem_lsp.fixes.search import Problem, find_fixes  # noqa: E402
 
-CASES = [("examples/matmul.py", ("v5e",)), ("examples/copy_whole.py", ("v6e",)),
-         ("tests/data/kernels/flash_user.py", ("v5e",)), ("examples/matmul.py", ("v5e", "v6e"))]
+CASES = [
+    ("examples/matmul.py", ("v5e",)),
+    ("examples/copy_whole.py", ("v6e",)),
+    ("tests/data/kernels/flash_user.py", ("v5e",)),
+    ("examples/matmul.py", ("v5e", "v6e")),
+]
 
 
 def main() -> None:
@@ -41,21 +46,31 @@ def main() -> None:
             outcome = check([str(path)], Settings(targets=targets), use_cache=False, worker=worker)
             sources = SourceFiles()
             for example, per_target in overflowing(outcome.results).items():
-                problem = Problem(example, sources.text(example.path), targets, per_target,
-                                  lambda r: worker.check(r, 300), sources.sites_of)
+                problem = Problem(
+                    example,
+                    sources.text(example.path),
+                    targets,
+                    per_target,
+                    lambda r: worker.check(r, 300),
+                    sources.sites_of,
+                )
                 started = time.perf_counter()
                 fixes = find_fixes(problem)
                 elapsed = time.perf_counter() - started
                 first = next((f for f in fixes if f.verified), None)
                 compiles.append(first.compiles if first else problem.compiles)
                 seconds.append(elapsed)
-                print(f"{name} on {','.join(targets)}: {len(fixes)} fixes in {elapsed:.2f} s, "
-                      f"first verified after {first.compiles if first else '-'} compiles "
-                      f"({problem.compiles} compiles, {problem.traces} traces in all): "
-                      f"{first.title if first else 'none'}")
+                print(
+                    f"{name} on {','.join(targets)}: {len(fixes)} fixes in {elapsed:.2f} s, "
+                    f"first verified after {first.compiles if first else '-'} compiles "
+                    f"({problem.compiles} compiles, {problem.traces} traces in all): "
+                    f"{first.title if first else 'none'}"
+                )
     worker.stop()
-    print(f"\nfix search: median {statistics.median(seconds):.2f} s, max {max(seconds):.2f} s; "
-          f"compiles to the first verified fix: mean {statistics.mean(compiles):.1f}")
+    print(
+        f"\nfix search: median {statistics.median(seconds):.2f} s, max {max(seconds):.2f} s; "
+        f"compiles to the first verified fix: mean {statistics.mean(compiles):.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ default 60 s), wall time until the CLI exits with its message. Kill: the same
 check killed by SIGTERM while the example spins, time until no process it
 started is left (read from /proc by an environment tag).
 """
+
 from __future__ import annotations
 
 import os
@@ -39,17 +40,25 @@ def tagged(tag: bytes) -> list[int]:
 def hang_reported() -> tuple[float, str]:
     with tempfile.TemporaryDirectory() as work:
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", SPINS, "--target", "v6e", "--no-cache"],
-                              cwd=work, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "vmem_lsp", "check", SPINS, "--target", "v6e", "--no-cache"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+        )
         return time.perf_counter() - started, done.stdout.strip().splitlines()[0]
 
 
 def kill_cleaned(how: signal.Signals) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as work:
         tag, mark = str(uuid.uuid4()), os.path.join(work, "spinning")
-        check = subprocess.Popen([sys.executable, "-m", "vmem_lsp", "check", SPINS, "--target", "v6e", "--no-cache"],
-                                 cwd=work, env={**os.environ, "VMEM_BENCH_TAG": tag, "VMEM_SPIN_MARK": mark},
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        check = subprocess.Popen(
+            [sys.executable, "-m", "vmem_lsp", "check", SPINS, "--target", "v6e", "--no-cache"],
+            cwd=work,
+            env={**os.environ, "VMEM_BENCH_TAG": tag, "VMEM_SPIN_MARK": mark},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         while not os.path.exists(mark):
             time.sleep(0.05)
         check.send_signal(how)

@@ -5,6 +5,7 @@ and whether the final diagnostics are those of the final text.
 
     .venv/bin/python bench/bench_load.py [--edits 10000] [--documents 200]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,14 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from lsprotocol import types  # noqa: E402
-
 from bench_server import insert_char, largest_ops_file, rss_mb  # noqa: E402
 from lsp_client import Editor, running_server, wait_for  # noqa: E402
+from lsprotocol import types  # noqa: E402
 
 
 async def run(edits: int, documents: int, typing: int) -> dict:
     import jax.experimental.pallas.ops.tpu as ops
+
     sources = sorted(Path(ops.__path__[0]).rglob("*.py"))
     figures = {"hover_ms": [], "hover_at": [], "memory": []}
     with tempfile.TemporaryDirectory() as folder:
@@ -51,8 +52,11 @@ async def run(edits: int, documents: int, typing: int) -> dict:
                     await asyncio.sleep(0)
                 if i % 100 == 99:
                     t = time.perf_counter()
-                    await client.text_document_hover_async(types.HoverParams(
-                        types.TextDocumentIdentifier(editor.uri), types.Position(rng.randrange(2000), 4)))
+                    await client.text_document_hover_async(
+                        types.HoverParams(
+                            types.TextDocumentIdentifier(editor.uri), types.Position(rng.randrange(2000), 4)
+                        )
+                    )
                     figures["hover_ms"].append((time.perf_counter() - t) * 1000)
                     figures["hover_at"].append(i + 1)
                 if i % 1000 == 999:
@@ -67,8 +71,9 @@ async def run(edits: int, documents: int, typing: int) -> dict:
             await wait_for(lambda: client.diagnostics.get(editor.uri) is not None, timeout=60, what="diagnostics")
             await asyncio.sleep(2)
             figures["memory"].append(("end", rss_mb(pid)))
-            pulled = await client.text_document_hover_async(types.HoverParams(
-                types.TextDocumentIdentifier(editor.uri), types.Position(0, 0)))
+            await client.text_document_hover_async(
+                types.HoverParams(types.TextDocumentIdentifier(editor.uri), types.Position(0, 0))
+            )
             figures["final_version"] = final
             figures["final"] = sorted((d.code, d.range.start.line, d.message) for d in client.diagnostics[editor.uri])
             final_text = editor.text
@@ -91,13 +96,20 @@ def main() -> None:
     figures = asyncio.run(run(args.edits, args.documents, args.typing))
     hovers = sorted(figures["hover_ms"])
     print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
-    print(f"{args.edits} edits ({args.typing} at 30 ms, the rest unpaced) to {largest_ops_file().name}, "
-          f"{args.documents} documents opened midway, in {figures['edit_seconds']:.1f} s")
-    print(f"hover latency over {len(hovers)} hovers: p50 {statistics.median(hovers):.1f} ms, "
-          f"p95 {hovers[int(0.95 * (len(hovers) - 1))]:.1f} ms, max {hovers[-1]:.1f} ms")
+    print(
+        f"{args.edits} edits ({args.typing} at 30 ms, the rest unpaced) to {largest_ops_file().name}, "
+        f"{args.documents} documents opened midway, in {figures['edit_seconds']:.1f} s"
+    )
+    print(
+        f"hover latency over {len(hovers)} hovers: p50 {statistics.median(hovers):.1f} ms, "
+        f"p95 {hovers[int(0.95 * (len(hovers) - 1))]:.1f} ms, max {hovers[-1]:.1f} ms"
+    )
     slowest = sorted(zip(figures["hover_ms"], figures["hover_at"]), reverse=True)[:3]
-    print("slowest hovers (ms after edit N): " + ", ".join(f"{ms:.0f} after {n}" for ms, n in slowest)
-          + f"; the {args.documents} documents opened after edit {args.edits // 2 + 1}")
+    print(
+        "slowest hovers (ms after edit N): "
+        + ", ".join(f"{ms:.0f} after {n}" for ms, n in slowest)
+        + f"; the {args.documents} documents opened after edit {args.edits // 2 + 1}"
+    )
     print("server memory (edits, MB): " + ", ".join(f"{n}: {mb:.0f}" for n, mb in figures["memory"]))
     same = figures["final"] == figures["fresh"]
     print(f"final diagnostics equal those of a fresh server on the final text: {same}")

@@ -6,6 +6,7 @@ Cold: the parsed-statement cache is cleared before each run (a file just
 opened). Warm: the same text again (a keystroke elsewhere, nothing to reparse).
 Times are the median of the runs; the target is the largest file under 150 ms cold.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,12 +42,16 @@ def main() -> None:
         warm = [timed(source, str(path), cold=False) for _ in range(args.runs)]
         name = str(path.relative_to(root))
         cold_medians[name] = statistics.median(ms for ms, _ in cold)
-        print(f"{name:50} {source.count(chr(10)):>6} {cold[0][1]:>5} {cold_medians[name]:>9.1f} ms"
-              f" {max(ms for ms, _ in cold):>6.1f} ms {statistics.median(ms for ms, _ in warm):>9.1f} ms")
+        print(
+            f"{name:50} {source.count(chr(10)):>6} {cold[0][1]:>5} {cold_medians[name]:>9.1f} ms"
+            f" {max(ms for ms, _ in cold):>6.1f} ms {statistics.median(ms for ms, _ in warm):>9.1f} ms"
+        )
     slowest = max(cold_medians, key=cold_medians.get)
     verdict = "under" if cold_medians[slowest] < TARGET_MS else "OVER"
-    print(f"\nslowest cold median: {slowest} {cold_medians[slowest]:.1f} ms ({verdict} the {TARGET_MS:.0f} ms target),"
-          f" {args.runs} runs per file")
+    print(
+        f"\nslowest cold median: {slowest} {cold_medians[slowest]:.1f} ms ({verdict} the {TARGET_MS:.0f} ms target),"
+        f" {args.runs} runs per file"
+    )
 
 
 if __name__ == "__main__":

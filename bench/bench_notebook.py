@@ -27,6 +27,7 @@ sending the change:
 --profile DIR runs each server under cProfile (the loop thread: building
 the module, mapping, publishing) and prints the top of each.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,27 +48,33 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 import nbformat  # noqa: E402
+from lsp_client import PUSH_CAPABILITIES, wait_for  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook  # noqa: E402
 from pytest_lsp import make_test_lsp_client  # noqa: E402
 
-from lsp_client import PUSH_CAPABILITIES, wait_for  # noqa: E402
 from vmem_lsp.source.notebook import open_notebook  # noqa: E402
 
 NOTEBOOK_CAPABILITIES = types.ClientCapabilities(
-    text_document=PUSH_CAPABILITIES.text_document, window=PUSH_CAPABILITIES.window,
+    text_document=PUSH_CAPABILITIES.text_document,
+    window=PUSH_CAPABILITIES.window,
     workspace=PUSH_CAPABILITIES.workspace,
     notebook_document=types.NotebookDocumentClientCapabilities(
-        synchronization=types.NotebookDocumentSyncClientCapabilities()))
+        synchronization=types.NotebookDocumentSyncClientCapabilities()
+    ),
+)
 
 
 # ---- the notebook ------------------------------------------------------------------------------
 
+
 def sources() -> list[Path]:
     """Kernel code: examples/, then jax's ops/tpu files (not the __init__s, not the block-size table)."""
     import jax.experimental.pallas.ops.tpu as ops
-    jax_files = sorted(p for p in Path(ops.__path__[0]).rglob("*.py")
-                       if p.name not in ("__init__.py", "tuned_block_sizes.py"))
+
+    jax_files = sorted(
+        p for p in Path(ops.__path__[0]).rglob("*.py") if p.name not in ("__init__.py", "tuned_block_sizes.py")
+    )
     return sorted((ROOT / "examples").glob("*.py")) + jax_files
 
 
@@ -84,7 +91,7 @@ def statements(text: str) -> list[str]:
             starts.append(start)
     chunks, previous = [], 1
     for start in [*starts, len(lines) + 1]:
-        chunk = "\n".join(lines[previous - 1:start - 1]).strip("\n")
+        chunk = "\n".join(lines[previous - 1 : start - 1]).strip("\n")
         if chunk.strip():
             chunks.append(chunk)
         previous = start
@@ -115,12 +122,15 @@ def build_cells(code_cells: int) -> list[tuple[str, str]]:
 
 # ---- the edits ---------------------------------------------------------------------------------
 
+
 def plan_edits(module, edits: int, seed: int) -> list[tuple[int, int]]:
     """(code cell index, line in the cell 0-based) of each edit: a random code cell,
     a random non-empty line of it that is not a masked magic."""
     rng = random.Random(seed)
-    editable = {i: [n for n, line in enumerate(cell.source.split("\n")) if line.strip() and n + 1 not in cell.masked]
-                for i, cell in enumerate(module.cells)}
+    editable = {
+        i: [n for n, line in enumerate(cell.source.split("\n")) if line.strip() and n + 1 not in cell.masked]
+        for i, cell in enumerate(module.cells)
+    }
     choices = [i for i, lines in editable.items() if lines]
     planned = []
     for _ in range(edits):
@@ -147,8 +157,9 @@ class Publishes:
 
         client.protocol.fm.features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = on_publish
 
-    async def after(self, sent: float, index: int, uri: str, version: int, quiet: float
-                    ) -> tuple[float | None, float, int]:
+    async def after(
+        self, sent: float, index: int, uri: str, version: int, quiet: float
+    ) -> tuple[float | None, float, int]:
         """(ms to the edited URI's publish at `version` or None, ms to the last publish
         of the burst, publishes in it) for a change sent at `sent`, publishes from `index`."""
         await wait_for(lambda: len(self.seen) > index, timeout=30, what="a publish after the change")
@@ -168,7 +179,7 @@ class Turns:
     machine's load falls on both alike."""
 
     def __init__(self):
-        self.done = 0           # edits made, both sessions counted
+        self.done = 0  # edits made, both sessions counted
         self.changed = asyncio.Condition()
 
     async def mine(self, name: str, k: int) -> None:
@@ -188,9 +199,13 @@ async def server(work: Path, capabilities, profile: Path | None):
     client = make_test_lsp_client()
     command = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []), "-m", "vmem_lsp", "serve"]
     await client.start_io(*command, cwd=str(work))
-    await client.initialize_session(types.InitializeParams(
-        capabilities=capabilities, root_uri=work.as_uri(),
-        initialization_options={"compileOnOpen": False, "compileOnSave": False, "debounceMs": 0}))
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=capabilities,
+            root_uri=work.as_uri(),
+            initialization_options={"compileOnOpen": False, "compileOnSave": False, "debounceMs": 0},
+        )
+    )
     try:
         yield client
     finally:
@@ -204,8 +219,9 @@ async def run_file(work: Path, text: str, module, planned, quiet: float, profile
     lines = text.split("\n")
     async with server(work, PUSH_CAPABILITIES, profile) as client:
         publishes = Publishes(client)
-        client.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(uri, "python", version, text)))
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", version, text))
+        )
         await wait_for(lambda: publishes.seen, timeout=60, what="the first publish")
         await asyncio.sleep(0.5)
         times = []
@@ -216,10 +232,16 @@ async def run_file(work: Path, text: str, module, planned, quiet: float, profile
             lines[at] += " "
             version += 1
             index, sent = len(publishes.seen), time.perf_counter()
-            client.text_document_did_change(types.DidChangeTextDocumentParams(
-                types.VersionedTextDocumentIdentifier(version=version, uri=uri),
-                [types.TextDocumentContentChangePartial(
-                    range=types.Range(types.Position(at, col), types.Position(at, col)), text=" ")]))
+            client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    types.VersionedTextDocumentIdentifier(version=version, uri=uri),
+                    [
+                        types.TextDocumentContentChangePartial(
+                            range=types.Range(types.Position(at, col), types.Position(at, col)), text=" "
+                        )
+                    ],
+                )
+            )
             times.append(await publishes.after(sent, index, uri, version, quiet))
             await turns.over()
         shown = sum(n for _, u, _, n in publishes.seen[-1:])
@@ -227,11 +249,13 @@ async def run_file(work: Path, text: str, module, planned, quiet: float, profile
     return times
 
 
-async def run_notebook(work: Path, cells: list[tuple[str, str]], module, planned, quiet: float,
-                       profile: Path | None, turns: Turns) -> list:
+async def run_notebook(
+    work: Path, cells: list[tuple[str, str]], module, planned, quiet: float, profile: Path | None, turns: Turns
+) -> list:
     path = work / "notebook.ipynb"
-    nbformat.write(new_notebook(cells=[new_code_cell(s) if k == "code" else new_markdown_cell(s) for k, s in cells]),
-                   str(path))
+    nbformat.write(
+        new_notebook(cells=[new_code_cell(s) if k == "code" else new_markdown_cell(s) for k, s in cells]), str(path)
+    )
     uris = [f"vscode-notebook-cell:{path}#W{i}sZmlsZQ%3D%3D" for i in range(len(cells))]
     code_uris = [u for u, (kind, _) in zip(uris, cells) if kind == "code"]
     texts = {u: s for u, (_, s) in zip(uris, cells)}
@@ -240,11 +264,20 @@ async def run_notebook(work: Path, cells: list[tuple[str, str]], module, planned
     async with server(work, NOTEBOOK_CAPABILITIES, profile) as client:
         publishes = Publishes(client)
         kinds = {"code": types.NotebookCellKind.Code, "markdown": types.NotebookCellKind.Markup}
-        client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
-            types.NotebookDocument(path.as_uri(), "jupyter-notebook", notebook_version,
-                                   [types.NotebookCell(kinds[k], u) for u, (k, _) in zip(uris, cells)]),
-            [types.TextDocumentItem(u, "python" if k == "code" else "markdown", 1, s)
-             for u, (k, s) in zip(uris, cells)]))
+        client.notebook_document_did_open(
+            types.DidOpenNotebookDocumentParams(
+                types.NotebookDocument(
+                    path.as_uri(),
+                    "jupyter-notebook",
+                    notebook_version,
+                    [types.NotebookCell(kinds[k], u) for u, (k, _) in zip(uris, cells)],
+                ),
+                [
+                    types.TextDocumentItem(u, "python" if k == "code" else "markdown", 1, s)
+                    for u, (k, s) in zip(uris, cells)
+                ],
+            )
+        )
         await wait_for(lambda: publishes.seen, timeout=60, what="the first publish")
         await asyncio.sleep(0.5)
         times = []
@@ -258,18 +291,32 @@ async def run_notebook(work: Path, cells: list[tuple[str, str]], module, planned
             versions[uri] += 1
             notebook_version += 1
             index, sent = len(publishes.seen), time.perf_counter()
-            client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
-                types.VersionedNotebookDocumentIdentifier(notebook_version, path.as_uri()),
-                types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
-                    text_content=[types.NotebookDocumentCellContentChanges(
-                        types.VersionedTextDocumentIdentifier(versions[uri], uri),
-                        [types.TextDocumentContentChangePartial(
-                            types.Range(types.Position(line, col), types.Position(line, col)), " ")])]))))
+            client.notebook_document_did_change(
+                types.DidChangeNotebookDocumentParams(
+                    types.VersionedNotebookDocumentIdentifier(notebook_version, path.as_uri()),
+                    types.NotebookDocumentChangeEvent(
+                        cells=types.NotebookDocumentCellChanges(
+                            text_content=[
+                                types.NotebookDocumentCellContentChanges(
+                                    types.VersionedTextDocumentIdentifier(versions[uri], uri),
+                                    [
+                                        types.TextDocumentContentChangePartial(
+                                            types.Range(types.Position(line, col), types.Position(line, col)), " "
+                                        )
+                                    ],
+                                )
+                            ]
+                        )
+                    ),
+                )
+            )
             times.append(await publishes.after(sent, index, uri, versions[uri], quiet))
             await turns.over()
         shown = sum(len(d) for u, d in client.diagnostics.items() if u in texts)
-        print(f"  notebook: {shown} diagnostics shown at the end, on "
-              f"{sum(1 for u, d in client.diagnostics.items() if u in texts and d)} cells")
+        print(
+            f"  notebook: {shown} diagnostics shown at the end, on "
+            f"{sum(1 for u, d in client.diagnostics.items() if u in texts and d)} cells"
+        )
     return times
 
 
@@ -283,11 +330,15 @@ def show(name: str, times: list) -> tuple[float, float, float]:
     told = [e for e, _, _ in times if e is not None]
     edited = figures(told) if told else None
     per_edit = statistics.mean(n for _, _, n in times)
-    print(f"  {name:8s} burst  p50 {burst[0]:6.1f} ms, p95 {burst[1]:6.1f} ms, max {burst[2]:6.1f} ms; "
-          f"{per_edit:.1f} publishes per edit")
+    print(
+        f"  {name:8s} burst  p50 {burst[0]:6.1f} ms, p95 {burst[1]:6.1f} ms, max {burst[2]:6.1f} ms; "
+        f"{per_edit:.1f} publishes per edit"
+    )
     if edited:
-        print(f"  {name:8s} edited p50 {edited[0]:6.1f} ms, p95 {edited[1]:6.1f} ms, max {edited[2]:6.1f} ms "
-              f"({len(told)}/{len(times)} edits told the edited URI)")
+        print(
+            f"  {name:8s} edited p50 {edited[0]:6.1f} ms, p95 {edited[1]:6.1f} ms, max {edited[2]:6.1f} ms "
+            f"({len(told)}/{len(times)} edits told the edited URI)"
+        )
     else:
         print(f"  {name:8s} edited: never told the edited URI at its new version")
     return burst
@@ -318,18 +369,24 @@ async def main() -> None:
     cells = build_cells(args.cells)
     module = open_notebook([(str(i), s) for i, (k, s) in enumerate(cells) if k == "code"])
     planned = plan_edits(module, args.edits, args.seed)
-    print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start; {time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"notebook: {len(cells)} cells ({len(module.cells)} code, {len(cells) - len(module.cells)} Markdown), "
-          f"module {len(module.module.splitlines())} lines; {args.edits} edits, seed {args.seed}, debounce 0")
+    print(
+        f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start; {time.strftime('%Y-%m-%d %H:%M')}"
+    )
+    print(
+        f"notebook: {len(cells)} cells ({len(module.cells)} code, {len(cells) - len(module.cells)} Markdown), "
+        f"module {len(module.module.splitlines())} lines; {args.edits} edits, seed {args.seed}, debounce 0"
+    )
     results: dict[str, list] = {"file": [], "notebook": []}
     for round_ in range(args.rounds):
-        profiles = {name: args.profile / f"{name}{round_}.prof" if args.profile else None
-                    for name in ("file", "notebook")}
+        profiles = {
+            name: args.profile / f"{name}{round_}.prof" if args.profile else None for name in ("file", "notebook")
+        }
         turns = Turns()
         with tempfile.TemporaryDirectory() as file_work, tempfile.TemporaryDirectory() as notebook_work:
             file, notebook = await asyncio.gather(
                 run_file(Path(file_work), module.module, module, planned, args.quiet, profiles["file"], turns),
-                run_notebook(Path(notebook_work), cells, module, planned, args.quiet, profiles["notebook"], turns))
+                run_notebook(Path(notebook_work), cells, module, planned, args.quiet, profiles["notebook"], turns),
+            )
         results["file"].extend(file)
         results["notebook"].extend(notebook)
         for profile in profiles.values():
@@ -340,8 +397,10 @@ async def main() -> None:
     print(f"after {args.rounds} round(s), load average {os.getloadavg()[0]:.2f}:")
     file = show("file", results["file"])
     notebook = show("notebook", results["notebook"])
-    print(f"  notebook / file, to the end of the burst: p50 {notebook[0] / file[0]:.2f}, "
-          f"p95 {notebook[1] / file[1]:.2f}, max {notebook[2] / file[2]:.2f} (target: p95 <= 1.20)")
+    print(
+        f"  notebook / file, to the end of the burst: p50 {notebook[0] / file[0]:.2f}, "
+        f"p95 {notebook[1] / file[1]:.2f}, max {notebook[2] / file[2]:.2f} (target: p95 <= 1.20)"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ compile and the fix search miss the cache. Two clients: a bare one (it waits
 for the search) and one that resolves edits (it gets the model's candidates at
 once, and resolves the first). Also: when the search itself was done.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,10 +24,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from lsp_client import (BARE_CAPABILITIES, RESOLVE_CAPABILITIES, Editor, ask_on_verdict,  # noqa: E402
-                        running_server, wait_for)
+from lsp_client import (  # noqa: E402
+    BARE_CAPABILITIES,
+    RESOLVE_CAPABILITIES,
+    Editor,
+    ask_on_verdict,
+    running_server,
+    wait_for,
+)
 
-CASES = [   # file, target, the kernel text edited by each save (a number put in: a new text each time)
+CASES = [  # file, target, the kernel text edited by each save (a number put in: a new text each time)
     ("copy_whole.py", "v6e", "x_ref[...] * 2", "x_ref[...] * {k}"),
     ("matmul.py", "v5e", "preferred_element_type=jnp.float32)", "preferred_element_type=jnp.float32) * {k}"),
 ]
@@ -44,7 +51,7 @@ async def measure(work: Path, name: str, target: str, anchor: str, edit: str, re
         editor = Editor(client, work / name)
         original = editor.text
         editor.open()
-        await wait_for(lambda: searches_done(client), what="the first fix search")       # the worker is warm
+        await wait_for(lambda: searches_done(client), what="the first fix search")  # the worker is warm
         latencies, searches, resolves, fixed, preferred_verified, resolved_verified = [], [], [], 0, 0, 0
         for k in range(3, 3 + saves):
             before = searches_done(client)
@@ -65,12 +72,21 @@ async def measure(work: Path, name: str, target: str, anchor: str, edit: str, re
             await wait_for(lambda: searches_done(client) > before, timeout=300, what="the fix search")
             searches.append(time.monotonic() - verdict_at)
         kind = "resolving" if resolve else "bare"
-        extra = (f", first one resolved to a verified edit {resolved_verified}/{saves} "
-                 f"(resolve median {statistics.median(resolves):.2f} s)") if resolves else ""
-        print(f"codeAction after the first compiler diagnostic, {name} on {target}, {kind} client: "
-              f"median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s over {saves} saves; "
-              f"answered with a quick fix {fixed}/{saves}, a verified one preferred {preferred_verified}/{saves}"
-              f"{extra}; the search itself done after a median {statistics.median(searches):.2f} s", flush=True)
+        extra = (
+            (
+                f", first one resolved to a verified edit {resolved_verified}/{saves} "
+                f"(resolve median {statistics.median(resolves):.2f} s)"
+            )
+            if resolves
+            else ""
+        )
+        print(
+            f"codeAction after the first compiler diagnostic, {name} on {target}, {kind} client: "
+            f"median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s over {saves} saves; "
+            f"answered with a quick fix {fixed}/{saves}, a verified one preferred {preferred_verified}/{saves}"
+            f"{extra}; the search itself done after a median {statistics.median(searches):.2f} s",
+            flush=True,
+        )
 
 
 async def main() -> None:

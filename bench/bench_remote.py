@@ -4,6 +4,7 @@ SSH (a real sshd on 127.0.0.1) against a local one.
 
     .venv/bin/python bench/bench_remote.py        (SSH part needs root and openssh-server)
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = "v5e,v6e,v7x"
 
-KERNEL = '''import jax
+KERNEL = """import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
@@ -31,21 +32,36 @@ def run(x, y):
     spec = pl.BlockSpec(({block}, cols), lambda i: (i, 0))
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
                           grid=(rows // {block},), in_specs=[spec, spec], out_specs=spec)(x, y)
-'''
+"""
 
 
 def make_folder(folder: Path) -> None:
     for i in range(20):
         dtype = ("f32", "bf16")[i % 2]
         block = (256, 512, 1024, 2048)[i % 4]
-        (folder / f"k{i:02}.py").write_text(KERNEL.format(scale=i + 1, dtype=dtype, rows=8192,
-                                                          cols=(512, 1024, 2048)[i % 3], block=block))
+        (folder / f"k{i:02}.py").write_text(
+            KERNEL.format(scale=i + 1, dtype=dtype, rows=8192, cols=(512, 1024, 2048)[i % 3], block=block)
+        )
 
 
 def timed(folder: Path, cache: Path, *extra: str) -> tuple[float, str]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", str(folder), "--target", TARGETS,
-                           "--cache-dir", str(cache), *extra], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmem_lsp",
+            "check",
+            str(folder),
+            "--target",
+            TARGETS,
+            "--cache-dir",
+            str(cache),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+    )
     return time.perf_counter() - started, done.stdout.strip().splitlines()[-1]
 
 
@@ -73,14 +89,17 @@ def ssh_overhead(work: Path, folder: Path) -> None:
         return
     sys.path.insert(0, str(ROOT / "tests"))
     from test_remote import Sshd
+
     (work / "ssh").mkdir()
     server = Sshd(work / "ssh")
     try:
         local, _ = timed(folder, work / "cache-local", "--jobs", "1")
         remote, summary = timed(folder, work / "cache-ssh", "--jobs", "1", "--worker", server.command())
         compiles = 20 * len(TARGETS.split(","))
-        print(f"local worker: {local:.1f} s; over SSH: {remote:.1f} s ({summary}); "
-              f"overhead {(remote - local) / compiles * 1000:.0f} ms per compile")
+        print(
+            f"local worker: {local:.1f} s; over SSH: {remote:.1f} s ({summary}); "
+            f"overhead {(remote - local) / compiles * 1000:.0f} ms per compile"
+        )
     finally:
         server.kill()
 

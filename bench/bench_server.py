@@ -11,6 +11,7 @@
    cores for it: vmem_lsp/compile/pool.py lanes_for).
 3. Memory: the server's RSS after opening, and after M more edits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,13 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from lsprotocol import types  # noqa: E402
-
 from lsp_client import Editor, running_server, wait_for  # noqa: E402
+from lsprotocol import types  # noqa: E402
 
 
 def largest_ops_file() -> Path:
     import jax.experimental.pallas.ops.tpu as ops
+
     files = [p for p in Path(ops.__path__[0]).rglob("*.py")]
     return max(files, key=lambda p: len(p.read_text().splitlines()))
 
@@ -55,10 +56,16 @@ def insert_char(client, editor: Editor, rng: random.Random) -> None:
     lines[line] += " "
     editor.text = "\n".join(lines)
     editor.version += 1
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        types.VersionedTextDocumentIdentifier(version=editor.version, uri=editor.uri),
-        [types.TextDocumentContentChangePartial(
-            range=types.Range(types.Position(line, col), types.Position(line, col)), text=" ")]))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(version=editor.version, uri=editor.uri),
+            [
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(types.Position(line, col), types.Position(line, col)), text=" "
+                )
+            ],
+        )
+    )
 
 
 def on_each_publish(client, callback) -> None:
@@ -98,8 +105,10 @@ async def static_latency(work: Path, edits: int, memory_edits: int) -> None:
         p50 = statistics.median(latencies)
         p95 = latencies[int(0.95 * (len(latencies) - 1))]
         lines = len(editor.text.splitlines())
-        print(f"static tier, didChange -> publishDiagnostics, {edits} edits to {largest_ops_file().name} "
-              f"({lines} lines), debounce 0: p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {latencies[-1]:.1f} ms")
+        print(
+            f"static tier, didChange -> publishDiagnostics, {edits} edits to {largest_ops_file().name} "
+            f"({lines} lines), debounce 0: p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {latencies[-1]:.1f} ms"
+        )
         before = rss_mb(pid)
         for i in range(memory_edits):
             insert_char(client, editor, rng)
@@ -109,17 +118,24 @@ async def static_latency(work: Path, edits: int, memory_edits: int) -> None:
         version = editor.version
         await wait_for(lambda: any(v == version for _, v in published), timeout=30, what="final publish")
         after = rss_mb(pid)
-        print(f"server memory: {before:.1f} MB after {edits} edits, {after:.1f} MB after {memory_edits} more "
-              f"(growth {after - before:+.1f} MB)")
+        print(
+            f"server memory: {before:.1f} MB after {edits} edits, {after:.1f} MB after {memory_edits} more "
+            f"(growth {after - before:+.1f} MB)"
+        )
 
 
-KERNEL_EDITS = {   # edits that change the kernel body, so the compiler must run again
+KERNEL_EDITS = {  # edits that change the kernel body, so the compiler must run again
     "copy_whole.py": [("* 2", "* 3"), ("* 3", "* 4"), ("* 4", "* 5")],
-    "matmul.py": [("acc_ref[...] +=", "acc_ref[...] -="), ("acc_ref[...] -=", "acc_ref[...] +="),
-                  ("jnp.zeros_like(acc_ref)", "jnp.ones_like(acc_ref)")],
-    "add_fits.py": [("x_ref[...] + y_ref[...]", "x_ref[...] - y_ref[...]"),
-                    ("x_ref[...] - y_ref[...]", "x_ref[...] * y_ref[...]"),
-                    ("x_ref[...] * y_ref[...]", "x_ref[...] + y_ref[...]")],
+    "matmul.py": [
+        ("acc_ref[...] +=", "acc_ref[...] -="),
+        ("acc_ref[...] -=", "acc_ref[...] +="),
+        ("jnp.zeros_like(acc_ref)", "jnp.ones_like(acc_ref)"),
+    ],
+    "add_fits.py": [
+        ("x_ref[...] + y_ref[...]", "x_ref[...] - y_ref[...]"),
+        ("x_ref[...] - y_ref[...]", "x_ref[...] * y_ref[...]"),
+        ("x_ref[...] * y_ref[...]", "x_ref[...] + y_ref[...]"),
+    ],
 }
 
 
@@ -134,10 +150,11 @@ class Compiles:
 
     def __init__(self, client):
         self.client = client
-        self.verdicts: list[tuple[float, int, int]] = []    # (arrival, version, "compiled" logs by then)
+        self.verdicts: list[tuple[float, int, int]] = []  # (arrival, version, "compiled" logs by then)
         self.state = "idle"
-        on_each_publish(client, lambda arrived, params: self.verdicts.append(
-            (arrived, params.version, compiles_told(client))))
+        on_each_publish(
+            client, lambda arrived, params: self.verdicts.append((arrived, params.version, compiles_told(client)))
+        )
         client.protocol.fm.features["vmemLsp/status"] = self.on_status
 
     def on_status(self, params) -> None:
@@ -168,8 +185,9 @@ async def warm_save(work: Path, jobs: int | None) -> None:
     not the rest of a compile the search had started."""
     for name in KERNEL_EDITS:
         shutil.copy(ROOT / "examples" / name, work / name)
-    (work / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\ncache-dir = ".cache"\n'
-                                         + (f"jobs = {jobs}\n" if jobs else ""))
+    (work / "pyproject.toml").write_text(
+        '[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\ncache-dir = ".cache"\n' + (f"jobs = {jobs}\n" if jobs else "")
+    )
     async with running_server(work) as client:
         compiles = Compiles(client)
         await wait_for(lambda: [m for m in client.log_messages if "worker ready" in m.message], what="worker")
@@ -180,11 +198,14 @@ async def warm_save(work: Path, jobs: int | None) -> None:
             await wait_for(lambda: compiles_told(client) > before, what="first compile")
             same = [await compiles.save_and_time(editor, editor.text + f"\n# comment {i}\n") for i in range(3)]
             changed = [await compiles.save_and_time(editor, editor.text.replace(old, new, 1)) for old, new in edits]
-            workers = len({m.message.split("pid ")[1].split(")")[0] for m in client.log_messages
-                           if "worker ready" in m.message})
-            print(f"warm save -> compiled diagnostics, {name} on v5e+v6e: kernel unchanged "
-                  f"{statistics.median(same):.2f} s; kernel edited {statistics.median(changed):.2f} s "
-                  f"(median of 3 each; {workers} worker(s); edited: {', '.join(f'{c:.2f}' for c in changed)})")
+            workers = len(
+                {m.message.split("pid ")[1].split(")")[0] for m in client.log_messages if "worker ready" in m.message}
+            )
+            print(
+                f"warm save -> compiled diagnostics, {name} on v5e+v6e: kernel unchanged "
+                f"{statistics.median(same):.2f} s; kernel edited {statistics.median(changed):.2f} s "
+                f"(median of 3 each; {workers} worker(s); edited: {', '.join(f'{c:.2f}' for c in changed)})"
+            )
 
 
 async def main() -> None:
@@ -193,8 +214,11 @@ async def main() -> None:
     parser.add_argument("--memory-edits", type=int, default=2000)
     parser.add_argument("--skip-compile", action="store_true")
     parser.add_argument("--skip-static", action="store_true")
-    parser.add_argument("--jobs", type=int, help="[tool.vmem-lsp] jobs for the compile figures "
-                        "(1: one worker, the chips one after another)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        help="[tool.vmem-lsp] jobs for the compile figures (1: one worker, the chips one after another)",
+    )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
     if not args.skip_static:

@@ -11,6 +11,7 @@ verdicts (fits / over / does not compile), compiles spent against brute
 force, wall time of each. The issue's targets: 100% agreement, at most 40%
 of brute force's compiles.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from jax_ops import EXAMPLES, copy_with_example  # noqa: E402
+
 from vmem_lsp.config import load_settings  # noqa: E402
 from vmem_lsp.engine import make_workers, request_for  # noqa: E402
 from vmem_lsp.sweep.decide import Config, compiled_verdict  # noqa: E402
@@ -34,14 +36,22 @@ from vmem_lsp.sweep.spec import parse_spec  # noqa: E402
 
 GMM_TILINGS = [(m, k, n) for m in (512, 1024, 2048) for k in (512, 1024, 2048) for n in (512, 1024, 2048)]
 SWEEPS = {
-    "matmul": ("examples/matmul.py", "matmul(bf16[8192, 8192], bf16[8192, 8192], bm=[256, 512, 1024], "
-               "bk=[256, 512, 1024], bn=[256, 512, 1024])"),
-    "jax-matmul": ("matmul.py", "matmul(bf16[4096, 4096], bf16[4096, 4096], block_shape=[(512, 512), (512, 1024), "
-                   "(1024, 512), (1024, 1024), (1024, 2048), (2048, 1024), (2048, 2048), (512, 2048), (2048, 512)], "
-                   "block_k=[512, 1024, 2048])"),
-    "flash": ("flash_attention.py", "flash_attention(bf16[1, 1, 4096, 128], bf16[1, 1, 4096, 128], "
-              "bf16[1, 1, 4096, 128], block_sizes=BlockSizes(block_q=[512, 1024, 2048], "
-              "block_k_major=[512, 1024, 2048], block_k=[128, 256, 512], block_b=1))"),
+    "matmul": (
+        "examples/matmul.py",
+        "matmul(bf16[8192, 8192], bf16[8192, 8192], bm=[256, 512, 1024], bk=[256, 512, 1024], bn=[256, 512, 1024])",
+    ),
+    "jax-matmul": (
+        "matmul.py",
+        "matmul(bf16[4096, 4096], bf16[4096, 4096], block_shape=[(512, 512), (512, 1024), "
+        "(1024, 512), (1024, 1024), (1024, 2048), (2048, 1024), (2048, 2048), (512, 2048), (2048, 512)], "
+        "block_k=[512, 1024, 2048])",
+    ),
+    "flash": (
+        "flash_attention.py",
+        "flash_attention(bf16[1, 1, 4096, 128], bf16[1, 1, 4096, 128], "
+        "bf16[1, 1, 4096, 128], block_sizes=BlockSizes(block_q=[512, 1024, 2048], "
+        "block_k_major=[512, 1024, 2048], block_k=[128, 256, 512], block_b=1))",
+    ),
     "gmm": ("megablox/gmm.py", f"gmm(bf16[4096, 2048], bf16[8, 2048, 2048], s32[8], tiling={GMM_TILINGS!r})"),
 }
 
@@ -62,6 +72,7 @@ def brute_force(sweep, settings, workers) -> tuple[list, int, float]:
         number, config, target = job
         result = workers.check(request_for(sweep.example_for(config), target, settings), settings.limits())
         return compiled_verdict(Config(number, config, target, result), result)
+
     with ThreadPoolExecutor(max(workers.size, 1) if hasattr(workers, "size") else 1) as pool:
         verdicts = list(pool.map(one, jobs))
     return verdicts, len(jobs), time.perf_counter() - started
@@ -86,44 +97,75 @@ def measure(name: str, targets: tuple, jobs: int, folder: Path) -> list[dict]:
     for target in targets:
         swept = [v for v in outcome.verdicts if v.target == target]
         truth = [v for v in brute if v.target == target]
-        records.append({
-            "sweep": name, "target": target, "configs": len(swept),
-            "agree": sum(word(a) == word(b) for a, b in zip(swept, truth)),
-            "disagreements": [{"config": a.config, "sweep": word(a), "by": a.decided_by, "brute": word(b)}
-                              for a, b in zip(swept, truth) if word(a) != word(b)],
-            "fits": sum(word(b) == "fits" for b in truth), "over": sum(word(b) == "over" for b in truth),
-            "errors": sum(word(b) == "error" for b in truth),
-            "decided_by": {k: sum(v.decided_by == k for v in swept) for k in ("model", "compiler", "monotonicity", "error", "undecided")},
-            "monotonicity_off": outcome.broken.get(target),
-        })
-    total = {"sweep": name, "target": "all", "compiles": outcome.compiles, "brute_compiles": brute_compiles,
-             "seconds": round(outcome.seconds, 1), "brute_seconds": round(brute_seconds, 1), "traces": outcome.traces}
+        records.append(
+            {
+                "sweep": name,
+                "target": target,
+                "configs": len(swept),
+                "agree": sum(word(a) == word(b) for a, b in zip(swept, truth)),
+                "disagreements": [
+                    {"config": a.config, "sweep": word(a), "by": a.decided_by, "brute": word(b)}
+                    for a, b in zip(swept, truth)
+                    if word(a) != word(b)
+                ],
+                "fits": sum(word(b) == "fits" for b in truth),
+                "over": sum(word(b) == "over" for b in truth),
+                "errors": sum(word(b) == "error" for b in truth),
+                "decided_by": {
+                    k: sum(v.decided_by == k for v in swept)
+                    for k in ("model", "compiler", "monotonicity", "error", "undecided")
+                },
+                "monotonicity_off": outcome.broken.get(target),
+            }
+        )
+    total = {
+        "sweep": name,
+        "target": "all",
+        "compiles": outcome.compiles,
+        "brute_compiles": brute_compiles,
+        "seconds": round(outcome.seconds, 1),
+        "brute_seconds": round(brute_seconds, 1),
+        "traces": outcome.traces,
+    }
     return records + [total]
 
 
 def table(records: list[dict]) -> str:
-    lines = ["| sweep | chip | configs | agree | fits / over / error (brute force) | decided by model / compiler / monotonicity |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| sweep | chip | configs | agree | fits / over / error (brute force) | decided by model / compiler / monotonicity |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for r in records:
         if r["target"] == "all":
             continue
         d = r["decided_by"]
-        lines.append(f"| {r['sweep']} | {r['target']} | {r['configs']} | {r['agree']} | {r['fits']} / {r['over']} / "
-                     f"{r['errors']} | {d['model']} / {d['compiler']} / {d['monotonicity']}"
-                     + (f" (monotonicity off: {r['monotonicity_off']})" if r.get("monotonicity_off") else "") + " |")
-    lines += ["", "| sweep | compiles (sweep) | compiles (brute force) | share | seconds (sweep) | seconds (brute force) |",
-              "| --- | --- | --- | --- | --- | --- |"]
+        lines.append(
+            f"| {r['sweep']} | {r['target']} | {r['configs']} | {r['agree']} | {r['fits']} / {r['over']} / "
+            f"{r['errors']} | {d['model']} / {d['compiler']} / {d['monotonicity']}"
+            + (f" (monotonicity off: {r['monotonicity_off']})" if r.get("monotonicity_off") else "")
+            + " |"
+        )
+    lines += [
+        "",
+        "| sweep | compiles (sweep) | compiles (brute force) | share | seconds (sweep) | seconds (brute force) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     totals = [r for r in records if r["target"] == "all"]
     for r in totals:
-        lines.append(f"| {r['sweep']} | {r['compiles']} | {r['brute_compiles']} | "
-                     f"{100 * r['compiles'] / r['brute_compiles']:.0f}% | {r['seconds']} | {r['brute_seconds']} |")
+        lines.append(
+            f"| {r['sweep']} | {r['compiles']} | {r['brute_compiles']} | "
+            f"{100 * r['compiles'] / r['brute_compiles']:.0f}% | {r['seconds']} | {r['brute_seconds']} |"
+        )
     agree = sum(r["agree"] for r in records if r["target"] != "all")
     configs = sum(r["configs"] for r in records if r["target"] != "all")
     spent = sum(r["compiles"] for r in totals)
     brute = sum(r["brute_compiles"] for r in totals)
-    lines += ["", f"agreement {agree}/{configs} ({100 * agree / max(configs, 1):.1f}%); compiles {spent}/{brute} "
-              f"({100 * spent / max(brute, 1):.0f}% of brute force); wall {sum(r['seconds'] for r in totals):.0f} s "
-              f"against {sum(r['brute_seconds'] for r in totals):.0f} s"]
+    lines += [
+        "",
+        f"agreement {agree}/{configs} ({100 * agree / max(configs, 1):.1f}%); compiles {spent}/{brute} "
+        f"({100 * spent / max(brute, 1):.0f}% of brute force); wall {sum(r['seconds'] for r in totals):.0f} s "
+        f"against {sum(r['brute_seconds'] for r in totals):.0f} s",
+    ]
     for r in records:
         for d in r.get("disagreements") or []:
             lines.append(f"DISAGREE {r['sweep']} {r['target']} {d}")

@@ -19,6 +19,7 @@ line) and go red in tests/test_locate.py; starts has not been seen to matter
 (the lines before such a statement never parse alone).
 Exit status 1 on any difference.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,24 +35,31 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MINE = ("statements.py", "prepass.py", "pieces.py", "locate.py")
-BEFORE_CACHES = "de72336^"      # the commit before the locator's caches
+BEFORE_CACHES = "de72336^"  # the commit before the locator's caches
 SITE_CALLS_NOW = (
     "    def own_calls() -> tuple[cst.Call, ...]:      # kept with the parse: libcst's visit rebuilds every node\n"
-    '''        visitor = _OwnCalls(statement)
+    """        visitor = _OwnCalls(statement)
         statement.visit(visitor)
         return tuple(visitor.calls)
     calls = piece.remember("own calls", statement, own_calls)
-''')
-SITE_CALLS_BEFORE = '''    visitor = _OwnCalls(statement)
+"""
+)
+SITE_CALLS_BEFORE = """    visitor = _OwnCalls(statement)
     statement.visit(visitor)
     calls = visitor.calls
-'''
-PLANTS = {   # file -> (what is there, what breaks it)
+"""
+PLANTS = {  # file -> (what is there, what breaks it)
     "shift": ("statements.py", "    if shift == 0:\n", "    if True:\n"),
-    "starts": ("statements.py", "    first = first_line(statements[index])\n    return (",
-               "    first = first_line(statements[index])\n    return True or ("),
-    "ends": ("statements.py", "else None\n    return (following is None",
-             "else None\n    return True or (following is None"),
+    "starts": (
+        "statements.py",
+        "    first = first_line(statements[index])\n    return (",
+        "    first = first_line(statements[index])\n    return True or (",
+    ),
+    "ends": (
+        "statements.py",
+        "else None\n    return (following is None",
+        "else None\n    return True or (following is None",
+    ),
     "memo": ("pieces.py", "key = (what, id(node))", "key = (what,)"),
 }
 
@@ -64,8 +72,9 @@ def build(folder: Path, name: str, base: str | None, plant: str | None):
     shutil.copy(ROOT / "vmem_lsp" / "dtypes.py", package / "dtypes.py")
     if base is not None:
         for file in MINE:
-            text = subprocess.run(["git", "show", f"{base}:vmem_lsp/source/{file}"], cwd=ROOT, check=True,
-                                  capture_output=True, text=True).stdout
+            text = subprocess.run(
+                ["git", "show", f"{base}:vmem_lsp/source/{file}"], cwd=ROOT, check=True, capture_output=True, text=True
+            ).stdout
             (package / "source" / file).write_text(text)
         sites = (package / "source" / "sites.py").read_text()
         assert SITE_CALLS_NOW in sites, "site_calls moved on: update SITE_CALLS_NOW"
@@ -81,8 +90,13 @@ def build(folder: Path, name: str, base: str | None, plant: str | None):
 
 def corpus() -> list[Path]:
     ops = ROOT / ".venv/lib/python3.11/site-packages/jax/experimental/pallas/ops"
-    files = [*ops.rglob("*.py"), *(ROOT / "examples").rglob("*.py"), *(ROOT / "tests/data/kernels").rglob("*.py"),
-             *(ROOT / "vmem_lsp").rglob("*.py"), *(ROOT / "tests").glob("*.py")]
+    files = [
+        *ops.rglob("*.py"),
+        *(ROOT / "examples").rglob("*.py"),
+        *(ROOT / "tests/data/kernels").rglob("*.py"),
+        *(ROOT / "vmem_lsp").rglob("*.py"),
+        *(ROOT / "tests").glob("*.py"),
+    ]
     return sorted(set(files))
 
 
@@ -96,19 +110,19 @@ def edits(text: str, rng: random.Random, positions: int) -> list[str]:
         line = lines[i]
         half = len(line) // 2
         variants = [
-            lines[:i] + [line + " "] + lines[i + 1:],                       # typing at the end of the line
-            lines[:i] + [line[:half] + "x" + line[half:]] + lines[i + 1:],  # typing within it
-            lines[:i] + ["x = 1"] + lines[i:],                              # a new line in column 0
-            lines[:i] + ["    pass"] + lines[i:],                           # an indented one
-            lines[:i] + [""] + lines[i:],                                   # Enter
-            lines[:i] + lines[i + 1:],                                      # a line deleted
-            lines[:i] + [line[:half]] + lines[i + 1:],                      # cut in half: often a syntax error
-            lines[:i] + [line[:half], line[half:]] + lines[i + 1:],         # split in two
+            lines[:i] + [line + " "] + lines[i + 1 :],  # typing at the end of the line
+            lines[:i] + [line[:half] + "x" + line[half:]] + lines[i + 1 :],  # typing within it
+            lines[:i] + ["x = 1"] + lines[i:],  # a new line in column 0
+            lines[:i] + ["    pass"] + lines[i:],  # an indented one
+            lines[:i] + [""] + lines[i:],  # Enter
+            lines[:i] + lines[i + 1 :],  # a line deleted
+            lines[:i] + [line[:half]] + lines[i + 1 :],  # cut in half: often a syntax error
+            lines[:i] + [line[:half], line[half:]] + lines[i + 1 :],  # split in two
         ]
         for variant in variants:
             sent += ["\n".join(variant), text]
     chain = list(lines)
-    for i in chosen:                                                        # edits piling up, never undone
+    for i in chosen:  # edits piling up, never undone
         j = min(i, len(chain) - 1)
         action = rng.randrange(4)
         if action == 0:
@@ -118,7 +132,7 @@ def edits(text: str, rng: random.Random, positions: int) -> list[str]:
         elif action == 2 and len(chain) > 1:
             del chain[j]
         else:
-            chain[j] = chain[j][:len(chain[j]) // 2]
+            chain[j] = chain[j][: len(chain[j]) // 2]
         sent.append("\n".join(chain))
     sent.append(text)
     return sent
@@ -126,7 +140,7 @@ def edits(text: str, rng: random.Random, positions: int) -> list[str]:
 
 def outcome(result) -> tuple:
     internal = result.internal_error.strip().splitlines()[-1] if result.internal_error else None
-    return repr(result.sites), result.error, internal      # repr: the two copies have their own classes
+    return repr(result.sites), result.error, internal  # repr: the two copies have their own classes
 
 
 def dumped(statements: list[ast.stmt]) -> list[str]:
@@ -146,7 +160,7 @@ def main() -> int:
         reference, _ = build(Path(folder), "vmem_reference", args.base, None)
         new, new_statements = build(Path(folder), "vmem_new", None, args.plant)
         rng = random.Random(args.seed)
-        files = corpus()[:args.limit]
+        files = corpus()[: args.limit]
         texts = sites = differences = 0
         for file in files:
             original = file.read_text(errors="replace")
@@ -170,8 +184,10 @@ def main() -> int:
                         print(f"DIFFERENT: {file} text {number}: {problem}")
                         for label, value in (("reference", expected), ("new", got)):
                             print(f"  {label}: {value[0][:300]}, error {value[1]!r}, internal {value[2]!r}")
-    print(f"{len(files)} files, {texts} texts ({sites} sites located in them), {differences} different; "
-          f"{time.perf_counter() - started:.0f} s" + (f"; planted fault: {args.plant}" if args.plant else ""))
+    print(
+        f"{len(files)} files, {texts} texts ({sites} sites located in them), {differences} different; "
+        f"{time.perf_counter() - started:.0f} s" + (f"; planted fault: {args.plant}" if args.plant else "")
+    )
     return 1 if differences else 0
 
 

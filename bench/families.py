@@ -13,6 +13,7 @@ rules (tiles, buffers, memory spaces) cite copy, buffering, scratch and space ca
 The families added after (HELD_OUT) were not: vmem_lsp/ was not changed after their
 first run, so their figures are the model's agreement on kernels it never saw.
 """
+
 from __future__ import annotations
 
 # (id prefix, family), longest prefix first where prefixes overlap.
@@ -21,7 +22,10 @@ PREFIXES = (
     ("buffering-", "buffering"),
     ("large-", "large"),
     ("scratch-", "scratch"),
-    ("any-dma-", "space"), ("smem-operand-", "space"), ("smem-scratch-", "space"), ("prefetch-", "space"),
+    ("any-dma-", "space"),
+    ("smem-operand-", "space"),
+    ("smem-scratch-", "space"),
+    ("prefetch-", "space"),
     ("alias-", "space"),
     ("matmul-", "matmul"),
     ("rowsum-", "rowsum"),
@@ -31,7 +35,8 @@ PREFIXES = (
     # added for held-out measurement (issue 15 item 7)
     ("pipeline-", "pipeline"),
     ("qmatmul-", "quant_matmul"),
-    ("paged-", "paged_attention"), ("ragged-", "paged_attention"),
+    ("paged-", "paged_attention"),
+    ("ragged-", "paged_attention"),
     ("bsmm-", "sparse_matmul"),
     ("manualdma-", "manual_dma"),
 )
@@ -59,7 +64,7 @@ def family_of(case_id: str) -> str:
 
 
 def role(family: str) -> str:
-    """"fitted" (a constant was read off it), "seen" (in the corpus the model was written
+    """ "fitted" (a constant was read off it), "seen" (in the corpus the model was written
     against) or "held out" (added afterwards, the model unchanged since)."""
     if family in FITTED_ON:
         return "fitted"

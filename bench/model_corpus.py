@@ -12,6 +12,7 @@ it never saw; they follow the patterns of public Pallas TPU kernels, written her
 
 Imports jax: only the harness's compile workers load it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,14 +22,20 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+from families import family_of
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from families import family_of
-
 DTYPES = {
-    "f32": jnp.float32, "bf16": jnp.bfloat16, "f16": jnp.float16, "s32": jnp.int32, "s8": jnp.int8,
-    "u8": jnp.uint8, "f8e4m3fn": jnp.float8_e4m3fn, "f8e5m2": jnp.float8_e5m2, "pred": jnp.bool_,
+    "f32": jnp.float32,
+    "bf16": jnp.bfloat16,
+    "f16": jnp.float16,
+    "s32": jnp.int32,
+    "s8": jnp.int8,
+    "u8": jnp.uint8,
+    "f8e4m3fn": jnp.float8_e4m3fn,
+    "f8e5m2": jnp.float8_e5m2,
+    "pred": jnp.bool_,
     "s4": jnp.int4,
 }
 MiB = 1 << 20
@@ -39,7 +46,7 @@ class Case:
     id: str
     family: str
     make: Callable[[], Callable]
-    args: tuple[tuple[tuple[int, ...], str], ...]    # (shape, dtype key of DTYPES) per argument
+    args: tuple[tuple[tuple[int, ...], str], ...]  # (shape, dtype key of DTYPES) per argument
 
 
 def out_like(x) -> jax.ShapeDtypeStruct:
@@ -53,20 +60,30 @@ def params(vmem_limit_bytes: int | None) -> dict:
 def block_index(block: tuple[int, ...], moving: bool, grid_rank: int):
     """Index map over a grid of `grid_rank` dims: the first block dim follows grid dim 0,
     or every index is 0 (a constant window)."""
+
     def index(*ids):
         first = ids[0] if moving and grid_rank else 0
         return (first,) + (0,) * (len(block) - 1)
+
     return index
 
 
 # ---- copy family: rank x dtype x block x grid x index map x buffering ---------------------
 
+
 def copy_kernel(x_ref, o_ref):
     o_ref[...] = x_ref[...]
 
 
-def copy(block: tuple[int, ...], steps: int, in_mode: int | None = None, out_mode: int | None = None,
-         constant_input: bool = False, grid_rank: int = 1, vmem_limit_bytes: int | None = None) -> Callable:
+def copy(
+    block: tuple[int, ...],
+    steps: int,
+    in_mode: int | None = None,
+    out_mode: int | None = None,
+    constant_input: bool = False,
+    grid_rank: int = 1,
+    vmem_limit_bytes: int | None = None,
+) -> Callable:
     """Copy over `steps` row blocks; the grid has `grid_rank` dims (the others of size 1, or
     none at all for grid_rank 0). pl.Buffered(n) when a mode is given."""
     grid = () if grid_rank == 0 else (steps,) + (1,) * (grid_rank - 1)
@@ -76,9 +93,15 @@ def copy(block: tuple[int, ...], steps: int, in_mode: int | None = None, out_mod
         return pl.BlockSpec(block, block_index(block, moving, grid_rank), **extra)
 
     def f(x):
-        return pl.pallas_call(copy_kernel, out_shape=out_like(x), grid=grid,
-                              in_specs=[spec(not constant_input, in_mode)], out_specs=spec(True, out_mode),
-                              **params(vmem_limit_bytes))(x)
+        return pl.pallas_call(
+            copy_kernel,
+            out_shape=out_like(x),
+            grid=grid,
+            in_specs=[spec(not constant_input, in_mode)],
+            out_specs=spec(True, out_mode),
+            **params(vmem_limit_bytes),
+        )(x)
+
     return f
 
 
@@ -122,29 +145,47 @@ def buffering_cases() -> list[Case]:
         }
         for label, kw in variants.items():
             full = full4 if kw["steps"] == 4 else block
-            cases.append(Case(f"buffering-{label}-{name}", "buffering", functools.partial(copy, block, **kw),
-                              ((full, dtype),)))
+            cases.append(
+                Case(f"buffering-{label}-{name}", "buffering", functools.partial(copy, block, **kw), ((full, dtype),))
+            )
     return cases
 
 
 def large_cases() -> list[Case]:
     """Blocks around the scoped limits (16, 32 MiB) and the capacities (16, 64, 128 MiB)."""
     cases = []
-    for dtype, rows, cols in (("f32", 512, 2048), ("f32", 1024, 2048), ("f32", 1024, 4096), ("bf16", 2048, 2048),
-                              ("f32", 2048, 2048), ("f32", 2048, 4096), ("bf16", 4096, 2000), ("s8", 4096, 4096),
-                              ("f32", 1000, 1000), ("bf16", 8192, 1024), ("f32", 4096, 4096)):
+    for dtype, rows, cols in (
+        ("f32", 512, 2048),
+        ("f32", 1024, 2048),
+        ("f32", 1024, 4096),
+        ("bf16", 2048, 2048),
+        ("f32", 2048, 2048),
+        ("f32", 2048, 4096),
+        ("bf16", 4096, 2000),
+        ("s8", 4096, 4096),
+        ("f32", 1000, 1000),
+        ("bf16", 8192, 1024),
+        ("f32", 4096, 4096),
+    ):
         for steps in (1, 2):
             cid = f"large-{dtype}-b{rows}x{cols}-g{steps}"
-            cases.append(Case(cid, "large", functools.partial(copy, (rows, cols), steps),
-                              (((rows * steps, cols), dtype),)))
+            cases.append(
+                Case(cid, "large", functools.partial(copy, (rows, cols), steps), (((rows * steps, cols), dtype),))
+            )
     for limit_mib in (8, 48, 100):
-        cases.append(Case(f"large-f32-b1024x2048-g2-limit{limit_mib}M", "large",
-                          functools.partial(copy, (1024, 2048), 2, vmem_limit_bytes=limit_mib * MiB),
-                          (((2048, 2048), "f32"),)))
+        cases.append(
+            Case(
+                f"large-f32-b1024x2048-g2-limit{limit_mib}M",
+                "large",
+                functools.partial(copy, (1024, 2048), 2, vmem_limit_bytes=limit_mib * MiB),
+                (((2048, 2048), "f32"),),
+            )
+        )
     return cases
 
 
 # ---- scratch family -------------------------------------------------------------------------
+
 
 def corner(ref):
     """The first element of `ref`, as a (1, 1) value."""
@@ -172,21 +213,39 @@ def scratch_kernel(x_ref, o_ref, *scratch):
 def with_scratch(shapes: tuple[tuple[tuple[int, ...], str], ...], steps: int = 4) -> Callable:
     def f(x):
         spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
-        return pl.pallas_call(scratch_kernel, out_shape=out_like(x), grid=(steps,), in_specs=[spec],
-                              out_specs=spec,
-                              scratch_shapes=[pltpu.VMEM(s, DTYPES[d]) for s, d in shapes])(x)
+        return pl.pallas_call(
+            scratch_kernel,
+            out_shape=out_like(x),
+            grid=(steps,),
+            in_specs=[spec],
+            out_specs=spec,
+            scratch_shapes=[pltpu.VMEM(s, DTYPES[d]) for s, d in shapes],
+        )(x)
+
     return f
 
 
 def scratch_cases() -> list[Case]:
     cases = []
-    shapes = [(8, 128), (3, 100), (16, 256), (1, 128), (24, 200), (2, 8, 128), (3, 5, 100), (1024,), (100,),
-              (512, 1024), (2048, 2048)]
+    shapes = [
+        (8, 128),
+        (3, 100),
+        (16, 256),
+        (1, 128),
+        (24, 200),
+        (2, 8, 128),
+        (3, 5, 100),
+        (1024,),
+        (100,),
+        (512, 1024),
+        (2048, 2048),
+    ]
     for shape in shapes:
         for dtype in ("f32", "bf16", "f16", "s32", "s8", "u8", "f8e4m3fn", "pred"):
             cid = f"scratch-{dtype}-s{'x'.join(map(str, shape))}"
-            cases.append(Case(cid, "scratch", functools.partial(with_scratch, ((shape, dtype),)),
-                              (((32, 128), "f32"),)))
+            cases.append(
+                Case(cid, "scratch", functools.partial(with_scratch, ((shape, dtype),)), (((32, 128), "f32"),))
+            )
     mixed = (((8, 100), "bf16"), ((3, 128), "bf16"), ((3, 100), "s8"), ((64, 256), "f32"))
     cases.append(Case("scratch-mixed4", "scratch", functools.partial(with_scratch, mixed), (((32, 128), "f32"),)))
     return cases
@@ -200,12 +259,20 @@ def smem_scratch_kernel(x_ref, o_ref, table_ref):
 def smem_scratch(n: int) -> Callable:
     def f(x):
         spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
-        return pl.pallas_call(smem_scratch_kernel, out_shape=out_like(x), grid=(4,), in_specs=[spec],
-                              out_specs=spec, scratch_shapes=[pltpu.SMEM((n,), jnp.int32)])(x)
+        return pl.pallas_call(
+            smem_scratch_kernel,
+            out_shape=out_like(x),
+            grid=(4,),
+            in_specs=[spec],
+            out_specs=spec,
+            scratch_shapes=[pltpu.SMEM((n,), jnp.int32)],
+        )(x)
+
     return f
 
 
 # ---- memory spaces: ANY with a manual DMA, SMEM operands, scalar prefetch, aliasing ---------
+
 
 def dma_kernel(x_hbm, o_ref, buf, sem):
     i = pl.program_id(0)
@@ -218,12 +285,18 @@ def dma_kernel(x_hbm, o_ref, buf, sem):
 
 def any_dma(block: tuple[int, int], dtype: str, semaphores: int) -> Callable:
     """Input left in HBM (pl.ANY), copied by hand into a VMEM scratch with DMA semaphores."""
+
     def f(x):
         spec = pl.BlockSpec(block, lambda i: (i, 0))
-        return pl.pallas_call(dma_kernel, out_shape=out_like(x), grid=(x.shape[0] // block[0],),
-                              in_specs=[pl.BlockSpec(memory_space=pl.ANY)], out_specs=spec,
-                              scratch_shapes=[pltpu.VMEM(block, DTYPES[dtype]),
-                                              pltpu.SemaphoreType.DMA((semaphores,))])(x)
+        return pl.pallas_call(
+            dma_kernel,
+            out_shape=out_like(x),
+            grid=(x.shape[0] // block[0],),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=spec,
+            scratch_shapes=[pltpu.VMEM(block, DTYPES[dtype]), pltpu.SemaphoreType.DMA((semaphores,))],
+        )(x)
+
     return f
 
 
@@ -234,8 +307,14 @@ def smem_operand_kernel(s_ref, x_ref, o_ref):
 def smem_operand(n: int, block: tuple[int, int]) -> Callable:
     def f(s, x):
         spec = pl.BlockSpec(block, lambda i: (i, 0))
-        return pl.pallas_call(smem_operand_kernel, out_shape=out_like(x), grid=(x.shape[0] // block[0],),
-                              in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), spec], out_specs=spec)(s, x)
+        return pl.pallas_call(
+            smem_operand_kernel,
+            out_shape=out_like(x),
+            grid=(x.shape[0] // block[0],),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), spec],
+            out_specs=spec,
+        )(s, x)
+
     return f
 
 
@@ -245,12 +324,16 @@ def prefetch_kernel(idx_ref, x_ref, o_ref):
 
 def prefetch(n: int, block: tuple[int, int]) -> Callable:
     """Row gather driven by a scalar-prefetched index table."""
+
     def f(idx, x):
         grid_spec = pltpu.PrefetchScalarGridSpec(
-            num_scalar_prefetch=1, grid=(x.shape[0] // block[0],),
+            num_scalar_prefetch=1,
+            grid=(x.shape[0] // block[0],),
             in_specs=[pl.BlockSpec(block, lambda i, idx: (idx[i], 0))],
-            out_specs=pl.BlockSpec(block, lambda i, idx: (i, 0)))
+            out_specs=pl.BlockSpec(block, lambda i, idx: (i, 0)),
+        )
         return pl.pallas_call(prefetch_kernel, out_shape=out_like(x), grid_spec=grid_spec)(idx, x)
+
     return f
 
 
@@ -260,10 +343,18 @@ def alias_kernel(x_ref, y_ref, o_ref):
 
 def aliased(block: tuple[int, int], steps: int) -> Callable:
     """o = x + y with x's buffer reused for o (input_output_aliases={0: 0})."""
+
     def f(x, y):
         spec = pl.BlockSpec(block, lambda i: (i, 0))
-        return pl.pallas_call(alias_kernel, out_shape=out_like(x), grid=(steps,), in_specs=[spec, spec],
-                              out_specs=spec, input_output_aliases={0: 0})(x, y)
+        return pl.pallas_call(
+            alias_kernel,
+            out_shape=out_like(x),
+            grid=(steps,),
+            in_specs=[spec, spec],
+            out_specs=spec,
+            input_output_aliases={0: 0},
+        )(x, y)
+
     return f
 
 
@@ -272,27 +363,46 @@ def space_cases() -> list[Case]:
     for block, dtype in (((8, 128), "f32"), ((256, 512), "f32"), ((24, 200), "bf16"), ((64, 256), "s8")):
         for sems in (1, 4):
             cid = f"any-dma-{dtype}-b{block[0]}x{block[1]}-sem{sems}"
-            cases.append(Case(cid, "space", functools.partial(any_dma, block, dtype, sems),
-                              (((block[0] * 4, block[1]), dtype),)))
+            cases.append(
+                Case(cid, "space", functools.partial(any_dma, block, dtype, sems), (((block[0] * 4, block[1]), dtype),))
+            )
     for n in (16, 1024):
         for block in ((8, 128), (128, 256)):
-            cases.append(Case(f"smem-operand-n{n}-b{block[0]}x{block[1]}", "space",
-                              functools.partial(smem_operand, n, block),
-                              (((n,), "s32"), ((block[0] * 4, block[1]), "f32"))))
+            cases.append(
+                Case(
+                    f"smem-operand-n{n}-b{block[0]}x{block[1]}",
+                    "space",
+                    functools.partial(smem_operand, n, block),
+                    (((n,), "s32"), ((block[0] * 4, block[1]), "f32")),
+                )
+            )
         cases.append(Case(f"smem-scratch-n{n}", "space", functools.partial(smem_scratch, n), (((32, 128), "f32"),)))
     for n in (4, 64, 4096):
         for block in ((8, 128), (64, 512)):
             steps = 4
-            cases.append(Case(f"prefetch-n{n}-b{block[0]}x{block[1]}", "space", functools.partial(prefetch, n, block),
-                              (((max(n, steps),), "s32"), ((block[0] * max(n, steps), block[1]), "f32"))))
+            cases.append(
+                Case(
+                    f"prefetch-n{n}-b{block[0]}x{block[1]}",
+                    "space",
+                    functools.partial(prefetch, n, block),
+                    (((max(n, steps),), "s32"), ((block[0] * max(n, steps), block[1]), "f32")),
+                )
+            )
     for block, steps in (((8, 128), 4), ((256, 512), 4), ((512, 1024), 1)):
         full = (block[0] * steps, block[1])
-        cases.append(Case(f"alias-f32-b{block[0]}x{block[1]}-g{steps}", "space", functools.partial(aliased, block, steps),
-                          ((full, "f32"), (full, "f32"))))
+        cases.append(
+            Case(
+                f"alias-f32-b{block[0]}x{block[1]}-g{steps}",
+                "space",
+                functools.partial(aliased, block, steps),
+                ((full, "f32"), (full, "f32")),
+            )
+        )
     return cases
 
 
 # ---- compute: dots and reductions (the compiler's own scratch) ------------------------------
+
 
 def matmul_kernel(a_ref, b_ref, o_ref, acc_ref):
     @pl.when(pl.program_id(2) == 0)
@@ -311,11 +421,17 @@ def tiled_matmul(bm: int, bk: int, bn: int, acc: str, lhs_mode: int | None = Non
         (m, k), (_, n) = a.shape, b.shape
         extra = {"pipeline_mode": pl.Buffered(lhs_mode)} if lhs_mode else {}
         return pl.pallas_call(
-            matmul_kernel, out_shape=jax.ShapeDtypeStruct((m, n), a.dtype), grid=(m // bm, n // bn, k // bk),
-            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk), **extra),
-                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
+            matmul_kernel,
+            out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[
+                pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk), **extra),
+                pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
+            ],
             out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
-            scratch_shapes=[pltpu.VMEM((bm, bn), DTYPES[acc])])(a, b)
+            scratch_shapes=[pltpu.VMEM((bm, bn), DTYPES[acc])],
+        )(a, b)
+
     return f
 
 
@@ -325,10 +441,14 @@ def reduce_kernel(x_ref, o_ref):
 
 def row_sum(block: tuple[int, int]) -> Callable:
     def f(x):
-        return pl.pallas_call(reduce_kernel, out_shape=jax.ShapeDtypeStruct((x.shape[0], 128), jnp.float32),
-                              grid=(x.shape[0] // block[0],),
-                              in_specs=[pl.BlockSpec(block, lambda i: (i, 0))],
-                              out_specs=pl.BlockSpec((block[0], 128), lambda i: (i, 0)))(x)
+        return pl.pallas_call(
+            reduce_kernel,
+            out_shape=jax.ShapeDtypeStruct((x.shape[0], 128), jnp.float32),
+            grid=(x.shape[0] // block[0],),
+            in_specs=[pl.BlockSpec(block, lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((block[0], 128), lambda i: (i, 0)),
+        )(x)
+
     return f
 
 
@@ -337,33 +457,54 @@ def compute_cases() -> list[Case]:
     for dtype, acc in (("bf16", "f32"), ("f32", "f32"), ("s8", "s32")):
         for bm, bk, bn in ((128, 128, 128), (256, 512, 256), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048)):
             m = k = n = max(2 * bm, 1024)
-            cases.append(Case(f"matmul-{dtype}-{bm}x{bk}x{bn}", "matmul",
-                              functools.partial(tiled_matmul, bm, bk, bn, acc), (((m, k), dtype), ((k, n), dtype))))
-    cases.append(Case("matmul-bf16-1024x1024x1024-lhsbuf1", "matmul",
-                      functools.partial(tiled_matmul, 1024, 1024, 1024, "f32", 1),
-                      (((2048, 2048), "bf16"), ((2048, 2048), "bf16"))))
+            cases.append(
+                Case(
+                    f"matmul-{dtype}-{bm}x{bk}x{bn}",
+                    "matmul",
+                    functools.partial(tiled_matmul, bm, bk, bn, acc),
+                    (((m, k), dtype), ((k, n), dtype)),
+                )
+            )
+    cases.append(
+        Case(
+            "matmul-bf16-1024x1024x1024-lhsbuf1",
+            "matmul",
+            functools.partial(tiled_matmul, 1024, 1024, 1024, "f32", 1),
+            (((2048, 2048), "bf16"), ((2048, 2048), "bf16")),
+        )
+    )
     for dtype in ("f32", "bf16"):
         for block in ((8, 128), (256, 1024), (1024, 2048)):
-            cases.append(Case(f"rowsum-{dtype}-b{block[0]}x{block[1]}", "rowsum", functools.partial(row_sum, block),
-                              (((block[0] * 4, block[1]), dtype),)))
+            cases.append(
+                Case(
+                    f"rowsum-{dtype}-b{block[0]}x{block[1]}",
+                    "rowsum",
+                    functools.partial(row_sum, block),
+                    (((block[0] * 4, block[1]), dtype),),
+                )
+            )
     return cases
 
 
 # ---- jax's own TPU kernels ---------------------------------------------------------------------
 
+
 def flash(block: int, causal: bool) -> Callable:
     from jax.experimental.pallas.ops.tpu.flash_attention import BlockSizes, flash_attention
+
     sizes = BlockSizes(block_q=block, block_k_major=block, block_k=block, block_b=1)
     return lambda q, k, v: flash_attention(q, k, v, causal=causal, block_sizes=sizes)
 
 
 def jax_matmul(bm: int, bn: int, bk: int) -> Callable:
     from jax.experimental.pallas.ops.tpu.matmul import matmul
+
     return lambda x, y: matmul(x, y, block_shape=(bm, bn), block_k=bk)
 
 
 def gmm(tiling: tuple[int, int, int]) -> Callable:
     from jax.experimental.pallas.ops.tpu.megablox.gmm import gmm as megablox_gmm
+
     return lambda lhs, rhs, sizes: megablox_gmm(lhs, rhs, sizes, tiling=tiling)
 
 
@@ -374,18 +515,36 @@ def library_cases() -> list[Case]:
             for causal in (False, True):
                 seq = max(2 * block, 1024)
                 qkv = (((1, 2, seq, 128), dtype),) * 3
-                cases.append(Case(f"flash-{dtype}-b{block}{'-causal' if causal else ''}", "flash",
-                                  functools.partial(flash, block, causal), qkv))
+                cases.append(
+                    Case(
+                        f"flash-{dtype}-b{block}{'-causal' if causal else ''}",
+                        "flash",
+                        functools.partial(flash, block, causal),
+                        qkv,
+                    )
+                )
     for dtype in ("bf16", "f32", "s8"):
         for bm, bn, bk in ((128, 128, 128), (256, 256, 512), (512, 512, 512), (1024, 1024, 1024), (2048, 1024, 512)):
             size = max(2 * bm, 2 * bn, 2 * bk, 1024)
-            cases.append(Case(f"jaxmatmul-{dtype}-{bm}x{bn}x{bk}", "jaxmatmul", functools.partial(jax_matmul, bm, bn, bk),
-                              (((size, size), dtype), ((size, size), dtype))))
+            cases.append(
+                Case(
+                    f"jaxmatmul-{dtype}-{bm}x{bn}x{bk}",
+                    "jaxmatmul",
+                    functools.partial(jax_matmul, bm, bn, bk),
+                    (((size, size), dtype), ((size, size), dtype)),
+                )
+            )
     for dtype in ("bf16", "f32"):
         for tiling in ((128, 128, 128), (256, 512, 256), (512, 1024, 1024), (1024, 2048, 1024)):
             m, k, n, groups = 4096, 2048, 2048, 4
-            cases.append(Case(f"gmm-{dtype}-{'x'.join(map(str, tiling))}", "gmm", functools.partial(gmm, tiling),
-                              (((m, k), dtype), ((groups, k, n), dtype), ((groups,), "s32"))))
+            cases.append(
+                Case(
+                    f"gmm-{dtype}-{'x'.join(map(str, tiling))}",
+                    "gmm",
+                    functools.partial(gmm, tiling),
+                    (((m, k), dtype), ((groups, k, n), dtype), ((groups,), "s32")),
+                )
+            )
     return cases
 
 
@@ -393,32 +552,43 @@ def library_cases() -> list[Case]:
 # Built after the patterns of public Pallas TPU kernels (emit_pipeline, quantized and
 # block-sparse matmuls, paged attention, manual DMA), written here from scratch.
 
+
 def scale_rows(o_ref, x_ref):
     o_ref[...] = x_ref[...] * 2
 
 
 def hbm_call(kernel, x, scratch_shapes=(), grid=()) -> jax.Array:
     """A pallas_call whose input and output stay in HBM (pl.ANY): the body moves the blocks."""
-    return pl.pallas_call(kernel, out_shape=out_like(x), grid=grid,
-                          in_specs=[pl.BlockSpec(memory_space=pl.ANY)], out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                          scratch_shapes=list(scratch_shapes))(x)
+    return pl.pallas_call(
+        kernel,
+        out_shape=out_like(x),
+        grid=grid,
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=list(scratch_shapes),
+    )(x)
 
 
 def pipeline_flat(bm: int, in_mode: int | None = None, out_mode: int | None = None) -> Callable:
     """One emit_pipeline over row blocks of an HBM array; inner specs optionally pl.Buffered(n)."""
+
     def kernel(x_hbm, o_hbm):
         cols = x_hbm.shape[1]
         extra = lambda mode: {"pipeline_mode": pl.Buffered(mode)} if mode else {}
         pltpu.emit_pipeline(
-            lambda x_ref, o_ref: scale_rows(o_ref, x_ref), grid=(x_hbm.shape[0] // bm,),
+            lambda x_ref, o_ref: scale_rows(o_ref, x_ref),
+            grid=(x_hbm.shape[0] // bm,),
             in_specs=[pl.BlockSpec((bm, cols), lambda i: (i, 0), **extra(in_mode))],
-            out_specs=pl.BlockSpec((bm, cols), lambda i: (i, 0), **extra(out_mode)))(x_hbm, o_hbm)
+            out_specs=pl.BlockSpec((bm, cols), lambda i: (i, 0), **extra(out_mode)),
+        )(x_hbm, o_hbm)
+
     return lambda x: hbm_call(kernel, x)
 
 
 def pipeline_nested(bm: int, sub: int) -> Callable:
     """An emit_pipeline over row blocks of x whose body runs a second emit_pipeline over HBM y in
     `sub`-row blocks: a pipeline inside a pipeline, each with its own windows."""
+
     def kernel(x_hbm, y_hbm, o_hbm):
         cols = x_hbm.shape[1]
 
@@ -427,39 +597,53 @@ def pipeline_nested(bm: int, sub: int) -> Callable:
 
             def inner_body(y_ref):
                 o_blk[pl.ds(0, sub), :] += y_ref[...]
-            pltpu.emit_pipeline(inner_body, grid=(y_hbm.shape[0] // sub,),
-                                in_specs=[pl.BlockSpec((sub, cols), lambda j: (j, 0))])(y_hbm)
 
-        pltpu.emit_pipeline(outer_body, grid=(x_hbm.shape[0] // bm,),
-                            in_specs=[pl.BlockSpec((bm, cols), lambda i: (i, 0))],
-                            out_specs=pl.BlockSpec((bm, cols), lambda i: (i, 0)))(x_hbm, o_hbm)
+            pltpu.emit_pipeline(
+                inner_body, grid=(y_hbm.shape[0] // sub,), in_specs=[pl.BlockSpec((sub, cols), lambda j: (j, 0))]
+            )(y_hbm)
+
+        pltpu.emit_pipeline(
+            outer_body,
+            grid=(x_hbm.shape[0] // bm,),
+            in_specs=[pl.BlockSpec((bm, cols), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((bm, cols), lambda i: (i, 0)),
+        )(x_hbm, o_hbm)
 
     def f(x, y):
         any_spec = pl.BlockSpec(memory_space=pl.ANY)
         return pl.pallas_call(kernel, out_shape=out_like(x), in_specs=[any_spec, any_spec], out_specs=any_spec)(x, y)
+
     return f
 
 
 def pipeline_sub_blocks(bm: int, sub: int) -> Callable:
     """An emit_pipeline whose body pipelines each VMEM block again in `sub`-row slices: the
     inner pipeline's operands are already in VMEM."""
+
     def kernel(x_hbm, o_hbm):
         cols = x_hbm.shape[1]
 
         def outer_body(x_blk, o_blk):
             pltpu.emit_pipeline(
-                lambda x_ref, o_ref: scale_rows(o_ref, x_ref), grid=(bm // sub,),
+                lambda x_ref, o_ref: scale_rows(o_ref, x_ref),
+                grid=(bm // sub,),
                 in_specs=[pl.BlockSpec((sub, cols), lambda j: (j, 0))],
-                out_specs=pl.BlockSpec((sub, cols), lambda j: (j, 0)))(x_blk, o_blk)
+                out_specs=pl.BlockSpec((sub, cols), lambda j: (j, 0)),
+            )(x_blk, o_blk)
 
-        pltpu.emit_pipeline(outer_body, grid=(x_hbm.shape[0] // bm,),
-                            in_specs=[pl.BlockSpec((bm, cols), lambda i: (i, 0))],
-                            out_specs=pl.BlockSpec((bm, cols), lambda i: (i, 0)))(x_hbm, o_hbm)
+        pltpu.emit_pipeline(
+            outer_body,
+            grid=(x_hbm.shape[0] // bm,),
+            in_specs=[pl.BlockSpec((bm, cols), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((bm, cols), lambda i: (i, 0)),
+        )(x_hbm, o_hbm)
+
     return lambda x: hbm_call(kernel, x)
 
 
 def pipeline_in_scope(bm: int, scratch_rows: int) -> Callable:
     """pl.run_scoped holds a VMEM buffer while an emit_pipeline runs inside it."""
+
     def kernel(x_hbm, o_hbm):
         cols = x_hbm.shape[1]
 
@@ -468,61 +652,104 @@ def pipeline_in_scope(bm: int, scratch_rows: int) -> Callable:
 
             def body(x_ref, o_ref):
                 o_ref[...] = x_ref[...] + buf[pl.ds(0, bm), :]
-            pltpu.emit_pipeline(body, grid=(x_hbm.shape[0] // bm,),
-                                in_specs=[pl.BlockSpec((bm, cols), lambda i: (i, 0))],
-                                out_specs=pl.BlockSpec((bm, cols), lambda i: (i, 0)))(x_hbm, o_hbm)
+
+            pltpu.emit_pipeline(
+                body,
+                grid=(x_hbm.shape[0] // bm,),
+                in_specs=[pl.BlockSpec((bm, cols), lambda i: (i, 0))],
+                out_specs=pl.BlockSpec((bm, cols), lambda i: (i, 0)),
+            )(x_hbm, o_hbm)
+
         pl.run_scoped(scoped, pltpu.VMEM((scratch_rows, cols), x_hbm.dtype))
+
     return lambda x: hbm_call(kernel, x)
 
 
 def pipeline_matmul(bm: int, bk: int, bn: int) -> Callable:
     """A tiled matmul written as an emit_pipeline over HBM operands, accumulating in an f32
     VMEM scratch of the outer call."""
+
     def kernel(a_hbm, b_hbm, o_hbm, acc_ref):
         (m, k), n = a_hbm.shape, b_hbm.shape[1]
 
-        def body(a_ref, b_ref, o_ref):    # the VMEM shape of a matmul, not a correct one: acc never resets
+        def body(a_ref, b_ref, o_ref):  # the VMEM shape of a matmul, not a correct one: acc never resets
             acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
             o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
         acc_ref[...] = jnp.zeros_like(acc_ref)
-        pltpu.emit_pipeline(body, grid=(m // bm, n // bn, k // bk),
-                            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
-                                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
-                            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)))(a_hbm, b_hbm, o_hbm)
+        pltpu.emit_pipeline(
+            body,
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[
+                pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
+            ],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+        )(a_hbm, b_hbm, o_hbm)
 
     def f(a, b):
         any_spec = pl.BlockSpec(memory_space=pl.ANY)
-        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
-                              in_specs=[any_spec, any_spec], out_specs=any_spec,
-                              scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)])(a, b)
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
+            in_specs=[any_spec, any_spec],
+            out_specs=any_spec,
+            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+        )(a, b)
+
     return f
 
 
 def pipeline_cases() -> list[Case]:
     cases = []
-    for dtype, rows, cols, bm in (("f32", 4096, 1024, 256), ("bf16", 4096, 2048, 512), ("f32", 8192, 4096, 1024),
-                                  ("f32", 8192, 8192, 1024), ("s8", 4096, 1000, 512)):
+    for dtype, rows, cols, bm in (
+        ("f32", 4096, 1024, 256),
+        ("bf16", 4096, 2048, 512),
+        ("f32", 8192, 4096, 1024),
+        ("f32", 8192, 8192, 1024),
+        ("s8", 4096, 1000, 512),
+    ):
         args = (((rows, cols), dtype),)
         tag = f"{dtype}-{rows}x{cols}-b{bm}"
         cases.append(Case(f"pipeline-flat-{tag}", "pipeline", functools.partial(pipeline_flat, bm), args))
         cases.append(Case(f"pipeline-in-buf1-{tag}", "pipeline", functools.partial(pipeline_flat, bm, 1), args))
         cases.append(Case(f"pipeline-in-buf3-{tag}", "pipeline", functools.partial(pipeline_flat, bm, 3), args))
         cases.append(Case(f"pipeline-out-buf1-{tag}", "pipeline", functools.partial(pipeline_flat, bm, None, 1), args))
-        cases.append(Case(f"pipeline-nested-{tag}-s{bm // 2}", "pipeline",
-                          functools.partial(pipeline_nested, bm, bm // 2), args + (((rows // 2, cols), dtype),)))
-        cases.append(Case(f"pipeline-subblocks-{tag}-s{bm // 4}", "pipeline",
-                          functools.partial(pipeline_sub_blocks, bm, bm // 4), args))
-        cases.append(Case(f"pipeline-scoped-{tag}-r{2 * bm}", "pipeline",
-                          functools.partial(pipeline_in_scope, bm, 2 * bm), args))
+        cases.append(
+            Case(
+                f"pipeline-nested-{tag}-s{bm // 2}",
+                "pipeline",
+                functools.partial(pipeline_nested, bm, bm // 2),
+                args + (((rows // 2, cols), dtype),),
+            )
+        )
+        cases.append(
+            Case(
+                f"pipeline-subblocks-{tag}-s{bm // 4}",
+                "pipeline",
+                functools.partial(pipeline_sub_blocks, bm, bm // 4),
+                args,
+            )
+        )
+        cases.append(
+            Case(f"pipeline-scoped-{tag}-r{2 * bm}", "pipeline", functools.partial(pipeline_in_scope, bm, 2 * bm), args)
+        )
     for dtype, (bm, bk, bn) in (("bf16", (256, 512, 256)), ("bf16", (1024, 1024, 1024)), ("f32", (512, 512, 512))):
         size = max(2 * bm, 2 * bk, 2 * bn, 1024)
-        cases.append(Case(f"pipeline-matmul-{dtype}-{bm}x{bk}x{bn}", "pipeline",
-                          functools.partial(pipeline_matmul, bm, bk, bn), (((size, size), dtype), ((size, size), dtype))))
+        cases.append(
+            Case(
+                f"pipeline-matmul-{dtype}-{bm}x{bk}x{bn}",
+                "pipeline",
+                functools.partial(pipeline_matmul, bm, bk, bn),
+                (((size, size), dtype), ((size, size), dtype)),
+            )
+        )
     return cases
 
 
 def quant_matmul_kernel(a_ref, b_ref, sa_ref, sb_ref, o_ref, acc_ref):
     """a (bm, bk) and b (bk, bn) quantized, one scale per row of a and per column of b."""
+
     @pl.when(pl.program_id(2) == 0)
     def _():
         acc_ref[...] = jnp.zeros_like(acc_ref)
@@ -538,19 +765,25 @@ def quant_matmul(bm: int, bk: int, bn: int, acc: str, out: str) -> Callable:
     def f(a, b, sa, sb):
         (m, k), n = a.shape, b.shape[1]
         return pl.pallas_call(
-            quant_matmul_kernel, out_shape=jax.ShapeDtypeStruct((m, n), DTYPES[out]),
+            quant_matmul_kernel,
+            out_shape=jax.ShapeDtypeStruct((m, n), DTYPES[out]),
             grid=(m // bm, n // bn, k // bk),
-            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
-                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
-                      pl.BlockSpec((bm, 1), lambda i, j, kk: (i, 0)),
-                      pl.BlockSpec((1, bn), lambda i, j, kk: (0, j))],
+            in_specs=[
+                pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
+                pl.BlockSpec((bm, 1), lambda i, j, kk: (i, 0)),
+                pl.BlockSpec((1, bn), lambda i, j, kk: (0, j)),
+            ],
             out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
-            scratch_shapes=[pltpu.VMEM((bm, bn), DTYPES[acc])])(a, b, sa, sb)
+            scratch_shapes=[pltpu.VMEM((bm, bn), DTYPES[acc])],
+        )(a, b, sa, sb)
+
     return f
 
 
 def quant_w_kernel(x_ref, w_ref, s_ref, o_ref, acc_ref):
     """bf16 activations times int8/fp8 weights dequantized in the kernel (weight-only quantization)."""
+
     @pl.when(pl.program_id(2) == 0)
     def _():
         acc_ref[...] = jnp.zeros_like(acc_ref)
@@ -567,12 +800,18 @@ def quant_weights(bm: int, bk: int, bn: int) -> Callable:
     def f(x, w, s):
         (m, k), n = x.shape, w.shape[1]
         return pl.pallas_call(
-            quant_w_kernel, out_shape=jax.ShapeDtypeStruct((m, n), x.dtype), grid=(m // bm, n // bn, k // bk),
-            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
-                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
-                      pl.BlockSpec((1, bn), lambda i, j, kk: (0, j))],
+            quant_w_kernel,
+            out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[
+                pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
+                pl.BlockSpec((1, bn), lambda i, j, kk: (0, j)),
+            ],
             out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
-            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)])(x, w, s)
+            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+        )(x, w, s)
+
     return f
 
 
@@ -583,14 +822,26 @@ def quant_matmul_cases() -> list[Case]:
             m = n = max(2 * bm, 1024)
             k = max(2 * bk, 1024)
             args = (((m, k), qdtype), ((k, n), qdtype), ((m, 1), "f32"), ((1, n), "f32"))
-            cases.append(Case(f"qmatmul-{qdtype}-{bm}x{bk}x{bn}", "quant_matmul",
-                              functools.partial(quant_matmul, bm, bk, bn, acc, out), args))
+            cases.append(
+                Case(
+                    f"qmatmul-{qdtype}-{bm}x{bk}x{bn}",
+                    "quant_matmul",
+                    functools.partial(quant_matmul, bm, bk, bn, acc, out),
+                    args,
+                )
+            )
     for wdtype in ("s8", "f8e4m3fn"):
         for bm, bk, bn in ((256, 512, 256), (512, 2048, 512), (1024, 1024, 2048)):
             m, k, n = max(2 * bm, 1024), max(2 * bk, 1024), max(2 * bn, 1024)
             args = (((m, k), "bf16"), ((k, n), wdtype), ((1, n), "f32"))
-            cases.append(Case(f"qmatmul-w{wdtype}-{bm}x{bk}x{bn}", "quant_matmul",
-                              functools.partial(quant_weights, bm, bk, bn), args))
+            cases.append(
+                Case(
+                    f"qmatmul-w{wdtype}-{bm}x{bk}x{bn}",
+                    "quant_matmul",
+                    functools.partial(quant_weights, bm, bk, bn),
+                    args,
+                )
+            )
     return cases
 
 
@@ -617,8 +868,9 @@ def paged_attention_kernel(lens_ref, table_ref, q_ref, k_ref, v_ref, o_ref, m_re
         alpha = jnp.exp(m_prev - m_new)
         l_ref[...] = jnp.broadcast_to(alpha * l_ref[:, :1] + probs.sum(axis=-1, keepdims=True), l_ref.shape)
         m_ref[...] = jnp.broadcast_to(m_new, m_ref.shape)
-        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(probs, v_ref[0].astype(jnp.float32),
-                                                      preferred_element_type=jnp.float32)
+        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(
+            probs, v_ref[0].astype(jnp.float32), preferred_element_type=jnp.float32
+        )
 
     @pl.when(p == pl.num_programs(1) - 1)
     def _():
@@ -627,17 +879,24 @@ def paged_attention_kernel(lens_ref, table_ref, q_ref, k_ref, v_ref, o_ref, m_re
 
 def paged_attention(page: int, pages_per_seq: int) -> Callable:
     """q (batch, heads, d); k, v pages (num_pages, page, d); lengths and page table scalar-prefetched."""
+
     def f(lens, table, q, k, v):
         batch, heads, d = q.shape
         kernel = functools.partial(paged_attention_kernel, page=page)
         kv_spec = pl.BlockSpec((1, page, d), lambda b, p, lens, table: (table[b, p], 0, 0))
         grid_spec = pltpu.PrefetchScalarGridSpec(
-            num_scalar_prefetch=2, grid=(batch, pages_per_seq),
+            num_scalar_prefetch=2,
+            grid=(batch, pages_per_seq),
             in_specs=[pl.BlockSpec((1, heads, d), lambda b, p, lens, table: (b, 0, 0)), kv_spec, kv_spec],
             out_specs=pl.BlockSpec((1, heads, d), lambda b, p, lens, table: (b, 0, 0)),
-            scratch_shapes=[pltpu.VMEM((heads, 128), jnp.float32), pltpu.VMEM((heads, 128), jnp.float32),
-                            pltpu.VMEM((heads, d), jnp.float32)])
+            scratch_shapes=[
+                pltpu.VMEM((heads, 128), jnp.float32),
+                pltpu.VMEM((heads, 128), jnp.float32),
+                pltpu.VMEM((heads, d), jnp.float32),
+            ],
+        )
         return pl.pallas_call(kernel, out_shape=out_like(q), grid_spec=grid_spec)(lens, table, q, k, v)
+
     return f
 
 
@@ -662,8 +921,9 @@ def ragged_attention_kernel(lens_ref, q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, 
         alpha = jnp.exp(m_prev - m_new)
         l_ref[...] = jnp.broadcast_to(alpha * l_ref[:, :1] + probs.sum(axis=-1, keepdims=True), l_ref.shape)
         m_ref[...] = jnp.broadcast_to(m_new, m_ref.shape)
-        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(probs.astype(v_ref.dtype), v_ref[0],
-                                                      preferred_element_type=jnp.float32)
+        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(
+            probs.astype(v_ref.dtype), v_ref[0], preferred_element_type=jnp.float32
+        )
 
     @pl.when(kb == pl.num_programs(2) - 1)
     def _():
@@ -673,6 +933,7 @@ def ragged_attention_kernel(lens_ref, q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, 
 def ragged_attention(bq: int, bk: int) -> Callable:
     """q, k, v (batch, seq, d) padded to the longest sequence; lengths scalar-prefetched, the key
     block index clamped to the sequence's last block so that skipped steps fetch nothing new."""
+
     def f(lens, q, k, v):
         batch, seq, d = q.shape
         kernel = functools.partial(ragged_attention_kernel, bq=bq, bk=bk)
@@ -682,31 +943,62 @@ def ragged_attention(bq: int, bk: int) -> Callable:
             return (b, jnp.minimum(kb, last), 0)
 
         grid_spec = pltpu.PrefetchScalarGridSpec(
-            num_scalar_prefetch=1, grid=(batch, seq // bq, seq // bk),
-            in_specs=[pl.BlockSpec((1, bq, d), lambda b, i, kb, lens: (b, i, 0)),
-                      pl.BlockSpec((1, bk, d), kv_index), pl.BlockSpec((1, bk, d), kv_index)],
+            num_scalar_prefetch=1,
+            grid=(batch, seq // bq, seq // bk),
+            in_specs=[
+                pl.BlockSpec((1, bq, d), lambda b, i, kb, lens: (b, i, 0)),
+                pl.BlockSpec((1, bk, d), kv_index),
+                pl.BlockSpec((1, bk, d), kv_index),
+            ],
             out_specs=pl.BlockSpec((1, bq, d), lambda b, i, kb, lens: (b, i, 0)),
-            scratch_shapes=[pltpu.VMEM((bq, 128), jnp.float32), pltpu.VMEM((bq, 128), jnp.float32),
-                            pltpu.VMEM((bq, d), jnp.float32)])
+            scratch_shapes=[
+                pltpu.VMEM((bq, 128), jnp.float32),
+                pltpu.VMEM((bq, 128), jnp.float32),
+                pltpu.VMEM((bq, d), jnp.float32),
+            ],
+        )
         return pl.pallas_call(kernel, out_shape=out_like(q), grid_spec=grid_spec)(lens, q, k, v)
+
     return f
 
 
 def paged_attention_cases() -> list[Case]:
     cases = []
     for dtype in ("bf16", "f32"):
-        for heads, d, page, pages in ((8, 128, 16, 8), (8, 128, 128, 4), (32, 128, 256, 4), (16, 256, 512, 2),
-                                      (64, 128, 1024, 2)):
+        for heads, d, page, pages in (
+            (8, 128, 16, 8),
+            (8, 128, 128, 4),
+            (32, 128, 256, 4),
+            (16, 256, 512, 2),
+            (64, 128, 1024, 2),
+        ):
             batch, total_pages = 4, 4 * pages
-            args = (((batch,), "s32"), ((batch, pages), "s32"), ((batch, heads, d), dtype),
-                    ((total_pages, page, d), dtype), ((total_pages, page, d), dtype))
-            cases.append(Case(f"paged-{dtype}-h{heads}-d{d}-p{page}x{pages}", "paged_attention",
-                              functools.partial(paged_attention, page, pages), args))
+            args = (
+                ((batch,), "s32"),
+                ((batch, pages), "s32"),
+                ((batch, heads, d), dtype),
+                ((total_pages, page, d), dtype),
+                ((total_pages, page, d), dtype),
+            )
+            cases.append(
+                Case(
+                    f"paged-{dtype}-h{heads}-d{d}-p{page}x{pages}",
+                    "paged_attention",
+                    functools.partial(paged_attention, page, pages),
+                    args,
+                )
+            )
         for bq, bk, d in ((128, 128, 128), (256, 512, 128), (512, 512, 256), (1024, 1024, 128), (2048, 1024, 128)):
             seq = max(2 * bq, 2 * bk, 1024)
             qkv = (((2, seq, d), dtype),) * 3
-            cases.append(Case(f"ragged-{dtype}-q{bq}-k{bk}-d{d}", "paged_attention",
-                              functools.partial(ragged_attention, bq, bk), (((2,), "s32"),) + qkv))
+            cases.append(
+                Case(
+                    f"ragged-{dtype}-q{bq}-k{bk}-d{d}",
+                    "paged_attention",
+                    functools.partial(ragged_attention, bq, bk),
+                    (((2,), "s32"),) + qkv,
+                )
+            )
     return cases
 
 
@@ -730,16 +1022,23 @@ def bsmm_kernel(cols_ref, counts_ref, a_ref, b_ref, o_ref, acc_ref):
 
 def block_sparse_matmul(bm: int, bk: int, bn: int, nnz: int, acc: str) -> Callable:
     """a_blocks (row_blocks * nnz, bm, bk): the stored blocks; cols (row_blocks, nnz), counts (row_blocks,)."""
+
     def f(cols, counts, a_blocks, b):
         row_blocks, n = cols.shape[0], b.shape[1]
         grid_spec = pltpu.PrefetchScalarGridSpec(
-            num_scalar_prefetch=2, grid=(row_blocks, n // bn, nnz),
-            in_specs=[pl.BlockSpec((1, bm, bk), lambda i, j, t, cols, counts: (i * nnz + t, 0, 0)),
-                      pl.BlockSpec((bk, bn), lambda i, j, t, cols, counts: (cols[i, t], j))],
+            num_scalar_prefetch=2,
+            grid=(row_blocks, n // bn, nnz),
+            in_specs=[
+                pl.BlockSpec((1, bm, bk), lambda i, j, t, cols, counts: (i * nnz + t, 0, 0)),
+                pl.BlockSpec((bk, bn), lambda i, j, t, cols, counts: (cols[i, t], j)),
+            ],
             out_specs=pl.BlockSpec((bm, bn), lambda i, j, t, cols, counts: (i, j)),
-            scratch_shapes=[pltpu.VMEM((bm, bn), DTYPES[acc])])
-        return pl.pallas_call(bsmm_kernel, out_shape=jax.ShapeDtypeStruct((row_blocks * bm, n), b.dtype),
-                              grid_spec=grid_spec)(cols, counts, a_blocks, b)
+            scratch_shapes=[pltpu.VMEM((bm, bn), DTYPES[acc])],
+        )
+        return pl.pallas_call(
+            bsmm_kernel, out_shape=jax.ShapeDtypeStruct((row_blocks * bm, n), b.dtype), grid_spec=grid_spec
+        )(cols, counts, a_blocks, b)
+
     return f
 
 
@@ -765,32 +1064,59 @@ def masked_output_matmul(bm: int, bk: int, bn: int) -> Callable:
     def f(mask, a, b):
         (m, k), n = a.shape, b.shape[1]
         grid_spec = pltpu.PrefetchScalarGridSpec(
-            num_scalar_prefetch=1, grid=(m // bm, n // bn, k // bk),
-            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk, mask: (i, kk)),
-                      pl.BlockSpec((bk, bn), lambda i, j, kk, mask: (kk, j))],
+            num_scalar_prefetch=1,
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[
+                pl.BlockSpec((bm, bk), lambda i, j, kk, mask: (i, kk)),
+                pl.BlockSpec((bk, bn), lambda i, j, kk, mask: (kk, j)),
+            ],
             out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk, mask: (i, j)),
-            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)])
-        return pl.pallas_call(masked_output_kernel, out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
-                              grid_spec=grid_spec)(mask, a, b)
+            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+        )
+        return pl.pallas_call(
+            masked_output_kernel, out_shape=jax.ShapeDtypeStruct((m, n), a.dtype), grid_spec=grid_spec
+        )(mask, a, b)
+
     return f
 
 
 def sparse_matmul_cases() -> list[Case]:
     cases = []
     for dtype, acc in (("bf16", "f32"), ("f32", "f32"), ("s8", "s32")):
-        for bm, bk, bn, nnz in ((128, 128, 128, 2), (256, 512, 256, 4), (512, 512, 512, 2), (1024, 1024, 1024, 2),
-                                (2048, 512, 1024, 2)):
+        for bm, bk, bn, nnz in (
+            (128, 128, 128, 2),
+            (256, 512, 256, 4),
+            (512, 512, 512, 2),
+            (1024, 1024, 1024, 2),
+            (2048, 512, 1024, 2),
+        ):
             row_blocks, k_blocks, n = 4, 8, max(2 * bn, 1024)
-            args = (((row_blocks, nnz), "s32"), ((row_blocks,), "s32"), ((row_blocks * nnz, bm, bk), dtype),
-                    ((k_blocks * bk, n), dtype))
-            cases.append(Case(f"bsmm-{dtype}-{bm}x{bk}x{bn}-nnz{nnz}", "sparse_matmul",
-                              functools.partial(block_sparse_matmul, bm, bk, bn, nnz, acc), args))
+            args = (
+                ((row_blocks, nnz), "s32"),
+                ((row_blocks,), "s32"),
+                ((row_blocks * nnz, bm, bk), dtype),
+                ((k_blocks * bk, n), dtype),
+            )
+            cases.append(
+                Case(
+                    f"bsmm-{dtype}-{bm}x{bk}x{bn}-nnz{nnz}",
+                    "sparse_matmul",
+                    functools.partial(block_sparse_matmul, bm, bk, bn, nnz, acc),
+                    args,
+                )
+            )
     for dtype in ("bf16", "f32"):
         for bm, bk, bn in ((256, 256, 256), (512, 1024, 512), (1024, 1024, 1024)):
             m = k = n = max(2 * bm, 2 * bk, 1024)
             args = (((m // bm, n // bn), "s32"), ((m, k), dtype), ((k, n), dtype))
-            cases.append(Case(f"bsmm-mask-{dtype}-{bm}x{bk}x{bn}", "sparse_matmul",
-                              functools.partial(masked_output_matmul, bm, bk, bn), args))
+            cases.append(
+                Case(
+                    f"bsmm-mask-{dtype}-{bm}x{bk}x{bn}",
+                    "sparse_matmul",
+                    functools.partial(masked_output_matmul, bm, bk, bn),
+                    args,
+                )
+            )
     return cases
 
 
@@ -798,6 +1124,7 @@ def manual_dma_double(bm: int, chunks: int, out_any: bool) -> Callable:
     """One kernel invocation walks `chunks` row chunks of an HBM input, double-buffering them in a
     (2, bm, cols) VMEM scratch by hand (start the next copy, wait for this one, compute). The result
     goes to a VMEM output window, or (out_any) through a (2, bm, cols) staging scratch back to HBM."""
+
     def kernel(x_hbm, o_ref, buf, sems, *staging):
         def copy_in(c, slot):
             return pltpu.make_async_copy(x_hbm.at[pl.ds(c * bm, bm)], buf.at[slot], sems.at[0, slot])
@@ -816,9 +1143,11 @@ def manual_dma_double(bm: int, chunks: int, out_any: bool) -> Callable:
 
             copy_in(c, slot).wait()
             if out_any:
+
                 @pl.when(c >= 2)
                 def _():
                     copy_out(c - 2, slot).wait()
+
                 staging[0][slot] = buf[slot] * 2
                 copy_out(c, slot).start()
             else:
@@ -836,14 +1165,21 @@ def manual_dma_double(bm: int, chunks: int, out_any: bool) -> Callable:
         if out_any:
             scratch.append(pltpu.VMEM((2, bm, cols), x.dtype))
         out_spec = pl.BlockSpec(memory_space=pl.ANY) if out_any else pl.BlockSpec(x.shape, lambda: (0, 0))
-        return pl.pallas_call(kernel, out_shape=out_like(x), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                              out_specs=out_spec, scratch_shapes=scratch)(x)
+        return pl.pallas_call(
+            kernel,
+            out_shape=out_like(x),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=out_spec,
+            scratch_shapes=scratch,
+        )(x)
+
     return f
 
 
 def manual_dma_gather(group: int, cols: int, n: int) -> Callable:
     """Groups of `group` rows (one tile: 8 rows, 16 for a 16-bit type) of an HBM table gathered by
     a scalar-prefetched index list, one DMA per group into a VMEM scratch, written out as one block."""
+
     def kernel(idx_ref, table_hbm, o_ref, buf, sem):
         def start(r, carry):
             src = table_hbm.at[pl.ds(pl.multiple_of(idx_ref[r] * group, group), group)]
@@ -862,27 +1198,49 @@ def manual_dma_gather(group: int, cols: int, n: int) -> Callable:
     def f(idx, table):
         rows = n * group
         grid_spec = pltpu.PrefetchScalarGridSpec(
-            num_scalar_prefetch=1, grid=(1,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            num_scalar_prefetch=1,
+            grid=(1,),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
             out_specs=pl.BlockSpec((rows, cols), lambda i, idx: (0, 0)),
-            scratch_shapes=[pltpu.VMEM((rows, cols), table.dtype), pltpu.SemaphoreType.DMA((1,))])
-        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((rows, cols), table.dtype),
-                              grid_spec=grid_spec)(idx, table)
+            scratch_shapes=[pltpu.VMEM((rows, cols), table.dtype), pltpu.SemaphoreType.DMA((1,))],
+        )
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((rows, cols), table.dtype), grid_spec=grid_spec)(
+            idx, table
+        )
+
     return f
 
 
 def manual_dma_cases() -> list[Case]:
     cases = []
-    for dtype, bm, cols, chunks in (("f32", 256, 1024, 8), ("bf16", 512, 2048, 4), ("f32", 1024, 4096, 4),
-                                    ("s8", 512, 1000, 4), ("f32", 2048, 4096, 2), ("bf16", 4096, 4096, 2)):
+    for dtype, bm, cols, chunks in (
+        ("f32", 256, 1024, 8),
+        ("bf16", 512, 2048, 4),
+        ("f32", 1024, 4096, 4),
+        ("s8", 512, 1000, 4),
+        ("f32", 2048, 4096, 2),
+        ("bf16", 4096, 4096, 2),
+    ):
         for out_any in (False, True):
             cid = f"manualdma-{dtype}-b{bm}x{cols}-c{chunks}{'-outany' if out_any else ''}"
-            cases.append(Case(cid, "manual_dma", functools.partial(manual_dma_double, bm, chunks, out_any),
-                              (((bm * chunks, cols), dtype),)))
+            cases.append(
+                Case(
+                    cid,
+                    "manual_dma",
+                    functools.partial(manual_dma_double, bm, chunks, out_any),
+                    (((bm * chunks, cols), dtype),),
+                )
+            )
     for dtype, cols, n in (("f32", 128, 64), ("bf16", 1024, 32), ("f32", 4096, 64), ("f32", 8192, 128)):
         group = 16 if dtype == "bf16" else 8
-        cases.append(Case(f"manualdma-gather-{dtype}-{n}x{group}x{cols}", "manual_dma",
-                          functools.partial(manual_dma_gather, group, cols, n),
-                          (((n,), "s32"), ((4 * n * group, cols), dtype))))
+        cases.append(
+            Case(
+                f"manualdma-gather-{dtype}-{n}x{group}x{cols}",
+                "manual_dma",
+                functools.partial(manual_dma_gather, group, cols, n),
+                (((n,), "s32"), ((4 * n * group, cols), dtype)),
+            )
+        )
     return cases
 
 
@@ -891,8 +1249,15 @@ HELD_OUT_CASES = (pipeline_cases, quant_matmul_cases, paged_attention_cases, spa
 
 def all_cases() -> list[Case]:
     """Every case, in a fixed order, ids unique."""
-    cases = (copy_cases() + buffering_cases() + large_cases() + scratch_cases() + space_cases() + compute_cases()
-             + library_cases())
+    cases = (
+        copy_cases()
+        + buffering_cases()
+        + large_cases()
+        + scratch_cases()
+        + space_cases()
+        + compute_cases()
+        + library_cases()
+    )
     cases += [case for make in HELD_OUT_CASES for case in make()]
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"

@@ -5,6 +5,7 @@ beyond these bounds.
 
     cd bench && ../.venv/bin/python model_error_table.py [--from model_results.jsonl]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from model_harness import captured_call, compare, compiler_total, load, usable
+
 from vmem_lsp.chips import chip
 from vmem_lsp.sweep.model_error import TABLE, kind_of
 
@@ -27,7 +29,8 @@ def errors(records: list[dict]) -> dict:
         call, target = captured_call(record), chip(record["target"])
         limit = min(call.vmem_limit_bytes or target.scoped_limit, target.capacity)
         found[(kind_of(call, record["target"]), record["target"])].append(
-            (compare(record)["model_total"] - total) / limit)
+            (compare(record)["model_total"] - total) / limit
+        )
     return found
 
 
@@ -39,12 +42,16 @@ def main() -> None:
     bounds: dict = defaultdict(dict)
     print(f"{'kind':10s} {'chip':5s} {'records':>7s} {'low':>8s} {'high':>8s}")
     for (kind, target), values in sorted(found.items()):
-        bounds[kind][target] = {"low": round(min(min(values), 0.0), 4), "high": round(max(max(values), 0.0), 4),
-                                "records": len(values)}
+        bounds[kind][target] = {
+            "low": round(min(min(values), 0.0), 4),
+            "high": round(max(max(values), 0.0), 4),
+            "records": len(values),
+        }
         b = bounds[kind][target]
         print(f"{kind:10s} {target:5s} {b['records']:7d} {b['low']:+8.4f} {b['high']:+8.4f}")
-    TABLE.write_text(json.dumps({"source": f"bench/{Path(args.source).name}", "bounds": bounds}, indent=1,
-                                sort_keys=True) + "\n")
+    TABLE.write_text(
+        json.dumps({"source": f"bench/{Path(args.source).name}", "bounds": bounds}, indent=1, sort_keys=True) + "\n"
+    )
     print(f"wrote {TABLE}")
 
 

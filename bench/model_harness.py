@@ -18,6 +18,7 @@ kernel) and vmem_limit_bytes at twice the capacity. The physical check then fail
 "Used" total; the ballast's own entry is taken out. Where that form does not come, a compile
 with vmem_limit_bytes=4 KiB gives E1001's "Scoped allocation with size X".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,16 +35,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import families  # noqa: E402
-from vmem_lsp import layout  # noqa: E402
-from vmem_lsp.chips import CHIPS, chip  # noqa: E402
-from vmem_lsp.compile.protocol import CapturedCall, result_from_dict  # noqa: E402
-from vmem_lsp.report.parse import format_size, parse_report  # noqa: E402
+import families
+
+from vmem_lsp import layout
+from vmem_lsp.chips import CHIPS, chip
+from vmem_lsp.compile.protocol import CapturedCall, result_from_dict
+from vmem_lsp.report.parse import format_size, parse_report
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "model_results.jsonl"
 TINY_LIMIT = 4096
-PRINTED_ROUNDING = 0.0001    # "128.02M": two decimals of the unit
+PRINTED_ROUNDING = 0.0001  # "128.02M": two decimals of the unit
 TOTAL_TOLERANCE = 0.05
 TOTAL_SLACK = 256 * 1024
 TARGETS_MET = {"verdict": 98.0, "allocations": 99.0, "total": 95.0}
@@ -51,12 +53,14 @@ TARGETS_MET = {"verdict": 98.0, "allocations": 99.0, "total": 95.0}
 
 # ---- in the compile worker --------------------------------------------------------------
 
+
 def worker_init() -> None:
     """Before any kernel is traced: let several libtpu loads coexist, and have jax's run_scoped
     record what each allocation is (a pipeline window and its buffers, or a run_scoped entry), as
     the language server's worker does (capture.install_provenance)."""
     os.environ["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
     from vmem_lsp.compile.capture import install_provenance
+
     install_provenance()
 
 
@@ -86,10 +90,10 @@ def ballast_patch(capacity: int | None, limit: int):
         ballast_spec = pl.BlockSpec(ballast.shape, lambda *ids: (0, 0), pipeline_mode=pl.Buffered(1))
 
         def invoke(*args):
-            position = len(args)    # the kernel's refs: inputs (top level), ballast, outputs, scratch
+            position = len(args)  # the kernel's refs: inputs (top level), ballast, outputs, scratch
 
             def kernel_without_ballast(*refs, **kw):
-                return kernel(*refs[:position], *refs[position + 1:], **kw)
+                return kernel(*refs[:position], *refs[position + 1 :], **kw)
 
             kernel_without_ballast.__name__ = getattr(kernel, "__name__", "kernel")
             prefetch = grid_spec.num_scalar_prefetch if hasattr(grid_spec, "num_scalar_prefetch") else 0
@@ -101,9 +105,12 @@ def ballast_patch(capacity: int | None, limit: int):
 
             if grid_spec is not None:
                 spec = pltpu.PrefetchScalarGridSpec(
-                    num_scalar_prefetch=prefetch, grid=grid_spec.grid,
-                    in_specs=specs_with_ballast(grid_spec.in_specs), out_specs=grid_spec.out_specs,
-                    scratch_shapes=grid_spec.scratch_shapes)
+                    num_scalar_prefetch=prefetch,
+                    grid=grid_spec.grid,
+                    in_specs=specs_with_ballast(grid_spec.in_specs),
+                    out_specs=grid_spec.out_specs,
+                    scratch_shapes=grid_spec.scratch_shapes,
+                )
                 call = original(kernel_without_ballast, out_shape, grid_spec=spec, **kwargs)
             else:
                 call = original(kernel_without_ballast, out_shape, in_specs=specs_with_ballast(in_specs), **kwargs)
@@ -117,17 +124,17 @@ def ballast_patch(capacity: int | None, limit: int):
 def trace(case, target: str, patch=None) -> list:
     """The pallas_call equations of `case` traced for `target`, with pallas_call patched if asked."""
     import jax
+    import model_corpus
     from jax.experimental import pallas as pl
     from jax.sharding import SingleDeviceSharding
 
-    import model_corpus
     from vmem_lsp.compile.capture import pallas_equations, target_device
 
     device = target_device(target)
     sharding = SingleDeviceSharding(device)
     shapes = [jax.ShapeDtypeStruct(s, model_corpus.DTYPES[d], sharding=sharding) for s, d in case.args]
     original = pl.pallas_call
-    jax.clear_caches()      # jitted library kernels would otherwise reuse the other variant's trace
+    jax.clear_caches()  # jitted library kernels would otherwise reuse the other variant's trace
     if patch is not None:
         pl.pallas_call = patch
     try:
@@ -138,9 +145,16 @@ def trace(case, target: str, patch=None) -> list:
 
 
 def allocation_record(a) -> dict:
-    return {"kind": a.kind, "operand": a.operand_index, "size": a.size, "shape": a.shape_text,
-            "window": str(a.window_shape) if a.window_shape else None, "buffers": a.buffers,
-            "unpadded": a.unpadded_size, "space": a.memory_space}
+    return {
+        "kind": a.kind,
+        "operand": a.operand_index,
+        "size": a.size,
+        "shape": a.shape_text,
+        "window": str(a.window_shape) if a.window_shape else None,
+        "buffers": a.buffers,
+        "unpadded": a.unpadded_size,
+        "space": a.memory_space,
+    }
 
 
 def listing(text: str, ballast_operand: int | None) -> tuple[int | None, list[dict]] | None:
@@ -181,18 +195,43 @@ def measure(case, target: str) -> list[dict]:
     try:
         plain = trace(case, target)
     except Exception as error:
-        return [{"case": case.id, "family": case.family, "target": target, "call": 0,
-                 "status": "trace_error", "error": str(error)[:300]}]
+        return [
+            {
+                "case": case.id,
+                "family": case.family,
+                "target": target,
+                "call": 0,
+                "status": "trace_error",
+                "error": str(error)[:300],
+            }
+        ]
     ballasted = trace(case, target, ballast_patch(capacity, 2 * capacity)) if plain else []
     records = []
     for n, eqn in enumerate(plain):
         started = time.perf_counter()
         fits, text = verdict_of(compile_alone(eqn, device))
-        call = CapturedCall(name=kernel_name(eqn), call_origin=None, invoke_origin=None, fits=fits,
-                            compiler_text=None, compile_seconds=0.0, **describe(eqn, None))
-        record = {"case": case.id, "family": case.family, "target": target, "call": n,
-                  "captured": dataclasses.asdict(call), "fits": fits, "form": None, "total": None,
-                  "total_source": None, "allocations": None, "status": "ok"}
+        call = CapturedCall(
+            name=kernel_name(eqn),
+            call_origin=None,
+            invoke_origin=None,
+            fits=fits,
+            compiler_text=None,
+            compile_seconds=0.0,
+            **describe(eqn, None),
+        )
+        record = {
+            "case": case.id,
+            "family": case.family,
+            "target": target,
+            "call": n,
+            "captured": dataclasses.asdict(call),
+            "fits": fits,
+            "form": None,
+            "total": None,
+            "total_source": None,
+            "allocations": None,
+            "status": "ok",
+        }
         report = parse_report(text) if text else None
         if report is not None:
             record["form"] = report.form
@@ -234,13 +273,22 @@ def tiny_limit_total(case, target: str, n: int, device) -> dict:
 
 def measure_job(job: tuple[str, str]) -> list[dict]:
     import model_corpus
+
     case_id, target = job
     case = next(c for c in model_corpus.all_cases() if c.id == case_id)
     try:
         return measure(case, target)
-    except Exception as error:     # a crash of one case must not stop the run
-        return [{"case": case_id, "family": case.family, "target": target, "call": 0, "status": "harness_error",
-                 "error": f"{type(error).__name__}: {error}"[:300]}]
+    except Exception as error:  # a crash of one case must not stop the run
+        return [
+            {
+                "case": case_id,
+                "family": case.family,
+                "target": target,
+                "call": 0,
+                "status": "harness_error",
+                "error": f"{type(error).__name__}: {error}"[:300],
+            }
+        ]
 
 
 def run(case_ids: list[str], targets: list[str], jobs: int, out: Path) -> list[dict]:
@@ -260,6 +308,7 @@ def run(case_ids: list[str], targets: list[str], jobs: int, out: Path) -> list[d
 
 # ---- comparing (no jax) -------------------------------------------------------------------
 
+
 def captured_call(record: dict) -> CapturedCall:
     return result_from_dict({"target": record["target"], "device_kind": None, "calls": [record["captured"]]}).calls[0]
 
@@ -269,8 +318,14 @@ def model_allocation(costs: list[layout.WindowCost], allocation: dict, call: Cap
     kind = allocation["kind"]
     if kind in ("input_window", "output_window"):
         role = "out" if kind == "output_window" else "in"
-        op = next((o for o in call.operands if o.role == role and o.operand == allocation["operand"]
-                   and o.role != "prefetch"), None)
+        op = next(
+            (
+                o
+                for o in call.operands
+                if o.role == role and o.operand == allocation["operand"] and o.role != "prefetch"
+            ),
+            None,
+        )
         cost = layout.find_cost(costs, kind, op.index) if op else None
         return cost.bytes if cost else None
     if kind == "scratch":
@@ -286,8 +341,12 @@ def compare(record: dict) -> dict:
     costs = layout.window_costs(call, record["target"])
     model_total = layout.total_estimate(call, record["target"])
     limit = min(call.vmem_limit_bytes or target.scoped_limit, target.capacity)
-    result = {"model_total": model_total, "model_fits": model_total <= limit, "allocations": [],
-              "warned": layout.unseen_could_overflow(call, model_total, limit) is not None}
+    result = {
+        "model_total": model_total,
+        "model_fits": model_total <= limit,
+        "allocations": [],
+        "warned": layout.unseen_could_overflow(call, model_total, limit) is not None,
+    }
     for a in record.get("allocations") or []:
         if a["kind"] in ("input_window", "output_window", "scratch") and a["space"] == "vmem":
             result["allocations"].append((a, model_allocation(costs, a, call)))
@@ -295,8 +354,10 @@ def compare(record: dict) -> dict:
         # What the body allocates (emit_pipeline windows, run_scoped entries) is listed as "scoped
         # memory for <kernel>", u8[n], with nothing that says which buffer it is: the listing and
         # the model's scoped costs are compared largest to largest.
-        listed = sorted((a for a in record.get("allocations") or [] if a["kind"] == "other" and a["space"] == "vmem"),
-                        key=lambda a: -a["size"])
+        listed = sorted(
+            (a for a in record.get("allocations") or [] if a["kind"] == "other" and a["space"] == "vmem"),
+            key=lambda a: -a["size"],
+        )
         modelled = sorted((c.bytes for c in costs if c.kind in layout.SCOPED_KINDS), reverse=True)
         if listed:
             result["allocations"] += [(a, modelled[n] if n < len(modelled) else None) for n, a in enumerate(listed)]
@@ -347,9 +408,11 @@ def summarize(records: list[dict]) -> tuple[list[dict], list[str]]:
             name = f"{r['case']}#{r['call']}" if r["call"] else r["case"]
             verdicts += c["model_fits"] == r["fits"]
             if c["model_fits"] != r["fits"]:
-                disagreements.append(f"{target} {name}: verdict compiler={'fits' if r['fits'] else 'overflows'} "
-                                     f"model={'fits' if c['model_fits'] else 'overflows'} "
-                                     f"(compiler total {fmt(r['total'])}, model {fmt(c['model_total'])})")
+                disagreements.append(
+                    f"{target} {name}: verdict compiler={'fits' if r['fits'] else 'overflows'} "
+                    f"model={'fits' if c['model_fits'] else 'overflows'} "
+                    f"(compiler total {fmt(r['total'])}, model {fmt(c['model_total'])})"
+                )
             for a, model in c["allocations"]:
                 allocs += 1
                 alloc_exact += same_printed(model, a["size"])
@@ -361,11 +424,19 @@ def summarize(records: list[dict]) -> tuple[list[dict], list[str]]:
                 totals += 1
                 total_close += within(c["model_total"], total)
                 if not within(c["model_total"], total):
-                    disagreements.append(f"{target} {name}: total compiler={fmt(total)} "
-                                         f"model={fmt(c['model_total'])}")
-        rows.append({"chip": target, "records": len(mine), "cases": len(ok),
-                     "verdict": pct(verdicts, len(ok)), "allocations": allocs, "alloc_exact": pct(alloc_exact, allocs),
-                     "totals": totals, "total_close": pct(total_close, totals)})
+                    disagreements.append(f"{target} {name}: total compiler={fmt(total)} model={fmt(c['model_total'])}")
+        rows.append(
+            {
+                "chip": target,
+                "records": len(mine),
+                "cases": len(ok),
+                "verdict": pct(verdicts, len(ok)),
+                "allocations": allocs,
+                "alloc_exact": pct(alloc_exact, allocs),
+                "totals": totals,
+                "total_close": pct(total_close, totals),
+            }
+        )
     return rows, disagreements
 
 
@@ -378,30 +449,42 @@ def fmt(n: int | None) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| chip | calls compiled | with a VMEM verdict | verdict agree % | allocations listed | "
-             "exact bytes % | totals | total within 5% / 256K % |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| chip | calls compiled | with a VMEM verdict | verdict agree % | allocations listed | "
+        "exact bytes % | totals | total within 5% / 256K % |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
-        lines.append(f"| {r['chip']} | {r['records']} | {r['cases']} | {r['verdict']} | {r['allocations']} | "
-                     f"{r['alloc_exact']} | {r['totals']} | {r['total_close']} |")
+        lines.append(
+            f"| {r['chip']} | {r['records']} | {r['cases']} | {r['verdict']} | {r['allocations']} | "
+            f"{r['alloc_exact']} | {r['totals']} | {r['total_close']} |"
+        )
     return "\n".join(lines)
 
 
 def targets_met(rows: list[dict]) -> bool:
-    return all((r["verdict"] or 0) >= TARGETS_MET["verdict"]
-               and (r["alloc_exact"] is None or r["alloc_exact"] >= TARGETS_MET["allocations"])
-               and (r["total_close"] is None or r["total_close"] >= TARGETS_MET["total"]) for r in rows)
+    return all(
+        (r["verdict"] or 0) >= TARGETS_MET["verdict"]
+        and (r["alloc_exact"] is None or r["alloc_exact"] >= TARGETS_MET["allocations"])
+        and (r["total_close"] is None or r["total_close"] >= TARGETS_MET["total"])
+        for r in rows
+    )
 
 
 def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def select_cases(sample_size: int | None, skip_families: tuple[str, ...] = (), only: tuple[str, ...] = (),
-                 per_family: int | None = None) -> list[str]:
+def select_cases(
+    sample_size: int | None,
+    skip_families: tuple[str, ...] = (),
+    only: tuple[str, ...] = (),
+    per_family: int | None = None,
+) -> list[str]:
     """Case ids: all, `only` some families, a spread of `sample_size` over the families, or
     `per_family` of each (evenly strided within it)."""
     import model_corpus
+
     cases = [c for c in model_corpus.all_cases() if c.family not in skip_families and (not only or c.family in only)]
     if per_family:
         groups: dict[str, list] = {}
@@ -413,10 +496,12 @@ def select_cases(sample_size: int | None, skip_families: tuple[str, ...] = (), o
 
 # ---- describing recorded calls again (no compiling) ------------------------------------
 
+
 def retrace_job(job: tuple[str, str]) -> list[dict] | str:
     """The captured description of each pallas_call of one case on one target, traced again
     with today's capture (scoped buffers, unseen values, constant index maps)."""
     import model_corpus
+
     from vmem_lsp.compile.capture import describe, kernel_name
 
     case_id, target = job
@@ -425,9 +510,23 @@ def retrace_job(job: tuple[str, str]) -> list[dict] | str:
         eqns = trace(case, target)
     except Exception as error:
         return f"{type(error).__name__}: {error}"[:300]
-    return [{"name": kernel_name(eqn), **dataclasses.asdict(CapturedCall(
-        name=kernel_name(eqn), call_origin=None, invoke_origin=None, fits=False, compiler_text=None,
-        compile_seconds=0.0, **describe(eqn, None)))} for eqn in eqns]
+    return [
+        {
+            "name": kernel_name(eqn),
+            **dataclasses.asdict(
+                CapturedCall(
+                    name=kernel_name(eqn),
+                    call_origin=None,
+                    invoke_origin=None,
+                    fits=False,
+                    compiler_text=None,
+                    compile_seconds=0.0,
+                    **describe(eqn, None),
+                )
+            ),
+        }
+        for eqn in eqns
+    ]
 
 
 def retrace(records: list[dict], jobs: int) -> list[dict]:
@@ -446,8 +545,13 @@ def retrace(records: list[dict], jobs: int) -> list[dict]:
         calls = fresh.get((r["case"], r["target"]))
         if r.get("captured") and isinstance(calls, list) and r["call"] < len(calls):
             old = r["captured"]
-            r = {**r, "captured": {**calls[r["call"]], **{k: old[k] for k in ("fits", "compiler_text", "compile_seconds",
-                                                                                  "compiled") if k in old}}}
+            r = {
+                **r,
+                "captured": {
+                    **calls[r["call"]],
+                    **{k: old[k] for k in ("fits", "compiler_text", "compile_seconds", "compiled") if k in old},
+                },
+            }
         out.append(r)
     return out
 
@@ -459,6 +563,7 @@ def retrace(records: list[dict], jobs: int) -> list[dict]:
 # (one f32 score block, no constant to fit) was derived from flash alone, so holding flash out
 # means holding out the rule. The families added after the model (families.HELD_OUT) are
 # measured as they are: nothing was fitted on them.
+
 
 def spill_bytes(record: dict) -> int:
     return sum(a["size"] for a in record.get("allocations") or [] if a["kind"] == "spill")
@@ -477,8 +582,9 @@ def spill_points(records: list[dict]) -> list[tuple[str, str, int, int]]:
     return points
 
 
-def refit(records: list[dict] | None = None, points: list | None = None,
-          without: str | None = None) -> tuple[dict[str, float], dict[str, int]]:
+def refit(
+    records: list[dict] | None = None, points: list | None = None, without: str | None = None
+) -> tuple[dict[str, float], dict[str, int]]:
     """SPILL_SHARE and NO_SPILL_UP_TO per chip, fitted on `records` (or their spill_points, less
     family `without`) the way layout.py's comments describe the hand fit: the largest accumulator
     that did not spill below every one that did; above it, spill = share * accumulator - the vector
@@ -490,17 +596,24 @@ def refit(records: list[dict] | None = None, points: list | None = None,
         floor = min((acc for acc, spill in mine if spill), default=None)
         quiet[target] = max((acc for acc, spill in mine if not spill and (floor is None or acc < floor)), default=0)
         above = [(acc, spill) for acc, spill in mine if acc > quiet[target]]
-        fitted = sum((spill + layout.VREG_FILE_BYTES) * acc for acc, spill in above) / sum(acc * acc for acc, _ in above) \
-            if above else 0.0
+        fitted = (
+            sum((spill + layout.VREG_FILE_BYTES) * acc for acc, spill in above) / sum(acc * acc for acc, _ in above)
+            if above
+            else 0.0
+        )
         share[target] = round(fitted, 2)
     return share, {t: q for t, q in quiet.items() if q}
 
 
 class constants:
     """layout's fitted constants replaced for a while: `with constants(share, quiet, attention=False):`."""
+
     def __init__(self, share: dict | None = None, quiet: dict | None = None, attention: bool = True):
-        self.values = {"SPILL_SHARE": share, "NO_SPILL_UP_TO": quiet,
-                       "attention_scores_bytes": None if attention else (lambda call: 0)}
+        self.values = {
+            "SPILL_SHARE": share,
+            "NO_SPILL_UP_TO": quiet,
+            "attention_scores_bytes": None if attention else (lambda call: 0),
+        }
 
     def __enter__(self):
         self.saved = {k: getattr(layout, k) for k in self.values}
@@ -529,8 +642,15 @@ def verdicts(records: list[dict]) -> dict:
         if compiler_total(r) is not None:
             totals += 1
             close += within(c["model_total"], compiler_total(r))
-    return {"cases": n, "agree": agree, "verdict": pct(agree, n), "silent": silent, "warned": warned,
-            "totals": totals, "total_close": pct(close, totals)}
+    return {
+        "cases": n,
+        "agree": agree,
+        "verdict": pct(agree, n),
+        "silent": silent,
+        "warned": warned,
+        "totals": totals,
+        "total_close": pct(close, totals),
+    }
 
 
 def family_rows(records: list[dict]) -> list[dict]:
@@ -565,21 +685,36 @@ def chip_summary(rows: list[dict]) -> list[dict]:
 
         def pooled(parts):
             n, agree = sum(p["cases"] for p in parts), sum(p["agree"] for p in parts)
-            return {"cases": n, "verdict": pct(agree, n), "silent": sum(p["silent"] for p in parts),
-                    "warned": sum(p["warned"] for p in parts)}
-        out.append({"chip": target, "training": pooled(train), "lofo": pooled([r["lofo"] for r in train]),
-                    "held_out": pooled(held)})
+            return {
+                "cases": n,
+                "verdict": pct(agree, n),
+                "silent": sum(p["silent"] for p in parts),
+                "warned": sum(p["warned"] for p in parts),
+            }
+
+        out.append(
+            {
+                "chip": target,
+                "training": pooled(train),
+                "lofo": pooled([r["lofo"] for r in train]),
+                "held_out": pooled(held),
+            }
+        )
     return out
 
 
 def summary_table(summary: list[dict]) -> str:
-    lines = ["| chip | training: cases | verdict % | silent fits (warned) | leave-one-family-out: verdict % | "
-             "silent fits (warned) | held out: cases | verdict % | silent fits (warned) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| chip | training: cases | verdict % | silent fits (warned) | leave-one-family-out: verdict % | "
+        "silent fits (warned) | held out: cases | verdict % | silent fits (warned) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for s in summary:
         t, lo, h = s["training"], s["lofo"], s["held_out"]
-        lines.append(f"| {s['chip']} | {t['cases']} | {t['verdict']} | {t['silent']} ({t['warned']}) | {lo['verdict']} | "
-                     f"{lo['silent']} ({lo['warned']}) | {h['cases']} | {h['verdict']} | {h['silent']} ({h['warned']}) |")
+        lines.append(
+            f"| {s['chip']} | {t['cases']} | {t['verdict']} | {t['silent']} ({t['warned']}) | {lo['verdict']} | "
+            f"{lo['silent']} ({lo['warned']}) | {h['cases']} | {h['verdict']} | {h['silent']} ({h['warned']}) |"
+        )
     return "\n".join(lines)
 
 
@@ -587,7 +722,10 @@ def family_table(rows: list[dict]) -> str:
     """Families down, chips across: "verdict % of cases (totals within 5% / 256K %), silent/warned",
     and the leave-one-family-out verdict % where it differs."""
     chips = list(dict.fromkeys(r["chip"] for r in rows))
-    lines = ["| family | role | " + " | ".join(chips) + " |", "| --- | --- | " + " | ".join("---" for _ in chips) + " |"]
+    lines = [
+        "| family | role | " + " | ".join(chips) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in chips) + " |",
+    ]
     for fam in dict.fromkeys(r["family"] for r in rows):
         cells = []
         for target in chips:
@@ -617,16 +755,19 @@ def overturned(records: list[dict]) -> list[str]:
             call = captured_call(r)
             limit = min(call.vmem_limit_bytes or chip(r["target"]).scoped_limit, chip(r["target"]).capacity)
             unseen = layout.unseen_could_overflow(call, c["model_total"], limit)
-            lines.append(f"{r['target']} {r['case']} [{family(r)}]: model {fmt(c['model_total'])} <= limit {fmt(limit)}, "
-                         f"compiler {fmt(compiler_total(r))}, spill {fmt(spill_bytes(r))}; "
-                         + (f"warned: {unseen.what}" if unseen else "SILENT"))
+            lines.append(
+                f"{r['target']} {r['case']} [{family(r)}]: model {fmt(c['model_total'])} <= limit {fmt(limit)}, "
+                f"compiler {fmt(compiler_total(r))}, spill {fmt(spill_bytes(r))}; "
+                + (f"warned: {unseen.what}" if unseen else "SILENT")
+            )
     return lines
 
 
 def held_out_met(summary: list[dict], rows: list[dict]) -> bool:
     """Issue 15's target: >= 99% verdict agreement per chip on held-out families, no silent fit."""
-    return (all((s["held_out"]["verdict"] or 0) >= HELD_OUT_TARGET for s in summary if s["held_out"]["cases"])
-            and not any(r["silent"] for r in rows if r["role"] == "held out"))
+    return all(
+        (s["held_out"]["verdict"] or 0) >= HELD_OUT_TARGET for s in summary if s["held_out"]["cases"]
+    ) and not any(r["silent"] for r in rows if r["role"] == "held out")
 
 
 HELD_OUT_TARGET = 99.0
@@ -651,11 +792,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", default=",".join(CHIPS), help="comma-separated chips")
     parser.add_argument("--jobs", type=int, default=1, help="compile processes")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the JSON lines")
-    parser.add_argument("--merge", action="store_true",
-                        help="keep --out's other records: replace only the (case, chip) pairs run now")
-    parser.add_argument("--retrace", action="store_true",
-                        help="with --from: describe every recorded call again from a fresh trace, no compiling; "
-                             "writes --out")
+    parser.add_argument(
+        "--merge", action="store_true", help="keep --out's other records: replace only the (case, chip) pairs run now"
+    )
+    parser.add_argument(
+        "--retrace",
+        action="store_true",
+        help="with --from: describe every recorded call again from a fresh trace, no compiling; writes --out",
+    )
     parser.add_argument("--cases", help="comma-separated case ids (instead of --sample)")
     args = parser.parse_args(argv)
     if args.source:
@@ -671,8 +815,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.time()
         out = args.out.with_suffix(".run.jsonl") if args.merge else args.out
         records = run(ids, [chip(t).name for t in args.targets.split(",")], args.jobs, out)
-        print(f"# {len(ids)} cases, {time.time() - started:.0f} s, {datetime.date.today()}, "
-              f"{platform.machine()} {os.cpu_count()} cores", file=sys.stderr)
+        print(
+            f"# {len(ids)} cases, {time.time() - started:.0f} s, {datetime.date.today()}, "
+            f"{platform.machine()} {os.cpu_count()} cores",
+            file=sys.stderr,
+        )
         if args.merge:
             records = merge(load(args.out) if args.out.exists() else [], records)
             write(args.out, records)
@@ -687,8 +834,10 @@ def main(argv: list[str] | None = None) -> int:
     share, quiet = refit([r for r in records if families.role(family(r)) != "held out"])
     print("\n" + summary_table(summary))
     print("\n" + family_table(fam_rows))
-    print(f"\nconstants fitted by code on the training families: SPILL_SHARE {share}, NO_SPILL_UP_TO {quiet}"
-          f"\n  (layout.py, by hand: SPILL_SHARE {layout.SPILL_SHARE}, NO_SPILL_UP_TO {layout.NO_SPILL_UP_TO})")
+    print(
+        f"\nconstants fitted by code on the training families: SPILL_SHARE {share}, NO_SPILL_UP_TO {quiet}"
+        f"\n  (layout.py, by hand: SPILL_SHARE {layout.SPILL_SHARE}, NO_SPILL_UP_TO {layout.NO_SPILL_UP_TO})"
+    )
     lines = overturned(records)
     print(f"\n{len(lines)} model fits the compiler overturned")
     for line in lines:

@@ -10,6 +10,7 @@ work, applying and publishing on the loop; the whole as the server and as the
 client see it; then locate and a bare ast.parse of the file in this process,
 with no IPC and no nice, for scale.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ ROOT = HERE.parent
 def timed_locate(text: str, path: str):
     """In the parser process: locate, and how long it took there (ms)."""
     from vmem_lsp.source.locate import locate
+
     started = time.perf_counter()
     located = locate(text, path)
     return located, (time.perf_counter() - started) * 1000
@@ -40,17 +42,19 @@ def timed_locate(text: str, path: str):
 
 # ---- in the server ------------------------------------------------------------------------
 
+
 def serve_timed(out: str) -> int:
     """`vmem-lsp serve` with timers around its static tier; the figures to `out` when it exits."""
     import pickle
 
     from vmem_lsp import engine
     from vmem_lsp.server import app, session
+
     stats: dict[str, list[float]] = collections.defaultdict(list)
 
     def timed(owner, name: str, label: str) -> None:
         function = getattr(owner, name, None)
-        if function is None:            # the code moved on: time what is still there
+        if function is None:  # the code moved on: time what is still there
             return
 
         def record(started: float) -> None:
@@ -71,6 +75,7 @@ def serve_timed(out: str) -> int:
                 return await function(*args, **kwargs)
             finally:
                 record(started)
+
         setattr(owner, name, waited if asyncio.iscoroutinefunction(function) else wrapper)
 
     def through_parser(self, text: str, path: str):
@@ -95,6 +100,7 @@ def serve_timed(out: str) -> int:
     timed(app.VmemServer, "analyse_now", "analyse_now: to the thread, back, publish")
 
     from vmem_lsp.server.app import serve
+
     try:
         return serve()
     finally:
@@ -104,24 +110,33 @@ def serve_timed(out: str) -> int:
 
 # ---- the client ---------------------------------------------------------------------------
 
+
 async def drive(edits: int, out: str) -> list[float]:
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(ROOT / "tests"))
+    import bench_server
+    from lsp_client import PUSH_CAPABILITIES, Editor, wait_for
     from lsprotocol import types
     from pytest_lsp import make_test_lsp_client
 
-    import bench_server
-    from lsp_client import PUSH_CAPABILITIES, Editor, wait_for
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         target = work / "big.py"
         shutil.copy(bench_server.largest_ops_file(), target)
         client = make_test_lsp_client()
         await client.start_io(sys.executable, str(Path(__file__).resolve()), "--serve", out, cwd=str(work))
-        await client.initialize_session(types.InitializeParams(
-            capabilities=PUSH_CAPABILITIES, root_uri=work.as_uri(),
-            initialization_options={"trustedFolders": [str(work)], "compileOnOpen": False,
-                                    "compileOnSave": False, "debounceMs": 0}))
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=PUSH_CAPABILITIES,
+                root_uri=work.as_uri(),
+                initialization_options={
+                    "trustedFolders": [str(work)],
+                    "compileOnOpen": False,
+                    "compileOnSave": False,
+                    "debounceMs": 0,
+                },
+            )
+        )
         published: list[tuple[float, int]] = []
         bench_server.on_each_publish(client, lambda arrived, params: published.append((arrived, params.version)))
         editor = Editor(client, target)
@@ -132,8 +147,9 @@ async def drive(edits: int, out: str) -> list[float]:
             sent = time.perf_counter()
             bench_server.insert_char(client, editor, rng)
             version = editor.version
-            arrived = await wait_for(lambda: next((t for t, v in published if v == version), None), timeout=10,
-                                     what=f"version {version}")
+            arrived = await wait_for(
+                lambda: next((t for t, v in published if v == version), None), timeout=10, what=f"version {version}"
+            )
             latencies.append((arrived - sent) * 1000)
             await asyncio.sleep(0.02)
         await client.shutdown_session()
@@ -150,11 +166,15 @@ def in_process(runs: int = 30) -> None:
     import ast
 
     import bench_server
+
     from vmem_lsp.source.locate import locate
+
     path = bench_server.largest_ops_file()
     text = path.read_text()
-    for label, work in (("locate, here (no IPC, no nice)", lambda i: locate(text + " " * i, str(path))),
-                        ("ast.parse of the whole file, here", lambda i: ast.parse(text + " " * i))):
+    for label, work in (
+        ("locate, here (no IPC, no nice)", lambda i: locate(text + " " * i, str(path))),
+        ("ast.parse of the whole file, here", lambda i: ast.parse(text + " " * i)),
+    ):
         work(0)
         times = []
         for i in range(runs):
@@ -167,7 +187,7 @@ def in_process(runs: int = 30) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--edits", type=int, default=200)
-    parser.add_argument("--serve", metavar="OUT", help=argparse.SUPPRESS)     # the timed server itself
+    parser.add_argument("--serve", metavar="OUT", help=argparse.SUPPRESS)  # the timed server itself
     args = parser.parse_args()
     if args.serve:
         sys.exit(serve_timed(args.serve))
@@ -175,7 +195,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "stats.json")
         latencies = asyncio.run(drive(args.edits, out))
-        deadline = time.monotonic() + 10         # the server writes its figures as it exits
+        deadline = time.monotonic() + 10  # the server writes its figures as it exits
         while not os.path.exists(out) and time.monotonic() < deadline:
             time.sleep(0.05)
         with open(out) as f:

@@ -7,6 +7,7 @@ on chips this machine does not have: the answers come from the TPU compiler (dev
 the layout model, in a worker process. The function is imported there by its file, so it must be
 defined at the top level of a module, and this script's own work sits under `__main__`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,10 +19,11 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import vmem_lsp  # noqa: E402
-from matmul import matmul  # noqa: E402
+from matmul import matmul
 
-X = jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16)     # or the string "bf16[8192, 8192]"
+import vmem_lsp
+
+X = jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16)  # or the string "bf16[8192, 8192]"
 
 
 def plain_loop() -> list[dict]:
@@ -29,8 +31,10 @@ def plain_loop() -> list[dict]:
     kept = []
     for bm, bk in itertools.product((512, 1024), (512, 1024)):
         verdict = vmem_lsp.fits(matmul, X, X, target="v5e", bm=bm, bk=bk, bn=1024)
-        print(f"bm={bm} bk={bk}: {'fits' if verdict.fits else 'over'}, {verdict.used / 2**20:.1f} of "
-              f"{verdict.limit / 2**20:.0f} MiB ({verdict.decided_by})")
+        print(
+            f"bm={bm} bk={bk}: {'fits' if verdict.fits else 'over'}, {verdict.used / 2**20:.1f} of "
+            f"{verdict.limit / 2**20:.0f} MiB ({verdict.decided_by})"
+        )
         if verdict.fits:
             kept.append({"bm": bm, "bk": bk, "bn": 1024})
     return kept
@@ -49,6 +53,7 @@ def tune_jax_hyperparams() -> dict:
 @dataclasses.dataclass(frozen=True)
 class MatmulConfig:
     """3. A tokamax-style config object: a dataclass of block sizes."""
+
     bm: int
     bk: int
     bn: int
@@ -65,6 +70,7 @@ def tokamax_configs() -> list[MatmulConfig]:
 @dataclasses.dataclass
 class TritonStyleConfig:
     """4. Triton's `triton.Config` keeps the kernel's keyword arguments in `.kwargs`."""
+
     kwargs: dict
 
 

@@ -16,6 +16,7 @@ Any other argument goes to libFuzzer. A failed property raises, and
 libFuzzer saves the input as crash-* in the current folder and exits non-zero;
 once fixed, the input goes in fuzz/regressions/TARGET/ and every run replays it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,13 +27,12 @@ import atheris
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "tests" / "data" / "reports"
-REGRESSIONS = Path(__file__).resolve().parent / "regressions"     # inputs that once failed, replayed first
+REGRESSIONS = Path(__file__).resolve().parent / "regressions"  # inputs that once failed, replayed first
 sys.path.insert(0, str(ROOT / "tests"))
 
 with atheris.instrument_imports(include=["vmem_lsp"]):
-    from lsprotocol import types
-
     from fuzz_properties import check_directive, check_locate, check_report, check_splice
+    from lsprotocol import types
 
 
 def text_of(data: bytes) -> str:
@@ -44,14 +44,20 @@ def did_change(data: bytes) -> None:
     numbers = [fdp.ConsumeIntInRange(0, 80) for _ in range(4)]
     new = fdp.ConsumeUnicodeNoSurrogates(8)
     text = fdp.ConsumeUnicodeNoSurrogates(4096)
-    check_splice(text, types.TextDocumentContentChangePartial(
-        range=types.Range(types.Position(*numbers[:2]), types.Position(*numbers[2:])), text=new))
+    check_splice(
+        text,
+        types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(*numbers[:2]), types.Position(*numbers[2:])), text=new
+        ),
+    )
 
 
-TARGETS = {"report": lambda data: check_report(text_of(data)),
-           "locate": lambda data: check_locate(text_of(data)),
-           "directives": lambda data: check_directive(text_of(data)),
-           "did_change": did_change}
+TARGETS = {
+    "report": lambda data: check_report(text_of(data)),
+    "locate": lambda data: check_locate(text_of(data)),
+    "directives": lambda data: check_directive(text_of(data)),
+    "did_change": did_change,
+}
 
 
 def seed_corpus(target: str) -> Path:
@@ -62,6 +68,7 @@ def seed_corpus(target: str) -> Path:
         seeds = [p.read_bytes() for p in sorted(REPORTS.glob("*.txt"))]
     elif target in ("locate", "did_change"):
         import jax.experimental.pallas.ops.tpu as ops
+
         seeds = [p.read_bytes() for p in sorted(Path(ops.__path__[0]).rglob("*.py"))[:8]]
     elif target == "directives":
         seeds = [b"matmul(bf16[8192, 8192], bf16[8192, 8192], bm=1024)", b"# vmem: f(f32[8, 128])\n"]

@@ -18,6 +18,7 @@ and nothing else: the paths of the repository, of the temporary folder and of th
 site-packages that hold jax; the seconds in the summary (`12.3 s`) and any `*_seconds`
 field; vmem-lsp's own version in JSON and in SARIF's tool.driver.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -39,11 +40,15 @@ from vmem_lsp import __version__  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "data" / "golden"
 TARGETS = "v5e,v6e"
-FORMATS = {"json": "json", "text": "txt", "sarif": "sarif"}   # in this order: JSON compiles, the others hit the cache
-JAX_OPS = ("matmul.py", "flash_attention.py", "paged_attention/paged_attention_kernel.py",
-           "ragged_paged_attention/kernel.py")
+FORMATS = {"json": "json", "text": "txt", "sarif": "sarif"}  # in this order: JSON compiles, the others hit the cache
+JAX_OPS = (
+    "matmul.py",
+    "flash_attention.py",
+    "paged_attention/paged_attention_kernel.py",
+    "ragged_paged_attention/kernel.py",
+)
 SITE_PACKAGES = Path(importlib.util.find_spec("jax").origin).resolve().parent.parent
-COMPILER_ENV = re.compile(r"LIBTPU_INIT_ARGS|XLA_FLAGS|JAX_\w*")   # would change the verdicts: not inherited
+COMPILER_ENV = re.compile(r"LIBTPU_INIT_ARGS|XLA_FLAGS|JAX_\w*")  # would change the verdicts: not inherited
 
 SUMMARY_SECONDS = re.compile(r"(\d+ compiled, \d+ cached, )\d+(?:\.\d+)? s\)")
 FIELD_SECONDS = re.compile(r'("\w*_seconds": )-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
@@ -65,10 +70,26 @@ def versions() -> str:
 
 def check(paths: list[str], cwd: Path, fmt: str, cache: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not COMPILER_ENV.fullmatch(k)}
-    return subprocess.run([sys.executable, "-m", "vmem_lsp", "check", *paths, "--target", TARGETS,
-                           "--format", fmt, "--cache-dir", str(cache)],
-                          cwd=cwd, capture_output=True, text=True, timeout=900,
-                          env={**env, "PYTHONUNBUFFERED": "1"})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmem_lsp",
+            "check",
+            *paths,
+            "--target",
+            TARGETS,
+            "--format",
+            fmt,
+            "--cache-dir",
+            str(cache),
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def capture() -> dict[str, str]:
@@ -96,10 +117,16 @@ def differences(captured: dict[str, str], folder: Path = GOLDEN) -> str:
     """A unified diff, stored -> captured, of every file that differs; '' when none does."""
     stored = {p.name: p.read_text() for p in folder.iterdir()} if folder.is_dir() else {}
     return "".join(
-        "".join(difflib.unified_diff(stored.get(name, "").splitlines(keepends=True),
-                                     captured.get(name, "").splitlines(keepends=True),
-                                     f"stored/{name}", f"captured/{name}"))
-        for name in sorted({*stored, *captured}))
+        "".join(
+            difflib.unified_diff(
+                stored.get(name, "").splitlines(keepends=True),
+                captured.get(name, "").splitlines(keepends=True),
+                f"stored/{name}",
+                f"captured/{name}",
+            )
+        )
+        for name in sorted({*stored, *captured})
+    )
 
 
 def write(captured: dict[str, str], folder: Path = GOLDEN) -> None:

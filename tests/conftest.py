@@ -1,4 +1,5 @@
 """Shared helpers: run the real CLI as a subprocess, as a user or CI would."""
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,20 @@ EXAMPLES = ROOT / "examples"
 KERNELS = ROOT / "tests" / "data" / "kernels"
 
 
-def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None = None,
-            inherit: bool = True) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None = None, inherit: bool = True
+) -> subprocess.CompletedProcess:
     """The CLI as a subprocess; `env` adds to this process's environment, or
     with `inherit=False` is the whole of it."""
     base = {**os.environ} if inherit else {}
-    return subprocess.run([sys.executable, "-m", "vmem_lsp", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env={**base, "PYTHONUNBUFFERED": "1", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "vmem_lsp", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**base, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
 
 
 def hide(folder: Path, package: str) -> str:
@@ -69,6 +77,7 @@ def own_config_folder(tmp_path_factory):
 def worker():
     """One compile worker for a test module: starting one imports jax and libtpu."""
     from vmem_lsp.compile.client import WorkerClient
+
     client = WorkerClient()
     yield client
     client.stop()
@@ -89,11 +98,12 @@ def fixes_for(path, targets, cache, sources=None, worker=None) -> list:
     """[(example, fixes)] for the overflowing examples under `path`, with a real
     worker: `worker` when given (a module's tests share one: starting one
     imports jax), else one of its own."""
-    from vmem_lsp.engine import SourceFiles, cached_runner, check
     from vmem_lsp.compile.cache import ResultCache
     from vmem_lsp.compile.client import WorkerClient
     from vmem_lsp.config import Settings
+    from vmem_lsp.engine import SourceFiles, cached_runner, check
     from vmem_lsp.fixes.plan import plan
+
     settings = Settings(targets=targets, cache_dir=str(cache))
     sources = sources or SourceFiles()
     own = worker is None
@@ -115,11 +125,14 @@ def changed_outside(before: str, after: str, edits) -> list:
     No diff is computed: a character diff of a 2,000-line jax module takes
     seconds, and it may align an insertion beside its edit rather than at it."""
     from vmem_lsp.fixes.edits import offset
-    regions = sorted((offset(before, e.span.start_line, e.span.start_col),
-                      offset(before, e.span.end_line, e.span.end_col)) for e in edits)
+
+    regions = sorted(
+        (offset(before, e.span.start_line, e.span.start_col), offset(before, e.span.end_line, e.span.end_col))
+        for e in edits
+    )
     pieces, at = [], 0
     for start, end in regions:
-        pieces.append(before[at:max(start, at)])
+        pieces.append(before[at : max(start, at)])
         at = max(at, end)
     pieces.append(before[at:])
     lost = []

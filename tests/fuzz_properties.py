@@ -9,6 +9,7 @@ locator's site count against an `ast` count, the didChange splice against a
 slow spelling-out of the LSP's rules. A fault that only drops or moves
 results, without raising, is caught that way too.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,7 +25,7 @@ from vmem_lsp.source.directives import check_call, find_examples
 from vmem_lsp.source.locate import LocateResult, locate
 
 FORMS = {"physical", "scoped", "single_allocation", "block_shape", "unknown"}
-CODEC = PositionCodec()         # UTF-16, the LSP's default
+CODEC = PositionCodec()  # UTF-16, the LSP's default
 
 
 def check_report(text: str) -> None:
@@ -62,6 +63,7 @@ def check_splice(text: str, change: types.TextDocumentContentChangePartial) -> N
 
 # --- the independent answers ---------------------------------------------------------------
 
+
 def _parse(text: str) -> ast.Module | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -86,17 +88,29 @@ def ast_site_count(tree: ast.Module) -> int:
     """
     imported = {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     pallas = {"pallas_call"} | {local for local, name in imported.items() if name == "pallas_call"}
-    pallas |= {name_of(t) for n in ast.walk(tree) if isinstance(n, ast.Assign) and name_of(n.value) in pallas
-               for t in n.targets}
+    pallas |= {
+        name_of(t)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and name_of(n.value) in pallas
+        for t in n.targets
+    }
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
 
     def is_partial(call: ast.AST) -> bool:
-        return (isinstance(call, ast.Call) and imported.get(name_of(call.func), name_of(call.func)) == "partial"
-                and bool(call.args) and name_of(call.args[0]) in pallas)
+        return (
+            isinstance(call, ast.Call)
+            and imported.get(name_of(call.func), name_of(call.func)) == "partial"
+            and bool(call.args)
+            and name_of(call.args[0]) in pallas
+        )
 
     partials = [c for c in calls if is_partial(c)]
-    aliases = {name_of(t): n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and is_partial(n.value)
-               for t in n.targets}
+    aliases = {
+        name_of(t): n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and is_partial(n.value)
+        for t in n.targets
+    }
     alias_calls = [c for c in calls if name_of(c.func) in aliases]
     called_aliases = {name_of(c.func) for c in alias_calls}
     called_partials = {id(c.func) for c in calls if is_partial(c.func)}
@@ -118,7 +132,7 @@ def reference_splice(text: str, change: types.TextDocumentContentChangePartial) 
     def index(position: types.Position) -> int:
         if position.line >= len(lines):
             return len(text)
-        start = sum(len(body) + len(end) for body, end in lines[:position.line])
+        start = sum(len(body) + len(end) for body, end in lines[: position.line])
         body, units = lines[position.line][0], 0
         for offset, char in enumerate(body):
             if units >= position.character:

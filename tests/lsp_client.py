@@ -1,5 +1,6 @@
 """A real LSP client (pytest-lsp's, on pygls) driving `vmem-lsp serve` in a
 subprocess over stdio, as an editor would."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,16 +26,22 @@ PUSH_CAPABILITIES = types.ClientCapabilities(
 PULL_CAPABILITIES = types.ClientCapabilities(
     text_document=types.TextDocumentClientCapabilities(
         diagnostic=types.DiagnosticClientCapabilities(related_document_support=True),
-        synchronization=types.TextDocumentSyncClientCapabilities(did_save=True)),
+        synchronization=types.TextDocumentSyncClientCapabilities(did_save=True),
+    ),
     workspace=types.WorkspaceClientCapabilities(
-        diagnostics=types.DiagnosticWorkspaceClientCapabilities(refresh_support=True)),
+        diagnostics=types.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
+    ),
 )
 
-BARE_CAPABILITIES = types.ClientCapabilities()      # no progress, no resolve, no pull: the least a client says
+BARE_CAPABILITIES = types.ClientCapabilities()  # no progress, no resolve, no pull: the least a client says
 
-RESOLVE_CAPABILITIES = types.ClientCapabilities(text_document=types.TextDocumentClientCapabilities(
-    code_action=types.CodeActionClientCapabilities(
-        resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]))))
+RESOLVE_CAPABILITIES = types.ClientCapabilities(
+    text_document=types.TextDocumentClientCapabilities(
+        code_action=types.CodeActionClientCapabilities(
+            resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"])
+        )
+    )
+)
 
 
 def ask_on_verdict(client, uri: str, version: int | None = None) -> asyncio.Future:
@@ -46,8 +53,11 @@ def ask_on_verdict(client, uri: str, version: int | None = None) -> asyncio.Futu
     original = client.protocol.fm.features.get(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
 
     async def ask(window, arrived):
-        actions = await client.text_document_code_action_async(types.CodeActionParams(
-            types.TextDocumentIdentifier(uri), window.range, types.CodeActionContext(diagnostics=[window])))
+        actions = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                types.TextDocumentIdentifier(uri), window.range, types.CodeActionContext(diagnostics=[window])
+            )
+        )
         answer.set_result((time.monotonic() - arrived, actions or []))
 
     def on_publish(params: types.PublishDiagnosticsParams):
@@ -55,8 +65,11 @@ def ask_on_verdict(client, uri: str, version: int | None = None) -> asyncio.Futu
             original(params)
         verdict = any(d.data and d.data.get("tier") == "compiler" for d in params.diagnostics)
         # The squiggle on a BlockSpec (its split may be the model's, of the compiler's total), else on the call.
-        window = min((d for d in params.diagnostics if d.data and "example" in d.data),
-                     key=lambda d: d.code != "VMEM001", default=None)
+        window = min(
+            (d for d in params.diagnostics if d.data and "example" in d.data),
+            key=lambda d: d.code != "VMEM001",
+            default=None,
+        )
         if params.uri == uri and verdict and window is not None and version in (None, params.version):
             client.protocol.fm.features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = original
             asyncio.ensure_future(ask(window, time.monotonic()))
@@ -66,8 +79,13 @@ def ask_on_verdict(client, uri: str, version: int | None = None) -> asyncio.Futu
 
 
 @asynccontextmanager
-async def running_server(workdir: Path, options: dict | None = None, capabilities=PUSH_CAPABILITIES,
-                         settings: dict | None = None, trusted: bool = True):
+async def running_server(
+    workdir: Path,
+    options: dict | None = None,
+    capabilities=PUSH_CAPABILITIES,
+    settings: dict | None = None,
+    trusted: bool = True,
+):
     """The server, started as an editor starts it. `trusted`: the editor's
     user-level settings trust `workdir` (trustedFolders), so its examples run."""
     client = make_test_lsp_client()
@@ -75,8 +93,9 @@ async def running_server(workdir: Path, options: dict | None = None, capabilitie
         client.set_configuration(settings, section="vmemLsp")
     await client.start_io(sys.executable, "-m", "vmem_lsp", "serve", cwd=str(workdir))
     options = {**({"trustedFolders": [str(workdir)]} if trusted else {}), **(options or {})}
-    await client.initialize_session(types.InitializeParams(
-        capabilities=capabilities, root_uri=workdir.as_uri(), initialization_options=options))
+    await client.initialize_session(
+        types.InitializeParams(capabilities=capabilities, root_uri=workdir.as_uri(), initialization_options=options)
+    )
     try:
         yield client
     finally:
@@ -92,20 +111,23 @@ class Editor:
         self.text = path.read_text()
 
     def open(self) -> None:
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(self.uri, "python", self.version, self.text)))
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(types.TextDocumentItem(self.uri, "python", self.version, self.text))
+        )
 
     def change(self, text: str) -> None:
         self.version += 1
         self.text = text
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(version=self.version, uri=self.uri),
-            [types.TextDocumentContentChangeWholeDocument(text=text)]))
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=self.version, uri=self.uri),
+                [types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
 
     def save(self) -> None:
         self.path.write_text(self.text)
-        self.client.text_document_did_save(types.DidSaveTextDocumentParams(
-            types.TextDocumentIdentifier(self.uri)))
+        self.client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(self.uri)))
 
     def diagnostics(self, uri: str | None = None) -> list[types.Diagnostic]:
         return list(self.client.diagnostics.get(uri or self.uri, []))
@@ -114,6 +136,7 @@ class Editor:
 def lsp_lines(text: str) -> list[str]:
     """The lines of a text as the LSP counts them: split at \\n, \\r\\n and \\r only."""
     import re
+
     return re.split(r"\r\n|\r|\n", text)
 
 

@@ -2,6 +2,7 @@
 file cut into cells at its top-level definitions, a Markdown cell before each
 file and IPython magics mixed in, written by Jupyter's own writer (nbformat).
 `where` records the cell and line each .py line went to."""
+
 from __future__ import annotations
 
 import re

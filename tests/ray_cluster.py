@@ -1,6 +1,7 @@
 """A real local Ray cluster for the tests and bench/bench_ray.py: nodes
 started with `ray start --block` in sessions of their own, one CPU each, on
 this machine, so killing a node is one killpg and nothing outlives us."""
+
 from __future__ import annotations
 
 import os
@@ -29,12 +30,17 @@ class Cluster:
         self.nodes: list[subprocess.Popen] = []
 
     def start(self, head: bool = False) -> subprocess.Popen:
-        where = ["--head", f"--port={self.port}", "--include-dashboard=false"] if head else \
-            [f"--address={self.address}"]
+        where = (
+            ["--head", f"--port={self.port}", "--include-dashboard=false"] if head else [f"--address={self.address}"]
+        )
         before = 0 if head else self.alive()
-        node = subprocess.Popen([RAY, "start", "--block", "--num-cpus=1", "--disable-usage-stats", *where],
-                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=self.env)
+        node = subprocess.Popen(
+            [RAY, "start", "--block", "--num-cpus=1", "--disable-usage-stats", *where],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self.env,
+        )
         self.nodes.append(node)
         deadline = time.monotonic() + 90
         while not self.listening() or self.alive() < before + 1:
@@ -48,10 +54,20 @@ class Cluster:
 
     def alive(self) -> int:
         """Live nodes, as the cluster counts them (0 before the head is up)."""
-        done = subprocess.run([sys.executable, "-c", f"""
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"""
 import ray
 ray.init(address={self.address!r}, log_to_driver=False, configure_logging=False)
-print(sum(n["Alive"] for n in ray.nodes()))"""], capture_output=True, text=True, env=self.env, timeout=60)
+print(sum(n["Alive"] for n in ray.nodes()))""",
+            ],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+        )
         return int(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else 0
 
     @staticmethod

@@ -1,4 +1,5 @@
 """`vmem-lsp check` end to end: the real TPU compiler, the CLI as a subprocess."""
+
 from __future__ import annotations
 
 import ast
@@ -9,14 +10,17 @@ import subprocess
 import sys
 
 import jax.experimental.pallas.ops.tpu.flash_attention as flash_module
-
 from conftest import EXAMPLES, KERNELS, ROOT, line_of, run_cli, run_json, without_libtpu
 
 
 def by(diagnostics, target=None, **where):
     """Diagnostics matching `where`; `target` matches one chip of a merged diagnostic."""
-    return [d for d in diagnostics if all(d.get(k) == v for k, v in where.items())
-            and (target is None or target in (d.get("target") or "").split(","))]
+    return [
+        d
+        for d in diagnostics
+        if all(d.get(k) == v for k, v in where.items())
+        and (target is None or target in (d.get("target") or "").split(","))
+    ]
 
 
 def test_seed_copy_kernel_on_v6e_reports_on_each_blockspec(examples_check):
@@ -35,7 +39,7 @@ def test_seed_copy_kernel_on_v6e_reports_on_each_blockspec(examples_check):
     # The range covers the block-shape expression exactly.
     text = path.read_text().splitlines()[in_line - 1]
     r = first["range"]
-    assert text[r["start_col"]:r["end_col"]] == "(n, m)"
+    assert text[r["start_col"] : r["end_col"]] == "(n, m)"
     v6e = first["facts"]["targets"]["v6e"]
     assert v6e["buffers"] == 1 and v6e["estimated"] is False and first["facts"]["targets"]["v5e"]["estimated"]
 
@@ -55,8 +59,10 @@ def test_text_output_is_path_line_col(cache_dir, examples_check):
     path = EXAMPLES / "copy_whole.py"
     line = line_of(path, "in_specs=")
     col = path.read_text().splitlines()[line - 1].index("(n, m)") + 1
-    expected = (f"examples/copy_whole.py:{line}:{col}: error VMEM001 input 0 window f32[4096,4096] = 64.00M, "
-                "single buffered; kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)")
+    expected = (
+        f"examples/copy_whole.py:{line}:{col}: error VMEM001 input 0 window f32[4096,4096] = 64.00M, "
+        "single buffered; kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)"
+    )
     assert expected in done.stdout.splitlines()
     assert done.returncode == 1
 
@@ -70,8 +76,12 @@ def test_matmul_overflows_v5e_scoped_limit_with_an_estimated_split(examples_chec
     assert "needs 18.36M of 16.00M scoped VMEM on TPU v5e (over by 2.36M)" in total[0]["message"]
     windows = by(v5e, code="VMEM001")
     lines = sorted(d["range"]["start_line"] for d in windows)
-    spec_lines = [line_of(path, "pl.BlockSpec((bm, bk)"), line_of(path, "pl.BlockSpec((bk, bn)"),
-                  line_of(path, "out_specs="), line_of(path, "pltpu.VMEM(")]
+    spec_lines = [
+        line_of(path, "pl.BlockSpec((bm, bk)"),
+        line_of(path, "pl.BlockSpec((bk, bn)"),
+        line_of(path, "out_specs="),
+        line_of(path, "pltpu.VMEM("),
+    ]
     assert lines == sorted(spec_lines)
     for d in windows:
         assert d["facts"]["estimated"] is True and d["origin"] == "model"
@@ -134,12 +144,16 @@ def blockspec_spans(path) -> list[tuple[int, int]]:
 
 
 def test_library_kernel_diagnostics_land_in_jax_flash_attention(cache_dir):
-    done, report = run_json("check", str(KERNELS / "flash_user.py"), "--target", "v5e",
-                            "--cache-dir", str(cache_dir))
+    done, report = run_json("check", str(KERNELS / "flash_user.py"), "--target", "v5e", "--cache-dir", str(cache_dir))
     assert done.returncode == 1, done.stderr
     library = flash_module.__file__
-    windows = [d for d in report["diagnostics"] if d["abs_path"] == library and d["code"] == "VMEM001"
-               and d["facts"]["kind"] in ("input_window", "output_window")]
+    windows = [
+        d
+        for d in report["diagnostics"]
+        if d["abs_path"] == library
+        and d["code"] == "VMEM001"
+        and d["facts"]["kind"] in ("input_window", "output_window")
+    ]
     assert windows, report["diagnostics"]
     spans = blockspec_spans(library)
     for d in windows:
@@ -151,12 +165,15 @@ def test_library_kernel_diagnostics_land_in_jax_flash_attention(cache_dir):
 
 
 def test_misbehaving_examples_are_reported_and_the_check_goes_on(tmp_path):
-    done, report = run_json("check", str(KERNELS / "misbehaving.py"), "--target", "v6e",
-                            "--trace-timeout", "20", "--no-cache")
+    done, report = run_json(
+        "check", str(KERNELS / "misbehaving.py"), "--target", "v6e", "--trace-timeout", "20", "--no-cache"
+    )
     path = KERNELS / "misbehaving.py"
     lines = path.read_text().splitlines()
-    at = {i: [d for d in report["diagnostics"] if d["range"]["start_line"] == i and d["path"].endswith("misbehaving.py")]
-          for i in range(1, len(lines) + 1)}
+    at = {
+        i: [d for d in report["diagnostics"] if d["range"]["start_line"] == i and d["path"].endswith("misbehaving.py")]
+        for i in range(1, len(lines) + 1)
+    }
 
     def only(needle):
         number = line_of(path, needle)
@@ -166,13 +183,16 @@ def test_misbehaving_examples_are_reported_and_the_check_goes_on(tmp_path):
 
     assert "does not parse" in only("# vmem: copy_rows(f32[4096, 4096)")
     assert "must be a call" in only("# vmem: 42")
-    assert "ValueError: this example raises on purpose (raised at tests/data/kernels/misbehaving.py:22)" \
-        in only("# vmem: raises(")      # where it raised, in the text too (issue 14)
+    assert "ValueError: this example raises on purpose (raised at tests/data/kernels/misbehaving.py:22)" in only(
+        "# vmem: raises("
+    )  # where it raised, in the text too (issue 14)
     assert "the example's Python did not return within 20 s (in hangs at misbehaving.py:27)" in only("# vmem: hangs(")
     assert "exited with code 3 while running the example's Python" in only("# vmem: exits(")
     segfault = only("# vmem: segfaults(")
-    assert "killed by signal 11 (SIGSEGV) while running the example's Python, in segfaults at misbehaving.py:36" \
+    assert (
+        "killed by signal 11 (SIGSEGV) while running the example's Python, in segfaults at misbehaving.py:36"
         in segfault
+    )
     assert "Coroner" not in segfault and "remote_coredump" not in segfault and "last output" not in segfault
     assert "MemoryError" in only("# vmem: allocates(")
     assert "raised after the flood" in only("# vmem: floods(")
@@ -223,8 +243,12 @@ def test_usage_errors_exit_2(tmp_path):
 def test_noqa_suppresses_a_code(tmp_path, cache_dir):
     source = tmp_path / "copy_whole.py"
     text = (EXAMPLES / "copy_whole.py").read_text()
-    source.write_text(text.replace("in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],",
-                                   "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],  # noqa: VMEM001"))
+    source.write_text(
+        text.replace(
+            "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],",
+            "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],  # noqa: VMEM001",
+        )
+    )
     _, report = run_json("check", str(source), "--target", "v6e", "--cache-dir", str(cache_dir))
     lines = {d["range"]["start_line"] for d in report["diagnostics"] if d["code"] == "VMEM001"}
     assert line_of(source, "in_specs=") not in lines and line_of(source, "out_specs=") in lines
@@ -237,7 +261,8 @@ def test_pyproject_examples_check_kernels_defined_elsewhere(tmp_path):
     (package / "copies.py").write_text((EXAMPLES / "copy_whole.py").read_text().replace("# vmem:", "# (example)"))
     entry = "kernels.copies:copy_whole(f32[4096, 4096])"
     (tmp_path / "pyproject.toml").write_text(
-        f'[project]\nname = "k"\n\n[tool.vmem-lsp]\ntargets = ["v6e"]\nexamples = [\n    "{entry}",\n    "kernels.copies",\n]\n')
+        f'[project]\nname = "k"\n\n[tool.vmem-lsp]\ntargets = ["v6e"]\nexamples = [\n    "{entry}",\n    "kernels.copies",\n]\n'
+    )
     done, report = run_json("check", ".", "--no-cache", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     windows = [d for d in report["diagnostics"] if d["code"] == "VMEM001"]
@@ -255,9 +280,16 @@ def test_progress_goes_to_stderr_only_when_it_is_a_terminal():
     import pty
     import subprocess
     import sys
+
     leader, follower = pty.openpty()
-    done = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", "examples/add_fits.py", "--target", "v6e",
-                           "--no-cache"], cwd=ROOT, stdout=subprocess.PIPE, stderr=follower, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "vmem_lsp", "check", "examples/add_fits.py", "--target", "v6e", "--no-cache"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        text=True,
+        timeout=600,
+    )
     os.close(follower)
     seen = b""
     while True:
@@ -280,34 +312,55 @@ def test_no_compile_gives_the_layout_model_verdict_on_the_same_lines(tmp_path):
     assert done.returncode == 1 and "traced (layout model only)" in report["summary"]
     path = EXAMPLES / "copy_whole.py"
     windows = [d for d in report["diagnostics"] if d["code"] == "VMEM001"]
-    assert sorted(d["range"]["start_line"] for d in windows) == [line_of(path, "in_specs="), line_of(path, "out_specs=")]
-    assert all(d["origin"] == "model" and "layout model estimate, not compiled" in d["message"]
-               for d in report["diagnostics"])
+    assert sorted(d["range"]["start_line"] for d in windows) == [
+        line_of(path, "in_specs="),
+        line_of(path, "out_specs="),
+    ]
+    assert all(
+        d["origin"] == "model" and "layout model estimate, not compiled" in d["message"] for d in report["diagnostics"]
+    )
 
 
 def test_without_libtpu_the_check_falls_back_to_the_model(tmp_path):
     """As on macOS: jax is there, libtpu is not."""
-    done = run_cli("check", "examples/copy_whole.py", "--target", "v6e", "--no-cache", "--format", "json",
-                   env=without_libtpu(tmp_path / "hide"), inherit=False, timeout=300)
+    done = run_cli(
+        "check",
+        "examples/copy_whole.py",
+        "--target",
+        "v6e",
+        "--no-cache",
+        "--format",
+        "json",
+        env=without_libtpu(tmp_path / "hide"),
+        inherit=False,
+        timeout=300,
+    )
     report = json.loads(done.stdout)
     assert done.returncode == 1
     assert {d["code"] for d in report["diagnostics"]} >= {"VMEM001", "VMEM002"}
-    assert all(d["origin"] == "model" for d in report["diagnostics"]), [(d["code"], d["origin"], d["message"]) for d in report["diagnostics"]]
+    assert all(d["origin"] == "model" for d in report["diagnostics"]), [
+        (d["code"], d["origin"], d["message"]) for d in report["diagnostics"]
+    ]
 
 
 def test_github_annotations(cache_dir, examples_check):
-    done = run_cli("check", "examples/copy_whole.py", "--target", "v6e", "--cache-dir", str(cache_dir),
-                   "--format", "github")
+    done = run_cli(
+        "check", "examples/copy_whole.py", "--target", "v6e", "--cache-dir", str(cache_dir), "--format", "github"
+    )
     path = EXAMPLES / "copy_whole.py"
     line = line_of(path, "in_specs=")
     col = path.read_text().splitlines()[line - 1].index("(n, m)") + 1
-    assert any(a.startswith(f"::error file=examples/copy_whole.py,line={line},col={col},") and
-               "title=VMEM001::input 0 window f32[4096,4096] = 64.00M" in a for a in done.stdout.splitlines())
+    assert any(
+        a.startswith(f"::error file=examples/copy_whole.py,line={line},col={col},")
+        and "title=VMEM001::input 0 window f32[4096,4096] = 64.00M" in a
+        for a in done.stdout.splitlines()
+    )
     assert done.returncode == 1
 
 
 def test_pre_commit_hook_definition_runs_the_check():
     import yaml
+
     [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hook["entry"] == "vmem-lsp check" and hook["types"] == ["python"]
 
@@ -317,18 +370,21 @@ def test_a_module_that_registers_on_import_is_checked_again_after_an_edit(tmp_pa
     edited, running it again raises a duplicate registration, and the check is
     retried once in a new worker, which answers."""
     from vmem_lsp.compile.client import CheckRequest, WorkerClient
+
     path = tmp_path / "registers.py"
     shutil.copy(KERNELS / "registers_on_import.py", path)
     worker = WorkerClient()
     try:
+
         def check(target):
             result = worker.check(CheckRequest(example="double(f32[1024, 1024])", target=target, path=str(path)), 300)
             assert result.error is None and [c.fits for c in result.calls] == [True], result.error
             return worker.process.pid
+
         first = check("v6e")
-        assert check("v5e") == first                       # the module was reused, not run again
+        assert check("v5e") == first  # the module was reused, not run again
         path.write_text(path.read_text() + "\n# an edit\n")
-        assert check("v6e") != first                       # run again, it raised; a new worker answered
+        assert check("v6e") != first  # run again, it raised; a new worker answered
     finally:
         worker.stop()
 
@@ -340,8 +396,12 @@ def test_the_cache_answers_only_for_the_same_compiler_flags(tmp_path):
     args = ("check", str(EXAMPLES / "matmul.py"), "--target", "v5e", "--cache-dir", cache)
     first = run_cli(*args)
     assert first.returncode == 1 and "18.36M of 16.00M scoped VMEM on TPU v5e" in first.stdout
-    raised = subprocess.run([sys.executable, "-m", "vmem_lsp", *args], capture_output=True, text=True,
-                            env={**os.environ, "LIBTPU_INIT_ARGS": "--xla_tpu_scoped_vmem_limit_kib=65536"})
+    raised = subprocess.run(
+        [sys.executable, "-m", "vmem_lsp", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LIBTPU_INIT_ARGS": "--xla_tpu_scoped_vmem_limit_kib=65536"},
+    )
     assert raised.returncode == 0, raised.stdout
     assert "(1 compiled, 0 cached" in raised.stdout
     again = run_cli(*args)
@@ -351,8 +411,9 @@ def test_the_cache_answers_only_for_the_same_compiler_flags(tmp_path):
 def test_the_scoped_limit_is_a_setting_and_messages_say_where_it_was_set(tmp_path):
     source = tmp_path / "matmul.py"
     source.write_text((EXAMPLES / "matmul.py").read_text())
-    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e"]\n'
-                                             'scoped-vmem-limit = { v5e = "17MiB" }\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.vmem-lsp]\ntargets = ["v5e"]\nscoped-vmem-limit = { v5e = "17MiB" }\n'
+    )
     done = run_cli("check", str(source), "--no-cache", cwd=tmp_path)
     assert done.returncode == 1
     assert "kernel needs 18.36M of 17.00M scoped VMEM (set in pyproject.toml) on TPU v5e" in done.stdout
@@ -365,8 +426,17 @@ def test_the_scoped_limit_is_a_setting_and_messages_say_where_it_was_set(tmp_pat
 def test_a_slow_compile_is_limited_by_the_compile_limit_and_named():
     """Issue 12: the trace limit covers the example's Python only; a kernel's
     compile gets the compile limit, and its message names the kernel."""
-    done, report = run_json("check", str(KERNELS / "flash_user.py"), "--target", "v5e", "--no-cache",
-                            "--trace-timeout", "3", "--timeout", "8")
+    done, report = run_json(
+        "check",
+        str(KERNELS / "flash_user.py"),
+        "--target",
+        "v5e",
+        "--no-cache",
+        "--trace-timeout",
+        "3",
+        "--timeout",
+        "8",
+    )
     [d] = report["diagnostics"]
     assert d["code"] == "VMEM010"
     assert "the TPU compiler did not finish kernel '_flash_attention_kernel' for v5e within 8 s" in d["message"]

@@ -3,6 +3,7 @@ are cores for it; one worker on a single core; a chip stays on its worker
 from save to save (that worker keeps what it compiled for it). Fake workers:
 no jax. Plus the lifetime rule with two real workers: both die with the
 server, whatever kills it."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import test_lifetime as lifetime_test
 
 from vmem_lsp.compile import pool
 from vmem_lsp.compile.protocol import ExampleResult
@@ -21,16 +23,15 @@ from vmem_lsp.server.compiler import CompileJob, CompileService
 from vmem_lsp.source.directives import Example
 from vmem_lsp.source.model import Span
 
-import test_lifetime as lifetime_test
-
 CHIPS = ("v5e", "v6e")
 
 
 class FakeWorker:
     """Answers at once, unless `meeting` is set: then every chip's compile
     waits there for the other's, which only compiles running at once pass."""
+
     meeting: threading.Barrier | None = None
-    made: list["FakeWorker"] = []
+    made: list[FakeWorker] = []
 
     def __init__(self, command=None, share=None, peaks=None):
         self.restarts, self.started, self.targets = 0, False, []
@@ -46,7 +47,7 @@ class FakeWorker:
     def check(self, request, limits) -> ExampleResult:
         self.targets.append(request.target)
         if FakeWorker.meeting is not None:
-            FakeWorker.meeting.wait()       # BrokenBarrierError after its timeout: one compile at a time
+            FakeWorker.meeting.wait()  # BrokenBarrierError after its timeout: one compile at a time
         return ExampleResult(request.target, "fake")
 
     def stop(self) -> None:
@@ -74,7 +75,7 @@ class Saves:
         self.done.set_result(results)
 
     def on_event(self, event) -> None:
-        if event.state == "crashed" and not self.done.done():      # a lane's exception: the barrier broke
+        if event.state == "crashed" and not self.done.done():  # a lane's exception: the barrier broke
             self.done.set_exception(AssertionError(event.message))
 
     def save(self, version: int) -> list:
@@ -102,7 +103,7 @@ def serve_saves(tmp_path, monkeypatch, cores: int, jobs: int | None = None, save
 def test_the_chips_of_a_save_compile_at_once_on_two_cores(tmp_path, fake_workers, monkeypatch):
     fake_workers.meeting = threading.Barrier(len(CHIPS), timeout=5)
     [results] = serve_saves(tmp_path, monkeypatch, cores=2)
-    assert [r.target for _, r in results] == list(CHIPS)        # in the order asked, whichever ended first
+    assert [r.target for _, r in results] == list(CHIPS)  # in the order asked, whichever ended first
     assert sorted(len(w.targets) for w in fake_workers.made) == [1, 1]
 
 
@@ -124,31 +125,62 @@ def test_lanes_for():
     assert [pool.lanes_for(chips, jobs) for chips, jobs in ((1, 8), (3, 2), (2, 1), (0, None))] == [1, 2, 1, 1]
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or pool.usable_cores() < 2,
-                    reason="two workers need two cores")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or pool.usable_cores() < 2, reason="two workers need two cores"
+)
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_both_workers_die_with_the_server(tmp_path, how):
     """test_lifetime's serve test with two chips: the server, its parser and a worker per chip, all gone."""
     tag, env, mark = lifetime_test.environment(tmp_path)
     source = tmp_path / "spins.py"
     source.write_text(lifetime_test.SPINS.read_text())
-    with lifetime_test.started([sys.executable, "-m", "vmem_lsp", "serve"], tag, cwd=tmp_path, env=env,
-                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL) as server:
+    with lifetime_test.started(
+        [sys.executable, "-m", "vmem_lsp", "serve"],
+        tag,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as server:
         for message in (
-                {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                 "params": {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {},
-                            "initializationOptions": {"targets": list(CHIPS), "cache": False,
-                                                      "trustedFolders": [str(tmp_path)]}}},
-                {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-                {"jsonrpc": "2.0", "method": "textDocument/didOpen",
-                 "params": {"textDocument": {"uri": source.as_uri(), "languageId": "python", "version": 1,
-                                             "text": source.read_text()}}}):
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "processId": None,
+                    "rootUri": tmp_path.as_uri(),
+                    "capabilities": {},
+                    "initializationOptions": {
+                        "targets": list(CHIPS),
+                        "cache": False,
+                        "trustedFolders": [str(tmp_path)],
+                    },
+                },
+            },
+            {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+            {
+                "jsonrpc": "2.0",
+                "method": "textDocument/didOpen",
+                "params": {
+                    "textDocument": {
+                        "uri": source.as_uri(),
+                        "languageId": "python",
+                        "version": 1,
+                        "text": source.read_text(),
+                    }
+                },
+            },
+        ):
             server.stdin.write(lifetime_test.lsp_message(message))
         server.stdin.flush()
         lifetime_test.wait_for(mark)
-        workers = lambda: [p for p in lifetime_test.tagged(tag) if Path(f"/proc/{p}/cmdline").read_bytes()
-                           .split(b"\0")[2:4] == [b"vmem_lsp", b"worker"]]
+        workers = lambda: [
+            p
+            for p in lifetime_test.tagged(tag)
+            if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[2:4] == [b"vmem_lsp", b"worker"]
+        ]
         deadline = time.monotonic() + 60
         while len(workers()) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -1,11 +1,11 @@
 """Compile errors other than VMEM overflows on the line that causes them
 (issue 17), through the CLI as a user runs it, with the real compiler."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
-
 from conftest import KERNELS, line_of, run_cli, run_json
 
 UNTILEABLE = KERNELS / "untileable.py"
@@ -16,12 +16,15 @@ def test_an_untileable_block_is_marked_on_its_blockspec_and_fixed_by_a_verified_
     shutil.copy(UNTILEABLE, path)
     done, report = run_json("check", str(path), "--target", "v5e,v6e", "--cache-dir", str(tmp_path / "c"))
     assert done.returncode == 1
-    [at_spec] = [d for d in report["diagnostics"] if d["code"] == "VMEM030"
-                 and d["range"]["start_line"] == line_of(path, "pl.BlockSpec((b, b)")]
+    [at_spec] = [
+        d
+        for d in report["diagnostics"]
+        if d["code"] == "VMEM030" and d["range"]["start_line"] == line_of(path, "pl.BlockSpec((b, b)")
+    ]
     text = path.read_text().splitlines()[at_spec["range"]["start_line"] - 1]
-    assert text[at_spec["range"]["start_col"]:].startswith("(b, b)")
+    assert text[at_spec["range"]["start_col"] :].startswith("(b, b)")
     assert "(8, 128) for f32" in at_spec["message"] and at_spec["message"].endswith("fails on TPU v5e, TPU v6e")
-    assert len([d for d in report["diagnostics"] if d["code"] == "VMEM030"]) == 2      # the spec and the directive
+    assert len([d for d in report["diagnostics"] if d["code"] == "VMEM030"]) == 2  # the spec and the directive
     fixed = run_cli("check", str(path), "--target", "v5e,v6e", "--fix", "--cache-dir", str(tmp_path / "c"))
     assert "fixed: Make the block tile: b=1000 (the whole dimension for f32)" in fixed.stderr, fixed.stderr
     assert fixed.returncode == 0, fixed.stdout
@@ -31,20 +34,23 @@ def test_an_untileable_block_is_marked_on_its_blockspec_and_fixed_by_a_verified_
 ERRORS = KERNELS / "compile_errors.py"
 # (the code's line: text that starts it, its code, what the message says) per kind; see tests/data/reports/ERRORS.md
 LANDS = [
-    ("spec = pl.BlockSpec((100, 100)", "VMEM030", "(8, 128) for f32"),                   # block-jax
-    ("spec = pl.BlockSpec((100,)", "VMEM030", "a rank-1 block must be"),                 # block-rank1
-    ("spec = pl.BlockSpec((8, 256)", "VMEM030", "(32, 128) for s8"),                     # block-mosaic
-    ("x_ref[:, pl.ds(start", "VMEM030", "cannot statically prove"),                      # align (E2003)
+    ("spec = pl.BlockSpec((100, 100)", "VMEM030", "(8, 128) for f32"),  # block-jax
+    ("spec = pl.BlockSpec((100,)", "VMEM030", "a rank-1 block must be"),  # block-rank1
+    ("spec = pl.BlockSpec((8, 256)", "VMEM030", "(32, 128) for s8"),  # block-mosaic
+    ("x_ref[:, pl.ds(start", "VMEM030", "cannot statically prove"),  # align (E2003)
     ("jnp.sort(", "VMEM031", "Unimplemented primitive in Pallas TPU lowering for tc: sort"),
-    (".reshape(", "VMEM031", "unsupported shape cast"),                                  # prim-mosaic
+    (".reshape(", "VMEM031", "unsupported shape cast"),  # prim-mosaic
 ]
 
 
 def test_each_kind_of_compile_error_lands_on_its_line_with_the_chips_it_fails_and_compiles_on(tmp_path):
     done, report = run_json("check", str(ERRORS), "--target", "v4,v6e", "--cache-dir", str(tmp_path / "c"))
     assert done.returncode == 1
-    diagnostics = [d for d in report["diagnostics"] if d["code"] in
-                   ("VMEM011", "VMEM030", "VMEM031", "VMEM032", "VMEM033", "VMEM034")]
+    diagnostics = [
+        d
+        for d in report["diagnostics"]
+        if d["code"] in ("VMEM011", "VMEM030", "VMEM031", "VMEM032", "VMEM033", "VMEM034")
+    ]
     lines = ERRORS.read_text().splitlines()
     text_at = lambda d: lines[d["range"]["start_line"] - 1]
     directives = {i + 1 for i, l in enumerate(lines) if l.startswith("# vmem:")}
@@ -63,21 +69,24 @@ def test_each_kind_of_compile_error_lands_on_its_line_with_the_chips_it_fails_an
     [add] = [d for d in placed if "Only vector<i16> and vector<i32> are supported, but got 'i8'" in d["message"]]
     assert add["code"] == "VMEM032" and add["range"]["start_line"] == line_of(ERRORS, "def int8_add_kernel") + 1, add
     assert "x_ref[...] + y_ref[...]" in text_at(add) and add["message"].endswith("fails on TPU v4, TPU v6e"), add
-    assert all("\n" not in d["message"] for d in placed if d["code"] != "VMEM011")       # the key line; whole below
+    assert all("\n" not in d["message"] for d in placed if d["code"] != "VMEM011")  # the key line; whole below
     kinds = {d["code"] for d in placed}
     assert {"VMEM030", "VMEM031", "VMEM032", "VMEM033"} <= kinds, kinds
     [smem] = [d for d in placed if d["code"] == "VMEM033" and d["range"]["start_line"] not in directives]
     assert "Can only load scalars from SMEM" in smem["message"]
     # The compiler's whole text, per chip, is in the related information and the facts.
-    assert all(any(r["message"].startswith("TPU v") for r in d["related"]) for d in placed
-               if d["code"] in ("VMEM031", "VMEM032", "VMEM033", "VMEM034"))
+    assert all(
+        any(r["message"].startswith("TPU v") for r in d["related"])
+        for d in placed
+        if d["code"] in ("VMEM031", "VMEM032", "VMEM033", "VMEM034")
+    )
 
 
 # jax names an operand in its block check by its path in the call's arguments ("Block spec for
 # args[1]"), and a pytree argument before it (here a tuple of scalar-prefetch arrays, as megablox's
 # gmm passes its group metadata) makes that other than the operand's number: args[1] is x, the
 # third operand. bench/bench_error_lines.py found gmm's illegal blocks on its pallas_call.
-PREFETCH_TUPLE = '''
+PREFETCH_TUPLE = """
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
@@ -102,7 +111,7 @@ def scaled(x):
             out_specs=pl.BlockSpec((100, 1000), lambda i, j, meta: (i, 0)),
         ),
     )(meta, x)
-'''
+"""
 
 
 def assert_block_error_on_spec(tmp_path, name: str, kernel: str, says: str, spec: str, message: str) -> None:
@@ -121,14 +130,19 @@ def assert_block_error_on_spec(tmp_path, name: str, kernel: str, says: str, spec
 
 
 def test_a_block_named_by_its_path_after_a_tuple_of_prefetch_arrays_lands_on_its_blockspec(tmp_path):
-    assert_block_error_on_spec(tmp_path, "prefetch_tuple.py", PREFETCH_TUPLE, "Block spec for args[1]",
-                               "in_specs=[pl.BlockSpec((100, 100)",
-                               "input 0 block (100, 100) of f32[1000,1000] does not tile")
+    assert_block_error_on_spec(
+        tmp_path,
+        "prefetch_tuple.py",
+        PREFETCH_TUPLE,
+        "Block spec for args[1]",
+        "in_specs=[pl.BlockSpec((100, 100)",
+        "input 0 block (100, 100) of f32[1000,1000] does not tile",
+    )
 
 
 # Mosaic's "Failed to set window params for input N" counts the windows, the blocked inputs:
 # input 1 is in_specs[1] (x), not the call's operand 1 (y, after the scalar-prefetch operand).
-PREFETCH_MOSAIC = '''
+PREFETCH_MOSAIC = """
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
@@ -155,29 +169,44 @@ def copy_rows(y, x):
             out_specs=[pl.BlockSpec((32, 256), lambda i, s: (i // 4, 0)), y_spec],
         ),
     )(starts, y, x)
-'''
+"""
 
 
 def test_a_window_mosaic_numbers_after_a_prefetch_operand_lands_on_its_blockspec(tmp_path):
-    assert_block_error_on_spec(tmp_path, "prefetch_mosaic.py", PREFETCH_MOSAIC, "Failed to set window params for input 1",
-                               "x_spec = pl.BlockSpec(", "input 1 block (8, 256) of s8[64,256] does not tile")
+    assert_block_error_on_spec(
+        tmp_path,
+        "prefetch_mosaic.py",
+        PREFETCH_MOSAIC,
+        "Failed to set window params for input 1",
+        "x_spec = pl.BlockSpec(",
+        "input 1 block (8, 256) of s8[64,256] does not tile",
+    )
 
 
 @pytest.mark.asyncio
 async def test_the_editor_marks_the_blockspec_and_offers_the_verified_legal_size(tmp_path):
-    from lsprotocol import types
     from lsp_client import Editor, running_server, wait_for
+    from lsprotocol import types
+
     path = tmp_path / "untileable.py"
     shutil.copy(UNTILEABLE, path)
     (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e"]\n')
     async with running_server(tmp_path) as client:
         editor = Editor(client, path)
         editor.open()
-        [at_spec] = await wait_for(lambda: [d for d in editor.diagnostics() if d.code == "VMEM030"
-                                            and d.range.start.line + 1 == line_of(path, "pl.BlockSpec((b, b)")],
-                                   what="VMEM030 on the BlockSpec")
-        actions = await client.text_document_code_action_async(types.CodeActionParams(
-            types.TextDocumentIdentifier(editor.uri), at_spec.range, types.CodeActionContext(diagnostics=[at_spec])))
+        [at_spec] = await wait_for(
+            lambda: [
+                d
+                for d in editor.diagnostics()
+                if d.code == "VMEM030" and d.range.start.line + 1 == line_of(path, "pl.BlockSpec((b, b)")
+            ],
+            what="VMEM030 on the BlockSpec",
+        )
+        actions = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                types.TextDocumentIdentifier(editor.uri), at_spec.range, types.CodeActionContext(diagnostics=[at_spec])
+            )
+        )
         best = next(a for a in actions if a.is_preferred)
         assert best.title.startswith("Make the block tile: b=1000") and "compiler-verified" in best.title
         [edit] = best.edit.changes[editor.uri]
@@ -189,14 +218,19 @@ async def test_the_editor_marks_the_blockspec_and_offers_the_verified_legal_size
 # tiling, verified by the compiler, written where the number is: the example's `tiling=`.
 def test_gmm_with_an_illegal_tiling_is_fixed_by_a_verified_legal_tiling(tmp_path):
     from jax_ops import EXAMPLES, copy_with_example
+
     example = EXAMPLES["megablox/gmm.py"].replace("tiling=(1024, 1024, 1024)", "tiling=(4, 1024, 1024)")
     assert example != EXAMPLES["megablox/gmm.py"]
     path = copy_with_example("megablox/gmm.py", example, tmp_path)
     cache = str(tmp_path / "c")
     done, report = run_json("check", str(path), "--target", "v5e", "--cache-dir", cache)
     assert done.returncode == 1
-    [at_spec] = [d for d in report["diagnostics"] if d["code"] == "VMEM030"
-                 and d["range"]["start_line"] == line_of(path, "lhs_block_spec = pl.BlockSpec((tm, tk)")]
+    [at_spec] = [
+        d
+        for d in report["diagnostics"]
+        if d["code"] == "VMEM030"
+        and d["range"]["start_line"] == line_of(path, "lhs_block_spec = pl.BlockSpec((tm, tk)")
+    ]
     assert "Block spec for args[2]" in at_spec["facts"]["text"], at_spec["facts"]["text"]
     assert at_spec["message"].startswith("input 0 block (4, 1024) of bf16[4096,2048] does not tile"), at_spec
     fixed = run_cli("check", str(path), "--target", "v5e", "--fix", "--cache-dir", cache)

@@ -1,5 +1,6 @@
 """The one dtype table (vmem_lsp/dtypes.py) against README's list and the dtypes themselves.
 Fast: no jax, no compiler."""
+
 import pathlib
 import re
 

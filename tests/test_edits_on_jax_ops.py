@@ -8,21 +8,22 @@ that overflows VMEM, appended to a copy of each file whose kernels can be made
 to overflow here; every fix offered is checked as in part A, and the first is
 applied and the copy compiled again. The kernel files that have no part B say
 why in PART_A_ONLY, and a test holds each reason to what the worker answers."""
+
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
 
 import pytest
-
 from conftest import changed_outside, fixes_for, overlapping, run_json
 from jax_ops import EXAMPLES, OPS, TARGET, copy_with_example
+
 from vmem_lsp.chips import MiB
 from vmem_lsp.compile.client import CheckRequest
 from vmem_lsp.compile.protocol import CapturedCall, Operand, Origin
 from vmem_lsp.fixes import rewrites
-from vmem_lsp.fixes.knobs import example_knobs
 from vmem_lsp.fixes.edits import apply_edits, inverse_edits, offset
+from vmem_lsp.fixes.knobs import example_knobs
 from vmem_lsp.source.directives import find_examples
 from vmem_lsp.source.locate import locate
 from vmem_lsp.source.model import BlockSpecSite, KernelSite
@@ -32,32 +33,46 @@ from vmem_lsp.source.model import BlockSpecSite, KernelSite
 class PartAOnly:
     """A kernel file covered by part A only: the example tried, why it cannot
     serve part B, and the worker's words that show it."""
+
     example: str
     reason: str
-    evidence: str | None    # in the worker's answer to the last request; None: that one is sound too
-    compile: bool           # the requests compile (else trace only)
-    requests: int           # how many times the example is sent
+    evidence: str | None  # in the worker's answer to the last request; None: that one is sound too
+    compile: bool  # the requests compile (else trace only)
+    requests: int  # how many times the example is sent
 
 
-PRNG_REASON = ("its blocks are costly to compile, the body being many rounds over the whole block: on 2 "
-               "cores philox's smallest overflowing block (1152 x 1024, two outputs) took 32 s, threefry's "
-               "1024 x 2048, which just fits, 19 s, and its 2048 x 4096 174 s; a fix search compiles several. "
-               "The module registers its PRNG at import (prng.register_prng); the worker keeps it loaded "
-               "while unchanged, and asking twice works (the check below).")
+PRNG_REASON = (
+    "its blocks are costly to compile, the body being many rounds over the whole block: on 2 "
+    "cores philox's smallest overflowing block (1152 x 1024, two outputs) took 32 s, threefry's "
+    "1024 x 2048, which just fits, 19 s, and its 2048 x 4096 174 s; a fix search compiles several. "
+    "The module registers its PRNG at import (prng.register_prng); the worker keeps it loaded "
+    "while unchanged, and asking twice works (the check below)."
+)
 
 PART_A_ONLY = {
     "all_gather.py": PartAOnly(
-        'all_gather(f32[4096, 1024], mesh=jax.sharding.Mesh(jax.experimental.topologies.get_topology_desc('
+        "all_gather(f32[4096, 1024], mesh=jax.sharding.Mesh(jax.experimental.topologies.get_topology_desc("
         'platform="tpu", topology_name="v5e:2x2").devices, ("x",)), axis_name="x")',
         "a multi-device collective (remote DMAs, a barrier semaphore): it traces under shard_map, but "
         "vmem-lsp compiles each pallas_call alone on one device, which the compiler refuses.",
-        "Cannot use communication in pallas_call without shard_map", compile=True, requests=1),
+        "Cannot use communication in pallas_call without shard_map",
+        compile=True,
+        requests=1,
+    ),
     "random/threefry.py": PartAOnly(
         "threefry_2x32_count(u32[2], (8192, 8192), (8192, 8192), block_size=(2048, 4096))",
-        PRNG_REASON, None, compile=False, requests=2),
+        PRNG_REASON,
+        None,
+        compile=False,
+        requests=2,
+    ),
     "random/philox.py": PartAOnly(
         "philox_4x32_kernel(u32[2], (2304, 1024), (2304, 1024), block_size=(1152, 1024), fuse_output=False)",
-        PRNG_REASON, None, compile=False, requests=2),
+        PRNG_REASON,
+        None,
+        compile=False,
+        requests=2,
+    ),
 }
 
 
@@ -92,6 +107,7 @@ def trailing_spaces(text: str) -> int:
 # ---- part A: every rewrite at every site, no compiler ---------------------------------------
 # The edits are made to the text of jax's files, read in place: nothing is written.
 
+
 def traced_as(site: KernelSite, spec: BlockSpecSite) -> CapturedCall:
     """A call as the worker would capture it, with one operand made by `spec`:
     its origin is how the fixes find that spec among alternatives (paged
@@ -104,15 +120,19 @@ def traced_as(site: KernelSite, spec: BlockSpecSite) -> CapturedCall:
 def whole_arrays(site: KernelSite) -> CapturedCall:
     """A single-step call whose every window is its whole array: what
     introduce_grid asks of the compiled call before it looks at the source."""
-    operands = tuple(Operand(s.role, s.index or 0, i, "f32", (4096, 512), (4096, 512), None, None, False, None)
-                     for i, s in enumerate((*site.in_specs, *site.out_specs)))
+    operands = tuple(
+        Operand(s.role, s.index or 0, i, "f32", (4096, 512), (4096, 512), None, None, False, None)
+        for i, s in enumerate((*site.in_specs, *site.out_specs))
+    )
     return CapturedCall("kernel", None, None, (), 0, operands, (), None, False, None, 0.0)
 
 
 def within(edits: list, spec: BlockSpecSite, source: str) -> bool:
     """Every edit starts inside the spec's BlockSpec(...)."""
-    start, end = (offset(source, spec.span.start_line, spec.span.start_col),
-                  offset(source, spec.span.end_line, spec.span.end_col))
+    start, end = (
+        offset(source, spec.span.start_line, spec.span.start_col),
+        offset(source, spec.span.end_line, spec.span.end_col),
+    )
     return all(start <= offset(source, e.span.start_line, e.span.start_col) <= end for e in edits)
 
 
@@ -121,7 +141,7 @@ def site_rewrites(site: KernelSite, source: str) -> list[tuple[str, list | None]
     made = [("set_vmem_limit", rewrites.set_vmem_limit(site, source, 100 * MiB))]
     for spec in (*site.in_specs, *site.out_specs):
         edits = rewrites.single_buffer(site, traced_as(site, spec), spec.role, spec.index or 0, source)
-        assert edits is None or within(edits, spec, source), (spec, edits)    # the spec it was asked for
+        assert edits is None or within(edits, spec, source), (spec, edits)  # the spec it was asked for
         made.append((f"single_buffer {spec.role}[{spec.index}] line {spec.span.start_line}", edits))
     for label, edits, _ in rewrites.literal_block_sizes(site, whole_arrays(site), source):
         made.append((label, edits))
@@ -150,7 +170,7 @@ def test_every_rewrite_at_every_site_keeps_the_file_intact(name):
         single = [label for label, edits in made if label.startswith("single_buffer") and edits]
         assert len(single) == len(specs), (site.function, made)  # and every spec a Buffered(1)
         if site.grid is not None or site.grid_spec is not None:
-            assert "introduce_grid" not in produced                 # never a second grid
+            assert "introduce_grid" not in produced  # never a second grid
 
 
 def test_part_a_makes_every_kind_of_rewrite_on_jax():
@@ -164,17 +184,18 @@ def test_part_a_makes_every_kind_of_rewrite_on_jax():
                 if edits:
                     kind = label.split()[0]
                     counts[kind] = counts.get(kind, 0) + 1
-    assert counts["set_vmem_limit"] >= 14            # one per pallas_call site, but ragged's parameter
-    assert counts["single_buffer"] >= 100            # one per BlockSpec written
-    assert counts.get("Shrink", 0) >= 1              # ragged paged attention's literal 128
+    assert counts["set_vmem_limit"] >= 14  # one per pallas_call site, but ragged's parameter
+    assert counts["single_buffer"] >= 100  # one per BlockSpec written
+    assert counts.get("Shrink", 0) >= 1  # ragged paged attention's literal 128
 
 
 # ---- part B: the real compiler ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_fixes_on_a_copy_of_each_jax_kernel_keep_it_intact_and_fit(name, tmp_path, worker):
     path = copy_with_example(name, EXAMPLES[name], tmp_path)
-    [(_, fixes)] = fixes_for(path, (TARGET,), tmp_path / "cache", worker=worker)   # it overflows
+    [(_, fixes)] = fixes_for(path, (TARGET,), tmp_path / "cache", worker=worker)  # it overflows
     assert fixes, f"no fix offered for {name}"
     before = path.read_text()
     for fix in fixes:
@@ -182,7 +203,7 @@ def test_fixes_on_a_copy_of_each_jax_kernel_keep_it_intact_and_fit(name, tmp_pat
         assert_intact(before, list(fix.edits), fix.title)
     assert fixes[0].verified, [f.title for f in fixes]
     [example], _ = find_examples(before, str(path))
-    if example_knobs(example):          # a block size written in the example: shrinking it is offered
+    if example_knobs(example):  # a block size written in the example: shrinking it is offered
         assert any(f.kind == "shrink" for f in fixes), [f.title for f in fixes]
     path.write_text(apply_edits(before, list(fixes[0].edits)))
     done, report = run_json("check", str(path), "--target", TARGET, "--no-cache")
@@ -197,7 +218,7 @@ def test_each_part_a_only_reason_holds(name, tmp_path, worker):
     request = CheckRequest(tried.example, TARGET, path=str(path), compile=tried.compile)
     answers = [worker.check(request, 300) for _ in range(tried.requests)]
     *earlier, last = answers
-    assert all(a.error is None and a.calls for a in earlier), earlier      # the example itself is sound
+    assert all(a.error is None and a.calls for a in earlier), earlier  # the example itself is sound
     if tried.evidence is None:
         assert last.error is None and last.calls, last
         return

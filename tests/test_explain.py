@@ -1,5 +1,6 @@
 """`vmem-lsp explain` (issue 18): the reports in a job's log found among
 other lines, parsed as `check` parses them, and explained; no compiler."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,12 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT
+
 from vmem_lsp.explain import find_reports
 from vmem_lsp.report.parse import parse_report
 
 REPORTS = Path(__file__).parent / "data" / "reports"
-sys.path.insert(0, str(ROOT))         # bench/: the renaming a real job's log makes
+sys.path.insert(0, str(ROOT))  # bench/: the renaming a real job's log makes
 
 
 def captured() -> list[tuple[str, str]]:
@@ -31,7 +33,9 @@ def log_with(reports, seed: int = 0) -> tuple[list[str], list[int]]:
     rng = random.Random(seed)
     lines, starts = [], []
     for _, text in reports:
-        lines += [f"2026-11-30 12:{rng.randint(0, 59):02d}:00 INFO step {rng.random()}\n" for _ in range(rng.randint(1, 5))]
+        lines += [
+            f"2026-11-30 12:{rng.randint(0, 59):02d}:00 INFO step {rng.random()}\n" for _ in range(rng.randint(1, 5))
+        ]
         starts.append(len(lines) + 1)
         prefix = f"[worker {rng.randint(0, 99)}] 2026-11-30 12:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d} E "
         lines += [prefix + line + "\n" for line in text.splitlines()]
@@ -52,8 +56,9 @@ def test_every_captured_report_in_a_log_is_found_where_it_starts_and_parsed_as_c
 
 
 def run_explain(*args, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vmem_lsp", "explain", *args], cwd=ROOT, input=stdin,
-                          capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vmem_lsp", "explain", *args], cwd=ROOT, input=stdin, capture_output=True, timeout=120
+    )
 
 
 def test_the_seed_report_names_both_windows_and_the_way_out_in_bytes(tmp_path):
@@ -94,15 +99,37 @@ import pytest  # noqa: E402
 def checked_examples(tmp_path_factory):
     """check's diagnostics on examples/ (v5e, v6e) and the compiler texts of its reports."""
     cache = tmp_path_factory.mktemp("cache")
-    check = subprocess.run([sys.executable, "-m", "vmem_lsp", "check", "examples", "--target", "v5e,v6e",
-                            "--format", "json", "--cache-dir", str(cache), "-j", "1"], cwd=ROOT,
-                           capture_output=True, timeout=900)
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmem_lsp",
+            "check",
+            "examples",
+            "--target",
+            "v5e,v6e",
+            "--format",
+            "json",
+            "--cache-dir",
+            str(cache),
+            "-j",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=900,
+    )
     marked = json.loads(check.stdout)["diagnostics"]
-    from vmem_lsp.engine import check as run_check
     from vmem_lsp.config import Settings
+    from vmem_lsp.engine import check as run_check
+
     outcome = run_check(["examples"], Settings(targets=("v5e", "v6e"), cache_dir=str(cache), jobs=1))
-    texts = [c.compiler_text for _, _, r in outcome.results for c in r.calls
-             if not c.fits and parse_report(c.compiler_text or "").form in ("physical", "scoped", "single_allocation")]
+    texts = [
+        c.compiler_text
+        for _, _, r in outcome.results
+        for c in r.calls
+        if not c.fits and parse_report(c.compiler_text or "").form in ("physical", "scoped", "single_allocation")
+    ]
     assert len(texts) >= 3
     return marked, texts
 
@@ -122,10 +149,13 @@ def assert_on_checks_lines(marked, texts, placed):
     check_totals = {(d["path"], d["range"]["start_line"]) for d in marked if d["code"] == "VMEM002"}
     on_check_lines = [d for d in totals if (d["path"], d["range"]["start_line"]) in check_totals]
     assert len(on_check_lines) / len(texts) >= 0.95, [d["message"] for d in placed]
-    check_windows = {(d["path"], d["range"]["start_line"], d["range"]["start_col"]) for d in marked if d["code"] == "VMEM001"}
+    check_windows = {
+        (d["path"], d["range"]["start_line"], d["range"]["start_col"]) for d in marked if d["code"] == "VMEM001"
+    }
     windows = [d for d in placed if d["code"] == "VMEM001"]
-    assert windows and all((d["path"], d["range"]["start_line"], d["range"]["start_col"]) in check_windows
-                           for d in windows)
+    assert windows and all(
+        (d["path"], d["range"]["start_line"], d["range"]["start_col"]) in check_windows for d in windows
+    )
 
 
 def test_with_the_sources_a_report_lands_where_check_puts_it(tmp_path, checked_examples):
@@ -139,6 +169,7 @@ def test_a_report_whose_names_say_nothing_lands_where_check_puts_it_by_the_trace
     """A real job's op_name is jit(train_step)/..., its custom call train_step.1: with every name
     the report gives replaced, only the examples' traced calls (shapes, blocks, dtypes) place it."""
     from bench.bench_explain_placement import neutral
+
     marked, texts = checked_examples
     renamed = [neutral(t) for t in texts]
     assert all("double_kernel" not in t and "matmul_kernel" not in t for t in renamed)
@@ -152,16 +183,26 @@ def test_the_captured_reports_land_on_the_kernel_their_case_runs(tmp_path):
     pallas_call that the `# vmem:` directive above its case reaches, traced (check's line for it)."""
     from bench.bench_explain_placement import CAPTURE, case_directives, neutral
     from vmem_lsp.explain import trace_examples
+
     traced = trace_examples([str(CAPTURE), str(ROOT / "tests" / "data" / "kernels" / "pipelines.py")], "v6e")
-    site_of = {int(t.example.rsplit(":", 1)[1]): (t.path, t.site.name_span.start_line) for t in traced.calls
-               if t.example.startswith("scripts/")}
+    site_of = {
+        int(t.example.rsplit(":", 1)[1]): (t.path, t.site.name_span.start_line)
+        for t in traced.calls
+        if t.example.startswith("scripts/")
+    }
     directives = case_directives()
-    reports = [(name, text) for name, text in captured() if parse_report(text).form != "block_shape"
-               and name in directives]
+    reports = [
+        (name, text) for name, text in captured() if parse_report(text).form != "block_shape" and name in directives
+    ]
     assert len(reports) == 27
     library = {path for path, _ in site_of.values() if "site-packages" in path}
-    placed = explain_log(tmp_path, [neutral(text) for _, text in reports], str(CAPTURE),
-                         str(ROOT / "tests" / "data" / "kernels" / "pipelines.py"), *library)
+    placed = explain_log(
+        tmp_path,
+        [neutral(text) for _, text in reports],
+        str(CAPTURE),
+        str(ROOT / "tests" / "data" / "kernels" / "pipelines.py"),
+        *library,
+    )
     lines = log_lines(reports)
     at = {d["facts"]["log_line"]: (d["abs_path"], d["range"]["start_line"]) for d in placed if d["code"] == "VMEM002"}
     right = [name for (name, _), line in zip(reports, lines) if at.get(line) == site_of[directives[name]]]
@@ -181,33 +222,39 @@ def test_two_kernels_the_report_fits_alike_are_said_as_a_tie_not_guessed(tmp_pat
     """The seed report, names replaced, with two files whose examples trace the same copy kernel
     on f32[4096, 4096]: VMEM040 on both pallas_calls, no VMEM001 or VMEM002."""
     from bench.bench_explain_placement import neutral
+
     for name in ("first.py", "second.py"):
         (tmp_path / name).write_text((ROOT / "examples" / "copy_whole.py").read_text())
     text = neutral((REPORTS / "physical-breakdown-v6e.txt").read_text().split("\n", 3)[3])
     placed = explain_log(tmp_path, [text], str(tmp_path / "first.py"), str(tmp_path / "second.py"))
-    assert sorted((Path(d["path"]).name, d["code"]) for d in placed) == [("first.py", "VMEM040"),
-                                                                       ("second.py", "VMEM040")]
+    assert sorted((Path(d["path"]).name, d["code"]) for d in placed) == [
+        ("first.py", "VMEM040"),
+        ("second.py", "VMEM040"),
+    ]
     assert all("could be this pallas_call or" in d["message"] for d in placed)
 
 
 @pytest.mark.asyncio
 async def test_the_editor_command_explains_a_pasted_report_and_marks_the_lines(tmp_path):
     """workspace/executeCommand vmemLsp.explain, as the VS Code command and Neovim call it."""
-    import shutil
-    from lsprotocol import types
+
     from lsp_client import running_server, wait_for
+    from lsprotocol import types
+
     # The report names its kernel "f" (the capture script's); the block shapes, written out, decide.
-    (tmp_path / "copy_whole.py").write_text((ROOT / "examples" / "copy_whole.py").read_text()
-                                            .replace("pl.BlockSpec((n, m)", "pl.BlockSpec((4096, 4096)"))
+    (tmp_path / "copy_whole.py").write_text(
+        (ROOT / "examples" / "copy_whole.py").read_text().replace("pl.BlockSpec((n, m)", "pl.BlockSpec((4096, 4096)")
+    )
     text = (REPORTS / "physical-breakdown-v6e.txt").read_text().split("\n", 3)[3]
     async with running_server(tmp_path) as client:
-        answer = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-            "vmemLsp.explain", [text]))
+        answer = await client.workspace_execute_command_async(types.ExecuteCommandParams("vmemLsp.explain", [text]))
         assert answer["reports"] == 1 and answer["placed"] == 3
         assert "halving input 0's block (4096 → 2048 rows) saves 32.00M" in answer["markdown"]
         uri = (tmp_path / "copy_whole.py").as_uri()
-        found = await wait_for(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "VMEM001"],
-                               what="the report's windows on copy_whole.py")
+        found = await wait_for(
+            lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "VMEM001"],
+            what="the report's windows on copy_whole.py",
+        )
         assert {d.range.start.line + 1 for d in found} == {18, 19}
         assert all("from the report in the pasted text, line 1" in d.message for d in found)
         none = await client.workspace_execute_command_async(types.ExecuteCommandParams("vmemLsp.explain", ["hi"]))

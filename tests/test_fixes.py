@@ -1,11 +1,12 @@
 """Fixes, end to end: the CLI rewrites files and the real compiler accepts them."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
-
 from conftest import EXAMPLES, KERNELS, changed_outside, fixes_for, run_cli, run_json
+
 from vmem_lsp.engine import SourceFiles
 from vmem_lsp.fixes.edits import apply_edits, inverse_edits
 
@@ -25,7 +26,7 @@ def test_matmul_fix_compiles_on_v5e(tmp_path):
     # The recheck after the fix compiles nothing: the fix search compiled that kernel already (issue 14).
     assert "(0 compiled, 1 already compiled by this run, 0 cached" in done.stdout, done.stdout
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
-    assert len(changed) == 1 and changed[0][0].startswith("# vmem: matmul(")   # only the example's numbers
+    assert len(changed) == 1 and changed[0][0].startswith("# vmem: matmul(")  # only the example's numbers
     # The rewritten file, compiled again from scratch by the real compiler: it fits.
     done, report = run_json("check", str(path), "--target", "v5e", "--no-cache")
     assert done.returncode == 0 and report["diagnostics"] == [], report
@@ -36,9 +37,9 @@ def test_seed_fix_introduces_a_grid_and_raises_nothing(tmp_path):
     diff = run_cli("check", str(path), "--target", "v6e", "--diff", "--no-cache")
     assert diff.returncode == 1
     assert "+        grid=(n // " in diff.stdout and "lambda i: (i, 0)" in diff.stdout
-    assert "vmem_limit_bytes" not in diff.stdout            # v6e's capacity is the limit: nothing to raise
-    assert f"--- {path}\n+++ {path}\n" in diff.stdout       # outside the working folder: named as it is
-    assert path.read_text() == (EXAMPLES / "copy_whole.py").read_text()   # --diff changes nothing
+    assert "vmem_limit_bytes" not in diff.stdout  # v6e's capacity is the limit: nothing to raise
+    assert f"--- {path}\n+++ {path}\n" in diff.stdout  # outside the working folder: named as it is
+    assert path.read_text() == (EXAMPLES / "copy_whole.py").read_text()  # --diff changes nothing
     run_cli("check", str(path), "--target", "v6e", "--fix", "--no-cache")
     done, report = run_json("check", str(path), "--target", "v6e", "--no-cache")
     assert done.returncode == 0 and report["diagnostics"] == [], report
@@ -46,12 +47,14 @@ def test_seed_fix_introduces_a_grid_and_raises_nothing(tmp_path):
 
 def test_flash_attention_fix_edits_the_example_not_jax(tmp_path):
     import jax.experimental.pallas.ops.tpu.flash_attention as flash
+
     library_before = open(flash.__file__).read()
     path = copy(tmp_path, KERNELS / "flash_user.py")
     diff = run_cli("check", str(path), "--target", "v5e", "--diff", "--no-cache")
     assert "BlockSizes(block_q=" in diff.stdout
-    assert [line for line in diff.stdout.splitlines() if line.startswith("+++")] == ["+++ b/" + path.name] or \
-        all(line.endswith("flash_user.py") for line in diff.stdout.splitlines() if line.startswith("+++"))
+    assert [line for line in diff.stdout.splitlines() if line.startswith("+++")] == ["+++ b/" + path.name] or all(
+        line.endswith("flash_user.py") for line in diff.stdout.splitlines() if line.startswith("+++")
+    )
     run_cli("check", str(path), "--target", "v5e", "--fix", "--no-cache")
     done, report = run_json("check", str(path), "--target", "v5e", "--no-cache")
     assert done.returncode == 0, report
@@ -70,17 +73,18 @@ def planned_fixes(tmp_path_factory):
 
 def test_every_fix_round_trips_by_undo_and_touches_only_its_tokens(planned_fixes):
     import ast
+
     sources, planned = planned_fixes
     offered = [(example, fix) for example, fixes in planned for fix in fixes]
     assert {example.path.rsplit("/", 1)[-1] for example, _ in offered} == {"copy_whole.py", "matmul.py"}
-    for example, fix in offered:
+    for _example, fix in offered:
         for path in {e.path for e in fix.edits}:
             before = sources.text(path)
             edits = [e for e in fix.edits if e.path == path]
             after = apply_edits(before, edits)
-            ast.parse(after)                                             # still Python
-            assert apply_edits(after, inverse_edits(before, edits)) == before   # undo restores every byte
-            assert changed_outside(before, after, edits) == []          # nothing outside the edited tokens
+            ast.parse(after)  # still Python
+            assert apply_edits(after, inverse_edits(before, edits)) == before  # undo restores every byte
+            assert changed_outside(before, after, edits) == []  # nothing outside the edited tokens
 
 
 def test_fixes_on_two_chips_are_verified_on_both(planned_fixes):
@@ -89,7 +93,7 @@ def test_fixes_on_two_chips_are_verified_on_both(planned_fixes):
     assert matmul and matmul[0].verified and matmul[0].kind == "shrink"
     assert set(matmul[0].estimated_total) == {"v5e", "v6e"}
     kinds = {f.kind for f in matmul}
-    assert "raise_limit" in kinds                 # 18.36M fits both chips' capacity: raising is offered
+    assert "raise_limit" in kinds  # 18.36M fits both chips' capacity: raising is offered
     assert all(f.compiles <= 8 for f in matmul)
 
 
@@ -120,10 +124,14 @@ def test_fixes_on_a_copy_of_jax_matmul_keep_the_file_intact(tmp_path):
     """jax's own ops/tpu matmul (two-space indents, a PrefetchScalarGridSpec,
     block_shape as a tuple keyword) with an example that overflows v5e."""
     import ast
+
     import jax.experimental.pallas.ops.tpu.matmul as jax_matmul
+
     path = tmp_path / "jax_matmul.py"
-    path.write_text(open(jax_matmul.__file__).read() + "\n# vmem: matmul(bf16[8192, 8192], bf16[8192, 8192], "
-                    "block_shape=(2048, 2048), block_k=1024)\n")
+    path.write_text(
+        open(jax_matmul.__file__).read() + "\n# vmem: matmul(bf16[8192, 8192], bf16[8192, 8192], "
+        "block_shape=(2048, 2048), block_k=1024)\n"
+    )
     [(_, fixes)] = fixes_for(path, ("v5e",), tmp_path / "cache")
     assert fixes and fixes[0].verified, [f.title for f in fixes]
     assert {f.kind for f in fixes} >= {"shrink", "raise_limit"}
@@ -153,6 +161,7 @@ def test_a_fix_keeps_windows_line_ends_and_replaces_the_file_whole(tmp_path):
     """A CRLF file stays CRLF (only the example's numbers change), and the
     write is a rename: no half-written file, the file's mode kept."""
     import stat
+
     path = tmp_path / "matmul.py"
     original = (EXAMPLES / "matmul.py").read_text().replace("\n", "\r\n")
     path.write_bytes(original.encode())
@@ -173,6 +182,7 @@ def test_a_file_changed_since_it_was_checked_is_not_fixed(tmp_path):
     from vmem_lsp.cli import write_edits
     from vmem_lsp.fixes.edits import TextEdit
     from vmem_lsp.source.model import Span
+
     path = tmp_path / "k.py"
     checked = "BLOCK = 1024\n"
     edit = TextEdit(str(path), Span(1, 8, 1, 12), "512")
@@ -187,9 +197,12 @@ def test_a_block_size_passed_positionally_is_named_by_its_parameter(tmp_path):
     """Issue 14: fix titles read `arg4=512` where the example passed a block
     size by position; the function's own parameter names it."""
     path = tmp_path / "matmul.py"
-    path.write_text((EXAMPLES / "matmul.py").read_text()
-                    .replace("def matmul(x, y, *, bm=512", "def matmul(x, y, bm=512")
-                    .replace("bf16[8192, 8192], bm=1024, bk=1024, bn=1024)", "bf16[8192, 8192], 1024, 1024, 1024)"))
+    path.write_text(
+        (EXAMPLES / "matmul.py")
+        .read_text()
+        .replace("def matmul(x, y, *, bm=512", "def matmul(x, y, bm=512")
+        .replace("bf16[8192, 8192], bm=1024, bk=1024, bn=1024)", "bf16[8192, 8192], 1024, 1024, 1024)")
+    )
     [(example, fixes)] = fixes_for(path, ("v5e",), tmp_path / "cache")
     best = next(f for f in fixes if f.verified)
     assert "bk=512" in best.title and "arg" not in best.title, best.title
@@ -220,6 +233,7 @@ def test_knobs_know_what_they_share_and_titles_say_so():
     from vmem_lsp.fixes.knobs import constant_knobs, default_knobs, keyword_knobs
     from vmem_lsp.fixes.search import knob_label
     from vmem_lsp.source.directives import find_examples
+
     path = str(KERNELS / "shared_default.py")
     text = (KERNELS / "shared_default.py").read_text()
     [example], _ = find_examples(text, path)
@@ -241,6 +255,7 @@ def test_fixes_that_touch_only_the_example_rank_before_shared_ones():
     from vmem_lsp.compile.protocol import ExampleResult
     from vmem_lsp.fixes.search import Problem, Variant, verified_best
     from vmem_lsp.source.directives import find_examples
+
     text = (KERNELS / "shared_default.py").read_text()
     [example], _ = find_examples(text, str(KERNELS / "shared_default.py"))
     problem = Problem(example, text, ("v5e",), {}, lambda request: ExampleResult("v5e", None, ()), None)

@@ -2,6 +2,7 @@
 The properties are those of fuzz/run.py's atheris targets (fuzz_properties.py):
 both fail on an internal error and on an answer that disagrees with an
 independent one."""
+
 from __future__ import annotations
 
 import random
@@ -12,9 +13,9 @@ from pathlib import Path
 
 import jax.experimental.pallas.ops.tpu as ops
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from fuzz_properties import check_directive, check_locate, check_report, check_splice
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from lsp_client import lsp_lines, utf16_columns
 
 REPORTS = sorted((Path(__file__).parent / "data" / "reports").glob("*.txt"))
@@ -30,18 +31,22 @@ def mutate(text: str, rng: random.Random) -> str:
         at = rng.randrange(len(text) + 1)
         kind = rng.choice(["cut", "insert", "digit", "dup", "truncate", "number"])
         if kind == "cut":
-            text = text[:at] + text[at + rng.randint(1, 40):]
+            text = text[:at] + text[at + rng.randint(1, 40) :]
         elif kind == "insert":
-            text = text[:at] + "".join(rng.choice("0123456789.MKG:=,[]{}()\n ") for _ in range(rng.randint(1, 12))) + text[at:]
+            text = (
+                text[:at]
+                + "".join(rng.choice("0123456789.MKG:=,[]{}()\n ") for _ in range(rng.randint(1, 12)))
+                + text[at:]
+            )
         elif kind == "digit":
             text = "".join(rng.choice("987654321") if c.isdigit() and rng.random() < 0.3 else c for c in text)
         elif kind == "dup":
-            text = text[:at] + text[at:at + 200] + text[at:]
+            text = text[:at] + text[at : at + 200] + text[at:]
         elif kind == "number":
             numbers = list(re.finditer(r"\d+", text))
             if numbers:
                 number = rng.choice(numbers)
-                text = text[:number.start()] + rng.choice(["", "0", "-1", "1.5", "9" * 25]) + text[number.end():]
+                text = text[: number.start()] + rng.choice(["", "0", "-1", "1.5", "9" * 25]) + text[number.end() :]
         else:
             text = text[:at]
     return text
@@ -66,13 +71,19 @@ def test_directive_parser_on_random_input(text):
 
 
 DIM = st.one_of(st.integers(-2, 10**20).map(str), st.sampled_from(["n", "", "1.5", "True", "(8)", "*s"]))
-SHAPE = st.builds(lambda dtype, dims: f"{dtype}[{', '.join(dims)}]",
-                  st.sampled_from(["f32", "bf16", "s8", "i32", "u4", "pred", "f8e4m3fn", "q7"]), st.lists(DIM, max_size=4))
+SHAPE = st.builds(
+    lambda dtype, dims: f"{dtype}[{', '.join(dims)}]",
+    st.sampled_from(["f32", "bf16", "s8", "i32", "u4", "pred", "f8e4m3fn", "q7"]),
+    st.lists(DIM, max_size=4),
+)
 VALUE = st.one_of(SHAPE, st.integers().map(str), st.sampled_from(["(512, 512)", "None", "x", "BlockSizes(bq=8)"]))
 ARGUMENT = st.one_of(VALUE, st.builds("{}={}".format, st.sampled_from(["bm", "block_q", "lambda"]), VALUE))
-CALL = st.builds(lambda name, args, tail: f"{name}({', '.join(args)}){tail}",
-                 st.sampled_from(["matmul", "mod.kernel", "f", "1"]), st.lists(ARGUMENT, max_size=4),
-                 st.sampled_from(["", ")", "  # note", ".x", "(y)"]))
+CALL = st.builds(
+    lambda name, args, tail: f"{name}({', '.join(args)}){tail}",
+    st.sampled_from(["matmul", "mod.kernel", "f", "1"]),
+    st.lists(ARGUMENT, max_size=4),
+    st.sampled_from(["", ")", "  # note", ".x", "(y)"]),
+)
 
 
 @FUZZ
@@ -89,22 +100,41 @@ def test_locator_on_random_text(text):
     check_locate(text, "random.py")
 
 
-KERNEL_LINES = st.sampled_from([
-    "from jax.experimental import pallas as pl", "from jax.experimental.pallas import tpu as pltpu",
-    "import functools", "from functools import partial", "from jax.experimental.pallas import pallas_call",
-    "def f(x, bm=128):", "def kernel(x_ref, o_ref):", "o_ref[...] = x_ref[...] * 2", "if x:", "else:",
-    "for i in range(3):", "with ctx:", "pass", "return x", "x = (", ")", "class A:",
-    "specs = [pl.BlockSpec((8, 128), lambda i: (i, 0))]", "specs.append(pl.BlockSpec((bm, 128), None))",
-    "specs += [pl.BlockSpec((1,), None)]", "specs = specs + [None]",
-    "scratch = [pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA]",
-    "grid_spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(2,), in_specs=specs, out_specs=specs[0])",
-    "return pl.pallas_call(kernel, grid=(4,), in_specs=specs, out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))(x)",
-    "y = pl.pallas_call(kernel, grid_spec=grid_spec, scratch_shapes=scratch)(x)",
-    "call = functools.partial(pl.pallas_call, kernel, out_shape=x)", "call(in_specs=specs)(x)",
-    "@functools.partial(pl.pallas_call, out_shape=s, in_specs=specs)", "pallas_call = pl.pallas_call",
-    "z = pallas_call(kernel, compiler_params=pltpu.CompilerParams(vmem_limit_bytes=2**20))",
-    "return partial(pl.pallas_call, kernel)",
-])
+KERNEL_LINES = st.sampled_from(
+    [
+        "from jax.experimental import pallas as pl",
+        "from jax.experimental.pallas import tpu as pltpu",
+        "import functools",
+        "from functools import partial",
+        "from jax.experimental.pallas import pallas_call",
+        "def f(x, bm=128):",
+        "def kernel(x_ref, o_ref):",
+        "o_ref[...] = x_ref[...] * 2",
+        "if x:",
+        "else:",
+        "for i in range(3):",
+        "with ctx:",
+        "pass",
+        "return x",
+        "x = (",
+        ")",
+        "class A:",
+        "specs = [pl.BlockSpec((8, 128), lambda i: (i, 0))]",
+        "specs.append(pl.BlockSpec((bm, 128), None))",
+        "specs += [pl.BlockSpec((1,), None)]",
+        "specs = specs + [None]",
+        "scratch = [pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA]",
+        "grid_spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(2,), in_specs=specs, out_specs=specs[0])",
+        "return pl.pallas_call(kernel, grid=(4,), in_specs=specs, out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))(x)",
+        "y = pl.pallas_call(kernel, grid_spec=grid_spec, scratch_shapes=scratch)(x)",
+        "call = functools.partial(pl.pallas_call, kernel, out_shape=x)",
+        "call(in_specs=specs)(x)",
+        "@functools.partial(pl.pallas_call, out_shape=s, in_specs=specs)",
+        "pallas_call = pl.pallas_call",
+        "z = pallas_call(kernel, compiler_params=pltpu.CompilerParams(vmem_limit_bytes=2**20))",
+        "return partial(pl.pallas_call, kernel)",
+    ]
+)
 
 
 def indented(lines: list[tuple[int, str]]) -> str:
@@ -152,6 +182,7 @@ LINE_PIECES = st.sampled_from(["a", "bc", "é", "😋", " ", "\t", "\n", "\r\n",
 def in_range_position(text: str, line: int, unit: int):
     """A valid LSP position (UTF-16 units, on a character boundary) from two draws."""
     from lsprotocol import types
+
     lines = lsp_lines(text)
     line %= len(lines)
     columns = utf16_columns(lines[line])
@@ -159,17 +190,23 @@ def in_range_position(text: str, line: int, unit: int):
 
 
 @FUZZ
-@given(pieces=st.lists(LINE_PIECES, max_size=60), draws=st.tuples(*[st.integers(0, 10**6)] * 4),
-       new=st.lists(LINE_PIECES, max_size=5))
+@given(
+    pieces=st.lists(LINE_PIECES, max_size=60),
+    draws=st.tuples(*[st.integers(0, 10**6)] * 4),
+    new=st.lists(LINE_PIECES, max_size=5),
+)
 def test_did_change_splices_as_pygls_does(pieces, draws, new):
     """The server's own didChange splice (a fast path) against pygls' line-by-line
     rewrite, on text with every LSP line end and characters outside the BMP."""
     from lsprotocol import types
     from pygls.workspace.text_document import TextDocument
+
     from vmem_lsp.server.documents import apply_change
+
     text = "".join(pieces)
-    a, b = sorted([in_range_position(text, *draws[:2]), in_range_position(text, *draws[2:])],
-                  key=lambda p: (p.line, p.character))
+    a, b = sorted(
+        [in_range_position(text, *draws[:2]), in_range_position(text, *draws[2:])], key=lambda p: (p.line, p.character)
+    )
     change = types.TextDocumentContentChangePartial(range=types.Range(a, b), text="".join(new))
     reference = TextDocument("file:///f.py", text)
     reference.apply_change(change)
@@ -184,7 +221,9 @@ def test_did_change_out_of_range_positions_clamp_to_line_ends(pieces, numbers):
     the splice clamps them, as the LSP says, and never raises."""
     from lsprotocol import types
     from pygls.workspace.position_codec import PositionCodec
+
     from vmem_lsp.server.documents import apply_change, offset_of
+
     text = "".join(pieces)
     codec = PositionCodec()
     start, end = types.Position(*numbers[:2]), types.Position(*numbers[2:])
@@ -196,8 +235,8 @@ def test_did_change_out_of_range_positions_clamp_to_line_ends(pieces, numbers):
         index = offset_of(text, position, codec)
         assert 0 <= index <= len(text)
         line = lsp_lines(text)[position.line] if position.line < len(lsp_lines(text)) else None
-        if line is not None and position.character >= len(line) * 2:     # past the end in any unit
-            assert text[index:index + 1] in ("", "\n", "\r")             # lands on the line's end
+        if line is not None and position.character >= len(line) * 2:  # past the end in any unit
+            assert text[index : index + 1] in ("", "\n", "\r")  # lands on the line's end
 
 
 def test_a_form_feed_does_not_start_a_line():
@@ -205,21 +244,31 @@ def test_a_form_feed_does_not_start_a_line():
     only \\n, \\r\\n and \\r, and so does the server."""
     from lsprotocol import types
     from pygls.workspace.position_codec import PositionCodec
+
     from vmem_lsp.server.documents import apply_change
+
     change = types.TextDocumentContentChangePartial(
-        range=types.Range(types.Position(1, 0), types.Position(1, 0)), text="#")
+        range=types.Range(types.Position(1, 0), types.Position(1, 0)), text="#"
+    )
     assert apply_change("a\fb\u2028c\nd", change, PositionCodec()) == "a\fb\u2028c\n#d"
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="atheris is installed on Linux only")
-@pytest.mark.parametrize("target, runs", [("report", 5000), ("locate", 300), ("directives", 5000),
-                                          ("did_change", 5000)])
+@pytest.mark.parametrize(
+    "target, runs", [("report", 5000), ("locate", 300), ("directives", 5000), ("did_change", 5000)]
+)
 def test_coverage_guided_fuzzing_finds_nothing(target, runs, tmp_path):
     """fuzz/run.py under libFuzzer (atheris), seeded with the real reports and
     jax ops files, a fixed seed so that a failure reproduces; a crash input
     would be saved in tmp_path."""
     import subprocess
-    done = subprocess.run([sys.executable, str(Path(__file__).parent.parent / "fuzz" / "run.py"), target,
-                           f"-runs={runs}", "-seed=1"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).parent.parent / "fuzz" / "run.py"), target, f"-runs={runs}", "-seed=1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0 and f"Done {runs} runs" in done.stderr, done.stderr[-3000:]
     assert not list(tmp_path.glob("crash-*"))

@@ -3,16 +3,16 @@ examples/ and copies of four jax ops kernels, checked on v5e and v6e by the real
 CLI and compiler, against tests/data/golden/, captured before the refactor by
 scripts/capture_golden.py. What the script normalises (paths, seconds, vmem-lsp's
 version) is all that may differ; everything else is a fact."""
+
 from __future__ import annotations
 
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from capture_golden import GOLDEN, capture, differences  # noqa: E402
+from capture_golden import GOLDEN, capture, differences
 
 HOW_TO_RECAPTURE = """\
 The CLI's output differs from the golden files in tests/data/golden/ (diff: stored -> now).

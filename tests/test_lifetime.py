@@ -3,6 +3,7 @@ HUP, KILL, or closed stdin), every process it started is gone within 2 s,
 even a worker spinning in the user's Python. Processes are found by a tag in
 their environment, which every child inherits; the process table is read
 from /proc."""
+
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +17,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from conftest import KERNELS
 
 GONE_WITHIN = 2.0
@@ -99,19 +99,31 @@ def kill_and_expect_nothing_left(process: subprocess.Popen, how: str, tag: str) 
     assert not left, f"after {how}: {describe(left)}"
 
 
-@pytest.mark.parametrize("how,jobs", [("SIGTERM", 1), ("SIGINT", 1), ("SIGHUP", 1), ("SIGKILL", 1),
-                                      ("SIGTERM", 2), ("SIGKILL", 2)])
+@pytest.mark.parametrize(
+    "how,jobs", [("SIGTERM", 1), ("SIGINT", 1), ("SIGHUP", 1), ("SIGKILL", 1), ("SIGTERM", 2), ("SIGKILL", 2)]
+)
 def test_check_leaves_nothing_behind(tmp_path, how, jobs):
     tag, env, mark = environment(tmp_path)
-    command = [sys.executable, "-m", "vmem_lsp", "check", str(SPINS), "--target", "v6e", "--no-cache",
-               "--jobs", str(jobs)]
-    with started(command, tag, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                 stderr=subprocess.PIPE) as check:
+    command = [
+        sys.executable,
+        "-m",
+        "vmem_lsp",
+        "check",
+        str(SPINS),
+        "--target",
+        "v6e",
+        "--no-cache",
+        "--jobs",
+        str(jobs),
+    ]
+    with started(
+        command, tag, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as check:
         wait_for(mark)
         assert len(tagged(tag)) >= 2, "no worker was started"
         kill_and_expect_nothing_left(check, how, tag)
         check.wait()
-        assert check.returncode == -getattr(signal, how), check.returncode   # dies of it, as a shell expects
+        assert check.returncode == -getattr(signal, how), check.returncode  # dies of it, as a shell expects
 
 
 def lsp_message(body: dict) -> bytes:
@@ -124,21 +136,45 @@ def test_serve_leaves_nothing_behind(tmp_path, how):
     tag, env, mark = environment(tmp_path)
     source = tmp_path / "spins.py"
     source.write_text(SPINS.read_text())
-    with started([sys.executable, "-m", "vmem_lsp", "serve"], tag, cwd=tmp_path, env=env,
-                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as server:
+    with started(
+        [sys.executable, "-m", "vmem_lsp", "serve"],
+        tag,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as server:
         for message in (
-                {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                 "params": {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
-                            "initializationOptions": {"targets": ["v6e"], "cache": False,
-                                                      "trustedFolders": [str(tmp_path)]}}},
-                {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-                {"jsonrpc": "2.0", "method": "textDocument/didOpen",
-                 "params": {"textDocument": {"uri": source.as_uri(), "languageId": "python", "version": 1,
-                                             "text": source.read_text()}}}):
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "processId": os.getpid(),
+                    "rootUri": tmp_path.as_uri(),
+                    "capabilities": {},
+                    "initializationOptions": {"targets": ["v6e"], "cache": False, "trustedFolders": [str(tmp_path)]},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+            {
+                "jsonrpc": "2.0",
+                "method": "textDocument/didOpen",
+                "params": {
+                    "textDocument": {
+                        "uri": source.as_uri(),
+                        "languageId": "python",
+                        "version": 1,
+                        "text": source.read_text(),
+                    }
+                },
+            },
+        ):
             server.stdin.write(lsp_message(message))
         server.stdin.flush()
         wait_for(mark)
-        deadline = time.monotonic() + 30        # the parser process, too, is up by now
+        deadline = time.monotonic() + 30  # the parser process, too, is up by now
         while len(tagged(tag)) < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(tagged(tag)) >= 3, describe(tagged(tag))

@@ -1,4 +1,5 @@
 """The locator against jax's own TPU kernels, against small handwritten kernels, and against garbage."""
+
 from __future__ import annotations
 
 import ast
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import jax.experimental.pallas.ops.tpu as jax_tpu_ops
 import pytest
-
 from fuzz_properties import ast_site_count, name_of
+
 from vmem_lsp.source.locate import LocateResult, clear_cache, locate
 from vmem_lsp.source.model import BlockSpecSite, Expr, KernelSite, Span
 
@@ -21,15 +22,16 @@ JAX_FILES = sorted(JAX_TPU_OPS.rglob("*.py"))
 
 def source_at(source: str, span: Span) -> str:
     """The text a span covers, sliced from the source independently of the locator."""
-    lines = source.split("\n")[span.start_line - 1:span.end_line]
-    lines[-1] = lines[-1][:span.end_col]
-    lines[0] = lines[0][span.start_col:]
+    lines = source.split("\n")[span.start_line - 1 : span.end_line]
+    lines[-1] = lines[-1][: span.end_col]
+    lines[0] = lines[0][span.start_col :]
     return "\n".join(lines)
 
 
 def exprs_of(site: KernelSite) -> list[Expr]:
-    specs = [e for b in site.in_specs + site.out_specs
-             for e in (b.block_shape, b.index_map, b.memory_space, b.pipeline_mode)]
+    specs = [
+        e for b in site.in_specs + site.out_specs for e in (b.block_shape, b.index_map, b.memory_space, b.pipeline_mode)
+    ]
     scratch = [e for s in site.scratch for e in (s.shape, s.dtype)]
     own = [site.grid, site.grid_spec, site.num_scalar_prefetch, site.compiler_params, site.vmem_limit_bytes]
     return [e for e in specs + scratch + own if e is not None]
@@ -37,14 +39,19 @@ def exprs_of(site: KernelSite) -> list[Expr]:
 
 # --- independent answers, with ast (the site count is in fuzz_properties.py) -------------------------
 
+
 def ast_calls_named(tree: ast.Module, name: str, source: str) -> list[tuple[int, int]]:
     """(line, character column) of every call whose callee is spelled `name` or `x.name`."""
     lines = source.split("\n")
-    return [(n.lineno, len(lines[n.lineno - 1].encode()[:n.col_offset].decode()))
-            for n in ast.walk(tree) if isinstance(n, ast.Call) and name_of(n.func) == name]
+    return [
+        (n.lineno, len(lines[n.lineno - 1].encode()[: n.col_offset].decode()))
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and name_of(n.func) == name
+    ]
 
 
 # --- 1. every site and every BlockSpec of jax's TPU kernels ------------------------------------------
+
 
 def _corpus_rows() -> list[tuple[str, int, int, int, int, list]]:
     rows = []
@@ -55,8 +62,16 @@ def _corpus_rows() -> list[tuple[str, int, int, int, int, list]]:
         attached = {(b.span.start_line, b.span.start_col) for s in result.sites for b in s.in_specs + s.out_specs}
         specs = ast_calls_named(tree, "BlockSpec", source)
         missing = [at for at in specs if at not in attached]
-        rows.append((str(path.relative_to(JAX_TPU_OPS)), ast_site_count(tree), len(result.sites),
-                     len(specs), len(specs) - len(missing), missing))
+        rows.append(
+            (
+                str(path.relative_to(JAX_TPU_OPS)),
+                ast_site_count(tree),
+                len(result.sites),
+                len(specs),
+                len(specs) - len(missing),
+                missing,
+            )
+        )
     return rows
 
 
@@ -121,13 +136,19 @@ def test_ragged_paged_attention_scratch_and_vmem_limit():
     path = JAX_TPU_OPS / "ragged_paged_attention" / "kernel.py"
     (site,) = locate(path.read_text(), str(path)).sites
     assert [(s.index, s.kind) for s in site.scratch] == [
-        (0, "VMEM"), (1, "SemaphoreType.DMA"), (2, "VMEM"), (3, "VMEM"), (4, "VMEM")]
+        (0, "VMEM"),
+        (1, "SemaphoreType.DMA"),
+        (2, "VMEM"),
+        (3, "VMEM"),
+        (4, "VMEM"),
+    ]
     assert site.scratch[1].shape.text == "(2,)"
     assert site.vmem_limit_bytes.text == "vmem_limit_bytes"
     assert site.num_scalar_prefetch.text == "len(scalar_prefetches)"
 
 
 # --- 2. handwritten kernels ------------------------------------------------------------------------
+
 
 def only_site(source: str) -> KernelSite:
     result = locate(textwrap.dedent(source), "k.py")
@@ -246,14 +267,17 @@ def test_partial_whose_result_is_called_merges_into_the_call():
     assert source_at(source, site.name_span) == "call"
     assert shapes(site.in_specs) == [(0, "(8, 128)")] and shapes(site.out_specs) == [(0, "(8, 256)")]
     assert site.grid.text == "(4,)"
-    (site,) = locate("from functools import partial\n"
-                     "p = partial(pl.pallas_call, grid=(3,))(kernel, in_specs=[pl.BlockSpec((1, 2), None)])\n",
-                     "k.py").sites
+    (site,) = locate(
+        "from functools import partial\n"
+        "p = partial(pl.pallas_call, grid=(3,))(kernel, in_specs=[pl.BlockSpec((1, 2), None)])\n",
+        "k.py",
+    ).sites
     assert site.grid.text == "(3,)" and shapes(site.in_specs) == [(0, "(1, 2)")]
 
 
 def test_partial_alias_named_pallas_call_merges_into_each_call():
-    result = locate(textwrap.dedent("""\
+    result = locate(
+        textwrap.dedent("""\
         import functools
         from jax.experimental import pallas as pl
         pallas_call = functools.partial(pl.pallas_call, interpret=True, grid=(2,))
@@ -261,7 +285,9 @@ def test_partial_alias_named_pallas_call_merges_into_each_call():
             return pallas_call(kernel, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])(x)
         def g(x):
             return pallas_call(kernel, out_shape=x, grid=(5,))(x)
-    """), "k.py")
+    """),
+        "k.py",
+    )
     assert [(s.function, s.grid.text, len(s.in_specs)) for s in result.sites] == [("f", "(2,)", 1), ("g", "(5,)", 0)]
 
 
@@ -340,8 +366,13 @@ def test_variables_lists_concatenation_and_branches():
             out = [*out, pl.BlockSpec((5, 128), None)]
             return pl.pallas_call(k, out_shape=x, in_specs=in_specs, out_specs=out)(x)
     """)
-    assert shapes(site.in_specs) == [(0, "(8, 128)"), (1, "(8, 256)"), (2, "(1, 128)"), (3, "(2, 128)"),
-                                     (4, "(3, 128)")]
+    assert shapes(site.in_specs) == [
+        (0, "(8, 128)"),
+        (1, "(8, 256)"),
+        (2, "(1, 128)"),
+        (3, "(2, 128)"),
+        (4, "(3, 128)"),
+    ]
     assert shapes(site.out_specs) == [(0, "(4, 128)"), (1, "(5, 128)")]
 
 
@@ -489,6 +520,7 @@ def jax_order(source: str) -> dict[str, list[int]]:
 
     def pallas_call(kernel, out_shape=None, **kw):
         import jax
+
         for role in ("in_specs", "out_specs"):
             seen[role] = [spec.block_shape[0] for spec in jax.tree_util.tree_leaves(kw.get(role, ()))]
         return lambda *args: None
@@ -511,8 +543,9 @@ def test_pytree_constructor_specs_have_spans_and_jax_flattening_indices(kernel):
     expected = jax_order(source)
     for role, specs in (("in_specs", site.in_specs), ("out_specs", site.out_specs)):
         assert all(source_at(source, b.span).startswith("pl.BlockSpec(") for b in specs)
-        assert [int(b.block_shape.text.strip("(,)")) for b in sorted(specs, key=lambda b: b.index)] \
-            == expected.get(role, []), role
+        assert [int(b.block_shape.text.strip("(,)")) for b in sorted(specs, key=lambda b: b.index)] == expected.get(
+            role, []
+        ), role
 
 
 def test_pytree_constructors_the_locator_cannot_order_give_spans_without_index():
@@ -581,20 +614,29 @@ def test_scratch_shapes_of_every_kind():
             ])(x)
     """)
     got = [(s.index, s.kind, s.shape and s.shape.text, s.dtype and s.dtype.text) for s in site.scratch]
-    assert got == [(0, "VMEM", "(128, 128)", "jnp.float32"), (1, "SMEM", "(4,)", "jnp.int32"),
-                   (2, "SemaphoreType.DMA", None, None), (3, "SemaphoreType.DMA", "(2,)", None),
-                   (4, "VMEM", "(8, 128)", "jnp.bfloat16")]
+    assert got == [
+        (0, "VMEM", "(128, 128)", "jnp.float32"),
+        (1, "SMEM", "(4,)", "jnp.int32"),
+        (2, "SemaphoreType.DMA", None, None),
+        (3, "SemaphoreType.DMA", "(2,)", None),
+        (4, "VMEM", "(8, 128)", "jnp.bfloat16"),
+    ]
     assert site.scratch[0].span.start_line == 3
 
 
-@pytest.mark.parametrize("params, limit", [
-    ("pltpu.CompilerParams(dimension_semantics=('parallel',), vmem_limit_bytes=64 * 1024 * 1024)",
-     "64 * 1024 * 1024"),
-    ("pltpu.TPUCompilerParams(vmem_limit_bytes=LIMIT)", "LIMIT"),
-    ("dict(mosaic=dict(vmem_limit_bytes=100_000_000))", "100_000_000"),
-    ("{'mosaic': {'vmem_limit_bytes': 2**26}}", "2**26"),
-    ("pltpu.CompilerParams(dimension_semantics=('parallel',))", None),
-])
+@pytest.mark.parametrize(
+    "params, limit",
+    [
+        (
+            "pltpu.CompilerParams(dimension_semantics=('parallel',), vmem_limit_bytes=64 * 1024 * 1024)",
+            "64 * 1024 * 1024",
+        ),
+        ("pltpu.TPUCompilerParams(vmem_limit_bytes=LIMIT)", "LIMIT"),
+        ("dict(mosaic=dict(vmem_limit_bytes=100_000_000))", "100_000_000"),
+        ("{'mosaic': {'vmem_limit_bytes': 2**26}}", "2**26"),
+        ("pltpu.CompilerParams(dimension_semantics=('parallel',))", None),
+    ],
+)
 def test_compiler_params_and_vmem_limit(params, limit):
     site = only_site(f"def f(x):\n    return pl.pallas_call(k, out_shape=x, compiler_params={params})(x)\n")
     assert site.compiler_params.text == params
@@ -624,12 +666,17 @@ def test_pipeline_mode_buffered():
             ])(x)
     """)
     assert [(b.buffer_count, b.pipeline_mode and b.pipeline_mode.text) for b in site.in_specs] == [
-        (1, "pl.Buffered(1)"), (1, "single"), (3, "pl.Buffered(3)"), (None, None)]
+        (1, "pl.Buffered(1)"),
+        (1, "single"),
+        (3, "pl.Buffered(3)"),
+        (None, None),
+    ]
     assert site.in_specs[3].memory_space.text == "pltpu.SMEM" and site.in_specs[3].block_shape is None
 
 
 def test_enclosing_function_names():
-    result = locate(textwrap.dedent("""\
+    result = locate(
+        textwrap.dedent("""\
         def outer(x):
             def inner(y):
                 return pl.pallas_call(k, out_shape=y)(y)
@@ -638,7 +685,9 @@ def test_enclosing_function_names():
             def run(self, x):
                 return pl.pallas_call(k, out_shape=x)(x)
         kernel = pl.pallas_call(k, out_shape=X)
-    """), "k.py")
+    """),
+        "k.py",
+    )
     assert [s.function for s in result.sites] == ["outer.inner", "Ops.run", None]
 
 
@@ -653,24 +702,32 @@ def test_what_cannot_be_followed_is_said_in_notes():
 
 
 def test_identical_statements_at_two_places_keep_their_own_spans():
-    result = locate(textwrap.dedent("""\
+    result = locate(
+        textwrap.dedent("""\
         def a(x):
             return pl.pallas_call(k, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])(x)
         def b(x):
             return pl.pallas_call(k, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])(x)
-    """), "k.py")
-    assert [(s.function, s.in_specs[0].span.start_line, s.in_specs[0].block_shape.span.start_line)
-            for s in result.sites] == [("a", 2, 2), ("b", 4, 4)]
+    """),
+        "k.py",
+    )
+    assert [
+        (s.function, s.in_specs[0].span.start_line, s.in_specs[0].block_shape.span.start_line) for s in result.sites
+    ] == [("a", 2, 2), ("b", 4, 4)]
 
 
 # --- keyword arguments: where the fixes insert one, without parsing the call again ---------------
 
+
 def ast_span(node: ast.AST, lines: list[str]) -> Span:
     """An ast node's span with its UTF-8 byte columns turned into code points, here, apart from the locator."""
+
     def column(line: int, byte: int) -> int:
         return len(lines[line - 1].encode()[:byte].decode())
-    return Span(node.lineno, column(node.lineno, node.col_offset),
-                node.end_lineno, column(node.end_lineno, node.end_col_offset))
+
+    return Span(
+        node.lineno, column(node.lineno, node.col_offset), node.end_lineno, column(node.end_lineno, node.end_col_offset)
+    )
 
 
 @pytest.mark.parametrize("path", [p for p in JAX_FILES if "pallas_call" in p.read_text()], ids=lambda p: p.name)
@@ -693,11 +750,20 @@ def test_keyword_positions_count_code_points_on_non_ascii_lines():
     """)
     site = only_site(source)
     assert site.keywords == (
-        ("name", Span(4, 34, 4, 44)), ("out_shape", Span(4, 46, 4, 57)),
-        ("debug", Span(5, 8, 5, 17)), ("grid", Span(5, 19, 5, 28)), ("in_specs", Span(5, 30, 5, 69)))
+        ("name", Span(4, 34, 4, 44)),
+        ("out_shape", Span(4, 46, 4, 57)),
+        ("debug", Span(5, 8, 5, 17)),
+        ("grid", Span(5, 19, 5, 28)),
+        ("in_specs", Span(5, 30, 5, 69)),
+    )
     assert [source_at(source, span) for _, span in site.keywords] == [
-        'name="注意力"', "out_shape=x", 'debug="é"', "grid=(2,)", "in_specs=[pl.BlockSpec((8, 128), None)]"]
-    assert pickle.loads(pickle.dumps(site)) == site     # sites cross a process boundary
+        'name="注意力"',
+        "out_shape=x",
+        'debug="é"',
+        "grid=(2,)",
+        "in_specs=[pl.BlockSpec((8, 128), None)]",
+    ]
+    assert pickle.loads(pickle.dumps(site)) == site  # sites cross a process boundary
 
 
 def test_keyword_positions_are_those_of_the_call_at_the_span():
@@ -712,11 +778,18 @@ def test_keyword_positions_are_those_of_the_call_at_the_span():
     """)
     site = only_site(source)
     assert [(name, source_at(source, span)) for name, span in site.keywords] == [
-        ("out_specs", "out_specs = pl.BlockSpec((8, 256), None)"), ("grid", "grid=(4,)")]
-    twice = locate("def a(x):\n    return pl.pallas_call(k, out_shape=x)(x)\n"
-                   "def b(x):\n    return pl.pallas_call(k, out_shape=x)(x)\n", "k.py")
-    assert [s.keywords for s in twice.sites] == [(("out_shape", Span(2, 29, 2, 40)),),
-                                                 (("out_shape", Span(4, 29, 4, 40)),)]
+        ("out_specs", "out_specs = pl.BlockSpec((8, 256), None)"),
+        ("grid", "grid=(4,)"),
+    ]
+    twice = locate(
+        "def a(x):\n    return pl.pallas_call(k, out_shape=x)(x)\n"
+        "def b(x):\n    return pl.pallas_call(k, out_shape=x)(x)\n",
+        "k.py",
+    )
+    assert [s.keywords for s in twice.sites] == [
+        (("out_shape", Span(2, 29, 2, 40)),),
+        (("out_shape", Span(4, 29, 4, 40)),),
+    ]
 
 
 def test_cached_and_cold_results_are_equal():
@@ -724,7 +797,9 @@ def test_cached_and_cold_results_are_equal():
     clear_cache()
     cold = locate(source, "flash_attention.py")
     assert locate(source, "flash_attention.py") == cold
-    edited = source.replace("block_b, 1, block_q, head_dim), q_index_map", "block_b, 1, block_q, 2 * head_dim), q_index_map")
+    edited = source.replace(
+        "block_b, 1, block_q, head_dim), q_index_map", "block_b, 1, block_q, 2 * head_dim), q_index_map"
+    )
     (changed,) = [b for s in locate(edited, "f.py").sites for b in s.in_specs if "2 * head_dim" in b.block_shape.text]
     assert changed.index == 0
 
@@ -747,7 +822,8 @@ def test_windows_newlines():
 
 
 def test_syntax_error_keeps_the_sites_of_statements_that_parse():
-    result = locate(textwrap.dedent("""\
+    result = locate(
+        textwrap.dedent("""\
         def good(x):
             return pl.pallas_call(k, out_shape=x, in_specs=[pl.BlockSpec((8, 128), None)])(x)
 
@@ -756,7 +832,9 @@ def test_syntax_error_keeps_the_sites_of_statements_that_parse():
 
         def also_good(x):
             return pl.pallas_call(k, out_shape=x)(x)
-    """), "k.py")
+    """),
+        "k.py",
+    )
     assert result.error.startswith("syntax error at line 5:")
     assert [(s.function, s.span.start_line) for s in result.sites] == [("good", 2), ("also_good", 8)]
 
@@ -764,10 +842,24 @@ def test_syntax_error_keeps_the_sites_of_statements_that_parse():
 # --- 3. never raises ---------------------------------------------------------------------------------
 
 ODD_INPUTS = [
-    "", "\n", "\0", "x = (", ")", "def f(:\n", "pl.pallas_call(", "pl.pallas_call(k, in_specs=[pl.BlockSpec((8,",
-    "\ufeffimport x\n", "a\rb\r\n", "\x0c\n", "if 1:\n\tx=1\n        y=2\n", "(" * 500, "[" * 100_000,
-    "x = " + "-" * 100_000 + "1", "é = pl.pallas_call(k, in_specs=[pl.BlockSpec((8, 128), None)])\n",
-    "pl.pallas_call(k, in_specs=[pl.BlockSpec((8,128), f)])(x)\n\0\n", "@partial(pl.pallas_call\n",
+    "",
+    "\n",
+    "\0",
+    "x = (",
+    ")",
+    "def f(:\n",
+    "pl.pallas_call(",
+    "pl.pallas_call(k, in_specs=[pl.BlockSpec((8,",
+    "\ufeffimport x\n",
+    "a\rb\r\n",
+    "\x0c\n",
+    "if 1:\n\tx=1\n        y=2\n",
+    "(" * 500,
+    "[" * 100_000,
+    "x = " + "-" * 100_000 + "1",
+    "é = pl.pallas_call(k, in_specs=[pl.BlockSpec((8, 128), None)])\n",
+    "pl.pallas_call(k, in_specs=[pl.BlockSpec((8,128), f)])(x)\n\0\n",
+    "@partial(pl.pallas_call\n",
     "pallas_call = partial(pl.pallas_call, interpret=True)\npallas_call(k, in_specs=pallas_call)\n",
     "def f():\n  s = s + [pl.BlockSpec((1,), None)]\n  s.append(s)\n  return pl.pallas_call(k, in_specs=s)\n",
     "def f():\n  return f()\npl.pallas_call(k, in_specs=f(), out_specs=f()[0])\n",
@@ -800,9 +892,9 @@ def test_every_prefix_of_a_jax_kernel_file_never_raises(path):
 # --- 4. an edit parses again only what it touched (statements.py) ---------------------------------
 
 EDITED = [
-    "x = 1; doc = \"\"\"\na = 1\nb = 2\n\"\"\"\ny = 3\n",
+    'x = 1; doc = """\na = 1\nb = 2\n"""\ny = 3\n',
     "x = (1,\n2); y = 3\nz = 4\n",
-    "x = 1; z = 1 + \\\n2\nw = 3\n",                     # a `;` and a backslash: the next line is not afresh
+    "x = 1; z = 1 + \\\n2\nw = 3\n",  # a `;` and a backslash: the next line is not afresh
     "@d\ndef f():\n    pass\nz = 3\n",
     "if a:\n    pass\nelse:\n    pass\nz = 1\n",
     "def f():\n    return 1\n\n# note\nclass A:\n    b = 2\n",
@@ -815,11 +907,16 @@ def test_statements_after_an_edit_are_those_of_a_whole_parse(source):
 
     def dump(statements):
         return [ast.dump(s, include_attributes=True) for s in statements]
+
     lines = source.split("\n")
     for i, line in enumerate(lines):
-        for new in (lines[:i] + [line + " "] + lines[i + 1:], lines[:i] + ["q = 0"] + lines[i:],
-                    lines[:i] + ["    q"] + lines[i:], lines[:i] + lines[i + 1:],
-                    lines[:i] + [line[:len(line) // 2]] + lines[i + 1:]):
+        for new in (
+            lines[:i] + [line + " "] + lines[i + 1 :],
+            lines[:i] + ["q = 0"] + lines[i:],
+            lines[:i] + ["    q"] + lines[i:],
+            lines[:i] + lines[i + 1 :],
+            lines[:i] + [line[: len(line) // 2]] + lines[i + 1 :],
+        ):
             text = "\n".join(new)
             clear_cache()
             top_level_statements(source, lines, "edited.py")
@@ -836,7 +933,7 @@ def test_an_editors_edits_locate_as_a_fresh_locate():
     """Typing, Enter above a site (its lines move), a syntax error, undo: as locating each text afresh."""
     import dataclasses
 
-    source = textwrap.dedent('''\
+    source = textwrap.dedent("""\
         from jax.experimental import pallas as pl
 
         def kernel(x_ref, o_ref):
@@ -847,16 +944,24 @@ def test_an_editors_edits_locate_as_a_fresh_locate():
         def run(x):
             specs = [pl.BlockSpec((8, 128), lambda i: (i, 0))]
             return pl.pallas_call(kernel, grid=(4,), in_specs=specs, out_specs=specs[0])(x)
-        ''')
+        """)
     lines = source.split("\n")
-    texts = [source, source.replace("(8, 128)", "(16, 128)"), "\n".join(lines[:2] + [""] + lines[2:]),
-             "\n".join(lines[:8] + ["    specs = [pl.BlockSpec((8, 1"] + lines[9:]), source,
-             "\n".join(lines[:7] + ["    pass"] + lines[7:]), "\n".join(lines[:5] + lines[6:]), source]
+    texts = [
+        source,
+        source.replace("(8, 128)", "(16, 128)"),
+        "\n".join(lines[:2] + [""] + lines[2:]),
+        "\n".join(lines[:8] + ["    specs = [pl.BlockSpec((8, 1"] + lines[9:]),
+        source,
+        "\n".join(lines[:7] + ["    pass"] + lines[7:]),
+        "\n".join(lines[:5] + lines[6:]),
+        source,
+    ]
     clear_cache()
     for number, text in enumerate(texts):
         edited = locate(text, "edited.py")
         fresh = locate(text, f"fresh{number}.py")
         assert edited.error == fresh.error and edited.internal_error is None
-        assert [dataclasses.replace(s, path="fresh") for s in edited.sites] == \
-            [dataclasses.replace(s, path="fresh") for s in fresh.sites], number
+        assert [dataclasses.replace(s, path="fresh") for s in edited.sites] == [
+            dataclasses.replace(s, path="fresh") for s in fresh.sites
+        ], number
     assert [site.grid.text for site in locate(source, "edited.py").sites] == ["(1,)", "(2,)", "(4,)"]

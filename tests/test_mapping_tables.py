@@ -4,6 +4,7 @@ captured call and a small located source in; anchors and messages out.
 
 Each case is one row of a table: what it feeds mapping, budget and the
 rendering, and what the user must read, where. Runs in about a second."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -17,7 +18,6 @@ from vmem_lsp.correlate import scratch_indices
 from vmem_lsp.diagnostics import merge_targets
 from vmem_lsp.engine import SourceFiles, diagnose
 from vmem_lsp.mapping import allocation_name, diagnostics_for
-from vmem_lsp.report.model import Allocation
 from vmem_lsp.report.parse import parse_report
 from vmem_lsp.source.directives import find_examples
 
@@ -25,7 +25,7 @@ REPORTS = Path(__file__).parent / "data" / "reports"
 
 # A small source as a user writes it: the kernel, its BlockSpecs and scratch,
 # and two examples that reach the same pallas_call.
-SOURCE = '''\
+SOURCE = """\
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
@@ -43,9 +43,9 @@ def copy(x, n: int = 8):
     )(x)
 # vmem: copy(f32[4096,4096])
 # vmem: copy(f32[8192,4096], 16)
-'''
+"""
 PATH = "/project/kernels/copy.py"
-CALL_LINE = 8           # `return pl.pallas_call(`
+CALL_LINE = 8  # `return pl.pallas_call(`
 IN_SPEC, OUT_SPEC, SCRATCH = 12, 13, 14
 
 
@@ -55,17 +55,27 @@ def report(name: str) -> str:
 
 
 def operand(role: str, index: int, rows: int = 8, full=(4096, 4096), buffers=None, operand=None) -> Operand:
-    return Operand(role, index, index if operand is None else operand, "f32", full, (rows, 4096), None, buffers,
-                   False, None)
+    return Operand(
+        role, index, index if operand is None else operand, "f32", full, (rows, 4096), None, buffers, False, None
+    )
 
 
-def call(text: str | None, *, rows: int = 8, full=(4096, 4096), scratch=((4096, 4096), (4096, 4096)),
-         fits: bool = False) -> CapturedCall:
+def call(
+    text: str | None, *, rows: int = 8, full=(4096, 4096), scratch=((4096, 4096), (4096, 4096)), fits: bool = False
+) -> CapturedCall:
     return CapturedCall(
-        "kernel for copy", Origin(PATH, CALL_LINE), None, (full[0] // rows,), 0,
+        "kernel for copy",
+        Origin(PATH, CALL_LINE),
+        None,
+        (full[0] // rows,),
+        0,
         (operand("in", 0, rows, full), operand("out", 0, rows, full)),
         tuple(Scratch(i, "f32", shape, "vmem", None) for i, shape in enumerate(scratch)),
-        None, fits, text, 1.0)
+        None,
+        fits,
+        text,
+        1.0,
+    )
 
 
 def sources() -> SourceFiles:
@@ -87,20 +97,33 @@ def where(d) -> tuple[int, int]:
 TWIN = "twin-scratch-v6e"
 CASES = [
     # (report, target, {(code, line): [message fragments]})
-    (TWIN, "v6e", {
-        ("VMEM001", SCRATCH): ["scratch 0 f32[4096,4096] = 64.00M; kernel needs 128.50M of 127.94M VMEM on TPU v6e "
-                               "(over by 576.0K)",
-                               "scratch 1 f32[4096,4096] = 64.00M; kernel needs 128.50M of 127.94M VMEM on TPU v6e"],
-        ("VMEM001", IN_SPEC): ["input 0 window f32[8,4096] = 256.0K, double buffered"],
-        ("VMEM001", OUT_SPEC): ["output 0 window f32[8,4096] = 256.0K, double buffered"],
-        ("VMEM002", CALL_LINE): ["pallas_call kernel: kernel needs 128.50M of 127.94M VMEM on TPU v6e (over by 576.0K)"],
-        ("VMEM004", 16): ["example does not fit: pallas_call kernel at "],
-    }),
-    ("scoped-e1001-v6e", "v6e", {
-        ("VMEM001", IN_SPEC): ["input 0 window f32[8,4096] = 256.0K, double buffered; kernel needs",
-                               "(sizes estimated by the layout model; the compiler gives only the total)"],
-        ("VMEM002", CALL_LINE): ["scoped VMEM on TPU v6e (over by"],
-    }),
+    (
+        TWIN,
+        "v6e",
+        {
+            ("VMEM001", SCRATCH): [
+                "scratch 0 f32[4096,4096] = 64.00M; kernel needs 128.50M of 127.94M VMEM on TPU v6e (over by 576.0K)",
+                "scratch 1 f32[4096,4096] = 64.00M; kernel needs 128.50M of 127.94M VMEM on TPU v6e",
+            ],
+            ("VMEM001", IN_SPEC): ["input 0 window f32[8,4096] = 256.0K, double buffered"],
+            ("VMEM001", OUT_SPEC): ["output 0 window f32[8,4096] = 256.0K, double buffered"],
+            ("VMEM002", CALL_LINE): [
+                "pallas_call kernel: kernel needs 128.50M of 127.94M VMEM on TPU v6e (over by 576.0K)"
+            ],
+            ("VMEM004", 16): ["example does not fit: pallas_call kernel at "],
+        },
+    ),
+    (
+        "scoped-e1001-v6e",
+        "v6e",
+        {
+            ("VMEM001", IN_SPEC): [
+                "input 0 window f32[8,4096] = 256.0K, double buffered; kernel needs",
+                "(sizes estimated by the layout model; the compiler gives only the total)",
+            ],
+            ("VMEM002", CALL_LINE): ["scoped VMEM on TPU v6e (over by"],
+        },
+    ),
 ]
 
 
@@ -133,20 +156,25 @@ def test_an_allocation_is_named_by_the_compilers_tag_never_the_tools_own_hlo_lab
     [first] = parse_report(report(TWIN)).allocations[:1]
     wrapper = replace(first, kind="other", tag=None, label="_lambda_.1 = custom-call(a_0_.1, b_0_.1), custom_call")
     assert "_lambda_" not in allocation_name(wrapper)
-    assert allocation_name(replace(wrapper, tag="scoped memory for tpu_custom_call")) == \
-        "scoped memory for tpu_custom_call"
+    assert (
+        allocation_name(replace(wrapper, tag="scoped memory for tpu_custom_call"))
+        == "scoped memory for tpu_custom_call"
+    )
 
 
 # ---- chips merge by subject, never across examples ------------------------------------------
+
 
 def test_two_examples_of_one_kernel_stay_apart_and_each_merges_its_own_chips():
     """Two examples reach one pallas_call: one diagnostic per example on each
     line, each naming its own figures on each of its chips, with its facts."""
     small, large = examples()
     twin, scoped = report(TWIN), report("scoped-e1001-v6e")
-    results = [(small, ExampleResult("v6e", None, (call(twin),))),
-               (small, ExampleResult("v5e", None, (call(scoped),))),
-               (large, ExampleResult("v6e", None, (call(scoped, full=(8192, 4096), rows=16),)))]
+    results = [
+        (small, ExampleResult("v6e", None, (call(twin),))),
+        (small, ExampleResult("v5e", None, (call(scoped),))),
+        (large, ExampleResult("v6e", None, (call(scoped, full=(8192, 4096), rows=16),))),
+    ]
     shown = diagnose([], results, sources())
     totals = [d for d in shown if d.code == "VMEM002"]
     assert len(totals) == 2
@@ -162,26 +190,48 @@ def test_merging_reads_the_subject_not_the_text():
     """Reworded messages merge the same: the key is the subject."""
     example = examples()[0]
     text = report(TWIN)
-    found = [*diagnostics_for(example, ExampleResult("v6e", None, (call(text),)), sources()),
-             *diagnostics_for(example, ExampleResult("v7x", None, (call(text),)), sources())]
+    found = [
+        *diagnostics_for(example, ExampleResult("v6e", None, (call(text),)), sources()),
+        *diagnostics_for(example, ExampleResult("v7x", None, (call(text),)), sources()),
+    ]
     reworded = [replace(d, message=d.message.upper()) for d in found]
     assert len(merge_targets(reworded)) == len(merge_targets(found)) == len(found) // 2
 
 
 # ---- the wording -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs,expected", [
-    (dict(used=134217728, limit=16777216, chip="TPU v5e", scoped=True, over=117440512),
-     "kernel needs 128.00M of 16.00M scoped VMEM on TPU v5e (over by 112.00M)"),
-    (dict(used=134217728, limit=134154813, chip="TPU v6e", scoped=False, over=65536),
-     "kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)"),
-    (dict(used=20 << 20, limit=17 << 20, chip="TPU v5e", scoped=True, set_in="pyproject.toml", over=3 << 20,
-          approx=True, note=render.NOT_COMPILED),
-     "kernel needs ~20.00M of 17.00M scoped VMEM (set in pyproject.toml) on TPU v5e "
-     "(over by ~3.00M; layout model estimate, not compiled)"),
-    (dict(used=10 << 20, limit=16 << 20, chip="TPU v5e", scoped=True, approx=True),
-     "kernel needs ~10.00M of 16.00M scoped VMEM on TPU v5e"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs,expected",
+    [
+        (
+            dict(used=134217728, limit=16777216, chip="TPU v5e", scoped=True, over=117440512),
+            "kernel needs 128.00M of 16.00M scoped VMEM on TPU v5e (over by 112.00M)",
+        ),
+        (
+            dict(used=134217728, limit=134154813, chip="TPU v6e", scoped=False, over=65536),
+            "kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)",
+        ),
+        (
+            dict(
+                used=20 << 20,
+                limit=17 << 20,
+                chip="TPU v5e",
+                scoped=True,
+                set_in="pyproject.toml",
+                over=3 << 20,
+                approx=True,
+                note=render.NOT_COMPILED,
+            ),
+            "kernel needs ~20.00M of 17.00M scoped VMEM (set in pyproject.toml) on TPU v5e "
+            "(over by ~3.00M; layout model estimate, not compiled)",
+        ),
+        (
+            dict(used=10 << 20, limit=16 << 20, chip="TPU v5e", scoped=True, approx=True),
+            "kernel needs ~10.00M of 16.00M scoped VMEM on TPU v5e",
+        ),
+    ],
+)
 def test_the_budget_sentence(kwargs, expected):
     used, limit, chip = kwargs.pop("used"), kwargs.pop("limit"), kwargs.pop("chip")
     assert render.needs(used, limit, chip, **kwargs) == expected
@@ -192,8 +242,10 @@ def test_chips_clauses_join_after_one_head_and_differing_heads_stay_with_their_c
     b = render.part("input 0 window f32[8,128]", 4096, "needs B", buffers=2)
     c = render.part("input 0 window f32[8,128]", 8192, "needs C", buffers=2)
     assert render.per_target([a, b]) == "input 0 window f32[8,128] = 4.0K, double buffered; needs A; needs B"
-    assert render.per_target([a, c]) == ("input 0 window f32[8,128] = 4.0K, double buffered; needs A; "
-                                         "input 0 window f32[8,128] = 8.0K, double buffered; needs C")
+    assert render.per_target([a, c]) == (
+        "input 0 window f32[8,128] = 4.0K, double buffered; needs A; "
+        "input 0 window f32[8,128] = 8.0K, double buffered; needs C"
+    )
 
 
 def test_shapes_and_buffering():
@@ -204,24 +256,28 @@ def test_shapes_and_buffering():
 
 # ---- the static tier: estimates of the text as typed, from what a compile taught ------------
 
+
 def test_an_edited_block_shape_is_estimated_from_the_last_compile():
     """The compile saw blocks (8, 4096); the user types (2048, 4096): the
     estimate doubles-buffers the new window and says it is over, at the spec."""
     from vmem_lsp import views
     from vmem_lsp.engine import analyse
+
     literal = SOURCE.replace("(n, 4096)", "(8, 4096)")
     sources_then = SourceFiles(overlay=lambda path: literal if path == PATH else None)
     compiled = ExampleResult("v6e", None, (call(report(TWIN)),))
     learned = views.learn([compiled], sources_then.sites_of)
     typed = literal.replace("in_specs=[pl.BlockSpec((8, 4096)", "in_specs=[pl.BlockSpec((2048, 4096)")
     from vmem_lsp.source.locate import locate
+
     analysis = analyse(PATH, 2, typed, ("v6e",), learned.known, 0.10, locate)
     [(key, by_target)] = analysis.budgets.items()
     window = next(p for p in by_target["v6e"].parts if p.kind == "input_window")
     assert window.bytes == 2 * 2048 * 4096 * 4
     marked = [d for d in analysis.estimates if d.code == "VMEM001" and d.span.start_line == IN_SPEC]
-    assert marked and marked[0].message.startswith("input 0 window f32[2048,4096] ~ 64.00M, double buffered; "
-                                                   "kernel needs ~")
+    assert marked and marked[0].message.startswith(
+        "input 0 window f32[2048,4096] ~ 64.00M, double buffered; kernel needs ~"
+    )
     assert "layout model estimate, save to compile" in marked[0].message
 
 
@@ -232,20 +288,25 @@ def test_an_edit_that_keeps_names_is_estimated_with_the_values_the_compile_showe
     from vmem_lsp import views
     from vmem_lsp.engine import analyse
     from vmem_lsp.source.locate import locate
-    whole = SOURCE.replace("        grid=(x.shape[0] // n,),\n", "").replace("(n, 4096)", "(n, m)").replace(
-        "def copy(x, n: int = 8):", "def copy(x, n: int = 8, m: int = 4096):")
+
+    whole = (
+        SOURCE.replace("        grid=(x.shape[0] // n,),\n", "")
+        .replace("(n, 4096)", "(n, m)")
+        .replace("def copy(x, n: int = 8):", "def copy(x, n: int = 8, m: int = 4096):")
+    )
     sources_then = SourceFiles(overlay=lambda path: whole if path == PATH else None)
     taught = replace(call(report(TWIN), rows=4096, scratch=()), grid=())
     learned = views.learn([ExampleResult("v6e", None, (taught,))], sources_then.sites_of)
     [known] = learned.known.values()
     assert known.names == {"n": 4096, "m": 4096}
     fixed = whole.replace("(n, m), lambda i: (i, 0)", "(256, m), lambda i: (i, 0)").replace(
-        "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),", "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
-        "        grid=(n // 256,),")
+        "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),",
+        "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        grid=(n // 256,),",
+    )
     analysis = analyse(PATH, 2, fixed, ("v6e",), learned.known, 0.10, locate)
     [(key, by_target)] = analysis.budgets.items()
     windows = [p for p in by_target["v6e"].parts if p.kind.endswith("_window")]
-    assert [p.bytes for p in windows] == [2 * 256 * 4096 * 4] * 2      # (256, 4096) f32, double-buffered over 16 steps
+    assert [p.bytes for p in windows] == [2 * 256 * 4096 * 4] * 2  # (256, 4096) f32, double-buffered over 16 steps
 
 
 def test_the_estimate_while_typing_says_when_it_is_only_a_lower_bound():
@@ -256,6 +317,7 @@ def test_the_estimate_while_typing_says_when_it_is_only_a_lower_bound():
     from vmem_lsp.compile.protocol import Unseen
     from vmem_lsp.engine import analyse
     from vmem_lsp.source.locate import locate
+
     literal = SOURCE.replace("(n, 4096)", "(8, 4096)")
     sources_then = SourceFiles(overlay=lambda path: literal if path == PATH else None)
     dot = Unseen("f32[4096,4096] from dot_general", 64 << 20, Origin(PATH, 15))
@@ -267,31 +329,37 @@ def test_the_estimate_while_typing_says_when_it_is_only_a_lower_bound():
     assert "lower bound" in warning.message and "f32[4096,4096] from dot_general (64.00M)" in warning.message
     small = replace(taught, unseen=(replace(dot, bytes=1 << 20),))
     quiet = views.learn([ExampleResult("v6e", None, (small,))], sources_then.sites_of)
-    assert not [d for d in analyse(PATH, 2, literal, ("v6e",), quiet.known, 0.10, locate).estimates
-                if d.code == "VMEM006"]
+    assert not [
+        d for d in analyse(PATH, 2, literal, ("v6e",), quiet.known, 0.10, locate).estimates if d.code == "VMEM006"
+    ]
 
 
 # ---- compile errors other than VMEM: on the line that causes them (issue 17) -------------------
+
 
 def blocked_call(text: str | None, dtype: str, block, full, fits: bool = False) -> CapturedCall:
     ops = tuple(Operand(role, 0, 0, dtype, full, block, None, None, False, None) for role in ("in", "out"))
     return CapturedCall("kernel for copy", Origin(PATH, CALL_LINE), None, (2,), 0, ops, (), None, fits, text, 1.0)
 
 
-@pytest.mark.parametrize("name,dtype,block,full,tile", [
-    ("block-shape-v6e", "f32", (7, 100), (64, 256), "(8, 128) for f32"),          # jax's lowering check, args[0]
-    ("block-shape-mosaic-v6e", "s8", (8, 128), (64, 128), "(32, 128) for s8"),    # Mosaic's E2002, input 0
-])
+@pytest.mark.parametrize(
+    "name,dtype,block,full,tile",
+    [
+        ("block-shape-v6e", "f32", (7, 100), (64, 256), "(8, 128) for f32"),  # jax's lowering check, args[0]
+        ("block-shape-mosaic-v6e", "s8", (8, 128), (64, 128), "(32, 128) for s8"),  # Mosaic's E2002, input 0
+    ],
+)
 def test_a_block_the_tpu_cannot_tile_is_marked_on_its_blockspec_once_for_all_chips(name, dtype, block, full, tile):
     example = examples()[0]
-    results = [(example, ExampleResult(t, None, (blocked_call(report(name), dtype, block, full),)))
-               for t in ("v5e", "v6e")]
+    results = [
+        (example, ExampleResult(t, None, (blocked_call(report(name), dtype, block, full),))) for t in ("v5e", "v6e")
+    ]
     results.append((example, ExampleResult("v7x", None, (blocked_call(None, dtype, block, full, fits=True),))))
     shown = diagnose([], results, sources())
     [at_spec] = [d for d in shown if d.code == "VMEM030" and d.span.start_line == IN_SPEC]
     assert tile in at_spec.message and at_spec.target == "v5e,v6e"
     assert at_spec.message.endswith("; fails on TPU v5e, TPU v6e; compiles on TPU v7x"), at_spec.message
-    assert at_spec.facts["targets"]["v6e"]["text"] == report(name)        # the compiler's text, whole
+    assert at_spec.facts["targets"]["v6e"]["text"] == report(name)  # the compiler's text, whole
     [summary] = [d for d in shown if d.code == "VMEM030" and d.span.start_line == 16]
     assert summary.message.startswith("example does not compile: input 0 block")
     assert not [d for d in shown if d.code == "VMEM011"]

@@ -2,6 +2,7 @@
 over its memory share reported as such ("needed more than N GB"), not as a
 crash. The sizing from numbers, the readers against a fake /proc and cgroup
 tree, and the real CLI under a share and under a per-process limit."""
+
 from __future__ import annotations
 
 import json
@@ -13,16 +14,15 @@ import textwrap
 import uuid
 
 import pytest
+from conftest import EXAMPLES, ROOT
 
 from vmem_lsp.compile import memory, pool
 from vmem_lsp.compile.client import CheckRequest
 from vmem_lsp.compile.protocol import ExampleResult
 from vmem_lsp.config import ConfigError, Settings, apply
 
-from conftest import EXAMPLES, ROOT
-
 GB = memory.GB
-PEAK = memory.DEFAULT_PEAK          # 1.2 GB, before any measurement
+PEAK = memory.DEFAULT_PEAK  # 1.2 GB, before any measurement
 
 HOG = textwrap.dedent('''\
     """An example whose Python holds 2 GiB on the host before it reaches the kernel."""
@@ -49,16 +49,19 @@ HOG = textwrap.dedent('''\
 
 # ---- sizing from numbers ---------------------------------------------------------
 
+
 def test_sixteen_cores_and_sixteen_gigabytes_run_thirteen_workers():
     decided = memory.plan(cores=16, available=16 * GB, peak=PEAK)
-    assert decided.jobs == 13                       # not 15: 15 x 1.2 GB would swap
+    assert decided.jobs == 13  # not 15: 15 x 1.2 GB would swap
     assert decided.share_bytes >= PEAK and decided.share_bytes * 13 <= 16 * GB
     assert "13 jobs: 16.0 GB available" in decided.reason and "cores would allow 15" in decided.reason
 
 
 def test_a_cgroup_limit_of_four_gigabytes_runs_three(tmp_path):
-    for version, files, line in (("v2", ("memory.max", "memory.current"), "0::/box/job"),
-                                 ("v1", ("memory.limit_in_bytes", "memory.usage_in_bytes"), "4:memory:/box/job")):
+    for version, files, line in (
+        ("v2", ("memory.max", "memory.current"), "0::/box/job"),
+        ("v1", ("memory.limit_in_bytes", "memory.usage_in_bytes"), "4:memory:/box/job"),
+    ):
         root = tmp_path / version
         own = root / ("" if version == "v2" else "memory") / "box" / "job"
         own.mkdir(parents=True)
@@ -68,15 +71,16 @@ def test_a_cgroup_limit_of_four_gigabytes_runs_three(tmp_path):
         (own.parent / files[1]).write_text(f"{3 * GB}\n")
         room = memory.cgroup_room(f"{line}\n", str(root))
         assert room == 4 * GB, version
-        available = memory.smallest(memory.meminfo_available("MemTotal: 33554432 kB\nMemAvailable: 16777216 kB\n"),
-                                    room)
+        available = memory.smallest(
+            memory.meminfo_available("MemTotal: 33554432 kB\nMemAvailable: 16777216 kB\n"), room
+        )
         assert memory.plan(16, available, PEAK).jobs == 3, version
 
 
 def test_one_core_or_no_memory_still_runs_one():
     assert memory.plan(cores=1, available=64 * GB, peak=PEAK).jobs == 1
     assert memory.plan(cores=16, available=0, peak=PEAK).jobs == 1
-    assert memory.plan(cores=16, available=None, peak=PEAK).jobs == 15    # unknown memory: cores decide
+    assert memory.plan(cores=16, available=None, peak=PEAK).jobs == 15  # unknown memory: cores decide
 
 
 def test_settings_win_and_a_per_process_limit_caps_each_share():
@@ -100,10 +104,10 @@ def test_the_peak_file_never_fails_and_a_url_cache_keeps_it_locally(tmp_path, mo
     assert memory.write_peak("s3://bucket/prefix", 3 * GB)
     assert (tmp_path / "home-cache" / "vmem-lsp" / memory.PEAK_FILE).is_file()
     assert memory.worker_peak("s3://bucket/prefix") == 3 * GB
-    assert not memory.write_peak("s3://bucket/prefix", 2 * GB)      # the largest is kept
+    assert not memory.write_peak("s3://bucket/prefix", 2 * GB)  # the largest is kept
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    assert not memory.write_peak(str(blocked / "cache"), GB)        # cannot make the folder: no error
+    assert not memory.write_peak(str(blocked / "cache"), GB)  # cannot make the folder: no error
     assert memory.worker_peak(str(blocked / "cache")) == PEAK
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / memory.PEAK_FILE).write_text("{not json")
@@ -142,20 +146,24 @@ def test_the_message_names_the_kernel_and_the_chip_and_how_to_fix_it():
 
 def test_a_worker_killed_by_a_signal_near_a_process_limit_ran_out_of_memory():
     from vmem_lsp.compile.client import NEAR_LIMIT, WorkerClient
-    client = WorkerClient()                     # not started: only its last readings are set
+
+    client = WorkerClient()  # not started: only its last readings are set
     client.first_status = {"VmData": 1 * GB, "VmSize": 10 * GB}
     client.last_limits = {"VmData": 2 * GB, "VmSize": 18 * GB}
     client.last_status = {"VmData": int(1.9 * GB), "VmSize": 11 * GB}
     assert client._rlimit_hit(NEAR_LIMIT) == (2 * GB, "the per-process limit RLIMIT_DATA (ulimit -d)")
-    client.last_status = {"VmData": int(0.5 * GB), "VmSize": 17 * GB}      # the worker's own cap: what it may add
-    assert client._rlimit_hit(NEAR_LIMIT) == (8 * GB, "the worker's cap on what a request may add to its "
-                                                      "address space (vmem-lsp worker --max-memory-mb)")
+    client.last_status = {"VmData": int(0.5 * GB), "VmSize": 17 * GB}  # the worker's own cap: what it may add
+    assert client._rlimit_hit(NEAR_LIMIT) == (
+        8 * GB,
+        "the worker's cap on what a request may add to its address space (vmem-lsp worker --max-memory-mb)",
+    )
     client.last_status = {"VmData": int(0.5 * GB), "VmSize": 11 * GB}
-    assert client._rlimit_hit(NEAR_LIMIT) is None               # far from both: a crash, not memory
+    assert client._rlimit_hit(NEAR_LIMIT) is None  # far from both: a crash, not memory
 
 
 def test_a_memory_overrun_is_not_cached(tmp_path):
     from vmem_lsp.compile.cache import ResultCache
+
     cache = ResultCache(str(tmp_path / "cache"))
     request = CheckRequest("hog(f32[8, 128])", "v5e", path=str(tmp_path / "hog.py"))
     cache.put(request, ExampleResult("v5e", None, error="needed more than 1.5 GB", error_kind="memory"))
@@ -164,14 +172,20 @@ def test_a_memory_overrun_is_not_cached(tmp_path):
 
 # ---- the real CLI ------------------------------------------------------------------
 
+
 def run_marked(args, cwd, prefix=(), timeout=600, program=("-m", "vmem_lsp")):
     """The CLI (or another `program` of Python's) as a subprocess, its processes
     marked in their environment, and those still alive after it ended (a
     worker left behind)."""
     mark = uuid.uuid4().hex
-    done = subprocess.run([*prefix, sys.executable, *program, *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT),
-                                                           "PYTHONUNBUFFERED": "1", "VMEM_TEST_MARK": mark})
+    done = subprocess.run(
+        [*prefix, sys.executable, *program, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "VMEM_TEST_MARK": mark},
+    )
     return done, marked_processes(mark)
 
 
@@ -220,8 +234,11 @@ def test_a_per_process_limit_is_reported_as_memory(tmp_path):
     RLIMIT_AS: the next test) each share is capped at
     the limit, and the example that cannot allocate says which limit."""
     folder = project(tmp_path)
-    done, left = run_marked(["check", "hog.py", "--no-cache", "--format", "json", "--verbose"], folder,
-                            prefix=(shutil.which("prlimit"), f"--data={2 * GB}"))
+    done, left = run_marked(
+        ["check", "hog.py", "--no-cache", "--format", "json", "--verbose"],
+        folder,
+        prefix=(shutil.which("prlimit"), f"--data={2 * GB}"),
+    )
     assert done.returncode == 1, done.stderr
     found = diagnostic_on(json.loads(done.stdout), "# vmem: hog(", folder / "hog.py")
     assert found["facts"]["error_kind"] == "memory"
@@ -261,18 +278,22 @@ async def test_the_servers_workers_are_watched_too(tmp_path):
     hog is squiggled with what it needed, the example beside it is checked,
     and no worker outlives the server."""
     from lsp_client import Editor, running_server, wait_for
+
     folder = project(tmp_path, 'worker-memory = "1.5GB"\n')
     async with running_server(folder) as client:
         editor = Editor(client, folder / "hog.py")
         editor.open()
-        [found] = await wait_for(lambda: [d for d in editor.diagnostics() if d.code == "VMEM010"],
-                                 what="the hog's diagnostic")
+        [found] = await wait_for(
+            lambda: [d for d in editor.diagnostics() if d.code == "VMEM010"], what="the hog's diagnostic"
+        )
         assert "needed more than 1.5 GB" in found.message and found.range.start.line == 10, found
-        ready = await wait_for(lambda: [m.message for m in client.log_messages if "worker ready" in m.message],
-                               what="worker ready log")
+        ready = await wait_for(
+            lambda: [m.message for m in client.log_messages if "worker ready" in m.message], what="worker ready log"
+        )
         pids = [int(m.split("pid ")[1].split(")")[0]) for m in ready]
-    await wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pids), timeout=10,
-                   what="the workers to exit")
+    await wait_for(
+        lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pids), timeout=10, what="the workers to exit"
+    )
 
 
 def test_an_address_space_limit_is_kept_and_reported(tmp_path):
@@ -281,8 +302,11 @@ def test_an_address_space_limit_is_kept_and_reported(tmp_path):
     request was refused: the example that fits is checked, the hog is told
     which limit stopped it."""
     folder = project(tmp_path)
-    done, left = run_marked(["check", "hog.py", "--no-cache", "--format", "json"], folder,
-                            prefix=(shutil.which("prlimit"), f"--as={3 * GB}"))
+    done, left = run_marked(
+        ["check", "hog.py", "--no-cache", "--format", "json"],
+        folder,
+        prefix=(shutil.which("prlimit"), f"--as={3 * GB}"),
+    )
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     found = diagnostic_on(report, "# vmem: hog(", folder / "hog.py")
@@ -299,7 +323,7 @@ def test_the_peak_is_measured_kept_and_read_by_the_next_run(tmp_path):
     assert first.returncode == 0, first.stderr
     assert "(assumed: none measured yet)" in first.stderr
     kept = json.loads((cache / memory.PEAK_FILE).read_text())
-    assert 100 << 20 < kept["peak_bytes"] < 4 * GB, kept        # a worker that imported jax and compiled
+    assert 100 << 20 < kept["peak_bytes"] < 4 * GB, kept  # a worker that imported jax and compiled
     assert memory.worker_peak(str(cache)) == kept["peak_bytes"]
     second, _ = run_marked([*args, "--no-cache"], ROOT)
     assert f"a worker's peak {memory.gb(kept['peak_bytes'])}" in second.stderr

@@ -7,6 +7,7 @@ fitted constants refitted without it (leave one family out), and the families ad
 afterwards (held out, issue 15 item 7). One live test compiles a small deterministic
 sample of bench/model_corpus.py on every chip and asserts the agreement targets on it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -31,33 +32,39 @@ def operand(role: str = "in", *, constant: bool = False, buffers: int | None = N
     return Operand(role, 0, 0, "f32", (64, 128), (8, 128), None, buffers, constant, None)
 
 
-@pytest.mark.parametrize("dtype, shape, expected", [
-    ("f32", (8, 128), 4096),            # copy-r2-f32-b8x128-*: one T(8,128) tile
-    ("bf16", (24, 200), 12288),         # rows pad to 8 for every dtype, not 16 for bf16
-    ("s8", (24, 200), 6144),
-    ("f32", (3, 100), 2048),            # small arrays: T(4,128)
-    ("bf16", (3, 100), 1024),           # T(4,128)(2,1)
-    ("s8", (3, 100), 512),              # T(4,128)(4,1)
-    ("s4", (3, 100), 512),              # never less than one 32-bit sublane: s4 rows pad to 8
-    ("bf16", (1, 128), 512),            # T(2,128)(2,1)
-    ("f32", (4, 3, 100), 8192),         # each leading index its own tile
-    ("bf16", (128,), 512),              # rank 1: whole 512-byte sublanes
-    ("s4", (1024,), 512),
-    ("f32", (65536,), 262144),
-    ("pred", (8, 128), 4096),           # booleans are 32-bit words in VMEM
-])
+@pytest.mark.parametrize(
+    "dtype, shape, expected",
+    [
+        ("f32", (8, 128), 4096),  # copy-r2-f32-b8x128-*: one T(8,128) tile
+        ("bf16", (24, 200), 12288),  # rows pad to 8 for every dtype, not 16 for bf16
+        ("s8", (24, 200), 6144),
+        ("f32", (3, 100), 2048),  # small arrays: T(4,128)
+        ("bf16", (3, 100), 1024),  # T(4,128)(2,1)
+        ("s8", (3, 100), 512),  # T(4,128)(4,1)
+        ("s4", (3, 100), 512),  # never less than one 32-bit sublane: s4 rows pad to 8
+        ("bf16", (1, 128), 512),  # T(2,128)(2,1)
+        ("f32", (4, 3, 100), 8192),  # each leading index its own tile
+        ("bf16", (128,), 512),  # rank 1: whole 512-byte sublanes
+        ("s4", (1024,), 512),
+        ("f32", (65536,), 262144),
+        ("pred", (8, 128), 4096),  # booleans are 32-bit words in VMEM
+    ],
+)
 def test_padded_bytes(dtype, shape, expected):
     assert layout.padded_bytes(dtype, shape) == expected
 
 
-@pytest.mark.parametrize("op, grid, expected", [
-    (operand(), (4,), 2),
-    (operand(), (), 1),
-    (operand(), (1, 1), 1),
-    (operand(constant=True), (4,), 1),              # buffering-const-in-*
-    (operand("out", constant=True), (4,), 1),         # const-out-v6e
-    (operand(buffers=1), (4,), 1),                  # pl.Buffered(1)
-])
+@pytest.mark.parametrize(
+    "op, grid, expected",
+    [
+        (operand(), (4,), 2),
+        (operand(), (), 1),
+        (operand(), (1, 1), 1),
+        (operand(constant=True), (4,), 1),  # buffering-const-in-*
+        (operand("out", constant=True), (4,), 1),  # const-out-v6e
+        (operand(buffers=1), (4,), 1),  # pl.Buffered(1)
+    ],
+)
 def test_buffer_count(op, grid, expected):
     assert layout.buffer_count(op, grid) == expected
 
@@ -116,8 +123,11 @@ def test_refit_reproduces_the_hand_fitted_constants(recorded):
     """Fitted by code on the training families, SPILL_SHARE and NO_SPILL_UP_TO come out where
     layout.py's hand fit put them: the leave-one-family-out refits are the same procedure."""
     # The hand fit predates the pipeline family, which later taught a structural rule, not a constant.
-    pool = [r for r in recorded if families.role(model_harness.family(r)) != "held out"
-            and model_harness.family(r) != "pipeline"]
+    pool = [
+        r
+        for r in recorded
+        if families.role(model_harness.family(r)) != "held out" and model_harness.family(r) != "pipeline"
+    ]
     share, quiet = model_harness.refit(pool)
     for target, hand in layout.SPILL_SHARE.items():
         assert abs(share[target] - hand) <= 0.12, (target, share[target], hand)
@@ -132,7 +142,7 @@ HELD_OUT_MEASURED = {"v4": 98.9, "v5e": 99.1, "v5p": 99.1, "v6e": 100.0, "v7x": 
 
 def test_held_out_verdicts_do_not_regress(family_rows):
     for s in model_harness.chip_summary(family_rows):
-        assert s["held_out"]["cases"] >= 50, s      # four families since pipeline taught a rule
+        assert s["held_out"]["cases"] >= 50, s  # four families since pipeline taught a rule
         assert s["held_out"]["verdict"] >= HELD_OUT_MEASURED[s["chip"]], s
 
 

@@ -7,6 +7,7 @@ has every token at the same line and code-point column, so diagnostics and
 fixes must be equal but for the renamed text. The issue's case is here too:
 `BLÖCK = 1024` used in matmul's example is shrunk to `BLÖCK = 512`, as
 `BLOCK` is."""
+
 from __future__ import annotations
 
 import ast
@@ -17,16 +18,15 @@ import tokenize
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, fixes_for, run_cli
 from test_unicode_edits import LETTERS, ascii_twin
-from vmem_lsp.engine import check
-from vmem_lsp.config import Settings
-from vmem_lsp.fixes.edits import apply_edits
 
-TARGETS = ("v5e",)      # 16 MiB of scoped VMEM: matmul and copy_whole overflow it, add_fits does not
+from vmem_lsp.config import Settings
+from vmem_lsp.engine import check
+
+TARGETS = ("v5e",)  # 16 MiB of scoped VMEM: matmul and copy_whole overflow it, add_fits does not
 PREFIX = '_ñ = "ß😀𝔘"; '
-COMMENT = "  # ü 𝔘ж\x85\u2028 out_shape= in_specs=["     # \x85, U+2028: line ends to str.splitlines
+COMMENT = "  # ü 𝔘ж\x85\u2028 out_shape= in_specs=["  # \x85, U+2028: line ends to str.splitlines
 
 MATMUL = (EXAMPLES / "matmul.py").read_text()
 
@@ -41,28 +41,37 @@ SOURCES = {
     "matmul.py": (MATMUL, renamed("matmul", "matmul_kernel", "bk", "acc_ref", "kk")),
     "add_fits.py": ((EXAMPLES / "add_fits.py").read_text(), renamed("BLOCK_ROWS", "add", "spec", "rows")),
     # Two BlockSpecs on one line: the worker's column of each (a byte column in Python) must find its own.
-    "matmul_one_line.py": (MATMUL.replace("\n            pl.BlockSpec((bk, bn)", " pl.BlockSpec((bk, bn)"),
-                           renamed("matmul", "bk", "kk")),
+    "matmul_one_line.py": (
+        MATMUL.replace("\n            pl.BlockSpec((bk, bn)", " pl.BlockSpec((bk, bn)"),
+        renamed("matmul", "bk", "kk"),
+    ),
     # The issue's case: a module constant used in the example.
-    "matmul_constant.py": (MATMUL.replace("import functools\n", "import functools\n\nBLOCK = 1024\n", 1)
-                           .replace("bk=1024, bn=1024)", "bk=BLOCK, bn=1024)"), {"BLOCK": "BLÖCK"}),
+    "matmul_constant.py": (
+        MATMUL.replace("import functools\n", "import functools\n\nBLOCK = 1024\n", 1).replace(
+            "bk=1024, bn=1024)", "bk=BLOCK, bn=1024)"
+        ),
+        {"BLOCK": "BLÖCK"},
+    ),
 }
 
 
 def twin(source: str, renames: dict[str, str]) -> str:
     """The non-ASCII twin of an ASCII example."""
     assert source.isascii() and all(len(a) == len(u) for a, u in renames.items())
-    edits = []          # (start, end, text) with (line, column) positions
+    edits = []  # (start, end, text) with (line, column) positions
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.NAME and token.string in renames:
             edits.append((token.start, token.end, renames[token.string]))
-        elif token.type == tokenize.STRING and token.string[1:-1] in renames:      # static_argnames=["bk"]
+        elif token.type == tokenize.STRING and token.string[1:-1] in renames:  # static_argnames=["bk"]
             edits.append((token.start, token.end, token.string[0] + renames[token.string[1:-1]] + token.string[0]))
         elif token.type == tokenize.COMMENT and token.string.startswith("# vmem:"):
             renamed = re.sub(r"\w+", lambda m: renames.get(m[0], m[0]), token.string)
             edits.append((token.start, token.end, renamed))
-        elif token.type in (tokenize.NEWLINE, tokenize.NL) and token.line[:token.start[1]].strip() \
-                and "#" not in token.line:
+        elif (
+            token.type in (tokenize.NEWLINE, tokenize.NL)
+            and token.line[: token.start[1]].strip()
+            and "#" not in token.line
+        ):
             edits.append((token.start, token.start, COMMENT))
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.Return)):
@@ -80,13 +89,20 @@ def verdict_and_fixes(path: Path, worker) -> tuple[list, list]:
     fixes = fixes_for(path, TARGETS, path.parent / "cache", worker=worker)
     outcome = check([str(path)], Settings(targets=TARGETS, cache_dir=str(path.parent / "cache")), worker=worker)
     name = lambda p: Path(p).name
-    said = lambda message: message.replace(f"{path.parent}/", "")     # the twins are in two folders
-    diagnostics = [(name(d.path), d.span, d.code, said(d.message), [(name(r.path), r.span, said(r.message))
-                                                                     for r in d.related])
-                   for d in sorted(outcome.diagnostics, key=lambda d: (d.span.start_line, d.span.start_col, d.code,
-                                                                       ascii_twin(d.message)))]
-    planned = [(example.line, [(f.kind, said(f.title), f.verified, [(name(e.path), e.span, e.new_text) for e in f.edits])
-                               for f in found]) for example, found in fixes]
+    said = lambda message: message.replace(f"{path.parent}/", "")  # the twins are in two folders
+    diagnostics = [
+        (name(d.path), d.span, d.code, said(d.message), [(name(r.path), r.span, said(r.message)) for r in d.related])
+        for d in sorted(
+            outcome.diagnostics, key=lambda d: (d.span.start_line, d.span.start_col, d.code, ascii_twin(d.message))
+        )
+    ]
+    planned = [
+        (
+            example.line,
+            [(f.kind, said(f.title), f.verified, [(name(e.path), e.span, e.new_text) for e in f.edits]) for f in found],
+        )
+        for example, found in fixes
+    ]
     return diagnostics, planned
 
 
@@ -94,7 +110,7 @@ def verdict_and_fixes(path: Path, worker) -> tuple[list, list]:
 def test_a_non_ascii_twin_gets_the_same_diagnostics_and_fixes(name, tmp_path, worker):
     source, renames = SOURCES[name]
     made = twin(source, renames)
-    assert ascii_twin(made) == ascii_twin(twin(source, {})) != source     # the ASCII twin has the names of the original
+    assert ascii_twin(made) == ascii_twin(twin(source, {})) != source  # the ASCII twin has the names of the original
     for folder, text in (("twin", made), ("ascii", ascii_twin(made))):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / name).write_text(text)
@@ -128,9 +144,15 @@ def test_noqa_and_diff_count_lines_as_python_does(tmp_path):
     """A comment holding U+2028, \\x85 and \\f (line ends to str.splitlines, not
     to Python or an editor) above the kernel: `# noqa` still silences its own
     line, and `--diff` numbers its hunk by the file's lines and applies."""
-    source = (EXAMPLES / "copy_whole.py").read_text().replace(
-        "# vmem: copy_whole", "# a comment with \u2028, \x85 and \x0c in it\n# vmem: copy_whole").replace(
-        "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],", "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],  # noqa")
+    source = (
+        (EXAMPLES / "copy_whole.py")
+        .read_text()
+        .replace("# vmem: copy_whole", "# a comment with \u2028, \x85 and \x0c in it\n# vmem: copy_whole")
+        .replace(
+            "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],",
+            "in_specs=[pl.BlockSpec((n, m), lambda: (0, 0))],  # noqa",
+        )
+    )
     path = tmp_path / "copy_whole.py"
     path.write_text(source)
     lines = source.split("\n")

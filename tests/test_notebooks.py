@@ -1,5 +1,6 @@
 """Notebooks (issue 19): the code cells make one module; positions go back to
 cells at the edges; --fix edits a cell's source and no other byte."""
+
 from __future__ import annotations
 
 import json
@@ -8,15 +9,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, run_cli, run_json
 from notebooks import write_notebook
+
 from vmem_lsp.fixes.edits import TextEdit
 from vmem_lsp.source.model import Span
 from vmem_lsp.source.notebook import NotebookError, mask_magics, read_notebook
 
-
 # ---- the module a notebook makes --------------------------------------------------------------
+
 
 def test_magics_are_masked_line_for_line_and_plain_python_is_left_alone():
     cell = "%timeit f(x)\nfiles = !ls\n  !pip install jax\nf?\nx = 1"
@@ -32,9 +33,12 @@ def test_cells_join_in_order_and_positions_go_back_to_their_cell(tmp_path):
     source = (EXAMPLES / "copy_whole.py").read_text().splitlines()
     module = notebook.module.splitlines()
     compile(notebook.module, "nb", "exec")
-    for (name, line), (cell, in_cell) in where.items():
-        found = [n for n in range(1, len(module) + 1)
-                 if (p := notebook.cell_position(n, 0)) and (p.cell + 1, p.line) == (cell, in_cell)]
+    for (_name, line), (cell, in_cell) in where.items():
+        found = [
+            n
+            for n in range(1, len(module) + 1)
+            if (p := notebook.cell_position(n, 0)) and (p.cell + 1, p.line) == (cell, in_cell)
+        ]
         assert len(found) == 1 and module[found[0] - 1] == source[line - 1]
 
 
@@ -50,22 +54,36 @@ def test_a_position_in_the_file_is_inside_the_json_string_of_that_line(tmp_path)
     assert raw.splitlines()[line - 1][raw_col:].startswith("(n, m), lambda")
 
 
-@pytest.mark.parametrize("text, says", [
-    ('{"cells": [', "not valid JSON"),
-    ("[]", "not an object"),
-    ('{"nbformat": 3, "worksheets": []}', "nbformat 3"),
-    ('{"nbformat": 4, "metadata": {}}', "no list of cells"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('{"cells": [', "not valid JSON"),
+        ("[]", "not an object"),
+        ('{"nbformat": 3, "worksheets": []}', "nbformat 3"),
+        ('{"nbformat": 4, "metadata": {}}', "no list of cells"),
+    ],
+)
 def test_a_file_that_is_not_a_notebook_says_why(text, says):
     with pytest.raises(NotebookError, match=says):
         read_notebook(text, "bad.ipynb")
 
 
 def test_a_source_written_as_one_string_is_read_and_edited_as_one(tmp_path):
-    document = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                           "source": "x = (10, 20)  # «é»\ny = 2\n"}],
-                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
-    raw = json.dumps(document, indent=2)           # no trailing newline, two-space indent
+    document = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "outputs": [],
+                "execution_count": None,
+                "source": "x = (10, 20)  # «é»\ny = 2\n",
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    raw = json.dumps(document, indent=2)  # no trailing newline, two-space indent
     notebook = read_notebook(raw, "one.ipynb")
     assert notebook.module == "x = (10, 20)  # «é»\ny = 2\n"
     after = notebook.apply_edits([TextEdit("one.ipynb", Span(1, 5, 1, 7), "30")])
@@ -83,11 +101,14 @@ def test_an_edit_on_a_masked_magic_is_refused(tmp_path):
 
 # ---- the CLI ----------------------------------------------------------------------------------
 
+
 def cell_text(report_path: str, where: dict, name: str):
     """Replace `examples/NAME.py:LINE` in a .py message by where that line went in the notebook."""
+
     def swap(match):
         cell, line = where[(Path(match.group(1)).name, int(match.group(2)))]
         return f"{report_path}:cell {cell}:{line}"
+
     return lambda message: re.sub(r"(\S+\.py):(\d+)", swap, message)
 
 
@@ -101,8 +122,8 @@ def test_the_examples_split_across_cells_give_the_diagnostics_of_the_py_files(tm
     swap = cell_text("nb.ipynb", where, "nb.ipynb")
 
     def key(d, cell, start, end):
-        return (d["code"], d["severity"], d["target"], cell, start, d["range"]["start_col"], end,
-                d["range"]["end_col"])
+        return (d["code"], d["severity"], d["target"], cell, start, d["range"]["start_col"], end, d["range"]["end_col"])
+
     expected = set()
     for d in expected_report["diagnostics"]:
         if d["code"] == "VMEM020":
@@ -111,8 +132,10 @@ def test_the_examples_split_across_cells_give_the_diagnostics_of_the_py_files(tm
         cell, start = where[(name, d["range"]["start_line"])]
         _, end = where[(name, d["range"]["end_line"])]
         expected.add(key(d, cell, start, end) + (swap(d["message"]),))
-    found = {key(d, d["cell"], d["range"]["start_line"], d["range"]["end_line"]) + (d["message"],)
-             for d in report["diagnostics"]}
+    found = {
+        key(d, d["cell"], d["range"]["start_line"], d["range"]["end_line"]) + (d["message"],)
+        for d in report["diagnostics"]
+    }
     assert found == expected
     assert any(code == "VMEM001" for code, *_ in found)
 
@@ -120,7 +143,9 @@ def test_the_examples_split_across_cells_give_the_diagnostics_of_the_py_files(tm
 def test_text_sarif_and_github_name_the_cell_or_the_file_line(tmp_path, cache_dir):
     path = tmp_path / "nb.ipynb"
     where = write_notebook([EXAMPLES / "copy_whole.py"], path)
-    in_specs = next(n for n, t in enumerate((EXAMPLES / "copy_whole.py").read_text().splitlines(), 1) if "in_specs=" in t)
+    in_specs = next(
+        n for n, t in enumerate((EXAMPLES / "copy_whole.py").read_text().splitlines(), 1) if "in_specs=" in t
+    )
     cell, line = where[("copy_whole.py", in_specs)]
     common = ("check", "nb.ipynb", "--target", "v6e", "--cache-dir", str(cache_dir))
     text = run_cli(*common, cwd=tmp_path).stdout
@@ -132,7 +157,7 @@ def test_text_sarif_and_github_name_the_cell_or_the_file_line(tmp_path, cache_di
     assert location["properties"]["cellRegion"]["startLine"] == line
     region = location["physicalLocation"]["region"]
     raw_line = path.read_text().splitlines()[region["startLine"] - 1]
-    assert raw_line[region["startColumn"] - 1:].startswith("(n, m)")
+    assert raw_line[region["startColumn"] - 1 :].startswith("(n, m)")
     github = run_cli(*common, "--format", "github", cwd=tmp_path).stdout
     assert f"::error file=nb.ipynb,line={region['startLine']},col={region['startColumn']}," in github
 
@@ -151,13 +176,14 @@ def test_fix_edits_only_the_cell_it_fixes_and_keeps_every_other_byte(tmp_path, c
     old, new = json.loads(before), json.loads(after)
     changed = [i for i, (a, b) in enumerate(zip(old["cells"], new["cells"])) if a != b]
     assert changed == [cell - 1]
-    assert {k: v for k, v in old["cells"][cell - 1].items() if k != "source"} == \
-        {k: v for k, v in new["cells"][cell - 1].items() if k != "source"}
+    assert {k: v for k, v in old["cells"][cell - 1].items() if k != "source"} == {
+        k: v for k, v in new["cells"][cell - 1].items() if k != "source"
+    }
     # Byte for byte outside that cell's source: the same head and tail.
     notebook = read_notebook(before, str(path))
     node = next(c.node for c in notebook.cells if c.index == cell - 1)
     tail = len(before) - node.end
-    assert after[:node.start] == before[:node.start] and after[len(after) - tail:] == before[node.end:]
+    assert after[: node.start] == before[: node.start] and after[len(after) - tail :] == before[node.end :]
 
 
 def test_fix_on_a_notebook_vscode_wrote_changes_only_the_fixed_cells_source(tmp_path, cache_dir):
@@ -186,17 +212,19 @@ def test_fix_on_a_notebook_vscode_wrote_changes_only_the_fixed_cells_source(tmp_
     after = path.read_bytes().decode()
     old, new = json.loads(before), json.loads(after)
     assert [i for i, (a, b) in enumerate(zip(old["cells"], new["cells"], strict=True)) if a != b] == [kernel.index]
-    assert {k: v for k, v in old["cells"][kernel.index].items() if k != "source"} == \
-        {k: v for k, v in new["cells"][kernel.index].items() if k != "source"}
+    assert {k: v for k, v in old["cells"][kernel.index].items() if k != "source"} == {
+        k: v for k, v in new["cells"][kernel.index].items() if k != "source"
+    }
     assert "grid=" in "".join(new["cells"][kernel.index]["source"])
     # Byte for byte outside that cell's source: VS Code's indentation, key order, the non-ASCII
     # Markdown and its trailing newline.
     tail = len(before) - kernel.node.end
-    assert after[:kernel.node.start] == before[:kernel.node.start]
-    assert after[len(after) - tail:] == before[kernel.node.end:]
+    assert after[: kernel.node.start] == before[: kernel.node.start]
+    assert after[len(after) - tail :] == before[kernel.node.end :]
     # And the whole file is what VS Code itself wrote after the same fix from the cell.
-    assert path.read_bytes() == (captured / "vscode-fixed.ipynb").read_bytes(), \
+    assert path.read_bytes() == (captured / "vscode-fixed.ipynb").read_bytes(), (
         "the CLI's fix differs from the quick fix VS Code saved: capture the notebooks again (see above)"
+    )
 
 
 @pytest.mark.parametrize("text", ['{"cells": [{"cell_type": "code", "sour', '{"nbformat": 3, "worksheets": []}'])

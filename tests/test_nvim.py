@@ -1,5 +1,6 @@
 """Neovim (Debian's package), headless: the built-in LSP client with our Lua
 set-up, and the nvim-lint definition's command and parser."""
+
 from __future__ import annotations
 
 import json
@@ -9,22 +10,40 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import EXAMPLES, ROOT, line_of
 
 NVIM = shutil.which("nvim")
-pytestmark = pytest.mark.skipif(NVIM is None and not os.environ.get("VMEM_REQUIRE_TOOLS"),
-                                reason="Neovim is not installed (apt-get install neovim)")
+pytestmark = pytest.mark.skipif(
+    NVIM is None and not os.environ.get("VMEM_REQUIRE_TOOLS"), reason="Neovim is not installed (apt-get install neovim)"
+)
 
 
 def run_nvim(script: str, tmp_path, **env) -> dict:
     if NVIM is None:
         pytest.fail("VMEM_REQUIRE_TOOLS is set but nvim is not installed")
     result = tmp_path / "result.json"
-    command = [NVIM, "--headless", "-u", "NONE", "-i", "NONE", "--cmd", f"set rtp+={ROOT / 'editors' / 'nvim'}",
-               "-c", "filetype on", "-c", f"luafile {ROOT / 'tests' / 'nvim' / script}"]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "VMEM_RESULT": str(result), **env})
+    command = [
+        NVIM,
+        "--headless",
+        "-u",
+        "NONE",
+        "-i",
+        "NONE",
+        "--cmd",
+        f"set rtp+={ROOT / 'editors' / 'nvim'}",
+        "-c",
+        "filetype on",
+        "-c",
+        f"luafile {ROOT / 'tests' / 'nvim' / script}",
+    ]
+    done = subprocess.run(
+        command,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VMEM_RESULT": str(result), **env},
+    )
     assert result.exists(), f"nvim wrote no result: {done.stdout[-2000:]} {done.stderr[-2000:]}"
     return json.loads(result.read_text())
 
@@ -48,8 +67,11 @@ def workspace(tmp_path, percent: bool = False):
 @pytest.mark.parametrize("percent", [False, True], ids=["file", "jupytext-percent"])
 def test_neovim_lsp_client_shows_the_errors_and_applies_the_fix(tmp_path, percent):
     path = workspace(tmp_path, percent)
-    expected = {(line_of(path, "in_specs="), "VMEM001"), (line_of(path, "out_specs="), "VMEM001"),
-                (line_of(path, "pl.pallas_call("), "VMEM002")}
+    expected = {
+        (line_of(path, "in_specs="), "VMEM001"),
+        (line_of(path, "out_specs="), "VMEM001"),
+        (line_of(path, "pl.pallas_call("), "VMEM002"),
+    }
     seen = run_nvim("lsp_test.lua", tmp_path, VMEM_PYTHON=sys.executable, VMEM_FILE=str(path))
     assert seen["failure"] is None, seen
     assert expected <= {(d["line"], d["code"]) for d in seen["diagnostics"]}

@@ -1,6 +1,7 @@
 """What a release is made of (issue 22): `vmem-lsp --version`, one version in every place that
 states it, and an sdist that carries what the tests read (tests/data, examples/).
 scripts/build_artifacts.sh builds the artifacts; .ci/run installs the wheel in a fresh venv."""
+
 import json
 import os
 import pathlib
@@ -32,19 +33,26 @@ def installed(name: str) -> str:
 
 
 def test_version_names_vmem_lsp_jax_jaxlib_and_libtpu(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "vmem_lsp", "--version"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "vmem_lsp", "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [f"vmem-lsp {vmem_lsp.__version__}", f"jax {installed('jax')}",
-                                        f"jaxlib {installed('jaxlib')}", f"libtpu {installed('libtpu')}"]
-    assert installed("jax") != "not installed"     # the tests run with jax[tpu]: the line shows a version
+    assert done.stdout.splitlines() == [
+        f"vmem-lsp {vmem_lsp.__version__}",
+        f"jax {installed('jax')}",
+        f"jaxlib {installed('jaxlib')}",
+        f"libtpu {installed('libtpu')}",
+    ]
+    assert installed("jax") != "not installed"  # the tests run with jax[tpu]: the line shows a version
 
 
 def test_version_does_not_import_jax():
     """--version reads metadata only, so it answers at once even where importing jax is slow."""
-    code = ("import sys\nfrom vmem_lsp.cli import main\n"
-            "try:\n    main(['--version'])\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'libtpu')))")
+    code = (
+        "import sys\nfrom vmem_lsp.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'libtpu')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
@@ -57,6 +65,7 @@ def test_version_says_not_installed_for_a_missing_package(monkeypatch):
         if name == "libtpu":
             raise importlib.metadata.PackageNotFoundError(name)
         return version(name)
+
     monkeypatch.setattr(importlib.metadata, "version", version_without_libtpu)
     lines = cli.version_text().splitlines()
     assert lines[0] == f"vmem-lsp {vmem_lsp.__version__}"
@@ -78,9 +87,16 @@ def test_one_version_everywhere():
         "editors/vscode/package-lock.json packages['']": lock["packages"][""]["version"],
         "vmem_lsp/__init__.py": vmem_lsp.__version__,
         "CHANGELOG.md's latest release": latest and latest.group(1),
-    } == dict.fromkeys(["editors/vscode/package.json", "editors/vscode/package-lock.json",
-                        "editors/vscode/package-lock.json packages['']", "vmem_lsp/__init__.py",
-                        "CHANGELOG.md's latest release"], want)
+    } == dict.fromkeys(
+        [
+            "editors/vscode/package.json",
+            "editors/vscode/package-lock.json",
+            "editors/vscode/package-lock.json packages['']",
+            "vmem_lsp/__init__.py",
+            "CHANGELOG.md's latest release",
+        ],
+        want,
+    )
 
 
 def has_build() -> bool:
@@ -92,8 +108,10 @@ def has_build() -> bool:
         return False
 
 
-@pytest.mark.skipif(not has_build() and not os.environ.get("VMEM_REQUIRE_TOOLS"),
-                    reason="needs `build` (pip install build, or the test extras)")
+@pytest.mark.skipif(
+    not has_build() and not os.environ.get("VMEM_REQUIRE_TOOLS"),
+    reason="needs `build` (pip install build, or the test extras)",
+)
 def test_the_sdist_carries_what_the_tests_read(tmp_path):
     """Every file of tests/data and examples/ (and the tests themselves) is in the sdist, so the
     tests run from an unpacked sdist; editor builds and caches are not."""
@@ -102,24 +120,49 @@ def test_the_sdist_carries_what_the_tests_read(tmp_path):
     # From a copy without the checkout's vmem_lsp.egg-info: setuptools adds the files of a stale
     # SOURCES.txt there, so a line taken out of MANIFEST.in would go unseen.
     source = tmp_path / "source"
-    shutil.copytree(ROOT, source, ignore=lambda folder, names: [
-        name for name in names if name.endswith(".egg-info") or name == "node_modules"
-        or (pathlib.Path(folder) == ROOT and name in (".git", ".venv", "build", "dist", ".vmem_lsp_cache"))])
-    done = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path), str(source)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=lambda folder, names: [
+            name
+            for name in names
+            if name.endswith(".egg-info")
+            or name == "node_modules"
+            or (pathlib.Path(folder) == ROOT and name in (".git", ".venv", "build", "dist", ".vmem_lsp_cache"))
+        ],
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path), str(source)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     sdist = tmp_path / f"vmem_lsp-{project_version()}.tar.gz"
     with tarfile.open(sdist) as tar:
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
 
     def on_disk(folder: str) -> set[str]:
-        return {str(path.relative_to(ROOT)) for path in (ROOT / folder).rglob("*")
-                if path.is_file() and "__pycache__" not in path.parts and ".hypothesis" not in path.parts}
+        return {
+            str(path.relative_to(ROOT))
+            for path in (ROOT / folder).rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts and ".hypothesis" not in path.parts
+        }
+
     wanted = on_disk("tests/data") | on_disk("examples") | {str(p.relative_to(ROOT)) for p in ROOT.glob("tests/*.py")}
     assert any(name.startswith("tests/data/") for name in wanted) and "examples/copy_whole.py" in wanted
     assert sorted(wanted - names) == []
-    assert {"README.md", "pyproject.toml", "vmem_lsp/cli.py", "vmem_lsp/sweep/model_error.json",
-            "editors/vscode/package.json"} <= names
-    unwanted = [name for name in names if "__pycache__" in name or name.endswith((".pyc", ".vsix"))
-                or "node_modules" in name.split("/")]
+    assert {
+        "README.md",
+        "pyproject.toml",
+        "vmem_lsp/cli.py",
+        "vmem_lsp/sweep/model_error.json",
+        "editors/vscode/package.json",
+    } <= names
+    unwanted = [
+        name
+        for name in names
+        if "__pycache__" in name or name.endswith((".pyc", ".vsix")) or "node_modules" in name.split("/")
+    ]
     assert unwanted == []

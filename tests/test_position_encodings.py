@@ -3,6 +3,7 @@ columns in code points and speaks the encoding negotiated at initialize,
 chosen as ruff chooses (UTF-8, then UTF-32, then UTF-16). The real server
 over stdio, with the real compiler, on a kernel whose lines hold non-ASCII
 and astral text before the tokens it squiggles."""
+
 from __future__ import annotations
 
 import ast
@@ -11,16 +12,17 @@ import sys
 
 import attrs
 import pytest
+from lsp_client import PUSH_CAPABILITIES, Editor, lsp_lines, running_server, wait_for
 from lsprotocol import types
 from pytest_lsp import make_test_lsp_client
 
-from conftest import EXAMPLES
-from lsp_client import PUSH_CAPABILITIES, Editor, lsp_lines, running_server, wait_for
-
 pytestmark = pytest.mark.asyncio
 
-UTF8, UTF16, UTF32 = (types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16,
-                      types.PositionEncodingKind.Utf32)
+UTF8, UTF16, UTF32 = (
+    types.PositionEncodingKind.Utf8,
+    types.PositionEncodingKind.Utf16,
+    types.PositionEncodingKind.Utf32,
+)
 
 # examples/copy_whole.py with non-ASCII and astral names, strings and comments
 # before the tokens the compiler's verdict lands on.
@@ -56,13 +58,13 @@ def units(text: str, encoding: str) -> int:
 def to_index(text: str, position: types.Position, encoding: str) -> int:
     """The string index of a position in the client's units, as an editor finds it."""
     lines = lsp_lines(text)
-    start = sum(len(line) + 1 for line in lines[:position.line])
+    start = sum(len(line) + 1 for line in lines[: position.line])
     line, count = lines[position.line], 0
     for index, char in enumerate(line):
         if count >= position.character:
             return start + index
         count += units(char, encoding)
-    assert count == position.character, (line, position)    # never inside a character
+    assert count == position.character, (line, position)  # never inside a character
     return start + len(line)
 
 
@@ -70,22 +72,32 @@ def at(text: str, needle: str, line_holding: str, encoding: str) -> types.Range:
     """The range of `needle` on the line that holds `line_holding`, in the client's units."""
     number, line = next((i, line) for i, line in enumerate(lsp_lines(text)) if line_holding in line)
     column = line.index(needle, line.index(line_holding))
-    return types.Range(types.Position(number, units(line[:column], encoding)),
-                       types.Position(number, units(line[:column + len(needle)], encoding)))
+    return types.Range(
+        types.Position(number, units(line[:column], encoding)),
+        types.Position(number, units(line[: column + len(needle)], encoding)),
+    )
 
 
 def apply_text_edits(text: str, edits: list[types.TextEdit], encoding: str) -> str:
     for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
-        text = (text[:to_index(text, edit.range.start, encoding)] + edit.new_text
-                + text[to_index(text, edit.range.end, encoding):])
+        text = (
+            text[: to_index(text, edit.range.start, encoding)]
+            + edit.new_text
+            + text[to_index(text, edit.range.end, encoding) :]
+        )
     return text
 
 
 async def quick_fixes(client, uri: str, diagnostics: list[types.Diagnostic]) -> list[types.CodeAction]:
     """The code actions on a diagnostic, once the fix search has found some."""
     for _ in range(1200):
-        actions = await client.text_document_code_action_async(types.CodeActionParams(
-            types.TextDocumentIdentifier(uri), diagnostics[0].range, types.CodeActionContext(diagnostics=diagnostics)))
+        actions = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                types.TextDocumentIdentifier(uri),
+                diagnostics[0].range,
+                types.CodeActionContext(diagnostics=diagnostics),
+            )
+        )
         if actions:
             return actions
         await asyncio.sleep(0.2)
@@ -96,16 +108,28 @@ def with_encodings(*offered: str) -> types.ClientCapabilities:
     return attrs.evolve(PUSH_CAPABILITIES, general=types.GeneralClientCapabilities(position_encodings=list(offered)))
 
 
-@pytest.mark.parametrize("offered, chosen", [
-    ((), UTF16), ((UTF16,), UTF16), ((UTF16, UTF32), UTF32), ((UTF16, UTF32, UTF8), UTF8), ((UTF8, UTF16), UTF8),
-    (("utf-7", UTF32), UTF32)])
+@pytest.mark.parametrize(
+    "offered, chosen",
+    [
+        ((), UTF16),
+        ((UTF16,), UTF16),
+        ((UTF16, UTF32), UTF32),
+        ((UTF16, UTF32, UTF8), UTF8),
+        ((UTF8, UTF16), UTF8),
+        (("utf-7", UTF32), UTF32),
+    ],
+)
 async def test_the_encoding_is_chosen_as_ruff_chooses(offered, chosen, tmp_path):
     client = make_test_lsp_client()
     await client.start_io(sys.executable, "-m", "vmem_lsp", "serve", cwd=str(tmp_path))
     capabilities = with_encodings(*offered) if offered else PUSH_CAPABILITIES
-    result = await client.initialize_session(types.InitializeParams(
-        capabilities=capabilities, root_uri=tmp_path.as_uri(),
-        initialization_options={"compile_on_open": False, "compile_on_save": False}))
+    result = await client.initialize_session(
+        types.InitializeParams(
+            capabilities=capabilities,
+            root_uri=tmp_path.as_uri(),
+            initialization_options={"compile_on_open": False, "compile_on_save": False},
+        )
+    )
     await client.shutdown_session()
     assert result.capabilities.position_encoding == chosen
 
@@ -124,8 +148,10 @@ async def test_ranges_and_edits_in_the_clients_units_on_non_ascii_lines(encoding
     async with running_server(tmp_path, capabilities=with_encodings(encoding, UTF16)) as client:
         editor = Editor(client, path)
         editor.open()
-        found = await wait_for(lambda: (d := editor.diagnostics()) and any(
-            x.data.get("tier") == "compiler" for x in d) and d, what="the compiler's diagnostics")
+        found = await wait_for(
+            lambda: (d := editor.diagnostics()) and any(x.data.get("tier") == "compiler" for x in d) and d,
+            what="the compiler's diagnostics",
+        )
         text = editor.text
         windows = sorted((d.range for d in found if d.code == "VMEM001"), key=lambda r: r.start.line)
         assert windows == [at(text, "(ñ, m)", "spéc_𐐀 = ", encoding), at(text, "(ñ, m)", "out_specs=", encoding)]
@@ -136,11 +162,15 @@ async def test_ranges_and_edits_in_the_clients_units_on_non_ascii_lines(encoding
         assert example in related and all(r in [*windows, example] for r in related)
 
         # Inlay hints: after each block shape and at the end of the pallas_call line.
-        hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
-            types.TextDocumentIdentifier(editor.uri), types.Range(types.Position(0, 0), types.Position(40, 0))))
+        hints = await client.text_document_inlay_hint_async(
+            types.InlayHintParams(
+                types.TextDocumentIdentifier(editor.uri), types.Range(types.Position(0, 0), types.Position(40, 0))
+            )
+        )
         line_end = at(text, "# 𝔘 out_shape=", "return pl.pallas_call(", encoding).end
         assert sorted((h.position.line, h.position.character) for h in hints) == sorted(
-            (p.line, p.character) for p in [*(w.end for w in windows), line_end])
+            (p.line, p.character) for p in [*(w.end for w in windows), line_end]
+        )
 
         # The quick fix (a grid), applied in the client's units: the same text in every encoding.
         actions = await quick_fixes(client, editor.uri, [d for d in found if d.range == windows[0]])
@@ -152,15 +182,26 @@ async def test_ranges_and_edits_in_the_clients_units_on_non_ascii_lines(encoding
         # follows, so its estimate squiggles the new block shape, and the hints
         # sit at the new line ends.
         editor.version += 1
-        changes = [(at(text, "(ñ, m)", "spéc_𐐀 = ", encoding), "(m, ñ)"),
-                   (at(text, "# 𝔘 out_shape=", "return pl.pallas_call(", encoding), "# 😀 é 𝔘")]
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(version=editor.version, uri=editor.uri),
-            [types.TextDocumentContentChangePartial(range=r, text=new) for r, new in changes]))
+        changes = [
+            (at(text, "(ñ, m)", "spéc_𐐀 = ", encoding), "(m, ñ)"),
+            (at(text, "# 𝔘 out_shape=", "return pl.pallas_call(", encoding), "# 😀 é 𝔘"),
+        ]
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=editor.version, uri=editor.uri),
+                [types.TextDocumentContentChangePartial(range=r, text=new) for r, new in changes],
+            )
+        )
         editor.text = text = apply_text_edits(text, [types.TextEdit(r, new) for r, new in changes], encoding)
-        moved = await wait_for(lambda: (d := editor.diagnostics()) and all(
-            x.data.get("tier") == "estimate" for x in d) and d, timeout=30, what="estimates after the edit")
+        moved = await wait_for(
+            lambda: (d := editor.diagnostics()) and all(x.data.get("tier") == "estimate" for x in d) and d,
+            timeout=30,
+            what="estimates after the edit",
+        )
         assert at(text, "(m, ñ)", "spéc_𐐀 = ", encoding) in [d.range for d in moved if d.code == "VMEM001"]
-        hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
-            types.TextDocumentIdentifier(editor.uri), types.Range(types.Position(0, 0), types.Position(40, 0))))
+        hints = await client.text_document_inlay_hint_async(
+            types.InlayHintParams(
+                types.TextDocumentIdentifier(editor.uri), types.Range(types.Position(0, 0), types.Position(40, 0))
+            )
+        )
         assert at(text, "# 😀 é 𝔘", "return pl.pallas_call(", encoding).end in [h.position for h in hints]

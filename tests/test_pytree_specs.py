@@ -1,5 +1,6 @@
 """Specs passed through pytree constructors, and windows over grid axes of extent 1,
 end to end: the real CLI, the real compiler (deviceless v6e), the layout model."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,10 +8,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import KERNELS, line_of, run_json
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from conftest import KERNELS, line_of, run_json
 from vmem_lsp.report.parse import parse_report
 
 KERNEL = KERNELS / "pytree_specs.py"
@@ -35,16 +36,22 @@ def modelled():
 def windows(diagnostics, example_needle: str) -> dict[str, dict]:
     """VMEM001 of one example, by the message's head ("output 0", "input 0")."""
     example = f"{KERNEL}:{line_of(KERNEL, example_needle)}"
-    return {" ".join(d["message"].split()[:2]): d for d in diagnostics
-            if d["code"] == "VMEM001" and d["facts"]["example"] == example}
+    return {
+        " ".join(d["message"].split()[:2]): d
+        for d in diagnostics
+        if d["code"] == "VMEM001" and d["facts"]["example"] == example
+    }
 
 
 def at_block_shape(d: dict, needle: str, block: str = "(BM, n)") -> None:
     """The diagnostic covers the block shape of the spec written on the line holding `needle`."""
     line = line_of(KERNEL, needle)
     text = KERNEL.read_text().splitlines()[line - 1]
-    assert (d["range"]["start_line"], d["range"]["start_col"], d["range"]["end_col"]) \
-        == (line, text.index(block), text.index(block) + len(block)), d
+    assert (d["range"]["start_line"], d["range"]["start_col"], d["range"]["end_col"]) == (
+        line,
+        text.index(block),
+        text.index(block) + len(block),
+    ), d
 
 
 def test_namedtuple_out_specs_land_on_their_own_specs(compiled):
@@ -53,7 +60,10 @@ def test_namedtuple_out_specs_land_on_their_own_specs(compiled):
     assert set(found) == {"input 0", "output 0", "output 1"}
     at_block_shape(found["output 0"], "a=pl.BlockSpec(")
     at_block_shape(found["output 1"], "b=pl.BlockSpec(")
-    at_block_shape(found["input 0"], "in_specs=[pl.BlockSpec((BM, n)", )
+    at_block_shape(
+        found["input 0"],
+        "in_specs=[pl.BlockSpec((BM, n)",
+    )
     assert found["output 0"]["message"].startswith("output 0 window f32[4096,4096] = 128.00M, double buffered;")
 
 
@@ -70,8 +80,9 @@ def test_the_model_single_buffers_a_window_read_only_through_extent_one_axes(mod
     model = windows(modelled, "# vmem: extent_one")
     real = windows(compiled, "# vmem: extent_one")
     assert {k: d["facts"]["buffers"] for k, d in model.items()} == {"input 0": 1, "output 0": 2}
-    assert {k: (d["facts"]["buffers"], d["facts"]["size"]) for k, d in model.items()} \
-        == {k: (d["facts"]["buffers"], d["facts"]["size"]) for k, d in real.items()}
+    assert {k: (d["facts"]["buffers"], d["facts"]["size"]) for k, d in model.items()} == {
+        k: (d["facts"]["buffers"], d["facts"]["size"]) for k, d in real.items()
+    }
     captured = parse_report((REPORTS / "extent1-grid-v6e.txt").read_text())
     by_kind = {(a.kind, a.operand_index): (a.buffers, a.size) for a in captured.allocations}
     assert by_kind == {("input_window", 0): (1, 64 << 20), ("output_window", 0): (2, 128 << 20)}
@@ -79,6 +90,7 @@ def test_the_model_single_buffers_a_window_read_only_through_extent_one_axes(mod
 
 
 # --- which index maps the worker calls constant (fast: a trace, no compile) -------------------------
+
 
 def _copy(x_ref, o_ref):
     o_ref[...] = x_ref[...]
@@ -90,34 +102,54 @@ def _prefetch_copy(idx_ref, x_ref, o_ref):
 
 def _constant(grid, index_map, prefetch: bool = False) -> bool:
     from vmem_lsp.compile import capture
+
     block = (8, 128)
     x = jax.ShapeDtypeStruct((64, 1024), jnp.float32)
     if prefetch:
         spec = pl.BlockSpec(block, index_map)
-        gs = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=grid, in_specs=[spec],
-                                          out_specs=pl.BlockSpec(block, lambda *a: (0, 0)))
+        gs = pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=grid, in_specs=[spec], out_specs=pl.BlockSpec(block, lambda *a: (0, 0))
+        )
         f = lambda idx, x: pl.pallas_call(_prefetch_copy, out_shape=x, grid_spec=gs)(idx, x)
         args = (jax.ShapeDtypeStruct((8,), jnp.int32), x)
     else:
-        f = lambda x: pl.pallas_call(_copy, out_shape=x, grid=grid, in_specs=[pl.BlockSpec(block, index_map)],
-                                     out_specs=pl.BlockSpec(block, lambda *a: (0, 0)))(x)
+        f = lambda x: pl.pallas_call(
+            _copy,
+            out_shape=x,
+            grid=grid,
+            in_specs=[pl.BlockSpec(block, index_map)],
+            out_specs=pl.BlockSpec(block, lambda *a: (0, 0)),
+        )(x)
         args = (x,)
-    eqn, = capture.pallas_equations(jax.make_jaxpr(f)(*args).jaxpr)
+    (eqn,) = capture.pallas_equations(jax.make_jaxpr(f)(*args).jaxpr)
     op = next(o for o in capture.describe(eqn, None)["operands"] if o.role == "in")
     return op.constant_index
 
 
-@pytest.mark.parametrize("grid, index_map, prefetch, constant", [
-    ((8,), lambda i: (0, 0), False, True),
-    ((8,), lambda i: (i, 0), False, False),
-    ((1, 8), lambda i, j: (i, 0), False, True),             # extent1-grid-v6e: single buffered
-    ((1, 8), lambda i, j: (i * 2, 0), False, True),         # measured single buffered on v6e
-    ((1, 8), lambda i, j: (i, j), False, False),            # extent1-grid-v6e: 2 buffering levels
-    ((8, 1), lambda i, j: (j, i), False, False),
-    ((2, 8), lambda i, j: (i, 0), False, False),
-    ((1, 8), lambda i, j, idx: (idx[i], 0), True, True),    # measured single buffered on v6e
-    ((1, 8), lambda i, j, idx: (idx[j], 0), True, False),
-], ids=["literal", "axis-8", "axis-1", "axis-1-times-2", "both", "transposed", "axis-2", "prefetch-axis-1",
-        "prefetch-axis-8"])
+@pytest.mark.parametrize(
+    "grid, index_map, prefetch, constant",
+    [
+        ((8,), lambda i: (0, 0), False, True),
+        ((8,), lambda i: (i, 0), False, False),
+        ((1, 8), lambda i, j: (i, 0), False, True),  # extent1-grid-v6e: single buffered
+        ((1, 8), lambda i, j: (i * 2, 0), False, True),  # measured single buffered on v6e
+        ((1, 8), lambda i, j: (i, j), False, False),  # extent1-grid-v6e: 2 buffering levels
+        ((8, 1), lambda i, j: (j, i), False, False),
+        ((2, 8), lambda i, j: (i, 0), False, False),
+        ((1, 8), lambda i, j, idx: (idx[i], 0), True, True),  # measured single buffered on v6e
+        ((1, 8), lambda i, j, idx: (idx[j], 0), True, False),
+    ],
+    ids=[
+        "literal",
+        "axis-8",
+        "axis-1",
+        "axis-1-times-2",
+        "both",
+        "transposed",
+        "axis-2",
+        "prefetch-axis-1",
+        "prefetch-axis-8",
+    ],
+)
 def test_an_index_map_is_constant_when_it_reads_only_axes_of_extent_one(grid, index_map, prefetch, constant):
     assert _constant(grid, index_map, prefetch) is constant

@@ -4,6 +4,7 @@ machine): the results equal the local pool's, a node killed mid-run loses no
 example (Ray retries its task elsewhere), Ctrl-C cancels the tasks out,
 without Ray the flag says how to install it, a cluster that is down is said
 at once, and `doctor` compiles its tiny kernel there."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, ROOT, hide, run_cli
 
 ray = pytest.importorskip("ray", reason="the test extras install ray")
 from ray_cluster import Cluster  # noqa: E402  (after the skip: it needs ray's CLI)
+
 SLOW = ROOT / "tests" / "data" / "ray" / "slow.py"
 
 
@@ -67,7 +68,8 @@ def test_the_results_equal_the_local_pools(cluster, tmp_path):
     project = tmp_path / "examples"
     shutil.copytree(EXAMPLES, project)
     (project / "pyproject.toml").write_text(
-        f'[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\nbackend = "ray"\nray-address = "{cluster.address}"\n')
+        f'[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\nbackend = "ray"\nray-address = "{cluster.address}"\n'
+    )
     on_ray = run_cli("check", ".", "--no-cache", "--format", "json", cwd=project)
     local = run_cli("check", ".", "--no-cache", "--format", "json", "--backend", "local", cwd=project)
     assert on_ray.returncode == local.returncode == 1, on_ray.stderr + local.stderr
@@ -84,9 +86,27 @@ def test_a_node_killed_mid_run_loses_no_example(cluster, marks, tmp_path):
         old.unlink()
     doomed = cluster.start()
     project = slow_project(tmp_path, seconds=8)
-    check = subprocess.Popen([sys.executable, "-m", "vmem_lsp", "check", str(project), "--no-cache", "--target", "v5e",
-                              "--format", "json", "--backend", "ray", "--ray-address", cluster.address],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vmem_lsp",
+            "check",
+            str(project),
+            "--no-cache",
+            "--target",
+            "v5e",
+            "--format",
+            "json",
+            "--backend",
+            "ray",
+            "--ray-address",
+            cluster.address,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for_marks(marks, "started", 3)
         cluster.kill(doomed)
@@ -109,9 +129,25 @@ def test_ctrl_c_cancels_the_tasks(cluster, marks, tmp_path):
     for old in marks.iterdir():
         old.unlink()
     project = slow_project(tmp_path, seconds=300)
-    check = subprocess.Popen([sys.executable, "-m", "vmem_lsp", "check", str(project), "--no-cache", "--target", "v5e",
-                              "--backend", "ray", "--ray-address", cluster.address],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vmem_lsp",
+            "check",
+            str(project),
+            "--no-cache",
+            "--target",
+            "v5e",
+            "--backend",
+            "ray",
+            "--ray-address",
+            cluster.address,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         started = wait_for_marks(marks, "started", 2)
         check.send_signal(signal.SIGINT)
@@ -130,14 +166,21 @@ def test_ctrl_c_cancels_the_tasks(cluster, marks, tmp_path):
 
 
 def test_without_ray_the_backend_says_how_to_install(tmp_path):
-    done = run_cli("check", str(EXAMPLES / "matmul.py"), "--backend", "ray", "--no-cache",
-                   env={"PYTHONPATH": hide(tmp_path / "no_ray", "ray")})
+    done = run_cli(
+        "check",
+        str(EXAMPLES / "matmul.py"),
+        "--backend",
+        "ray",
+        "--no-cache",
+        env={"PYTHONPATH": hide(tmp_path / "no_ray", "ray")},
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "pip install 'vmem-lsp[ray]'" in done.stderr, done.stderr
 
 
 def free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -161,7 +204,8 @@ def test_a_cluster_that_is_down_is_said_at_once(tmp_path):
 
 def test_doctor_compiles_its_tiny_kernel_on_the_cluster(cluster, tmp_path):
     (tmp_path / "pyproject.toml").write_text(
-        f'[tool.vmem-lsp]\ntargets = ["v6e"]\nbackend = "ray"\nray-address = "{cluster.address}"\n')
+        f'[tool.vmem-lsp]\ntargets = ["v6e"]\nbackend = "ray"\nray-address = "{cluster.address}"\n'
+    )
     done = run_cli("doctor", "--format", "json", cwd=tmp_path)
     report = json.loads(done.stdout)
     [backend] = [c for c in report["checks"] if c["section"] == "backend"]
@@ -174,6 +218,7 @@ async def test_the_language_server_compiles_on_ray(cluster, tmp_path):
     """The editor's settings backend "ray" and rayAddress: the save's compile
     runs as Ray tasks and its verdict is on the BlockSpec, as the local worker's is."""
     from lsp_client import Editor, running_server, wait_for
+
     work = tmp_path / "project"
     work.mkdir()
     shutil.copy(EXAMPLES / "matmul.py", work / "matmul.py")
@@ -182,8 +227,11 @@ async def test_the_language_server_compiles_on_ray(cluster, tmp_path):
     async with running_server(work, options=options) as client:
         editor = Editor(client, work / "matmul.py")
         editor.open()
-        found = await wait_for(lambda: [d for d in editor.diagnostics() if d.data and d.data.get("tier") == "compiler"],
-                               what="v5e diagnostics from Ray")
+        found = await wait_for(
+            lambda: [d for d in editor.diagnostics() if d.data and d.data.get("tier") == "compiler"],
+            what="v5e diagnostics from Ray",
+        )
         assert any("18.36M of 16.00M scoped VMEM on TPU v5e" in d.message for d in found)
-        assert any("compiling on Ray: 2 CPUs" in m.message for m in client.log_messages), \
-            [m.message for m in client.log_messages]
+        assert any("compiling on Ray: 2 CPUs" in m.message for m in client.log_messages), [
+            m.message for m in client.log_messages
+        ]

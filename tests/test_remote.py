@@ -1,5 +1,6 @@
 """A worker on another machine over SSH: a real sshd on 127.0.0.1, a key made
 for the test, the real compiler behind it."""
+
 from __future__ import annotations
 
 import os
@@ -12,13 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, KERNELS, run_json
+
 from vmem_lsp.compile.client import CheckRequest, WorkerClient
 
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
-pytestmark = pytest.mark.skipif((SSHD is None or os.geteuid() != 0) and not os.environ.get("VMEM_REQUIRE_TOOLS"),
-                                reason="needs Debian's openssh-server and root (apt-get install openssh-server)")
+pytestmark = pytest.mark.skipif(
+    (SSHD is None or os.geteuid() != 0) and not os.environ.get("VMEM_REQUIRE_TOOLS"),
+    reason="needs Debian's openssh-server and root (apt-get install openssh-server)",
+)
 
 
 def free_port() -> int:
@@ -52,8 +55,9 @@ UsePAM no
 LogLevel ERROR
 """)
         os.makedirs("/run/sshd", exist_ok=True)
-        self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(folder / "sshd_config")],
-                                        stderr=subprocess.PIPE, start_new_session=True)
+        self.process = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(folder / "sshd_config")], stderr=subprocess.PIPE, start_new_session=True
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             with socket.socket() as s:
@@ -64,9 +68,11 @@ LogLevel ERROR
 
     def command(self, key: str = "user_key", known_hosts: str = "known_hosts") -> str:
         remote_cache = self.folder / "remote-cache"
-        return (f"ssh -p {self.port} -i {self.folder / key} -o IdentitiesOnly=yes "
-                f"-o UserKnownHostsFile={self.folder / known_hosts} -o StrictHostKeyChecking=yes 127.0.0.1 "
-                f"{sys.executable} -m vmem_lsp worker --cache-dir {remote_cache}")
+        return (
+            f"ssh -p {self.port} -i {self.folder / key} -o IdentitiesOnly=yes "
+            f"-o UserKnownHostsFile={self.folder / known_hosts} -o StrictHostKeyChecking=yes 127.0.0.1 "
+            f"{sys.executable} -m vmem_lsp worker --cache-dir {remote_cache}"
+        )
 
     def kill(self) -> None:
         """sshd and every session it forked (and what they run): the connection
@@ -129,14 +135,15 @@ def test_unchanged_files_are_not_sent_again(sshd):
         worker.stop()
     assert first.error is None and second.error is None and first.calls[0].fits
     assert sent == len(list(EXAMPLES.glob("*.py"))) and worker.blobs_sent == sent
-    assert first.calls[0].call_origin.file == str(EXAMPLES / "copy_whole.py")     # paths come back as ours
+    assert first.calls[0].call_origin.file == str(EXAMPLES / "copy_whole.py")  # paths come back as ours
 
 
 def test_a_remote_crash_is_placed_on_our_file(sshd, tmp_path):
     """faulthandler names the crashing frame by the remote worker's path (its
     workspace); the origin comes back as this machine's file, as results do."""
-    (tmp_path / "crash.py").write_text("import ctypes\n\n# vmem: boom(f32[8, 128])\n\n\ndef boom(x):\n"
-                                       "    ctypes.string_at(0)\n")
+    (tmp_path / "crash.py").write_text(
+        "import ctypes\n\n# vmem: boom(f32[8, 128])\n\n\ndef boom(x):\n    ctypes.string_at(0)\n"
+    )
     worker = WorkerClient(sshd.command())
     try:
         result = worker.check(CheckRequest("boom(f32[8, 128])", "v6e", path=str(tmp_path / "crash.py")), 300)
@@ -148,11 +155,24 @@ def test_a_remote_crash_is_placed_on_our_file(sshd, tmp_path):
 
 def start_check_then_kill_sshd(sshd, *extra):
     """A slow compile (jax's flash attention) over SSH; sshd dies mid-compile."""
-    command = [sys.executable, "-m", "vmem_lsp", "check", str(KERNELS / "flash_user.py"), "--target", "v5e",
-               "--no-cache", "--format", "json", "--worker", sshd.command(), *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "vmem_lsp",
+        "check",
+        str(KERNELS / "flash_user.py"),
+        "--target",
+        "v5e",
+        "--no-cache",
+        "--format",
+        "json",
+        "--worker",
+        sshd.command(),
+        *extra,
+    ]
     check = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:       # the remote worker is up and compiling
+    while time.monotonic() < deadline:  # the remote worker is up and compiling
         if subprocess.run(["pgrep", "-f", str(sshd.folder / "remote-cache")], capture_output=True).stdout:
             break
         time.sleep(0.2)
@@ -160,6 +180,7 @@ def start_check_then_kill_sshd(sshd, *extra):
     sshd.kill()
     out, err = check.communicate(timeout=600)
     import json
+
     return check.returncode, json.loads(out), err
 
 
@@ -180,14 +201,16 @@ def test_bad_credentials_fail_fast_and_clearly(sshd, problem):
     if problem == "wrong host key":
         keygen(sshd.folder / "other_host")
         (sshd.folder / "wrong_known").write_text(
-            f"[127.0.0.1]:{sshd.port} {(sshd.folder / 'other_host.pub').read_text()}")
+            f"[127.0.0.1]:{sshd.port} {(sshd.folder / 'other_host.pub').read_text()}"
+        )
         command, expected = sshd.command(known_hosts="wrong_known"), "Host key verification failed"
     else:
         keygen(sshd.folder / "stranger_key")
         command, expected = sshd.command(key="stranger_key"), "Permission denied"
     started = time.monotonic()
-    done, report = run_json("check", str(EXAMPLES / "copy_whole.py"), "--target", "v6e", "--no-cache",
-                            "--worker", command)
+    done, report = run_json(
+        "check", str(EXAMPLES / "copy_whole.py"), "--target", "v6e", "--no-cache", "--worker", command
+    )
     assert time.monotonic() - started < 60
     [d] = report["diagnostics"]
     assert d["code"] == "VMEM010" and expected in d["message"], d["message"]
@@ -197,6 +220,7 @@ def test_the_remote_worker_dies_when_the_connection_drops(sshd, tmp_path):
     """The ssh client is killed while the remote worker spins in user code:
     the remote side sees its input end and its session go, and exits."""
     import threading
+
     mark = tmp_path / "spinning"
     command = sshd.command().replace(f" {sys.executable} ", f" env VMEM_SPIN_MARK={mark} {sys.executable} ")
     worker = WorkerClient(command)
@@ -208,15 +232,22 @@ def test_the_remote_worker_dies_when_the_connection_drops(sshd, tmp_path):
         assert time.monotonic() < deadline, "the remote example never started"
         time.sleep(0.1)
 
-    remote = [pid for pid in descendants(sshd.process.pid)
-              if b"vmem_lsp\x00worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    remote = [
+        pid
+        for pid in descendants(sshd.process.pid)
+        if b"vmem_lsp\x00worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
     assert remote
 
-    def alive():        # an orphan is no longer sshd's descendant: look the pids up
-        return [pid for pid in remote if os.path.exists(f"/proc/{pid}")
-                and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    def alive():  # an orphan is no longer sshd's descendant: look the pids up
+        return [
+            pid
+            for pid in remote
+            if os.path.exists(f"/proc/{pid}")
+            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        ]
 
-    os.kill(worker.process.pid, signal.SIGKILL)         # the client side of the connection, gone
+    os.kill(worker.process.pid, signal.SIGKILL)  # the client side of the connection, gone
     started = time.monotonic()
     while alive() and time.monotonic() - started < 2:
         time.sleep(0.05)

@@ -3,6 +3,7 @@
 Every compiler text here comes from a captured file; the checks compare what the parser extracts
 with facts computable independently (sums, shapes times item sizes, the kernel each file compiled).
 """
+
 from __future__ import annotations
 
 import math
@@ -97,7 +98,7 @@ def ids(paths: list[Path]) -> list[str]:
 def precision(printed: str) -> float:
     """Bytes of one unit in the last printed digit: the error a printed size may carry."""
     decimals = len(printed[:-1].partition(".")[2])
-    return 10.0 ** -decimals * 1024 ** "BKMGTPE".index(printed[-1])
+    return 10.0**-decimals * 1024 ** "BKMGTPE".index(printed[-1])
 
 
 def nbytes(shape: Shape) -> int:
@@ -148,8 +149,11 @@ def test_physical_breakdown_lists_every_allocation(path):
     assert r.op_name and r.op_name.endswith("pallas_call")
 
 
-@pytest.mark.parametrize("path", files_of("physical") + files_of("single_allocation"),
-                         ids=ids(files_of("physical") + files_of("single_allocation")))
+@pytest.mark.parametrize(
+    "path",
+    files_of("physical") + files_of("single_allocation"),
+    ids=ids(files_of("physical") + files_of("single_allocation")),
+)
 def test_windows_are_block_bytes_times_buffers(path):
     """A tile-aligned window takes its block's bytes once per buffer; the full shape is the array's."""
     windows = [a for a in parse_report(compiler_text(path)).allocations if a.kind.endswith("_window")]
@@ -166,7 +170,9 @@ def test_single_buffered_whole_array_windows():
         r = report(name)
         whole = Shape("f32", (4096, 4096))
         assert [(a.kind, a.operand_index, a.buffers) for a in r.allocations] == [
-            ("input_window", 0, 1), ("output_window", 0, 1)]
+            ("input_window", 0, 1),
+            ("output_window", 0, 1),
+        ]
         assert all(a.window_shape == a.full_shape == whole for a in r.allocations)
         assert r.used == 2 * nbytes(whole)
 
@@ -175,8 +181,13 @@ def test_matmul_windows_scratch_and_spills():
     for name in ("matmul-breakdown-v5p", "matmul-breakdown-v7x"):
         r = report(name)
         by_kind = {(a.kind, a.operand_index): a for a in r.allocations}
-        assert set(by_kind) == {("scratch", None), ("input_window", 0), ("input_window", 1),
-                                ("output_window", 0), ("spill", None)}
+        assert set(by_kind) == {
+            ("scratch", None),
+            ("input_window", 0),
+            ("input_window", 1),
+            ("output_window", 0),
+            ("spill", None),
+        }
         for key in (("input_window", 0), ("input_window", 1), ("output_window", 0)):
             a = by_kind[key]
             assert a.buffers == 2
@@ -201,7 +212,11 @@ def test_spills_dominate_flash_attention():
     spill, *windows = r.allocations
     assert spill.kind == "spill" and spill.size > sum(a.size for a in windows)
     assert [(a.kind, a.operand_index) for a in windows] == [
-        ("input_window", 0), ("input_window", 1), ("input_window", 2), ("output_window", 0)]
+        ("input_window", 0),
+        ("input_window", 1),
+        ("input_window", 2),
+        ("output_window", 0),
+    ]
     assert all(a.buffers == 2 and a.window_shape.dims == (1, 1, 8192, 128) for a in windows)
     assert "flash_attention" in r.op_name
 
@@ -269,7 +284,10 @@ def test_single_allocation_facts():
     assert report("single-allocation-v4").limit == 16 * MiB
     (scratch,) = report("scratch-single-allocation-v6e").allocations
     assert (scratch.kind, scratch.window_shape, scratch.size) == (
-        "scratch", Shape("f32", (16384, 4096)), 16384 * 4096 * 4)
+        "scratch",
+        Shape("f32", (16384, 4096)),
+        16384 * 4096 * 4,
+    )
 
 
 @pytest.mark.parametrize("name", ["smem-prefetch-v5e", "smem-prefetch-v7x", "smem-scratch-v6e"])
@@ -285,8 +303,7 @@ def test_smem(name):
 
 def test_block_shape_operands():
     assert (report("block-shape-v6e").operand_kind, report("block-shape-v6e").operand_index) == ("input", 0)
-    assert (report("block-shape-rank-v6e").operand_kind, report("block-shape-rank-v6e").operand_index) == (
-        "output", 0)
+    assert (report("block-shape-rank-v6e").operand_kind, report("block-shape-rank-v6e").operand_index) == ("output", 0)
     mosaic = report("block-shape-mosaic-v6e")
     # Mosaic counts its windows: "input 0" is in_specs[0], after any scalar-prefetch operands
     assert (mosaic.error_code, mosaic.operand_kind, mosaic.operand_index) == ("E2002", "window_input", 0)
@@ -300,7 +317,7 @@ def test_block_shape_keeps_the_path_jax_names_the_operand_by():
     assert report("block-shape-v6e").operand_path == "args[0]"
     assert report("err-block-rank1-v6e").operand_path == "args[0]"
     assert report("block-shape-rank-v6e").operand_path == "outputs"
-    assert report("block-shape-mosaic-v6e").operand_path is None      # Mosaic says "input 0"
+    assert report("block-shape-mosaic-v6e").operand_path is None  # Mosaic says "input 0"
 
 
 # The kind of each captured compile error that is no block shape (mapping.BODY_CODES gives its
@@ -324,8 +341,9 @@ EXPECTED_KIND = {
 
 
 def test_every_captured_compile_error_that_is_no_block_shape_has_its_kind():
-    failing = {p.stem for p in files_of("unknown")
-               if p.stem.startswith("err-") and compiler_text(p) != "(compiled: no error)"}
+    failing = {
+        p.stem for p in files_of("unknown") if p.stem.startswith("err-") and compiler_text(p) != "(compiled: no error)"
+    }
     assert failing == set(EXPECTED_KIND)
 
 
@@ -342,6 +360,7 @@ def test_an_int8_vector_op_the_vpu_refuses_is_a_dtype_error_though_mosaic_says_n
     assert '"arith.addi"' in text
     assert error_kind(text) == "dtype"
 
+
 def test_unknown_text_is_kept_whole():
     header = "".join((DATA / "physical-breakdown-v6e.txt").read_text().splitlines(keepends=True)[:3])
     for text in (compiler_text(DATA / "compiles-v6e.txt"), header, ""):
@@ -357,7 +376,7 @@ def mutations(text: str, rng: random.Random):
         yield text[i:]
     lines = text.splitlines(keepends=True)
     for i in range(len(lines)):
-        yield "".join(lines[:i] + lines[i + 1:])
+        yield "".join(lines[:i] + lines[i + 1 :])
     yield re.sub(r"\d", "9" * 40, text)
     yield re.sub(r"\d+", "", text)
     yield text.replace("'", "").replace('"', "")
@@ -379,10 +398,19 @@ def test_never_raises_on_damaged_text(path):
         assert len(parse_report(text[:i]).allocations) <= len(full.allocations)
 
 
-@pytest.mark.parametrize("printed, n", [
-    ("128.00M", 128 * MiB), ("64.0K", 65536), ("1.50G", 3 * 2**29), ("512B", 512), ("0B", 0),
-    ("63.94M", round(63.94 * MiB)), ("1.6K", round(1.6 * 1024)), (" 4.00M ", 4 * MiB),
-])
+@pytest.mark.parametrize(
+    "printed, n",
+    [
+        ("128.00M", 128 * MiB),
+        ("64.0K", 65536),
+        ("1.50G", 3 * 2**29),
+        ("512B", 512),
+        ("0B", 0),
+        ("63.94M", round(63.94 * MiB)),
+        ("1.6K", round(1.6 * 1024)),
+        (" 4.00M ", 4 * MiB),
+    ],
+)
 def test_parse_size(printed, n):
     assert parse_size(printed) == n
 
@@ -393,19 +421,32 @@ def test_parse_size_rejects(bad):
         parse_size(bad)
 
 
-@pytest.mark.parametrize("n, printed", [
-    (134217728, "128.00M"), (65536, "64.0K"), (512, "512B"), (1023, "1023B"), (1024, "1.0K"),
-    (MiB - 1, "1024.0K"), (MiB, "1.00M"), (3 * 2**29, "1.50G"), (2**40, "1.00T"), (-65536, "-64.0K"),
-])
+@pytest.mark.parametrize(
+    "n, printed",
+    [
+        (134217728, "128.00M"),
+        (65536, "64.0K"),
+        (512, "512B"),
+        (1023, "1023B"),
+        (1024, "1.0K"),
+        (MiB - 1, "1024.0K"),
+        (MiB, "1.00M"),
+        (3 * 2**29, "1.50G"),
+        (2**40, "1.00T"),
+        (-65536, "-64.0K"),
+    ],
+)
 def test_format_size(n, printed):
     assert format_size(n) == printed
 
 
-@pytest.mark.parametrize("name", ["pipeline-flat-v6e", "pipeline-in-a-row-v6e", "pipeline-buffered1-v6e",
-                                  "run-scoped-v6e"])
+@pytest.mark.parametrize(
+    "name", ["pipeline-flat-v6e", "pipeline-in-a-row-v6e", "pipeline-buffered1-v6e", "run-scoped-v6e"]
+)
 def test_what_the_body_allocates_is_scoped_memory_of_the_function(name):
     """emit_pipeline's windows and run_scoped's buffers: "scoped memory for
     <jitted function>", a size and nothing more."""
     r = report(name)
-    assert r.allocations and all(a.kind == "other" and a.tag.startswith("scoped memory for ")
-                                 and a.window_shape is None for a in r.allocations)
+    assert r.allocations and all(
+        a.kind == "other" and a.tag.startswith("scoped memory for ") and a.window_shape is None for a in r.allocations
+    )

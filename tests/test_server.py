@@ -1,4 +1,5 @@
 """The language server over stdio, as an editor drives it, with the real compiler."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,11 +9,19 @@ import shutil
 import time
 
 import pytest
-from lsprotocol import types
-
 from conftest import EXAMPLES, line_of, run_cli
-from lsp_client import (BARE_CAPABILITIES, PULL_CAPABILITIES, RESOLVE_CAPABILITIES, Editor, ask_on_verdict, lsp_lines,
-                        running_server, utf16_columns, wait_for)
+from lsp_client import (
+    BARE_CAPABILITIES,
+    PULL_CAPABILITIES,
+    RESOLVE_CAPABILITIES,
+    Editor,
+    ask_on_verdict,
+    lsp_lines,
+    running_server,
+    utf16_columns,
+    wait_for,
+)
+from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio
 
@@ -67,12 +76,15 @@ async def test_seed_overflow_estimate_compile_and_fix(tmp_path):
         editor = Editor(client, path)
         editor.open()
         # Compiled on open: the compiler's verdict on both BlockSpecs and the pallas_call.
-        found = await wait_for(lambda: len(compiler_tier(editor.diagnostics())) >= 3 and editor.diagnostics(),
-                               what="compiler diagnostics after open")
+        found = await wait_for(
+            lambda: len(compiler_tier(editor.diagnostics())) >= 3 and editor.diagnostics(),
+            what="compiler diagnostics after open",
+        )
         windows = [d for d in found if d.code == "VMEM001"]
         assert sorted((d.range.start.line, d.range.start.character, d.range.end.character) for d in windows) == sorted(
             (r.start.line, r.start.character, r.end.character)
-            for r in (block_range(path, "in_specs="), block_range(path, "out_specs=")))
+            for r in (block_range(path, "in_specs="), block_range(path, "out_specs="))
+        )
         assert all(d.severity == types.DiagnosticSeverity.Error and d.source == "vmem-lsp" for d in windows)
         assert all("TPU v6e" in d.message and "compiler" in d.message for d in windows)
         total = next(d for d in found if d.code == "VMEM002")
@@ -83,25 +95,37 @@ async def test_seed_overflow_estimate_compile_and_fix(tmp_path):
         # Typing: a line added above moves everything; the estimate follows within the debounce.
         editor.change("# a comment typed at the top\n" + editor.text)
         started = time.monotonic()
-        moved = await wait_for(lambda: (e := estimate_tier(editor.diagnostics())) and all(
-            d.range.start.line >= 1 for d in e) and e, timeout=5, what="estimates after an edit")
+        moved = await wait_for(
+            lambda: (e := estimate_tier(editor.diagnostics())) and all(d.range.start.line >= 1 for d in e) and e,
+            timeout=5,
+            what="estimates after an edit",
+        )
         assert time.monotonic() - started < 2.0
         assert {d.range.start.line for d in moved if d.code == "VMEM001"} == {
-            line_of(path, "in_specs="), line_of(path, "out_specs=")}   # one line lower than on disk
+            line_of(path, "in_specs="),
+            line_of(path, "out_specs="),
+        }  # one line lower than on disk
         assert all("estimate" in d.message for d in moved)
 
         # Saving compiles again; the compiler's verdict replaces the estimates.
         editor.save()
-        await wait_for(lambda: compiler_tier(editor.diagnostics()) and not estimate_tier(editor.diagnostics()),
-                       what="compiler diagnostics after save")
+        await wait_for(
+            lambda: compiler_tier(editor.diagnostics()) and not estimate_tier(editor.diagnostics()),
+            what="compiler diagnostics after save",
+        )
 
         # Hover on the BlockSpec: the budget table.
-        hover = await client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(editor.uri), types.Position(line_of(path, "in_specs=") - 1, 20)))
+        hover = await client.text_document_hover_async(
+            types.HoverParams(
+                types.TextDocumentIdentifier(editor.uri), types.Position(line_of(path, "in_specs=") - 1, 20)
+            )
+        )
         assert "TPU v6e" in hover.contents.value and "input 0 window" in hover.contents.value
-        hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
-            types.TextDocumentIdentifier(editor.uri),
-            types.Range(types.Position(0, 0), types.Position(100, 0))))
+        hints = await client.text_document_inlay_hint_async(
+            types.InlayHintParams(
+                types.TextDocumentIdentifier(editor.uri), types.Range(types.Position(0, 0), types.Position(100, 0))
+            )
+        )
         labels = [h.label for h in hints]
         assert "64.00M x1" in labels and any("v6e" in str(label) for label in labels)
 
@@ -125,11 +149,15 @@ async def test_syntax_error_never_takes_the_server_down(tmp_path):
         for text in ("def f(:\n    pl.pallas_call(\n    in_specs=[pl.BlockSpec((", "\x00\x01 ((((", ""):
             broken.change(text)
             broken.save()
-        hover = await client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(broken.uri), types.Position(0, 0)))
+        hover = await client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(broken.uri), types.Position(0, 0))
+        )
         assert hover is None
-        hover = await client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(good.uri), types.Position(line_of(good.path, "pl.pallas_call(") - 1, 15)))
+        hover = await client.text_document_hover_async(
+            types.HoverParams(
+                types.TextDocumentIdentifier(good.uri), types.Position(line_of(good.path, "pl.pallas_call(") - 1, 15)
+            )
+        )
         assert hover is not None and "TPU v6e" in hover.contents.value
         assert good.diagnostics() == before
 
@@ -144,10 +172,11 @@ async def test_pull_diagnostics_for_clients_that_ask(tmp_path):
         while not codes >= {"VMEM001", "VMEM002"}:
             await wait_for(lambda: client.diagnostic_refresh_count > seen, what="a diagnostic refresh")
             seen = client.diagnostic_refresh_count
-            report = await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
-                types.TextDocumentIdentifier(editor.uri)))
+            report = await client.text_document_diagnostic_async(
+                types.DocumentDiagnosticParams(types.TextDocumentIdentifier(editor.uri))
+            )
             codes = {d.code for d in report.items}
-        assert editor.uri not in client.diagnostics     # pulled, not pushed
+        assert editor.uri not in client.diagnostics  # pulled, not pushed
 
 
 async def test_settings_choose_targets_and_the_worker_leaves_no_process(tmp_path):
@@ -157,8 +186,9 @@ async def test_settings_choose_targets_and_the_worker_leaves_no_process(tmp_path
         editor.open()
         found = await wait_for(lambda: compiler_tier(editor.diagnostics()), what="v5e diagnostics")
         assert any("18.36M of 16.00M scoped VMEM on TPU v5e" in d.message for d in found)
-        ready = await wait_for(lambda: [m.message for m in client.log_messages if "worker ready" in m.message],
-                               what="worker ready log")
+        ready = await wait_for(
+            lambda: [m.message for m in client.log_messages if "worker ready" in m.message], what="worker ready log"
+        )
         pid = int(ready[0].split("pid ")[1].split(")")[0])
         # The parser yields the CPU to the editor; the server and the compiler do not.
         parsers = [p for p in children_of(client._server.pid) if b"spawn_main" in command_line(p)]
@@ -171,6 +201,7 @@ async def test_settings_choose_targets_and_the_worker_leaves_no_process(tmp_path
 async def test_library_kernel_diagnostics_are_published_to_the_library_file_and_cleared(tmp_path):
     import jax.experimental.pallas.ops.tpu.flash_attention as flash
     from conftest import KERNELS
+
     work = project(tmp_path, targets=("v5e",))
     shutil.copy(KERNELS / "flash_user.py", work / "flash_user.py")
     library = types.TextDocumentIdentifier(f"file://{flash.__file__}").uri
@@ -182,14 +213,17 @@ async def test_library_kernel_diagnostics_are_published_to_the_library_file_and_
         assert any(d.code == "VMEM004" for d in await wait_for(editor.diagnostics, what="the directive's diagnostic"))
         editor.change(editor.text.replace("=4096", "=512"))
         editor.save()
-        await wait_for(lambda: not client.diagnostics.get(library) and not editor.diagnostics(),
-                       what="library diagnostics cleared once the example fits")
+        await wait_for(
+            lambda: not client.diagnostics.get(library) and not editor.diagnostics(),
+            what="library diagnostics cleared once the example fits",
+        )
 
 
 async def test_a_crashing_example_is_reported_once_and_the_worker_restarted(tmp_path):
     work = project(tmp_path, "copy_whole.py")
-    (work / "crash.py").write_text("import ctypes\n\n# vmem: boom(f32[8, 128])\n\n\ndef boom(x):\n"
-                                   "    ctypes.string_at(0)\n")
+    (work / "crash.py").write_text(
+        "import ctypes\n\n# vmem: boom(f32[8, 128])\n\n\ndef boom(x):\n    ctypes.string_at(0)\n"
+    )
     async with running_server(work) as client:
         crash = Editor(client, work / "crash.py")
         crash.open()
@@ -210,7 +244,7 @@ def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
         starts.append(starts[-1] + len(line) + 1)
     at = lambda p: starts[p.line] + p.character
     for edit in sorted(edits, key=lambda e: at(e.range.start), reverse=True):
-        text = text[:at(edit.range.start)] + edit.new_text + text[at(edit.range.end):]
+        text = text[: at(edit.range.start)] + edit.new_text + text[at(edit.range.end) :]
     return text
 
 
@@ -223,9 +257,13 @@ async def test_quick_fix_is_verified_and_clears_the_errors(tmp_path):
         window = next(d for d in editor.diagnostics() if d.code == "VMEM001")
 
         async def actions(only=None):
-            return await client.text_document_code_action_async(types.CodeActionParams(
-                types.TextDocumentIdentifier(editor.uri), window.range,
-                types.CodeActionContext(diagnostics=[window], only=only)))
+            return await client.text_document_code_action_async(
+                types.CodeActionParams(
+                    types.TextDocumentIdentifier(editor.uri),
+                    window.range,
+                    types.CodeActionContext(diagnostics=[window], only=only),
+                )
+            )
 
         offered = []
         while not offered:
@@ -283,7 +321,7 @@ async def test_clients_that_resolve_get_estimates_at_once_and_a_verified_edit(tm
             verified = "compiler-verified" in action.title
             assert (action.edit is not None) == verified and (action.is_preferred or False) <= verified
             assert verified or ("verifying" in action.title and action.data)
-        chosen = next(a for a in actions if a.edit is None)      # the search is slower than this answer
+        chosen = next(a for a in actions if a.edit is None)  # the search is slower than this answer
         resolved = await client.code_action_resolve_async(chosen)
     assert "compiler-verified" in resolved.title and resolved.edit is not None
     assert fits_when_applied(editor, resolved)
@@ -297,7 +335,7 @@ async def test_a_fix_that_adds_lines_writes_the_files_own_line_ends(tmp_path):
     path.write_bytes(path.read_text().replace("\n", "\r\n").encode())
     async with running_server(work, capabilities=BARE_CAPABILITIES) as client:
         editor = Editor(client, path)
-        editor.text = path.read_bytes().decode()          # as the editor holds it, \r\n and all
+        editor.text = path.read_bytes().decode()  # as the editor holds it, \r\n and all
         asked = ask_on_verdict(client, editor.uri)
         editor.open()
         _, actions = await asyncio.wait_for(asked, 240)
@@ -313,6 +351,7 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
     search waits past its candidates for the compiler's word; a search stopped
     by a newer save, or the file closed, answers it at once."""
     from types import SimpleNamespace
+
     from vmem_lsp.compile.protocol import CapturedCall, ExampleResult
     from vmem_lsp.fixes.edits import Fix, TextEdit
     from vmem_lsp.server.convert import to_uri
@@ -322,6 +361,7 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
     from vmem_lsp.server.waiting import Waiters
     from vmem_lsp.source.directives import find_examples
     from vmem_lsp.source.model import Span
+
     path = str(EXAMPLES / "copy_whole.py")
     text = (EXAMPLES / "copy_whole.py").read_text()
     [example], _ = find_examples(text, path)
@@ -329,24 +369,42 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
     waiters = Waiters()
     session = Session(Options(), changed=waiters.wake)
     shown = []
-    ls = SimpleNamespace(session=session, waiters=waiters, path_of=lambda uri: path, client_capabilities=None,
-                         client_supports=lambda *names: False, window_show_message=shown.append,
-                         positions=lambda: SimpleNamespace(range=lambda path, span: types.Range(
-                             types.Position(span.start_line - 1, span.start_col),
-                             types.Position(span.end_line - 1, span.end_col)), text=lambda path: ""))
-    diagnostic = types.Diagnostic(types.Range(types.Position(0, 0), types.Position(0, 1)), "over",
-                                  data={"example": {"path": example.path, "line": example.line}})
-    params = types.CodeActionParams(types.TextDocumentIdentifier(to_uri(path)), diagnostic.range,
-                                    types.CodeActionContext(diagnostics=[diagnostic]))
-    fix = lambda verified: Fix("grid", "compiler-verified" if verified else "estimate, verifying…",
-                               (TextEdit(path, Span(18, 32, 18, 38), "(256, m)"),), verified, {})
+    ls = SimpleNamespace(
+        session=session,
+        waiters=waiters,
+        path_of=lambda uri: path,
+        client_capabilities=None,
+        client_supports=lambda *names: False,
+        window_show_message=shown.append,
+        positions=lambda: SimpleNamespace(
+            range=lambda path, span: types.Range(
+                types.Position(span.start_line - 1, span.start_col), types.Position(span.end_line - 1, span.end_col)
+            ),
+            text=lambda path: "",
+        ),
+    )
+    diagnostic = types.Diagnostic(
+        types.Range(types.Position(0, 0), types.Position(0, 1)),
+        "over",
+        data={"example": {"path": example.path, "line": example.line}},
+    )
+    params = types.CodeActionParams(
+        types.TextDocumentIdentifier(to_uri(path)), diagnostic.range, types.CodeActionContext(diagnostics=[diagnostic])
+    )
+    fix = lambda verified: Fix(
+        "grid",
+        "compiler-verified" if verified else "estimate, verifying…",
+        (TextEdit(path, Span(18, 32, 18, 38), "(256, m)"),),
+        verified,
+        {},
+    )
 
     async def asked(then) -> list:
         session.open(path, 1, text)
         session.accept_compile(path, 1, [(example, overflow)])
         request = asyncio.ensure_future(code_action.handle(ls, params))
         await asyncio.sleep(0.1)
-        assert not request.done()                   # a search runs: nothing yet
+        assert not request.done()  # a search runs: nothing yet
         then()
         return await asyncio.wait_for(request, 0.5)
 
@@ -354,9 +412,10 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
         session.accept_fixes(path, 1, [(example, [fix(False)])], False)
         assert session.searching(path)
         asyncio.get_running_loop().call_later(0.1, session.accept_fixes, path, 1, [(example, [fix(True)])], True)
+
     [action, _] = await asked(candidate_then_verified)
     assert action.is_preferred and action.title == "compiler-verified"
-    assert await asked(lambda: session.accept_fixes(path, 1, None, True)) == []      # superseded
+    assert await asked(lambda: session.accept_fixes(path, 1, None, True)) == []  # superseded
     assert await asked(lambda: session.close(path)) == []
     # A client that resolves: the candidate at once, without an edit; resolving it waits for the compiler.
     ls.client_capabilities = RESOLVE_CAPABILITIES
@@ -365,7 +424,7 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
     resolving = asyncio.ensure_future(code_action.resolve(ls, estimate))
     await asyncio.sleep(0.1)
     assert not resolving.done()
-    session.accept_fixes(path, 1, [(example, [])], False)      # the compiler rejected it
+    session.accept_fixes(path, 1, [(example, [])], False)  # the compiler rejected it
     rejected = await asyncio.wait_for(resolving, 0.5)
     assert rejected.edit is None and "did not verify" in shown[0].message
 
@@ -398,21 +457,27 @@ def command_line(pid: int) -> bytes:
 
 async def test_a_hanging_example_never_blocks_the_editor(tmp_path):
     work = project(tmp_path, "copy_whole.py")
-    (work / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = ".cache"\ntrace-timeout = 15\n')
-    (work / "hang.py").write_text("import time\n\n# vmem: spin(f32[8, 128])\n\n\ndef spin(x):\n"
-                                  "    while True:\n        time.sleep(0.1)\n")
+    (work / "pyproject.toml").write_text(
+        '[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = ".cache"\ntrace-timeout = 15\n'
+    )
+    (work / "hang.py").write_text(
+        "import time\n\n# vmem: spin(f32[8, 128])\n\n\ndef spin(x):\n    while True:\n        time.sleep(0.1)\n"
+    )
     async with running_server(work) as client:
         good = Editor(client, work / "copy_whole.py")
         good.open()
         await wait_for(lambda: compiler_tier(good.diagnostics()), what="the good file compiled")
         hang = Editor(client, work / "hang.py")
         hang.open()
-        await asyncio.sleep(1)                      # the worker is now stuck in the example
+        await asyncio.sleep(1)  # the worker is now stuck in the example
         slowest = 0.0
         for _ in range(20):
             started = time.monotonic()
-            hover = await client.text_document_hover_async(types.HoverParams(
-                types.TextDocumentIdentifier(good.uri), types.Position(line_of(good.path, "in_specs=") - 1, 20)))
+            hover = await client.text_document_hover_async(
+                types.HoverParams(
+                    types.TextDocumentIdentifier(good.uri), types.Position(line_of(good.path, "in_specs=") - 1, 20)
+                )
+            )
             slowest = max(slowest, time.monotonic() - started)
             assert hover is not None
             await asyncio.sleep(0.2)
@@ -428,17 +493,20 @@ async def test_edits_during_a_compile_never_get_its_stale_verdict(tmp_path):
     work = project(tmp_path, "copy_whole.py")
     async with running_server(work) as client:
         editor = Editor(client, work / "copy_whole.py")
-        editor.open()                                   # the compile of version 1 starts
+        editor.open()  # the compile of version 1 starts
         await asyncio.sleep(0.5)
-        editor.change("# typed while it compiles\n" + editor.text)   # version 2, not saved
-        await wait_for(lambda: [m for m in client.log_messages if "dropped a compile" in m.message],
-                       what="the stale compile dropped")
+        editor.change("# typed while it compiles\n" + editor.text)  # version 2, not saved
+        await wait_for(
+            lambda: [m for m in client.log_messages if "dropped a compile" in m.message],
+            what="the stale compile dropped",
+        )
         await asyncio.sleep(1)
-        assert compiler_tier(editor.diagnostics()) == []    # only estimates for the text on screen
+        assert compiler_tier(editor.diagnostics()) == []  # only estimates for the text on screen
 
 
 def framed(*messages: dict) -> bytes:
     import json
+
     out = b""
     for message in messages:
         body = json.dumps({"jsonrpc": "2.0", **message}).encode()
@@ -451,13 +519,20 @@ async def test_a_file_on_stdin_is_read_as_well_as_a_pipe(tmp_path):
     from a file (a replayed session) takes pygls' reader, and works the same."""
     import subprocess
     import sys
+
     session = tmp_path / "session.bin"
-    session.write_bytes(framed({"id": 1, "method": "initialize", "params": {"capabilities": {}}},
-                               {"method": "initialized", "params": {}},
-                               {"id": 2, "method": "shutdown"}, {"method": "exit"}))
+    session.write_bytes(
+        framed(
+            {"id": 1, "method": "initialize", "params": {"capabilities": {}}},
+            {"method": "initialized", "params": {}},
+            {"id": 2, "method": "shutdown"},
+            {"method": "exit"},
+        )
+    )
     with open(session, "rb") as stdin:
-        done = subprocess.run([sys.executable, "-m", "vmem_lsp", "serve"], stdin=stdin, capture_output=True,
-                              cwd=tmp_path, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "vmem_lsp", "serve"], stdin=stdin, capture_output=True, cwd=tmp_path, timeout=120
+        )
     assert b'"name": "vmem-lsp"' in done.stdout and b'"id": 2' in done.stdout, done.stderr[-2000:]
 
 
@@ -465,11 +540,13 @@ async def test_full_collections_wait_for_a_quiet_moment():
     """The collector freezes what the server holds once messages stop for a
     while: not while they keep coming."""
     import gc
+
     from vmem_lsp.server.collector import QuietCollector
+
     collector = QuietCollector(quiet=0.1, every=0)
     gc.unfreeze()
     try:
-        for _ in range(5):                      # a message every 50 ms: never quiet
+        for _ in range(5):  # a message every 50 ms: never quiet
             collector.message_arrived()
             await asyncio.sleep(0.05)
         assert gc.get_freeze_count() == 0
@@ -490,14 +567,39 @@ async def test_an_unsaved_buffer_is_not_compiled_until_it_is_saved(tmp_path):
         editor.open()
         await wait_for(lambda: client.diagnostics.get(editor.uri) is not None, what="the estimate tier")
         await asyncio.sleep(3)
-        assert not [m for m in client.log_messages if "copy_whole(" in m.message]     # nothing compiled
+        assert not [m for m in client.log_messages if "copy_whole(" in m.message]  # nothing compiled
         editor.save()
         found = await wait_for(lambda: compiler_tier(editor.diagnostics()), what="the verdict after the save")
         assert {d.range.start.line for d in found} >= {line_of(editor.path, "in_specs=") - 1}
 
 
-TYPING = ["a", "_", " ", "\n", "\r\n", "(", ")", "[", "]", ",", ":", "#", "\t", "é", "😋", "1024", "pl.BlockSpec(",
-          "lambda i: (i, 0)", "# vmem: copy_whole(f32[", "grid=(", '"""', "'", "\\", "def ", "pallas_call("]
+TYPING = [
+    "a",
+    "_",
+    " ",
+    "\n",
+    "\r\n",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    ":",
+    "#",
+    "\t",
+    "é",
+    "😋",
+    "1024",
+    "pl.BlockSpec(",
+    "lambda i: (i, 0)",
+    "# vmem: copy_whole(f32[",
+    "grid=(",
+    '"""',
+    "'",
+    "\\",
+    "def ",
+    "pallas_call(",
+]
 
 
 def random_edit(text: str, rng) -> types.TextDocumentContentChangePartial:
@@ -507,12 +609,14 @@ def random_edit(text: str, rng) -> types.TextDocumentContentChangePartial:
 
     def position(line):
         return types.Position(line, rng.choice(utf16_columns(lines[line])))
+
     line = rng.randrange(len(lines))
-    span = rng.choices([0, 1, 2], weights=[90, 8, 2])[0]       # mostly within a line
-    start, end = sorted([position(line), position(min(line + span, len(lines) - 1))],
-                        key=lambda p: (p.line, p.character))
+    span = rng.choices([0, 1, 2], weights=[90, 8, 2])[0]  # mostly within a line
+    start, end = sorted(
+        [position(line), position(min(line + span, len(lines) - 1))], key=lambda p: (p.line, p.character)
+    )
     if rng.random() < 0.85:
-        end = start                 # mostly typing; else a selection replaced
+        end = start  # mostly typing; else a selection replaced
     typed = "".join(rng.choice(TYPING) for _ in range(rng.randint(0, 3)))
     return types.TextDocumentContentChangePartial(range=types.Range(start, end), text=typed)
 
@@ -524,7 +628,9 @@ async def test_random_typing_and_requests_never_take_the_server_down(tmp_path):
     request is answered, and the server's text ends as the editor's (its
     diagnostics equal a fresh server's on the final text)."""
     import random
+
     from pygls.workspace.text_document import TextDocument
+
     rng = random.Random(2026)
     work = project(tmp_path, "matmul.py")
     options = {"compileOnOpen": False, "compileOnSave": False, "debounceMs": 0}
@@ -535,29 +641,39 @@ async def test_random_typing_and_requests_never_take_the_server_down(tmp_path):
     async with running_server(work, options=options) as client:
         editor = Editor(client, path)
         editor.open()
-        model = TextDocument(editor.uri, editor.text)        # the editor's side: pygls' own document
+        model = TextDocument(editor.uri, editor.text)  # the editor's side: pygls' own document
         for step in range(600):
             change = random_edit(model.source, rng)
             model.apply_change(change)
             editor.version += 1
-            client.text_document_did_change(types.DidChangeTextDocumentParams(
-                types.VersionedTextDocumentIdentifier(version=editor.version, uri=editor.uri), [change]))
+            client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    types.VersionedTextDocumentIdentifier(version=editor.version, uri=editor.uri), [change]
+                )
+            )
             if step % 25 == 0:
                 where = types.Position(rng.randrange(len(model.lines) + 3), rng.randrange(80))
                 document = types.TextDocumentIdentifier(editor.uri)
                 whole = types.Range(types.Position(0, 0), types.Position(len(model.lines), 0))
-                await asyncio.wait_for(asyncio.gather(
-                    client.text_document_hover_async(types.HoverParams(document, where)),
-                    client.text_document_inlay_hint_async(types.InlayHintParams(document, whole)),
-                    client.text_document_code_lens_async(types.CodeLensParams(document)),
-                    client.text_document_code_action_async(types.CodeActionParams(
-                        document, types.Range(where, where), types.CodeActionContext(diagnostics=[])))), 30)
+                await asyncio.wait_for(
+                    asyncio.gather(
+                        client.text_document_hover_async(types.HoverParams(document, where)),
+                        client.text_document_inlay_hint_async(types.InlayHintParams(document, whole)),
+                        client.text_document_code_lens_async(types.CodeLensParams(document)),
+                        client.text_document_code_action_async(
+                            types.CodeActionParams(
+                                document, types.Range(where, where), types.CodeActionContext(diagnostics=[])
+                            )
+                        ),
+                    ),
+                    30,
+                )
             if step % 5 == 0:
                 await asyncio.sleep(0)
         final = editor.version
         await wait_for(lambda: client.diagnostics.get(editor.uri) is not None, what="diagnostics")
         await asyncio.sleep(1.5)
-        assert client._server.returncode is None                      # still running
+        assert client._server.returncode is None  # still running
         shown = sorted((d.code, d.range.start.line, d.message) for d in client.diagnostics[editor.uri])
     fresh_path = work / "fresh.py"
     fresh_path.write_text(model.source)
@@ -572,15 +688,17 @@ async def test_random_typing_and_requests_never_take_the_server_down(tmp_path):
 
 async def test_the_parser_process_is_replaced_when_killed_and_given_up_when_it_cannot_start():
     import signal
+
     from vmem_lsp.server.app import Locator
+
     source = (EXAMPLES / "matmul.py").read_text()
     locator = Locator()
     try:
         assert len(locator(source, "matmul.py").sites) == 1
         [process] = locator.pool._processes.values()
         os.kill(process.pid, signal.SIGKILL)
-        assert len(locator(source, "matmul.py").sites) == 1           # parsed here this once
-        assert len(locator(source, "matmul.py").sites) == 1 and locator.pool is not None   # a new process
+        assert len(locator(source, "matmul.py").sites) == 1  # parsed here this once
+        assert len(locator(source, "matmul.py").sites) == 1 and locator.pool is not None  # a new process
         assert [p.pid for p in locator.pool._processes.values()] != [process.pid]
     finally:
         locator.stop()
@@ -590,6 +708,7 @@ async def test_the_parser_process_is_replaced_when_killed_and_given_up_when_it_c
     def no_process():
         starts.append(1)
         raise OSError("no /dev/shm here")
+
     locator = Locator(start_pool=no_process)
     for _ in range(6):
         assert len(locator(source, "matmul.py").sites) == 1

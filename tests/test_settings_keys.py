@@ -1,6 +1,7 @@
 """The server's options (vmem_lsp/server/options.py) against the VS Code extension's settings
 (src/settings.ts SERVER_KEYS, package.json's vmemLsp.* contribution) and README's option table.
 Fast: reads files, starts nothing."""
+
 import dataclasses
 import json
 import pathlib
@@ -14,8 +15,8 @@ VSCODE = ROOT / "editors" / "vscode"
 # Options the server reads that are no VS Code setting, and why.
 SERVER_ONLY = {
     "trustedFolders": "read from the initialization options only, never from workspace settings, which "
-                      "a folder can write itself (.vscode/settings.json); the extension passes it from "
-                      "VS Code's workspace trust (extension.ts trustedFolders())",
+    "a folder can write itself (.vscode/settings.json); the extension passes it from "
+    "VS Code's workspace trust (extension.ts trustedFolders())",
 }
 # VS Code settings the server never reads, and why.
 CLIENT_ONLY = {
@@ -36,7 +37,7 @@ def contributed() -> dict:
     """package.json's vmemLsp.* settings, by key without the section."""
     properties = json.loads((VSCODE / "package.json").read_text())["contributes"]["configuration"]["properties"]
     assert all(key.startswith(SECTION + ".") for key in properties)
-    return {key[len(SECTION) + 1:]: schema for key, schema in properties.items()}
+    return {key[len(SECTION) + 1 :]: schema for key, schema in properties.items()}
 
 
 def readme_options() -> list[str]:
@@ -44,8 +45,7 @@ def readme_options() -> list[str]:
     text = (ROOT / "README.md").read_text()
     table = re.search(r"^\| option \| default \| meaning \|\n\| --- .*?\n((?:\|.*\n)+)", text, re.MULTILINE)
     assert table, "README has no option table"
-    return [name for row in table.group(1).splitlines()
-            for name in re.findall(r"`([^`]+)`", row.split("|")[1])]
+    return [name for row in table.group(1).splitlines() for name in re.findall(r"`([^`]+)`", row.split("|")[1])]
 
 
 def test_exceptions_are_real():

@@ -1,6 +1,7 @@
 """`check --shard K/N` and `merge` end to end: the real compiler, the CLI as a
 subprocess, as a CI matrix runs them. The shards' JSON must show every
 (example, chip) pair done once, and their merge must be the unsharded run."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, run_cli
 
 TARGETS = ("v5e", "v6e")
@@ -35,10 +35,13 @@ def pairs(report: dict) -> list[tuple[str, str]]:
 
 
 def written_examples(folder: Path) -> set[str]:
-    """"path:line" of each `# vmem:` line under `folder`, read here, not by vmem-lsp."""
-    return {f"{path.relative_to(folder.parent).as_posix()}:{number}"
-            for path in sorted(folder.glob("*.py"))
-            for number, line in enumerate(path.read_text().splitlines(), 1) if re.match(r"\s*# vmem: ", line)}
+    """ "path:line" of each `# vmem:` line under `folder`, read here, not by vmem-lsp."""
+    return {
+        f"{path.relative_to(folder.parent).as_posix()}:{number}"
+        for path in sorted(folder.glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.match(r"\s*# vmem: ", line)
+    }
 
 
 def merged(files, *options: str):
@@ -48,8 +51,9 @@ def merged(files, *options: str):
 @pytest.fixture(scope="module", params=[2, 4])
 def sharded(request, tmp_path_factory, cache_dir, examples_check):
     """examples/ on v5e and v6e in N shards (after the unsharded run: the cache is warm)."""
-    return request.param, shard_runs(request.param, tmp_path_factory.mktemp(f"shards{request.param}"),
-                                     check_args(cache_dir))
+    return request.param, shard_runs(
+        request.param, tmp_path_factory.mktemp(f"shards{request.param}"), check_args(cache_dir)
+    )
 
 
 def test_the_shards_do_every_pair_once(sharded):
@@ -59,7 +63,7 @@ def test_the_shards_do_every_pair_once(sharded):
     expected = {(example, target) for example in written_examples(EXAMPLES) for target in TARGETS}
     assert len(expected) == 6 and set(done) == expected
     sizes = [len(pairs(report)) for _, report, _ in runs]
-    assert max(sizes) - min(sizes) <= 1, sizes          # round-robin: balanced
+    assert max(sizes) - min(sizes) <= 1, sizes  # round-robin: balanced
     for index, (_, report, _) in enumerate(runs, 1):
         shard = report["shard"]
         assert (shard["index"], shard["count"]) == (index, count)
@@ -69,7 +73,7 @@ def test_the_shards_do_every_pair_once(sharded):
 def test_the_merge_is_the_unsharded_run(sharded, examples_check, cache_dir):
     _, runs = sharded
     whole, whole_report = examples_check
-    files = [out for _, _, out in reversed(runs)]          # any order
+    files = [out for _, _, out in reversed(runs)]  # any order
     done = merged(files, "--format", "json")
     assert done.returncode == whole.returncode == 1, done.stderr
     report = json.loads(done.stdout)
@@ -93,7 +97,7 @@ def test_one_cause_across_two_shards_merges_as_one_run_merges_chips(sharded):
 
 
 def test_an_empty_shard_is_fine(tmp_path, cache_dir, examples_check):
-    runs = shard_runs(7, tmp_path, check_args(cache_dir))       # 6 pairs, 7 shards
+    runs = shard_runs(7, tmp_path, check_args(cache_dir))  # 6 pairs, 7 shards
     done, last, _ = runs[-1]
     assert pairs(last) == [] and done.returncode == 0
     # It owns a file, so it may say a kernel there is not reached: the merge knows better.
@@ -197,7 +201,7 @@ PROJECT = {
     "lib.py": LIB,
     "a.py": "from lib import add\n\n\n# vmem: twice(f32[1024, 512])\ndef twice(x):\n    return add(x, x)\n",
     "b.py": "from lib import pl, jax, copy_kernel\n\n\n# vmem: copy(f32[1024, 512])\ndef copy(x):\n"
-            "    return pl.pallas_call(copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)\n",
+    "    return pl.pallas_call(copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)\n",
     "c.py": "# vmem: nothing_here(f32[8, 128]\ndef nothing_here(x):\n    return x\n",
 }
 
@@ -229,7 +233,7 @@ def test_diagnostics_of_no_pair_come_once_and_vmem020_as_one_run_gives_it(projec
     assert json.loads(merge.stdout)["diagnostics"] == whole_report["diagnostics"]
 
 
-INT8_MATMUL = '''import jax
+INT8_MATMUL = """import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
@@ -242,7 +246,7 @@ def int8_matmul_kernel(a_ref, b_ref, o_ref):
 def int8_matmul(a, b):
     return pl.pallas_call(
         int8_matmul_kernel, out_shape=jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), jnp.int32))(a, b)
-'''
+"""
 
 
 def test_where_a_failing_kernel_compiles_is_told_across_shards(tmp_path, cache_dir):
@@ -282,8 +286,21 @@ def test_a_shard_that_reaches_two_kernels_of_one_file_writes_its_report(tmp_path
     as [path, dict] pairs, and two in one file made every such shard exit 2."""
     kernels = Path(__file__).parent / "data" / "kernels" / "pytree_specs.py"
     out = tmp_path / "shard.json"
-    done = run_cli("check", str(kernels), "--target", "v6e", "--no-compile", "--format", "json", "-o", str(out),
-                   "--shard", "1/1", "--cache-dir", str(tmp_path / "c"))
+    done = run_cli(
+        "check",
+        str(kernels),
+        "--target",
+        "v6e",
+        "--no-compile",
+        "--format",
+        "json",
+        "-o",
+        str(out),
+        "--shard",
+        "1/1",
+        "--cache-dir",
+        str(tmp_path / "c"),
+    )
     assert done.returncode in (0, 1), done.stderr
     covered = json.loads(out.read_text())["shard"]["covered"]
     assert len({tuple(sorted(span.items())) for path, span in covered if path.endswith("pytree_specs.py")}) >= 2

@@ -1,6 +1,7 @@
 """A cache-dir that is a URL (issue 21): a real S3-compatible server (moto's
 server mode, on a free port of this machine), the real CLI as a subprocess and
 the real compiler, as CI shards would share one bucket."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ import threading
 import uuid
 
 import pytest
-
 from conftest import EXAMPLES, run_cli
 
 moto_server = pytest.importorskip("moto.server")
@@ -28,6 +28,7 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 def s3():
     """(environment for a process that uses the bucket, a boto3 client)."""
     import boto3
+
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -106,18 +107,21 @@ def test_a_damaged_entry_is_compiled_again_and_replaced(s3, shard_one, damage):
     project, source, _ = shard_one
     bucket = copy_bucket(client, source)
     ((key, data),) = objects(client, bucket).items()
-    body = data[:len(data) // 2] if damage == "truncated" else data.replace(b'"TPU v6', b'"TPU v5')
+    body = data[: len(data) // 2] if damage == "truncated" else data.replace(b'"TPU v6', b'"TPU v5')
     assert body != data
     client.put_object(Bucket=bucket, Key=key, Body=body)
     # Through fsspec's own configuration this time, as a user without AWS_* variables would.
-    fsspec_environment = {"FSSPEC_S3_ENDPOINT_URL": environment["AWS_ENDPOINT_URL"],
-                          "FSSPEC_S3_KEY": "testing", "FSSPEC_S3_SECRET": "testing"}
+    fsspec_environment = {
+        "FSSPEC_S3_ENDPOINT_URL": environment["AWS_ENDPOINT_URL"],
+        "FSSPEC_S3_KEY": "testing",
+        "FSSPEC_S3_SECRET": "testing",
+    }
     point_at(project, f"s3://{bucket}/vmem")
     again = run_cli("check", ".", cwd=project, env=fsspec_environment)
     assert again.returncode == 1, again.stderr
     assert "(1 compiled, 0 cached" in again.stdout
     assert f"cache entry {key.rsplit('/', 1)[1][:12]}" in again.stderr and "ignored" in again.stderr
-    assert unseal(objects(client, bucket)[key])       # whole again
+    assert unseal(objects(client, bucket)[key])  # whole again
     point_at(project, f"s3://{bucket}/vmem")
     third = run_cli("check", ".", cwd=project, env=environment)
     assert "(0 compiled, 1 cached" in third.stdout, third.stderr
@@ -176,15 +180,17 @@ def test_a_truncated_entry_is_counted_and_replaced_in_any_store(tmp_path, scheme
     cache.put(request, ExampleResult("v6e", "TPU v6e"))
     assert cache.get(request) is not None and cache.rejected == 1
     left = {p.name for p in (tmp_path / "vmem").rglob("*") if p.is_file()} - {".gitignore"}
-    assert left == {entry.name}       # no temporary file behind
+    assert left == {entry.name}  # no temporary file behind
 
 
 def test_a_local_folder_never_imports_fsspec(tmp_path):
-    code = ("import sys; from vmem_lsp.compile.cache import ResultCache; "
-            "from vmem_lsp.compile.client import CheckRequest; from vmem_lsp.compile.protocol import ExampleResult; "
-            f"c = ResultCache({str(tmp_path)!r}); r = CheckRequest('f()', 'v6e', path='/k.py'); "
-            "c.put(r, ExampleResult('v6e', 'TPU v6e')); assert c.get(r) is not None; "
-            "assert 'fsspec' not in sys.modules, 'fsspec imported'")
+    code = (
+        "import sys; from vmem_lsp.compile.cache import ResultCache; "
+        "from vmem_lsp.compile.client import CheckRequest; from vmem_lsp.compile.protocol import ExampleResult; "
+        f"c = ResultCache({str(tmp_path)!r}); r = CheckRequest('f()', 'v6e', path='/k.py'); "
+        "c.put(r, ExampleResult('v6e', 'TPU v6e')); assert c.get(r) is not None; "
+        "assert 'fsspec' not in sys.modules, 'fsspec imported'"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
@@ -194,6 +200,7 @@ def test_a_url_without_its_filesystem_says_what_to_install_and_checks_uncached(t
     speed-up) and says which extra brings it."""
     try:
         import gcsfs  # noqa: F401
+
         pytest.skip("gcsfs is installed here")
     except ImportError:
         pass
@@ -209,8 +216,17 @@ def test_the_command_line_takes_a_url_too(s3, tmp_path):
     environment, client = s3
     bucket = new_bucket(client)
     shutil.copy(EXAMPLES / "copy_whole.py", tmp_path / "copy_whole.py")
-    done = run_cli("check", ".", "--no-compile", "--target", "v6e", "--cache-dir", f"s3://{bucket}/vmem",
-                   cwd=tmp_path, env=environment)
+    done = run_cli(
+        "check",
+        ".",
+        "--no-compile",
+        "--target",
+        "v6e",
+        "--cache-dir",
+        f"s3://{bucket}/vmem",
+        cwd=tmp_path,
+        env=environment,
+    )
     assert done.returncode == 1, done.stderr
     assert len(objects(client, bucket)) == 1
 
@@ -230,4 +246,4 @@ def test_a_checkout_at_another_path_hits_the_same_entries(s3, shard_one, tmp_pat
     assert "(0 compiled, 1 cached" in report["summary"], report["summary"]
     paths = {d["abs_path"] for d in report["diagnostics"]}
     assert paths == {str(elsewhere / "copy_whole.py")}, paths
-    assert len(objects(client, bucket)) == 1        # nothing new written
+    assert len(objects(client, bucket)) == 1  # nothing new written

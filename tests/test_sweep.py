@@ -1,5 +1,6 @@
 """`vmem-lsp sweep` and the tuner API (issue 20): the real compiler, the CLI as a
 subprocess, the API from a script as a tuner runs it."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import EXAMPLES, ROOT, line_of, run_cli
+
 from vmem_lsp.source.directives import Example
 from vmem_lsp.source.model import Span
 from vmem_lsp.sweep.spec import SweepError, check_size, parse_spec, sweep_of
@@ -20,6 +21,7 @@ ARGS = "bf16[8192, 8192], bf16[8192, 8192]"
 
 # ---- the spec ---------------------------------------------------------------------------------
 
+
 def test_a_list_of_constants_is_an_axis_and_the_configs_are_their_product():
     sweep = parse_spec(f"{MATMUL}:matmul({ARGS}, bm=[256, 512], bk=1024, bn=[512, 1024, 2048])")
     assert [a.name for a in sweep.axes] == ["bm", "bn"] and sweep.size == 6
@@ -28,19 +30,28 @@ def test_a_list_of_constants_is_an_axis_and_the_configs_are_their_product():
 
 
 def test_lists_inside_a_call_and_tuples_are_axes_but_a_list_of_arrays_is_an_argument():
-    nested = sweep_of(Example("f.py", 1, Span(1, 0, 1, 0),
-                              "f(bf16[1, 1, 2048, 128], block_sizes=BlockSizes(block_q=[512, 1024], block_b=1), "
-                              "tiling=[(512, 512), (1024, 1024)], xs=[f32[8, 128], f32[8, 128]])"))
+    nested = sweep_of(
+        Example(
+            "f.py",
+            1,
+            Span(1, 0, 1, 0),
+            "f(bf16[1, 1, 2048, 128], block_sizes=BlockSizes(block_q=[512, 1024], block_b=1), "
+            "tiling=[(512, 512), (1024, 1024)], xs=[f32[8, 128], f32[8, 128]])",
+        )
+    )
     assert [a.name for a in nested.axes] == ["BlockSizes.block_q", "tiling"]
     assert "block_q=1024" in nested.call_for({"BlockSizes.block_q": 1024, "tiling": (512, 512)})
     assert sweep_of(Example("f.py", 1, Span(1, 0, 1, 0), "f(xs=[f32[8, 128]], n=3)")) is None
 
 
-@pytest.mark.parametrize("call, says", [
-    (f"matmul({ARGS}, bm=[])", "empty list"),
-    (f"matmul({ARGS}, bm=512)", "has no axis"),
-    (f"matmul({ARGS}, bm=[512,", "does not parse"),
-])
+@pytest.mark.parametrize(
+    "call, says",
+    [
+        (f"matmul({ARGS}, bm=[])", "empty list"),
+        (f"matmul({ARGS}, bm=512)", "has no axis"),
+        (f"matmul({ARGS}, bm=[512,", "does not parse"),
+    ],
+)
 def test_a_bad_spec_says_why(call, says):
     with pytest.raises(SweepError, match=says):
         parse_spec(f"{MATMUL}:{call}")
@@ -56,6 +67,7 @@ def test_more_than_ten_thousand_configs_need_a_compile_budget():
 
 # ---- the CLI ----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     """One sweep of the bundled matmul on v5e and v7x, and every config compiled (brute force, --table)."""
@@ -69,14 +81,15 @@ def swept(tmp_path_factory):
     sweep = parse_spec(spec)
     table = [{"target": t, "example": f"{MATMUL}:{sweep.call_for(c)}"} for t in ("v5e", "v7x") for c in sweep.configs()]
     (folder / "table.json").write_text(json.dumps(table))
-    brute = run_cli("sweep", "--table", str(folder / "table.json"), "--format", "json",
-                    "--cache-dir", str(folder / "b"))
+    brute = run_cli(
+        "sweep", "--table", str(folder / "table.json"), "--format", "json", "--cache-dir", str(folder / "b")
+    )
     return report, json.loads(brute.stdout), brute.returncode, seconds
 
 
 def test_the_sweep_agrees_with_compiling_every_config_and_compiles_fewer(swept):
     report, brute, code, _ = swept
-    assert code == 1        # some entry of the table overflows
+    assert code == 1  # some entry of the table overflows
     assert report["configs_total"] == len(brute) == 24
     truth = {(b["target"], b["example"].split("bm=")[1]): b["fits"] for b in brute}
     for c in report["configs"]:
@@ -91,14 +104,18 @@ def test_text_and_csv_say_the_same_and_name_who_decided(tmp_path, swept):
     spec = f"{MATMUL}:matmul({ARGS}, bm=[512, 1024], bk=1024, bn=1024)"
     text = run_cli("sweep", spec, "--target", "v5e", "--cache-dir", str(tmp_path)).stdout
     assert "TPU v5e" in text and "bm=1024" in text and " over " in text and "compiler" in text
-    rows = run_cli("sweep", spec, "--target", "v5e", "--format", "csv", "--cache-dir", str(tmp_path)).stdout.splitlines()
+    rows = run_cli(
+        "sweep", spec, "--target", "v5e", "--format", "csv", "--cache-dir", str(tmp_path)
+    ).stdout.splitlines()
     assert rows[0].startswith("target,bm,fits,used,limit,headroom,decided_by") and len(rows) == 3
     assert rows[2].startswith("v5e,1024,False,")
 
 
 def test_a_plot_is_drawn_with_matplotlib(tmp_path):
     spec = f"{MATMUL}:matmul({ARGS}, bm=[512, 1024], bk=[512, 1024], bn=1024)"
-    done = run_cli("sweep", spec, "--target", "v5e", "--plot", str(tmp_path / "frontier.png"), "--cache-dir", str(tmp_path))
+    done = run_cli(
+        "sweep", spec, "--target", "v5e", "--plot", str(tmp_path / "frontier.png"), "--cache-dir", str(tmp_path)
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -106,9 +123,11 @@ def test_a_plot_is_drawn_with_matplotlib(tmp_path):
 def cached(folder, spec: str, config: dict, compile: bool):
     """The cache's answer to the request `sweep` makes for one config on v5e, or None."""
     import dataclasses
+
     from vmem_lsp.compile.cache import ResultCache
     from vmem_lsp.config import load_settings
     from vmem_lsp.engine import request_for
+
     settings = dataclasses.replace(load_settings(str(ROOT)), cache_dir=str(folder))
     request = request_for(parse_spec(spec).example_for(config), "v5e", settings)
     return ResultCache(str(folder)).get(dataclasses.replace(request, compile=compile))
@@ -117,9 +136,14 @@ def cached(folder, spec: str, config: dict, compile: bool):
 def test_an_unknown_parameter_is_refused_after_the_traces_and_before_any_compile(tmp_path):
     spec = f"{MATMUL}:matmul({ARGS}, bz=[1, 2])"
     done = run_cli("sweep", spec, "--target", "v5e", "--cache-dir", str(tmp_path))
-    assert done.returncode == 2 and "takes no parameter 'bz'" in done.stderr and "Traceback" not in done.stderr, done.stderr
-    assert cached(tmp_path, spec, {"bz": 1}, compile=False) is not None       # traced: that is how it knows
-    assert cached(tmp_path, spec, {"bz": 1}, compile=True) is None and cached(tmp_path, spec, {"bz": 2}, compile=True) is None
+    assert done.returncode == 2 and "takes no parameter 'bz'" in done.stderr and "Traceback" not in done.stderr, (
+        done.stderr
+    )
+    assert cached(tmp_path, spec, {"bz": 1}, compile=False) is not None  # traced: that is how it knows
+    assert (
+        cached(tmp_path, spec, {"bz": 1}, compile=True) is None
+        and cached(tmp_path, spec, {"bz": 2}, compile=True) is None
+    )
 
 
 def test_an_empty_axis_is_refused_before_anything_runs(tmp_path):
@@ -140,7 +164,7 @@ def test_check_leaves_a_sweep_directive_to_sweep_and_sweep_runs_it(tmp_path):
 
 # ---- the API ----------------------------------------------------------------------------------
 
-TUNER = '''
+TUNER = """
 import sys, time, statistics
 sys.path.insert(0, {examples!r})
 import jax, jax.numpy as jnp
@@ -159,7 +183,7 @@ if __name__ == "__main__":
                              (256, 512, 256, 512, 1024, 1024)))
     print(repr((over.fits, over.decided_by, over.used > over.limit, [p[0] for p in over.parts],
                 model.fits, model.decided_by, [c["bm"] for c in kept], used)))
-'''
+"""
 
 
 def test_fits_and_prune_from_a_tuner_script(tmp_path):
@@ -187,14 +211,19 @@ def test_a_trace_only_fits_is_the_models_verdict_and_a_check_after_it_keeps_its_
 
     from vmem_lsp import api
     from vmem_lsp.engine import run_example
-    monkeypatch.chdir(tmp_path)                     # the engine's disk cache: this test's own
+
+    monkeypatch.chdir(tmp_path)  # the engine's disk cache: this test's own
     monkeypatch.syspath_prepend(str(EXAMPLES))
     from matmul import matmul
+
     engine = api.Engine()
     monkeypatch.setattr(api, "ENGINE", engine)
     x = jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16)
-    specs = [line_of(MATMUL, "pl.BlockSpec((bm, bk)"), line_of(MATMUL, "pl.BlockSpec((bk, bn)"),
-             line_of(MATMUL, "out_specs=pl.BlockSpec")]
+    specs = [
+        line_of(MATMUL, "pl.BlockSpec((bm, bk)"),
+        line_of(MATMUL, "pl.BlockSpec((bk, bn)"),
+        line_of(MATMUL, "out_specs=pl.BlockSpec"),
+    ]
     try:
         verdicts = []
         for config in (dict(bm=1024, bk=1024, bn=1024), dict(bm=2048, bk=8192, bn=2048)):
@@ -212,8 +241,9 @@ def test_a_trace_only_fits_is_the_models_verdict_and_a_check_after_it_keeps_its_
         bare = engine.workers.check(request, engine.settings.limits())
         assert [o.origin for o in bare.calls[0].operands] == [None, None, None] and bare.error is None
         engine.cache.put(request, bare)
-        checked, cached = run_example(example, "v6e", dataclasses.replace(engine.settings, compile=False),
-                                      engine.cache, engine.workers)
+        checked, cached = run_example(
+            example, "v6e", dataclasses.replace(engine.settings, compile=False), engine.cache, engine.workers
+        )
         assert not cached
         assert [o.origin.line for o in checked.calls[0].operands] == specs
         assert checked.calls[0].call_origin.col is not None
@@ -296,13 +326,18 @@ def test_a_trace_only_request_leaves_no_trace_of_the_kernel_in_jax(tmp_path):
 
 
 def test_the_tuning_examples_in_the_docs_run(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "docs" / "tuning_examples.py")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "tuning_examples.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr
     assert "bm=1024 bk=1024: over" in done.stdout and "kept [256, 512]" in done.stdout
 
 
-EAGER = '''
+EAGER = """
 import sys
 sys.path.insert(0, {examples!r})
 import vmem_lsp
@@ -315,7 +350,7 @@ def mine(x, y, bm=512):
 
 verdict = vmem_lsp.fits(mine, "bf16[8192, 8192]", "bf16[8192, 8192]", target="v5e", bm=1024)   # no __main__ guard
 print(verdict.decided_by, verdict.error)
-'''
+"""
 
 
 def test_a_module_that_tunes_at_import_is_refused_in_the_worker_not_recursed(tmp_path):

@@ -4,13 +4,13 @@ compiler: VMEM030 on the BlockSpec's line, a compiler-verified fix that writes
 a legal size where the numbers are and recounts the grid, and a file that
 compiles clean once it is applied. One kernel has non-ASCII and astral text
 before its numbers: edit columns are code points."""
+
 from __future__ import annotations
 
 import shutil
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import KERNELS, line_of, run_cli, run_json
 
 KERNEL = KERNELS / "literal_untileable.py"
@@ -33,42 +33,57 @@ def run(tmp_path_factory):
 def expected_after() -> str:
     """The kernel with the legal sizes written where the numbers were, by hand."""
     lines = KERNEL.read_text().splitlines(keepends=True)
+
     def change(needle: str, old: str, new: str, nth: int = 0) -> None:
         at = line_of(KERNEL, needle, nth) - 1
         assert old in lines[at]
         lines[at] = lines[at].replace(old, new)
+
     change("grid=(10, 4)", "grid=(10, 4)", "grid=(5, 4)")
     change("in_specs=[pl.BlockSpec((100, 256)", "(100, 256)", "(200, 256)")
     change("out_specs=pl.BlockSpec((100, 256)", "(100, 256)", "(200, 256)")
     change(NON_ASCII, "(100, 256)", "(80, 256)")
     change("x.shape[0] // 100, x.shape[1] // 256", "// 100", "// 80")
     change("pl.BlockSpec((100, 100)", "(100, 100)", "(200, 128)")
-    change("x.shape[0] // 100, x.shape[1] // 100", "x.shape[0] // 100, x.shape[1] // 100",
-           "x.shape[0] // 200, x.shape[1] // 128")
+    change(
+        "x.shape[0] // 100, x.shape[1] // 100",
+        "x.shape[0] // 100, x.shape[1] // 100",
+        "x.shape[0] // 200, x.shape[1] // 128",
+    )
     change("grid=(5, 2)", "grid=(5, 2)", "grid=(1, 2)")
     for nth in (0, 1):
         change("pl.BlockSpec((100, 256), lambda i, j, s: (i, j))", "(100, 256)", "(500, 256)", nth)
     return "".join(lines)
 
 
-@pytest.mark.parametrize("needle, dtype", [("in_specs=[pl.BlockSpec((100, 256)", "f32"), (NON_ASCII, "bf16"),
-                                           ("pl.BlockSpec((100, 100)", "f32"), ("lambda i, j, s: (i, j))],", "f32")])
+@pytest.mark.parametrize(
+    "needle, dtype",
+    [
+        ("in_specs=[pl.BlockSpec((100, 256)", "f32"),
+        (NON_ASCII, "bf16"),
+        ("pl.BlockSpec((100, 100)", "f32"),
+        ("lambda i, j, s: (i, j))],", "f32"),
+    ],
+)
 def test_an_untileable_literal_is_marked_on_its_blockspec_at_its_code_point_column(run, needle, dtype):
     assert run.done.returncode == 1
     line = line_of(KERNEL, needle)
     [at_spec] = [d for d in run.report["diagnostics"] if d["code"] == "VMEM030" and d["range"]["start_line"] == line]
     text = KERNEL.read_text().splitlines()[line - 1]
-    assert text[at_spec["range"]["start_col"]:].startswith("(100, "), (text, at_spec["range"])
+    assert text[at_spec["range"]["start_col"] :].startswith("(100, "), (text, at_spec["range"])
     assert f"for {dtype}" in at_spec["message"] and at_spec["message"].endswith("fails on TPU v5e, TPU v6e")
 
 
-@pytest.mark.parametrize("title", [
-    "Make the block tile: rows 100 -> 200 in the BlockSpecs (a multiple of 8 for f32)",
-    "Make the block tile: rows 100 -> 80 in the BlockSpecs (a multiple of 16 for bf16)",
-    "Make the block tile: rows 100 -> 200, lanes 100 -> 128 in the BlockSpecs (a multiple of 8; a multiple of 128 "
-    "for f32)",
-    "Make the block tile: rows 100 -> 500 in the BlockSpecs (the whole dimension for f32)",
-])
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Make the block tile: rows 100 -> 200 in the BlockSpecs (a multiple of 8 for f32)",
+        "Make the block tile: rows 100 -> 80 in the BlockSpecs (a multiple of 16 for bf16)",
+        "Make the block tile: rows 100 -> 200, lanes 100 -> 128 in the BlockSpecs (a multiple of 8; a multiple of 128 "
+        "for f32)",
+        "Make the block tile: rows 100 -> 500 in the BlockSpecs (the whole dimension for f32)",
+    ],
+)
 def test_the_nearest_legal_size_is_offered_verified_by_the_compiler(run, title):
     [said] = [line for line in run.diff.stderr.splitlines() if title in line]
     assert ": would fix: " in said and "compiler-verified" in said, run.diff.stderr

@@ -1,10 +1,12 @@
 """Trust: what a trusted folder covers, on real folders and symlinks, and the
 `vmem-lsp trust` / `untrust` commands as a user runs them."""
+
 from __future__ import annotations
 
 import os
 
 from conftest import EXAMPLES, run_cli
+
 from vmem_lsp.trust import trusted_by
 
 
@@ -25,10 +27,10 @@ def test_symlinks_never_widen_trust(tmp_path):
     b.mkdir(parents=True)
     elsewhere.mkdir()
     outside.mkdir()
-    (elsewhere / "into_b").symlink_to(b)                 # from an untrusted folder into the trusted one
-    (b / "out").symlink_to(outside)                     # from the trusted folder out of it
+    (elsewhere / "into_b").symlink_to(b)  # from an untrusted folder into the trusted one
+    (b / "out").symlink_to(outside)  # from the trusted folder out of it
     (b / "inner").mkdir()
-    (b / "alias").symlink_to(b / "inner")               # within it: still trusted
+    (b / "alias").symlink_to(b / "inner")  # within it: still trusted
     entry = [str(b)]
     assert trusted_by(str(elsewhere / "into_b"), entry) is None
     assert trusted_by(str(elsewhere / "into_b" / "kernel.py"), entry) is None
@@ -56,7 +58,7 @@ def test_trust_untrust_and_list_from_the_command_line(tmp_path):
     assert done.returncode == 0 and str(project) in done.stdout
     assert run_cli("trust", "--list", env=env).stdout.splitlines() == [str(project)]
     assert (tmp_path / "config" / "vmem-lsp" / "trusted").read_text().splitlines()[-1] == str(project)
-    assert run_cli("trust", str(project), cwd=project, env=env).returncode == 0     # twice: listed once
+    assert run_cli("trust", str(project), cwd=project, env=env).returncode == 0  # twice: listed once
     assert run_cli("trust", "--list", env=env).stdout.splitlines() == [str(project)]
     assert run_cli("untrust", str(project), env=env).returncode == 0
     assert run_cli("trust", "--list", env=env).stdout == ""

@@ -1,22 +1,22 @@
 """Issue 13: the server runs nobody's code uninvited. The real server over
 stdio, a folder that is not trusted, examples that would leave a marker."""
+
 from __future__ import annotations
 
 import asyncio
 import shutil
 
 import pytest
-from lsprotocol import types
-
 from conftest import EXAMPLES, run_cli
 from lsp_client import PUSH_CAPABILITIES, Editor, running_server, wait_for
+from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio
 
-MARKING = '''import pathlib
+MARKING = """import pathlib
 pathlib.Path(__file__).with_name("ran-on-import").touch()
-'''
-QUIET_SECONDS = 20      # what the issue asks: after 20 s, still nothing ran
+"""
+QUIET_SECONDS = 20  # what the issue asks: after 20 s, still nothing ran
 
 
 def hostile_project(tmp_path, pyproject: str = '[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = ".cache"\n'):
@@ -35,6 +35,7 @@ def with_show_message_request(client, answer: str | None):
     def show_message_request(params: types.ShowMessageRequestParams):
         asked.append(params)
         return next((a for a in params.actions or [] if a.title == answer), None)
+
     return asked
 
 
@@ -46,9 +47,9 @@ async def test_an_untrusted_folder_runs_nothing_until_trusted_from_the_command_l
         editor.open()
         await asyncio.sleep(QUIET_SECONDS)
         assert not (work / "ran-on-import").exists(), "the untrusted folder's code ran"
-        [notice] = client.messages          # no showMessageRequest support: one showMessage
+        [notice] = client.messages  # no showMessageRequest support: one showMessage
         assert str(work) in notice.message and "copy_whole(f32[4096, 4096])" in notice.message
-        [held] = editor.diagnostics()        # the static tier, published: why nothing was compiled
+        [held] = editor.diagnostics()  # the static tier, published: why nothing was compiled
         assert held.code == "VMEM013" and held.severity == types.DiagnosticSeverity.Information
         assert f"vmem-lsp trust {work}" in held.message
         # A second file, the same folder: no second notice.
@@ -57,7 +58,7 @@ async def test_an_untrusted_folder_runs_nothing_until_trusted_from_the_command_l
         await asyncio.sleep(2)
         assert len(client.messages) == 1
 
-        assert run_cli("trust", str(work)).returncode == 0       # no save: the server sees the list change
+        assert run_cli("trust", str(work)).returncode == 0  # no save: the server sees the list change
         compiled = lambda: [d for d in editor.diagnostics() if d.data and d.data.get("tier") == "compiler"]
         await wait_for(compiled, what="the compiler's diagnostics once trusted")
         assert (work / "ran-on-import").exists()
@@ -68,7 +69,8 @@ async def test_answering_the_notice_trusts_the_folder_and_compiles(tmp_path):
     work = hostile_project(tmp_path)
     capabilities = types.ClientCapabilities(
         text_document=PUSH_CAPABILITIES.text_document,
-        window=types.WindowClientCapabilities(show_message=types.ShowMessageRequestClientCapabilities()))
+        window=types.WindowClientCapabilities(show_message=types.ShowMessageRequestClientCapabilities()),
+    )
     async with running_server(work, capabilities=capabilities, trusted=False) as client:
         asked = with_show_message_request(client, "Trust this folder")
         editor = Editor(client, work / "copy_whole.py")
@@ -100,14 +102,16 @@ async def test_trusted_folders_from_workspace_settings_do_not_count(tmp_path):
     (.vscode/settings.json): a trustedFolders there is ignored and said so."""
     work = hostile_project(tmp_path)
     capabilities = types.ClientCapabilities(
-        text_document=PUSH_CAPABILITIES.text_document,
-        workspace=types.WorkspaceClientCapabilities(configuration=True))
-    async with running_server(work, capabilities=capabilities, trusted=False,
-                              settings={"trustedFolders": [str(work)]}) as client:
+        text_document=PUSH_CAPABILITIES.text_document, workspace=types.WorkspaceClientCapabilities(configuration=True)
+    )
+    async with running_server(
+        work, capabilities=capabilities, trusted=False, settings={"trustedFolders": [str(work)]}
+    ) as client:
         editor = Editor(client, work / "copy_whole.py")
         editor.open()
         await wait_for(lambda: [d for d in editor.diagnostics() if d.code == "VMEM013"], what="held examples")
         await asyncio.sleep(5)
         assert not (work / "ran-on-import").exists()
-        assert any("trustedFolders is read only from the initialization options" in m.message
-                   for m in client.log_messages)
+        assert any(
+            "trustedFolders is read only from the initialization options" in m.message for m in client.log_messages
+        )

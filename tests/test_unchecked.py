@@ -1,15 +1,16 @@
 """No silent passes (issue 16): a pallas_call that no example reaches is
 reported, in the CLI run as a subprocess and in the server over stdio."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
-from lsprotocol import types
-
 from conftest import EXAMPLES, line_of, run_cli, run_json
 from jax_ops import OPS
 from lsp_client import Editor, running_server, wait_for
+from lsprotocol import types
+
 from vmem_lsp.source.locate import locate
 
 
@@ -38,15 +39,15 @@ def test_every_pallas_call_of_a_folder_without_examples_is_reported_once(tmp_pat
     assert len(where) == len(set(where))
     assert set(where) == located_sites(folder) and len(where) > 10
     assert report["summary"].endswith(f"; {len(where)} kernels not checked")
-    required = run_cli("check", str(folder), "--target", "v5e", "--require-examples",
-                       "--cache-dir", str(tmp_path / "c"))
+    required = run_cli(
+        "check", str(folder), "--target", "v5e", "--require-examples", "--cache-dir", str(tmp_path / "c")
+    )
     assert required.returncode == 1 and " error VMEM020 " in required.stdout
 
 
 def test_a_kernel_an_example_reaches_is_not_reported_nor_are_files_with_examples(tmp_path):
     """matmul.py with its example: nothing new. Without it: one warning, on the pallas_call."""
-    done, report = run_json("check", str(EXAMPLES / "matmul.py"), "--target", "v5e",
-                            "--cache-dir", str(tmp_path / "c"))
+    done, report = run_json("check", str(EXAMPLES / "matmul.py"), "--target", "v5e", "--cache-dir", str(tmp_path / "c"))
     assert not [d for d in report["diagnostics"] if d["code"] == "VMEM020"]
     assert "not checked" not in report["summary"]
     bare = tmp_path / "matmul.py"
@@ -54,7 +55,9 @@ def test_a_kernel_an_example_reaches_is_not_reported_nor_are_files_with_examples
     done, report = run_json("check", str(bare), "--target", "v5e", "--cache-dir", str(tmp_path / "c"))
     [unchecked] = [d for d in report["diagnostics"] if d["code"] == "VMEM020"]
     assert unchecked["range"]["start_line"] == line_of(bare, "pl.pallas_call(")
-    assert unchecked["message"].startswith("pallas_call matmul_kernel (in matmul) is not checked: no example reaches it")
+    assert unchecked["message"].startswith(
+        "pallas_call matmul_kernel (in matmul) is not checked: no example reaches it"
+    )
 
 
 def test_pyproject_require_examples_makes_it_an_error(tmp_path):
@@ -74,8 +77,9 @@ async def test_the_editor_shows_an_unchecked_kernel_and_not_one_an_example_reach
     async with running_server(tmp_path) as client:
         lone = Editor(client, bare)
         lone.open()
-        found = await wait_for(lambda: [d for d in lone.diagnostics() if d.code == "VMEM020"],
-                               what="VMEM020 on a file without examples")
+        found = await wait_for(
+            lambda: [d for d in lone.diagnostics() if d.code == "VMEM020"], what="VMEM020 on a file without examples"
+        )
         assert found[0].severity == types.DiagnosticSeverity.Warning
         assert found[0].range.start.line + 1 == line_of(bare, "pl.pallas_call(")
         checked = Editor(client, tmp_path / "matmul.py")
@@ -86,12 +90,14 @@ async def test_the_editor_shows_an_unchecked_kernel_and_not_one_an_example_reach
 
 # ---- an example, one action away -------------------------------------------------------------
 
+
 def bare_matmul(folder):
     path = folder / "matmul.py"
     path.write_text("".join(l for l in (EXAMPLES / "matmul.py").read_text().splitlines(True) if "# vmem:" not in l))
     return path
 
-TEST_MODULE = '''import jax
+
+TEST_MODULE = """import jax
 import jax.numpy as jnp
 from matmul import matmul
 
@@ -100,17 +106,18 @@ def test_matmul_runs():
     x = jnp.ones((2048, 1024), jnp.bfloat16)
     y = jax.random.normal(jax.random.PRNGKey(0), (1024, 2048), jnp.bfloat16)
     assert matmul(x, y, bm=1024, bk=1024, bn=1024).shape == (2048, 2048)
-'''
+"""
 
 
 def test_a_template_has_placeholders_for_arrays_and_keeps_the_written_defaults(tmp_path):
     from vmem_lsp.source.templates import template_for
+
     path = bare_matmul(tmp_path)
     text = path.read_text()
     [site] = locate(text, str(path)).sites
     template = template_for(text, str(path), site.span)
     assert template.call == "matmul(f32[...], f32[...], bm=512, bk=512, bn=512)" and template.unfinished
-    assert template.line == line_of(path, "def matmul(") - 1        # above its decorator
+    assert template.line == line_of(path, "def matmul(") - 1  # above its decorator
     found = template_for(text, str(path), site.span, [(str(tmp_path / "tests" / "test_matmul.py"), TEST_MODULE)])
     assert found.call == "matmul(bf16[2048, 1024], bf16[1024, 2048], bm=1024, bk=1024, bn=1024)"
     assert found.found_in == "tests/test_matmul.py:9" and not found.unfinished
@@ -118,6 +125,7 @@ def test_a_template_has_placeholders_for_arrays_and_keeps_the_written_defaults(t
 
 def test_add_examples_writes_templates_that_parse_once_and_only_once(tmp_path):
     import ast
+
     folder = ops_copy(tmp_path)
     first = run_cli("check", str(folder), "--target", "v5e", "--add-examples", "--cache-dir", str(tmp_path / "c"))
     assert first.returncode == 0, first.stderr
@@ -151,20 +159,27 @@ def test_shapes_from_the_projects_tests_make_an_example_that_compiles(tmp_path):
 @pytest.mark.asyncio
 async def test_the_add_example_action_inserts_a_snippet_where_the_client_takes_one(tmp_path):
     from lsp_client import PUSH_CAPABILITIES
+
     path = bare_matmul(tmp_path)
     capabilities = types.ClientCapabilities(
         text_document=PUSH_CAPABILITIES.text_document,
         workspace=types.WorkspaceClientCapabilities(
-            workspace_edit=types.WorkspaceEditClientCapabilities(snippet_edit_support=True)))
+            workspace_edit=types.WorkspaceEditClientCapabilities(snippet_edit_support=True)
+        ),
+    )
     for caps, snippet in ((PUSH_CAPABILITIES, False), (capabilities, True)):
         async with running_server(tmp_path, capabilities=caps) as client:
             editor = Editor(client, path)
             editor.open()
             await wait_for(lambda: [d for d in editor.diagnostics() if d.code == "VMEM020"], what="VMEM020")
             line = line_of(path, "pl.pallas_call(") - 1
-            actions = await client.text_document_code_action_async(types.CodeActionParams(
-                types.TextDocumentIdentifier(editor.uri), types.Range(types.Position(line, 4), types.Position(line, 4)),
-                types.CodeActionContext(diagnostics=[])))
+            actions = await client.text_document_code_action_async(
+                types.CodeActionParams(
+                    types.TextDocumentIdentifier(editor.uri),
+                    types.Range(types.Position(line, 4), types.Position(line, 4)),
+                    types.CodeActionContext(diagnostics=[]),
+                )
+            )
             [adding] = [a for a in actions if a.title.startswith("Add a # vmem: example")]
             assert adding.title == "Add a # vmem: example: matmul(f32[...], f32[...], bm=512, bk=512, bn=512)"
             if snippet:
@@ -174,4 +189,4 @@ async def test_the_add_example_action_inserts_a_snippet_where_the_client_takes_o
             else:
                 [edit] = adding.edit.changes[editor.uri]
                 assert edit.new_text == "# vmem: matmul(f32[...], f32[...], bm=512, bk=512, bn=512)\n"
-                assert edit.range.start.line == line_of(path, "def matmul(") - 2    # above the decorator
+                assert edit.range.start.line == line_of(path, "def matmul(") - 2  # above the decorator

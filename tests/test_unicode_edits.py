@@ -11,15 +11,17 @@ sits at the same line and code-point column in both. Every rewrite and
 every knob must then be the same on both (the ASCII twin being where byte
 and code point agree), start and end on token boundaries, leave the rest
 of the file alone and come back byte for byte by undo."""
+
 from __future__ import annotations
 
 import ast
 import io
 import tokenize
 
-from hypothesis import HealthCheck, given, settings, strategies as st
-
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_edits_on_jax_ops import assert_intact, site_rewrites, whole_arrays
+
 from vmem_lsp.chips import MiB
 from vmem_lsp.fixes import rewrites
 from vmem_lsp.fixes.edits import TextEdit, apply_edits
@@ -32,16 +34,42 @@ PATH = "/work/kernel.py"
 # Identifier letters and their ASCII twins, one code point each; all NFKC
 # stable (Python normalizes identifiers, `𝔘` would read as `U`). Two
 # outside the BMP: 4 UTF-8 bytes, 2 UTF-16 units.
-LETTERS = {"a": "ä", "o": "ö", "u": "ü", "s": "ß", "e": "é", "n": "ñ", "c": "ç", "l": "ł", "d": "đ", "h": "ħ",
-           "w": "ω", "z": "ж", "y": "я", "k": "中", "q": "𐐀", "r": "𠀀", "O": "Ö", "A": "Ä", "U": "Ü", "B": "Ω",
-           "L": "Ł", "K": "Ж", "C": "Ç"}
+LETTERS = {
+    "a": "ä",
+    "o": "ö",
+    "u": "ü",
+    "s": "ß",
+    "e": "é",
+    "n": "ñ",
+    "c": "ç",
+    "l": "ł",
+    "d": "đ",
+    "h": "ħ",
+    "w": "ω",
+    "z": "ж",
+    "y": "я",
+    "k": "中",
+    "q": "𐐀",
+    "r": "𠀀",
+    "O": "Ö",
+    "A": "Ä",
+    "U": "Ü",
+    "B": "Ω",
+    "L": "Ł",
+    "K": "Ж",
+    "C": "Ç",
+}
 # What strings and comments hold: non-ASCII and astral characters, a
 # combining accent, tabs, what str.splitlines breaks at, and the keywords a
 # text search would take for code.
 TEXT_CHARS = "abc =(),:\tüßЖ中𝔘😀𠀀\u0301\x85\u2028\u2029\x0c\x0b\x1c"
 DECOYS = ("out_shape=", "in_specs=[", "grid_spec=(", "compiler_params=", "(", ")")
-TWIN = str.maketrans({**{u: a for a, u in LETTERS.items()},
-                      **{c: "x" for c in TEXT_CHARS if not c.isascii() and c not in LETTERS.values()}})
+TWIN = str.maketrans(
+    {
+        **{u: a for a, u in LETTERS.items()},
+        **{c: "x" for c in TEXT_CHARS if not c.isascii() and c not in LETTERS.values()},
+    }
+)
 
 
 def ascii_twin(text: str) -> str:
@@ -76,43 +104,63 @@ def kernel_modules(draw) -> str:
     def string() -> str:
         return '"' + draw(texts()) + '"'
 
-    shape, index_map = draw(st.sampled_from([
-        (f"({T}{n}, {m})", "lambda: (0, 0)"),                       # whole arrays: a grid can be introduced
-        (f"({T}256, 1024)", "lambda i: (i, 0)"),                    # literal sizes: shrunk in place
-        (f"({block}, {m})", "lambda i: (i, 0)")]))
+    shape, index_map = draw(
+        st.sampled_from(
+            [
+                (f"({T}{n}, {m})", "lambda: (0, 0)"),  # whole arrays: a grid can be introduced
+                (f"({T}256, 1024)", "lambda i: (i, 0)"),  # literal sizes: shrunk in place
+                (f"({block}, {m})", "lambda i: (i, 0)"),
+            ]
+        )
+    )
     keywords = draw(st.booleans())
-    made = (f"pl.BlockSpec(block_shape={shape}, index_map={index_map})" if keywords
-            else f"pl.BlockSpec({shape}, {index_map})")
+    made = (
+        f"pl.BlockSpec(block_shape={shape}, index_map={index_map})"
+        if keywords
+        else f"pl.BlockSpec({shape}, {index_map})"
+    )
     named = draw(st.booleans())
     grid = draw(st.sampled_from(["", f"grid=({T}16,),", f"grid=({n} // {block},),"]))
-    params = draw(st.sampled_from([
-        [], ['compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),'],
-        [f"compiler_params=pltpu.CompilerParams({comment()}", f'{I}dimension_semantics=("parallel",)),'],
-        ["compiler_params=pltpu.CompilerParams(),"],
-        ["compiler_params=pltpu.CompilerParams(vmem_limit_bytes=32 * 1024 * 1024),"]]))
+    params = draw(
+        st.sampled_from(
+            [
+                [],
+                ['compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),'],
+                [f"compiler_params=pltpu.CompilerParams({comment()}", f'{I}dimension_semantics=("parallel",)),'],
+                ["compiler_params=pltpu.CompilerParams(),"],
+                ["compiler_params=pltpu.CompilerParams(vmem_limit_bytes=32 * 1024 * 1024),"],
+            ]
+        )
+    )
     tpu_import = "from jax.experimental.pallas import tpu as pltpu" if params or draw(st.booleans()) else ""
-    call = [f"{I}return pl.pallas_call({comment()}",
-            f"{I * 2}{kernel},{comment()}",
-            f"{I * 2}out_shape={T}jax.ShapeDtypeStruct(({n}, {m}), x.dtype),{comment()}",
-            *([f"{I * 2}{grid}{comment()}"] if grid else []),
-            f"{I * 2}in_specs=[{spec if named else made}],{comment()}",
-            f"{I * 2}out_specs={spec if named else made},{comment()}",
-            *[f"{I * 2}{line}{comment()}" for line in params],
-            f"{I})(x)"]
-    lines = [f'"""{draw(texts())}"""',
-             "import jax",
-             "from jax.experimental import pallas as pl",
-             tpu_import,
-             f"{block} = {T}256{comment()}",
-             "", "",
-             f"def {kernel}(x_ref, o_ref):{comment()}",
-             f"{I}o_ref[...] = x_ref[...] * 2",
-             "", "",
-             f"# vmem: {func}(f32[4096, 1024], {tag}={string()}, {knob}={T}512)",
-             f"def {func}(x, {tag}={string()}, *, {knob}=1024):",
-             f"{I}{label} = {string()}; {n}, {m} = x.shape{comment()}",
-             *([f"{I}{label} = {string()}; {spec} = {made}{comment()}"] if named else []),
-             *call]
+    call = [
+        f"{I}return pl.pallas_call({comment()}",
+        f"{I * 2}{kernel},{comment()}",
+        f"{I * 2}out_shape={T}jax.ShapeDtypeStruct(({n}, {m}), x.dtype),{comment()}",
+        *([f"{I * 2}{grid}{comment()}"] if grid else []),
+        f"{I * 2}in_specs=[{spec if named else made}],{comment()}",
+        f"{I * 2}out_specs={spec if named else made},{comment()}",
+        *[f"{I * 2}{line}{comment()}" for line in params],
+        f"{I})(x)",
+    ]
+    lines = [
+        f'"""{draw(texts())}"""',
+        "import jax",
+        "from jax.experimental import pallas as pl",
+        tpu_import,
+        f"{block} = {T}256{comment()}",
+        "",
+        "",
+        f"def {kernel}(x_ref, o_ref):{comment()}",
+        f"{I}o_ref[...] = x_ref[...] * 2",
+        "",
+        "",
+        f"# vmem: {func}(f32[4096, 1024], {tag}={string()}, {knob}={T}512)",
+        f"def {func}(x, {tag}={string()}, *, {knob}=1024):",
+        f"{I}{label} = {string()}; {n}, {m} = x.shape{comment()}",
+        *([f"{I}{label} = {string()}; {spec} = {made}{comment()}"] if named else []),
+        *call,
+    ]
     return draw(st.sampled_from(["\n", "\r\n"])).join(lines) + "\n"
 
 
@@ -123,7 +171,9 @@ def token_boundaries(source: str) -> set[tuple[int, int]]:
     found = {at for token in tokens for at in (token.start, token.end)}
     for example in find_examples(source, PATH)[0]:
         tokens = tokenize.generate_tokens(io.StringIO(example.text).readline)
-        found |= {(example.line, example.span.start_col + col) for token in tokens for _, col in (token.start, token.end)}
+        found |= {
+            (example.line, example.span.start_col + col) for token in tokens for _, col in (token.start, token.end)
+        }
     return found
 
 
@@ -151,9 +201,10 @@ def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins(source):
     twin = ascii_twin(source)
     assert twin.isascii() and len(twin) == len(source)
     made, expected = every_edit(source), every_edit(twin)
-    assert [(ascii_twin(label), [(e.span, ascii_twin(e.new_text)) for e in edits or ()]) for label, edits in made] == \
-        [(label, [(e.span, e.new_text) for e in edits or ()]) for label, edits in expected]
-    assert sum(1 for _, edits in made if edits) >= 4        # at least a limit, two single-buffers, a knob
+    assert [(ascii_twin(label), [(e.span, ascii_twin(e.new_text)) for e in edits or ()]) for label, edits in made] == [
+        (label, [(e.span, e.new_text) for e in edits or ()]) for label, edits in expected
+    ]
+    assert sum(1 for _, edits in made if edits) >= 4  # at least a limit, two single-buffers, a knob
     for label, edits in made:
         if edits:
             assert_intact(source, edits, label)
@@ -170,7 +221,7 @@ def test_knobs_on_a_non_ascii_constant_edit_its_number():
     assert apply_edits(source, [TextEdit(PATH, bm.span, "512")]).splitlines()[2].endswith("tag='ü𝔘', bm=512)")
 
 
-DECOY_CALL = '''from jax.experimental import pallas as pl
+DECOY_CALL = """from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 
@@ -181,7 +232,7 @@ def copy(x):
         compiler_params=pltpu.CompilerParams(  # dimension_semantics=( below
             dimension_semantics=("parallel",)),
     )(x)
-'''
+"""
 
 
 def keywords_of(source: str, name: str) -> list[str]:
@@ -190,8 +241,11 @@ def keywords_of(source: str, name: str) -> list[str]:
 
 
 def test_keywords_are_inserted_in_the_code_not_in_a_comment_that_names_them():
-    source = DECOY_CALL.replace("        compiler_params=pltpu.CompilerParams(  # dimension_semantics=( below\n"
-                                "            dimension_semantics=(\"parallel\",)),\n", "")
+    source = DECOY_CALL.replace(
+        "        compiler_params=pltpu.CompilerParams(  # dimension_semantics=( below\n"
+        '            dimension_semantics=("parallel",)),\n',
+        "",
+    )
     [site] = locate(source, PATH).sites
     after = apply_edits(source, rewrites.set_vmem_limit(site, source, 100 * MiB))
     assert "compiler_params" in keywords_of(after, "pallas_call")

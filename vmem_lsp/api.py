@@ -12,6 +12,7 @@ with `if __name__ == "__main__":`, as multiprocessing asks). One worker pool
 and the disk cache (`.vmem_lsp_cache` of the project, as the CLI) serve every
 call; the calls are synchronous and may come from many threads.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -29,11 +30,11 @@ WORKER_ENV = "VMEM_LSP_IN_WORKER"
 
 @dataclass(frozen=True)
 class Verdict:
-    fits: bool | None               # None: it did not compile for another reason (see `error`)
-    used: int | None                # bytes of VMEM: the compiler's for an overflow, else the layout model's
+    fits: bool | None  # None: it did not compile for another reason (see `error`)
+    used: int | None  # bytes of VMEM: the compiler's for an overflow, else the layout model's
     limit: int | None
     parts: tuple[tuple[str, int], ...]  # (what, bytes): windows, scratch, compiler-internal
-    decided_by: str                 # "compiler" | "model" | "monotonicity" | "error" | "undecided"
+    decided_by: str  # "compiler" | "model" | "monotonicity" | "error" | "undecided"
     target: str
     error: str | None = None
 
@@ -43,12 +44,13 @@ def shape_text(value) -> str:
     as `bf16[8192, 8192]`; a shape string as it is; anything else by repr."""
     if isinstance(value, str):
         return value
-    if type(value) in (int, bool) or value is None:     # a tuner's block sizes: repr is the literal
+    if type(value) in (int, bool) or value is None:  # a tuner's block sizes: repr is the literal
         return repr(value)
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         name = DTYPE_NAMES.get(value.dtype) if isinstance(value.dtype, Hashable) else None
         if name is None:
             import numpy as np
+
             name = COMPILER_DTYPES.get(np.dtype(value.dtype).name)
             if name is None:
                 raise TypeError(f"no shape literal for dtype {value.dtype}")
@@ -57,21 +59,25 @@ def shape_text(value) -> str:
         return f"{name}[{', '.join(str(d) for d in value.shape)}]"
     text = repr(value)
     import ast
+
     try:
         ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        raise TypeError(f"argument {text[:60]} cannot be written in an example: use a shape, "
-                        f"a ShapeDtypeStruct or a literal") from None
+        raise TypeError(
+            f"argument {text[:60]} cannot be written in an example: use a shape, a ShapeDtypeStruct or a literal"
+        ) from None
     return text
 
 
-DTYPE_NAMES: dict = {}         # a dtype -> its shape literal's spelling
+DTYPE_NAMES: dict = {}  # a dtype -> its shape literal's spelling
 
 
 def call_text(fn, args, kwargs) -> str:
     if "<locals>" in fn.__qualname__:
-        raise TypeError(f"{fn.__qualname__} is defined inside a function: the worker imports it by name, "
-                        f"so define it at the top level of a module")
+        raise TypeError(
+            f"{fn.__qualname__} is defined inside a function: the worker imports it by name, "
+            f"so define it at the top level of a module"
+        )
     written = [shape_text(a) for a in args] + [f"{k}={shape_text(v)}" for k, v in kwargs.items()]
     return f"{fn.__qualname__}({', '.join(written)})"
 
@@ -79,10 +85,11 @@ def call_text(fn, args, kwargs) -> str:
 def example_for(fn, args, kwargs):
     from .source.directives import Example
     from .source.model import Span
+
     return Example(source_path(fn), 1, Span(1, 0, 1, 0), call_text(fn, args, kwargs))
 
 
-SOURCE_PATHS: dict = {}     # a function -> its file: asked once, not for every config a tuner tries
+SOURCE_PATHS: dict = {}  # a function -> its file: asked once, not for every config a tuner tries
 
 
 def source_path(fn) -> str:
@@ -97,7 +104,7 @@ def source_path(fn) -> str:
     try:
         if len(SOURCE_PATHS) < 1024:
             SOURCE_PATHS[fn] = path
-    except TypeError:       # unhashable: asked each time
+    except TypeError:  # unhashable: asked each time
         pass
     return path
 
@@ -115,12 +122,15 @@ class Engine:
         with self.lock:
             if self.workers is None:
                 if os.environ.get(WORKER_ENV):
-                    raise RuntimeError("vmem_lsp.fits was called inside the vmem-lsp worker, which imports the "
-                                       "function's module: guard the module's tuning code with "
-                                       "`if __name__ == \"__main__\":`")
+                    raise RuntimeError(
+                        "vmem_lsp.fits was called inside the vmem-lsp worker, which imports the "
+                        "function's module: guard the module's tuning code with "
+                        '`if __name__ == "__main__":`'
+                    )
                 from .compile.cache import ResultCache
                 from .config import load_settings
                 from .engine import local_workers
+
                 self.settings = load_settings(os.getcwd())
                 self.cache = ResultCache(self.settings.cache_folder())
                 # Local workers, sized and watched as the CLI's (a Ray task's overhead,
@@ -145,6 +155,7 @@ def fits(fn, *args, target: str = "v6e", compile: bool = True, **kwargs) -> Verd
     from . import budget as budgets
     from .config import parse_targets
     from .sweep.decide import Config, compiled_verdict
+
     (target,) = parse_targets(target)
     engine = ENGINE.ready()
     request = fits_request(example_for(fn, args, kwargs), target, engine.settings, compile)
@@ -155,8 +166,9 @@ def fits(fn, *args, target: str = "v6e", compile: bool = True, **kwargs) -> Verd
         if compile:
             engine.cache.put(request, result)
     if compile:
-        parts = tuple((p.label, p.bytes) for call in result.calls
-                      for p in budgets.from_compile(call, None, target).parts)
+        parts = tuple(
+            (p.label, p.bytes) for call in result.calls for p in budgets.from_compile(call, None, target).parts
+        )
         v = compiled_verdict(Config(0, {}, target, result), result)
         return Verdict(v.fits, v.used, v.limit, parts, v.decided_by, target, v.error)
     return model_verdict(result, target)
@@ -167,6 +179,7 @@ def fits_request(example, target: str, settings, compile: bool):
     asks for no origins (the lines that made each spec, which only check and
     the editor show), and the worker's trace skips the hooks that find them."""
     from .engine import request_for
+
     return dataclasses.replace(request_for(example, target, settings), compile=compile, origins=compile)
 
 
@@ -174,6 +187,7 @@ def model_verdict(result, target: str) -> Verdict:
     """The layout model's verdict on a trace-only result."""
     from . import budget as budgets
     from .sweep.decide import tightest
+
     if result.error or not result.calls:
         return Verdict(None, None, None, (), "error", target, result.error or "the call reaches no pallas_call")
     found = [budgets.from_compile(c, None, target) for c in result.calls]
@@ -185,6 +199,7 @@ def model_verdict(result, target: str) -> Verdict:
 @dataclass(frozen=True)
 class ListedConfigs:
     """Configs given as a list of keyword dicts (an autotuner's), in the shape a sweep has."""
+
     example: object
     listed: tuple
 
@@ -207,6 +222,7 @@ def prune(fn, args, configs, targets=("v6e",), *, budget_compiles: int | None = 
     undecided by the budget is left out: never guessed to fit."""
     from .config import parse_targets
     from .sweep.run import run_sweep
+
     engine = ENGINE.ready()
     configs = [dict(c) for c in configs]
     if not configs:

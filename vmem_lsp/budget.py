@@ -6,6 +6,7 @@ the layout model's split where it gives only a total) and, while the user
 types, an estimate from the last compile's shapes with the edited literals.
 Pure functions over plain data.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,12 +26,12 @@ HEADROOM_WARNING = 0.10
 
 @dataclass(frozen=True)
 class Part:
-    kind: str                   # "input_window" | "output_window" | "scratch" | "internal"
-    index: int | None           # in_specs / out_specs / scratch_shapes index
-    label: str                  # "input 0 window bf16[1024,1024]"
+    kind: str  # "input_window" | "output_window" | "scratch" | "internal"
+    index: int | None  # in_specs / out_specs / scratch_shapes index
+    label: str  # "input 0 window bf16[1024,1024]"
     bytes: int
     buffers: int | None
-    estimated: bool             # the layout model's figure, not the compiler's
+    estimated: bool  # the layout model's figure, not the compiler's
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,11 @@ class Budget:
     target: str
     parts: tuple[Part, ...]
     total: int
-    limit: int                  # the limit that applies: scoped (default or vmem_limit_bytes) or capacity
-    limit_kind: str             # "scoped" | "physical"
+    limit: int  # the limit that applies: scoped (default or vmem_limit_bytes) or capacity
+    limit_kind: str  # "scoped" | "physical"
     capacity: int
-    source: str                 # "compiler": the total is the compiler's; "model": an estimate
-    fits: bool                  # the compiler's verdict when it has one, else the estimate's
+    source: str  # "compiler": the total is the compiler's; "model": an estimate
+    fits: bool  # the compiler's verdict when it has one, else the estimate's
 
     @property
     def chip(self) -> Chip:
@@ -71,20 +72,54 @@ def from_compile(call: CapturedCall, report: Report | None, target_name: str) ->
     if report is None or report.form not in ("physical", "scoped", "single_allocation"):
         internal = layout.internal_estimate(call, target.name)
         parts = (*costs, *((internal_part(internal, "compiler-internal (model estimate)"),) if internal else ()))
-        return Budget(target.name, parts, modelled + internal, scoped_limit(call, target), "scoped",
-                      target.capacity, "model", report is None)
+        return Budget(
+            target.name,
+            parts,
+            modelled + internal,
+            scoped_limit(call, target),
+            "scoped",
+            target.capacity,
+            "model",
+            report is None,
+        )
     if report.form == "physical":
-        listed = tuple(Part(a.kind, index, render.allocation_label(a), a.size, a.buffers, False)
-                       for a, index in zip(report.allocations, part_indices(call, report.allocations)))
-        return Budget(target.name, listed, report.used or sum(p.bytes for p in listed),
-                      report.limit or target.capacity, "physical", target.capacity, "compiler", False)
+        listed = tuple(
+            Part(a.kind, index, render.allocation_label(a), a.size, a.buffers, False)
+            for a, index in zip(report.allocations, part_indices(call, report.allocations))
+        )
+        return Budget(
+            target.name,
+            listed,
+            report.used or sum(p.bytes for p in listed),
+            report.limit or target.capacity,
+            "physical",
+            target.capacity,
+            "compiler",
+            False,
+        )
     if report.form == "scoped":
         remainder = (report.used or modelled) - modelled
         internal = (internal_part(remainder, "compiler-internal"),) if remainder > 0 else ()
-        return Budget(target.name, (*costs, *internal), report.used or modelled,
-                      report.limit or scoped_limit(call, target), "scoped", target.capacity, "compiler", False)
-    return Budget(target.name, tuple(costs), modelled, report.limit or target.capacity, "physical",
-                  target.capacity, "model", False)
+        return Budget(
+            target.name,
+            (*costs, *internal),
+            report.used or modelled,
+            report.limit or scoped_limit(call, target),
+            "scoped",
+            target.capacity,
+            "compiler",
+            False,
+        )
+    return Budget(
+        target.name,
+        tuple(costs),
+        modelled,
+        report.limit or target.capacity,
+        "physical",
+        target.capacity,
+        "model",
+        False,
+    )
 
 
 def internal_part(size: int, label: str) -> Part:
@@ -93,17 +128,25 @@ def internal_part(size: int, label: str) -> Part:
 
 # ---- estimates while typing ---------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class KnownKernel:
     """What the last compile taught about one site, kept to estimate edits."""
+
     call: CapturedCall
-    spec_ordinals: dict = field(default_factory=dict)      # (role, index) -> position in the site's spec tuple
-    internal: dict = field(default_factory=dict)           # target -> compiler-internal bytes last seen
-    names: dict = field(default_factory=dict)              # name -> the value it had in the compiled block shapes and grid
+    spec_ordinals: dict = field(default_factory=dict)  # (role, index) -> position in the site's spec tuple
+    internal: dict = field(default_factory=dict)  # target -> compiler-internal bytes last seen
+    names: dict = field(default_factory=dict)  # name -> the value it had in the compiled block shapes and grid
 
 
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-              ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.LShift: operator.lshift}
+_OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+    ast.LShift: operator.lshift,
+}
 
 
 def literal_int(node: ast.AST, names: dict | None = None) -> int | None:
@@ -167,8 +210,14 @@ def names_shown(call: CapturedCall, site: KernelSite, ordinals: dict) -> dict:
     (4096, 4096)): what lets an estimate read `(256, m)` or `grid=(n // 256,)`
     typed since. A name seen with two values is dropped."""
     seen: dict = {}
-    written = [((site.in_specs if op.role == "in" else site.out_specs)[ordinals[(op.role, op.index)]].block_shape,
-                op.block_shape) for op in call.operands if (op.role, op.index) in ordinals and op.block_shape]
+    written = [
+        (
+            (site.in_specs if op.role == "in" else site.out_specs)[ordinals[(op.role, op.index)]].block_shape,
+            op.block_shape,
+        )
+        for op in call.operands
+        if (op.role, op.index) in ordinals and op.block_shape
+    ]
     written.append((site.grid, call.grid))
     for expr, values in written:
         elements = shape_elements(expr)
@@ -200,8 +249,14 @@ def estimate(site: KernelSite, known: KnownKernel, target_name: str) -> Budget:
     operands = tuple(_edited(op, site, known) for op in call.operands)
     limit = literal_limit(site) or call.vmem_limit_bytes
     grid = literal_shape(site.grid, known.names) if site.grid is not None else None
-    edited = CapturedCall(**{**vars(call), "operands": operands, "vmem_limit_bytes": limit,
-                             "grid": grid if grid is not None else call.grid})
+    edited = CapturedCall(
+        **{
+            **vars(call),
+            "operands": operands,
+            "vmem_limit_bytes": limit,
+            "grid": grid if grid is not None else call.grid,
+        }
+    )
     parts = [part_for_cost(c) for c in layout.window_costs(edited, target.name)]
     internal = known.internal.get(target.name)
     label = "compiler-internal (last compile)"

@@ -4,6 +4,7 @@ Capacities and scoped limits are as the compiler printed them here (DESIGN.md,
 "Facts from 254 real-kernel compiles"); they are used for messages and for the
 static model when no compiler report says otherwise.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,12 +14,12 @@ MiB = 1 << 20
 
 @dataclass(frozen=True)
 class Chip:
-    name: str               # what users write: "v6e"
-    topology: str           # what get_topology_desc accepts
-    device_kind: str        # what the device reports
-    capacity: int           # VMEM bytes the compiler can use (as it prints it)
+    name: str  # what users write: "v6e"
+    topology: str  # what get_topology_desc accepts
+    device_kind: str  # what the device reports
+    capacity: int  # VMEM bytes the compiler can use (as it prints it)
     capacity_text: str
-    scoped_limit: int       # default scoped VMEM limit without vmem_limit_bytes
+    scoped_limit: int  # default scoped VMEM limit without vmem_limit_bytes
     scoped_limit_text: str
 
     @property

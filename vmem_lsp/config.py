@@ -1,5 +1,6 @@
 """Settings: defaults, then `[tool.vmem-lsp]` in the nearest pyproject.toml,
 then the command line (or, later, the editor)."""
+
 from __future__ import annotations
 
 import functools
@@ -15,24 +16,24 @@ from .compile.shared_cache import is_url
 
 @dataclass(frozen=True)
 class Settings:
-    targets: tuple[str, ...] = DEFAULT_TARGETS     # chips to check against
-    examples: tuple[str, ...] = ()                 # "package.module:function(f32[8, 128])"
-    timeout: float = 300.0                         # seconds to lower and compile one kernel
-    trace_timeout: float = 60.0                    # seconds for the user's Python: import, run the example
-    scoped_vmem_limit: tuple[tuple[str, int], ...] = ()     # (chip, bytes): the compiler's scoped limit
-    scoped_vmem_limit_source: str | None = None    # where that was set, for messages
-    worker: str | None = None                      # worker command; None: a local subprocess
-    worker_source: str | None = None               # where it was set: "pyproject.toml", "--worker", ...
-    worker_fallback: bool = False                  # when that worker dies, compile with a local one
-    backend: str = "local"                         # "local": worker processes here; "ray": tasks on a Ray cluster
-    ray_address: str | None = None                 # the cluster for backend "ray"; None: RAY_ADDRESS, else a local one
-    jobs: int | None = None                        # workers at once; None: cores minus one, as memory allows
-    worker_memory: int | None = None               # bytes each local worker may hold; None: measured peaks decide
-    cache_dir: str | None = None                   # None: <project root>/.vmem_lsp_cache; or s3://, gs://...
+    targets: tuple[str, ...] = DEFAULT_TARGETS  # chips to check against
+    examples: tuple[str, ...] = ()  # "package.module:function(f32[8, 128])"
+    timeout: float = 300.0  # seconds to lower and compile one kernel
+    trace_timeout: float = 60.0  # seconds for the user's Python: import, run the example
+    scoped_vmem_limit: tuple[tuple[str, int], ...] = ()  # (chip, bytes): the compiler's scoped limit
+    scoped_vmem_limit_source: str | None = None  # where that was set, for messages
+    worker: str | None = None  # worker command; None: a local subprocess
+    worker_source: str | None = None  # where it was set: "pyproject.toml", "--worker", ...
+    worker_fallback: bool = False  # when that worker dies, compile with a local one
+    backend: str = "local"  # "local": worker processes here; "ray": tasks on a Ray cluster
+    ray_address: str | None = None  # the cluster for backend "ray"; None: RAY_ADDRESS, else a local one
+    jobs: int | None = None  # workers at once; None: cores minus one, as memory allows
+    worker_memory: int | None = None  # bytes each local worker may hold; None: measured peaks decide
+    cache_dir: str | None = None  # None: <project root>/.vmem_lsp_cache; or s3://, gs://...
     exclude: tuple[str, ...] = (".venv", "venv", ".git", "__pycache__", "node_modules", "build", "dist")
-    compile: bool = True                           # False: the layout model's verdict alone (no libtpu)
-    require_examples: bool = False                 # a pallas_call no example reaches is an error, not a warning
-    root: str = field(default_factory=os.getcwd)   # the folder of the pyproject.toml, or cwd
+    compile: bool = True  # False: the layout model's verdict alone (no libtpu)
+    require_examples: bool = False  # a pallas_call no example reaches is an error, not a warning
+    root: str = field(default_factory=os.getcwd)  # the folder of the pyproject.toml, or cwd
     config_path: str | None = None
 
     def cache_folder(self) -> str:
@@ -95,9 +96,22 @@ def load_settings(start: str) -> Settings:
 
 def apply(settings: Settings, table: dict, where: str) -> Settings:
     """Settings with the keys of one [tool.vmem-lsp]-shaped table applied."""
-    known = {"targets", "examples", "timeout", "trace-timeout", "scoped-vmem-limit", "worker", "worker-fallback",
-             "jobs", "worker-memory", "cache-dir", "exclude", "require-examples",
-             "backend", "ray-address"}
+    known = {
+        "targets",
+        "examples",
+        "timeout",
+        "trace-timeout",
+        "scoped-vmem-limit",
+        "worker",
+        "worker-fallback",
+        "jobs",
+        "worker-memory",
+        "cache-dir",
+        "exclude",
+        "require-examples",
+        "backend",
+        "ray-address",
+    }
     unknown = set(table) - known
     if unknown:
         raise ConfigError(f"{where}: unknown [tool.vmem-lsp] keys: {', '.join(sorted(unknown))}")
@@ -140,6 +154,7 @@ def sources(table_keys, path: str | None) -> dict[str, str]:
     for a field whose [tool.vmem-lsp] key is in `table_keys` (a field named X_source
     goes with X; root and config_path with the file itself), else "default"."""
     from dataclasses import fields
+
     keys = {key.replace("-", "_") for key in table_keys}
     found = {}
     for f in fields(Settings):
@@ -173,8 +188,19 @@ def parse_targets(value) -> tuple[str, ...]:
 
 
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*$", re.IGNORECASE)
-UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-         "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+}
 
 
 def parse_size(value) -> int:
@@ -185,7 +211,7 @@ def parse_size(value) -> int:
     else:
         found = SIZE.match(str(value))
         if not found:
-            raise ConfigError(f"not a size: {value!r} (write e.g. \"64MiB\")")
+            raise ConfigError(f'not a size: {value!r} (write e.g. "64MiB")')
         size = int(float(found[1]) * UNITS[found[2].lower()])
     if size <= 0 or size % 1024:
         raise ConfigError(f"a scoped VMEM limit must be a positive whole number of KiB, not {value!r}")
@@ -196,7 +222,7 @@ def parse_memory(value) -> int:
     """Bytes of a worker's memory share: "2GB", "1.5GiB", "512MB" or bytes."""
     found = SIZE.match(str(value)) if not isinstance(value, bool) else None
     if not found or float(found[1]) <= 0:
-        raise ConfigError(f"worker-memory: not a size: {value!r} (write e.g. \"2GB\")")
+        raise ConfigError(f'worker-memory: not a size: {value!r} (write e.g. "2GB")')
     return int(float(found[1]) * UNITS[found[2].lower()])
 
 
@@ -212,7 +238,7 @@ def parse_scoped_limits(value) -> tuple[tuple[str, int], ...]:
     elif isinstance(value, dict):
         pairs = list(value.items())
     else:
-        raise ConfigError(f"scoped-vmem-limit: expected a table such as {{ v5e = \"64MiB\" }}, not {value!r}")
+        raise ConfigError(f'scoped-vmem-limit: expected a table such as {{ v5e = "64MiB" }}, not {value!r}')
     try:
         return tuple(sorted((chip(name).name, parse_size(size)) for name, size in pairs))
     except ValueError as error:

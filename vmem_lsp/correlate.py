@@ -6,10 +6,12 @@ a compiled kernel), views (estimates, hints) and fixes (rewrites) all ask
 here, so a rule about origins is written once. Pure functions; nothing here
 imports mapping, budget or views.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from . import layout
 from .compile.protocol import CapturedCall, Operand, Origin, Scoped
@@ -25,6 +27,7 @@ TextOf = Callable[[str], "str | None"]
 class Sources(Protocol):
     """The files a mapping reads: their sites, and their texts for what no
     site holds (engine.SourceFiles)."""
+
     def sites_of(self, path: str) -> LocateResult: ...
     def text(self, path: str) -> str | None: ...
 
@@ -32,6 +35,7 @@ class Sources(Protocol):
 @dataclass(frozen=True)
 class Anchor:
     """Where a diagnostic is marked: a file and a span in it."""
+
     path: str
     span: Span
 
@@ -43,8 +47,11 @@ def line_span(line: int) -> Span:
 def at_origin(candidates, origin: Origin):
     """The located thing an origin (file, line, col) points at: the one that
     starts there, else the first that covers the line."""
-    exact = [c for c in candidates if c.span.start_line == origin.line
-             and (origin.col is None or c.span.start_col == origin.col)]
+    exact = [
+        c
+        for c in candidates
+        if c.span.start_line == origin.line and (origin.col is None or c.span.start_col == origin.col)
+    ]
     if exact:
         return exact[0]
     return next((c for c in candidates if c.span.contains_line(origin.line)), None)
@@ -57,8 +64,8 @@ def kernel_site(call: CapturedCall, sites_of: SitesOf) -> KernelSite | None:
         if origin is None:
             continue
         found = [s for s in sites_of(origin.file).sites if s.span.contains_line(origin.line)]
-        if found:   # the innermost: a partial's site may contain another
-            return min(found, key=lambda s: (s.span.end_line - s.span.start_line))
+        if found:  # the innermost: a partial's site may contain another
+            return min(found, key=lambda s: s.span.end_line - s.span.start_line)
     return None
 
 
@@ -129,8 +136,9 @@ def scratch_entry(call: CapturedCall, index: int):
     return next((s for s in call.scratch if s.index == index), None)
 
 
-def scratch_anchor(index: int, call: CapturedCall, site: KernelSite | None, sites_of: SitesOf,
-                   fallback: Anchor) -> Anchor:
+def scratch_anchor(
+    index: int, call: CapturedCall, site: KernelSite | None, sites_of: SitesOf, fallback: Anchor
+) -> Anchor:
     """The scratch_shapes entry `index`: where the worker saw it constructed,
     else the site's entry of that index."""
     entry = scratch_entry(call, index)
@@ -153,12 +161,12 @@ def operand_for(call: CapturedCall, allocation: Allocation) -> Operand | None:
         return None
     if allocation.kind == "output_window":
         return next((o for o in call.operands if o.role == "out" and o.index == allocation.operand_index), None)
-    return next((o for o in call.operands if o.role in ("in", "prefetch")
-                 and o.operand == allocation.operand_index), None)
+    return next(
+        (o for o in call.operands if o.role in ("in", "prefetch") and o.operand == allocation.operand_index), None
+    )
 
 
-def operand_named(call: CapturedCall, kind: str | None, index: int | None,
-                  path: str | None = None) -> Operand | None:
+def operand_named(call: CapturedCall, kind: str | None, index: int | None, path: str | None = None) -> Operand | None:
     """The operand a compile error names. jax's "Block spec for args[N]" names it
     by `path`, its place in the call's arguments: the operand the worker saw
     under that path (a tuple of scalar-prefetch arrays before it, as in
@@ -207,12 +215,14 @@ def part_indices(call: CapturedCall, allocations) -> list[int | None]:
     indices = []
     for allocation, index in zip(allocations, scratch):
         op = operand_for(call, allocation) if allocation.kind != "scratch" else None
-        indices.append(index if allocation.kind == "scratch" else op.index if op is not None
-                       else allocation.operand_index)
+        indices.append(
+            index if allocation.kind == "scratch" else op.index if op is not None else allocation.operand_index
+        )
     return indices
 
 
 # ---- what the kernel body allocates: pipeline windows, run_scoped entries ------------------
+
 
 def scoped_anchor(entry: Scoped, sites_of: SitesOf, text_of: TextOf | None, fallback: Anchor) -> Anchor:
     """Where a scoped buffer is marked: the block shape of the inner BlockSpec

@@ -1,4 +1,5 @@
 """Diagnostics as plain data: what the CLI prints and the server publishes."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -53,6 +54,7 @@ class Subject:
     of its pallas_call invocations, and which part of that kernel ("input 0",
     "scratch 1", "allocation 3", "kernel", "example"). Two allocations the
     compiler lists with the same size are two subjects, so both are shown."""
+
     example: ExampleKey
     call: int | None = None
     part: str = "example"
@@ -62,15 +64,15 @@ class Subject:
 class Diagnostic:
     path: str
     span: Span
-    severity: str                   # "error" | "warning" | "information"
+    severity: str  # "error" | "warning" | "information"
     code: str
     message: str
     target: str | None = None
-    origin: str = "compiler"        # "compiler" | "model": who says the figures
+    origin: str = "compiler"  # "compiler" | "model": who says the figures
     related: tuple[Related, ...] = ()
-    facts: dict = field(default_factory=dict, compare=False)   # structured detail for JSON/SARIF
-    subject: Subject | None = None                  # what it is about: the key chips merge by
-    wording: Wording | None = field(default=None, compare=False)   # the message as head + the chip's clause
+    facts: dict = field(default_factory=dict, compare=False)  # structured detail for JSON/SARIF
+    subject: Subject | None = None  # what it is about: the key chips merge by
+    wording: Wording | None = field(default=None, compare=False)  # the message as head + the chip's clause
 
     def sort_key(self):
         """A total order: diagnostics at one place with one code (a BlockSpec
@@ -84,7 +86,7 @@ def is_suppressed(diagnostic: Diagnostic, line_text: str) -> bool:
     marker = line_text.find("# noqa")
     if marker < 0:
         return False
-    rest = line_text[marker + len("# noqa"):]
+    rest = line_text[marker + len("# noqa") :]
     if not rest.lstrip().startswith(":"):
         return True
     codes = {c.strip() for c in rest.lstrip()[1:].replace(",", " ").split()}
@@ -115,9 +117,15 @@ def merge_targets(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         first = members[0]
         origins = {d.origin for d in members}
         related = tuple(dict.fromkeys(r for d in members for r in d.related))
-        merged.append(replace(
-            first, message=per_target([d.wording for d in members]),
-            target=",".join(d.target for d in members),
-            origin=origins.pop() if len(origins) == 1 else "mixed", related=related,
-            facts={"targets": {d.target: d.facts for d in members}}, wording=None))
+        merged.append(
+            replace(
+                first,
+                message=per_target([d.wording for d in members]),
+                target=",".join(d.target for d in members),
+                origin=origins.pop() if len(origins) == 1 else "mixed",
+                related=related,
+                facts={"targets": {d.target: d.facts for d in members}},
+                wording=None,
+            )
+        )
     return sorted(merged, key=Diagnostic.sort_key)

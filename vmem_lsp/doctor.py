@@ -6,6 +6,7 @@ loads once), the cache folder, the memory sizing, and the settings in force
 with where each came from. Exit 0 when all is well, 1 when something is wrong
 (named at the end), 2 for bad usage. Never imports jax: the worker does.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,8 +25,8 @@ from . import __version__
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 PINNED = ("jax", "jaxlib", "libtpu")
-START_SECONDS = 90.0            # a cold machine's first import of jax and libtpu
-URL_SECONDS = 10.0              # an object store's answer to one listing
+START_SECONDS = 90.0  # a cold machine's first import of jax and libtpu
+URL_SECONDS = 10.0  # an object store's answer to one listing
 NO_COMPILE = "or check without a compiler: `vmem-lsp check --no-compile` (the layout model's estimates only)"
 
 # The tiny kernel each chip compiles: written to a folder of its own, so a
@@ -50,7 +51,7 @@ EXAMPLE = "doctor_copy(f32[8, 128])"
 class Check:
     section: str
     name: str
-    status: str                     # "ok" | "problem" | "info"
+    status: str  # "ok" | "problem" | "info"
     message: str
     fix: str | None = None
     seconds: float | None = None
@@ -76,6 +77,7 @@ def installed_pins() -> dict[str, str] | None:
     """The pins of the installed vmem-lsp (its metadata, not a checkout's
     pyproject.toml); None when its metadata is not found."""
     from importlib.metadata import PackageNotFoundError, requires
+
     try:
         return pins(requires("vmem-lsp"))
     except PackageNotFoundError:
@@ -84,6 +86,7 @@ def installed_pins() -> dict[str, str] | None:
 
 def local_versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
+
     found = {}
     for name in PINNED:
         try:
@@ -94,13 +97,17 @@ def local_versions() -> dict[str, str | None]:
 
 
 def install_command(pinned: dict[str, str]) -> str:
-    wanted = [f"'jax[tpu]=={pinned['jax']}'" if name == "jax" else f"'{name}=={pinned[name]}'"
-              for name in PINNED if name in pinned]
+    wanted = [
+        f"'jax[tpu]=={pinned['jax']}'" if name == "jax" else f"'{name}=={pinned[name]}'"
+        for name in PINNED
+        if name in pinned
+    ]
     return f"pip install {' '.join(wanted)}"
 
 
-def version_checks(found: dict[str, str | None], pinned: dict[str, str] | None, where: str,
-                   judged: bool) -> list[Check]:
+def version_checks(
+    found: dict[str, str | None], pinned: dict[str, str] | None, where: str, judged: bool
+) -> list[Check]:
     """A line per package: `found` against `pinned`; `judged` False: information
     only (the compiles run elsewhere, by a worker command)."""
     checks = []
@@ -118,54 +125,77 @@ def version_checks(found: dict[str, str | None], pinned: dict[str, str] | None, 
             checks.append(Check("versions", name, "info", message + " (the worker command compiles; see below)"))
             continue
         if have is None and name == "libtpu":
-            fix = (f"{install_command(pinned or {}) if pinned else 'pip install libtpu'} "
-                   f"(libtpu is Linux-only), {NO_COMPILE}")
+            fix = (
+                f"{install_command(pinned or {}) if pinned else 'pip install libtpu'} "
+                f"(libtpu is Linux-only), {NO_COMPILE}"
+            )
         elif have is None:
             fix = install_command(pinned) if pinned else f"pip install {name}"
         else:
-            fix = (f"{install_command(pinned)} (another version can change the compiler's reports "
-                   f"that vmem-lsp reads)")
+            fix = f"{install_command(pinned)} (another version can change the compiler's reports that vmem-lsp reads)"
         checks.append(Check("versions", name, "problem", message, fix))
     return checks
 
 
 # ---- the worker and the chips ---------------------------------------------------------
 
+
 def worker_fix(command: list[str], configured: str | None, source: str | None) -> str:
     shown = shlex.join(command)
     source = "the --worker option" if source and source.startswith("--") else f"`worker` in {source or 'the settings'}"
     if os.path.basename(command[0]) == "ssh":
-        return (f"run `{shown}` in a terminal: vmem-lsp runs ssh with BatchMode=yes, so it needs a key "
-                f"that logs in without a password prompt and the host in known_hosts, and vmem-lsp "
-                f"installed on the remote machine (its `vmem-lsp worker` on the PATH); or drop "
-                f"{source} to compile here")
+        return (
+            f"run `{shown}` in a terminal: vmem-lsp runs ssh with BatchMode=yes, so it needs a key "
+            f"that logs in without a password prompt and the host in known_hosts, and vmem-lsp "
+            f"installed on the remote machine (its `vmem-lsp worker` on the PATH); or drop "
+            f"{source} to compile here"
+        )
     if configured:
-        return (f"run `{shown}` in a terminal: it must print a hello line and wait for requests; "
-                f"fix {source}, or drop it to compile here")
+        return (
+            f"run `{shown}` in a terminal: it must print a hello line and wait for requests; "
+            f"fix {source}, or drop it to compile here"
+        )
     return "reinstall vmem-lsp in this environment (pip install --force-reinstall vmem-lsp), then run doctor again"
 
 
 def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check], object | None]:
     """The worker line, and the started client (None when it did not start)."""
     from .compile.client import WorkerClient, WorkerError
+
     client = WorkerClient(settings.worker, start_timeout=START_SECONDS)
     command = shlex.join(client.command)
-    where = (f"worker from {settings.worker_source or 'the settings'}" if settings.worker
-             else "local worker")
+    where = f"worker from {settings.worker_source or 'the settings'}" if settings.worker else "local worker"
     started = time.perf_counter()
     try:
         hello = client.start()
     except (WorkerError, OSError) as error:
         client.stop()
-        return [Check("worker", "worker", "problem", f"the {where} did not start: `{command}`: {error}",
-                      worker_fix(client.command, settings.worker, settings.config_path
-                                 if settings.worker_source == "pyproject.toml" else settings.worker_source),
-                      round(time.perf_counter() - started, 2))], None
+        return [
+            Check(
+                "worker",
+                "worker",
+                "problem",
+                f"the {where} did not start: `{command}`: {error}",
+                worker_fix(
+                    client.command,
+                    settings.worker,
+                    settings.config_path if settings.worker_source == "pyproject.toml" else settings.worker_source,
+                ),
+                round(time.perf_counter() - started, 2),
+            )
+        ], None
     seconds = time.perf_counter() - started
     said = ", ".join(f"{name} {hello.get(name) or 'not installed'}" for name in PINNED)
-    checks = [Check("worker", "worker", "ok", f"the {where} started and speaks protocol {hello.get('protocol')} "
-                    f"in {seconds:.1f} s: `{command}` ({said})", seconds=round(seconds, 2))]
-    if settings.worker:      # it may run elsewhere: its versions are the ones that compile
+    checks = [
+        Check(
+            "worker",
+            "worker",
+            "ok",
+            f"the {where} started and speaks protocol {hello.get('protocol')} in {seconds:.1f} s: `{command}` ({said})",
+            seconds=round(seconds, 2),
+        )
+    ]
+    if settings.worker:  # it may run elsewhere: its versions are the ones that compile
         for check in version_checks({n: hello.get(n) for n in PINNED}, pinned, "on the worker", True):
             if check.status == "problem":
                 checks.append(dataclasses.replace(check, section="worker", name=f"worker {check.name}"))
@@ -175,6 +205,7 @@ def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check],
 def tiny_compiles(client, limits, chips) -> list[tuple[str, object, float]]:
     """(chip, result, seconds) of the tiny kernel compiled for each chip by `client`."""
     from .compile.client import CheckRequest
+
     folder = tempfile.mkdtemp(prefix="vmem-lsp-doctor-")
     path = os.path.join(folder, "vmem_doctor_kernel.py")
     with open(path, "w") as f:
@@ -193,30 +224,56 @@ def tiny_compiles(client, limits, chips) -> list[tuple[str, object, float]]:
 def chip_checks(client, limits, pinned: dict[str, str] | None = None) -> list[Check]:
     """One tiny compile per chip, all in `client`'s one worker, each timed."""
     from .chips import CHIPS
+
     results = tiny_compiles(client, limits, CHIPS)
-    install = (install_command(pinned) if pinned and "libtpu" in pinned else "pip install 'jax[tpu]'")
+    install = install_command(pinned) if pinned and "libtpu" in pinned else "pip install 'jax[tpu]'"
     missing = [name for name, result, _ in results if result.error_kind == "no_compiler"]
     if missing and len(missing) == len(results):
-        return [Check("chips", "libtpu", "problem",
-                      f"libtpu missing: the worker has no TPU compiler, so no chip can be compiled for "
-                      f"({', '.join(missing)}): {results[0][1].error}",
-                      f"install libtpu where the worker runs ({install}; Linux only), {NO_COMPILE}")]
+        return [
+            Check(
+                "chips",
+                "libtpu",
+                "problem",
+                f"libtpu missing: the worker has no TPU compiler, so no chip can be compiled for "
+                f"({', '.join(missing)}): {results[0][1].error}",
+                f"install libtpu where the worker runs ({install}; Linux only), {NO_COMPILE}",
+            )
+        ]
     checks = []
     for name, result, seconds in results:
         compiled = not result.error and result.calls and all(c.compiled for c in result.calls)
         if compiled:
-            checks.append(Check("chips", name, "ok", f"{name}: compiled in {seconds:.1f} s "
-                                f"({result.device_kind})", seconds=round(seconds, 2)))
+            checks.append(
+                Check(
+                    "chips",
+                    name,
+                    "ok",
+                    f"{name}: compiled in {seconds:.1f} s ({result.device_kind})",
+                    seconds=round(seconds, 2),
+                )
+            )
             continue
         what = result.error or "traced, but not compiled"
-        fix = (f"install libtpu where the worker runs ({install}), {NO_COMPILE}" if result.error_kind == "no_compiler"
-               else "run with another libtpu (the pinned one), or report it with this line")
-        checks.append(Check("chips", name, "problem", f"{name}: the tiny compile failed after {seconds:.1f} s: "
-                            f"{what}", fix, round(seconds, 2)))
+        fix = (
+            f"install libtpu where the worker runs ({install}), {NO_COMPILE}"
+            if result.error_kind == "no_compiler"
+            else "run with another libtpu (the pinned one), or report it with this line"
+        )
+        checks.append(
+            Check(
+                "chips",
+                name,
+                "problem",
+                f"{name}: the tiny compile failed after {seconds:.1f} s: {what}",
+                fix,
+                round(seconds, 2),
+            )
+        )
     return checks
 
 
 # ---- the cache ---------------------------------------------------------------------------
+
 
 def folder_size(folder: str) -> tuple[int, int]:
     """(bytes, files) below `folder`."""
@@ -241,17 +298,28 @@ def human(size: int) -> str:
 def cache_check(settings) -> Check:
     folder = settings.cache_folder()
     from .compile.shared_cache import install_hint, is_url
+
     if is_url(folder):
         return url_check(folder, install_hint(folder))
     if not os.path.exists(folder):
         parent = next(p for p in iter_parents(folder) if os.path.exists(p))
         if not os.access(parent, os.W_OK):
-            return Check("cache", "cache", "problem", f"cache folder {folder} does not exist and {parent} "
-                         f"is not writable", "set cache-dir in [tool.vmem-lsp] (or --cache-dir) to a writable folder")
+            return Check(
+                "cache",
+                "cache",
+                "problem",
+                f"cache folder {folder} does not exist and {parent} is not writable",
+                "set cache-dir in [tool.vmem-lsp] (or --cache-dir) to a writable folder",
+            )
         return Check("cache", "cache", "ok", f"cache folder {folder}: not made yet (the first check makes it)")
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        return Check("cache", "cache", "problem", f"cache folder {folder} is not a writable folder",
-                     "set cache-dir in [tool.vmem-lsp] (or --cache-dir) to a writable folder")
+        return Check(
+            "cache",
+            "cache",
+            "problem",
+            f"cache folder {folder} is not a writable folder",
+            "set cache-dir in [tool.vmem-lsp] (or --cache-dir) to a writable folder",
+        )
     size, count = folder_size(folder)
     return Check("cache", "cache", "ok", f"cache folder {folder}: {human(size)} in {count} files")
 
@@ -266,20 +334,23 @@ def iter_parents(path: str):
         path = parent
 
 
-BUCKETS = ("s3", "s3a", "gs", "gcs")       # the URL's first part is a bucket that must exist
+BUCKETS = ("s3", "s3a", "gs", "gcs")  # the URL's first part is a bucket that must exist
 
 
 def url_check(url: str, hint: str) -> Check:
     """A shared cache: whether its filesystem is installed and the store answers."""
     from .compile.shared_cache import protocol_of
+
     try:
         from fsspec.core import url_to_fs
+
         fs, root = url_to_fs(url)
     except ImportError as error:
         return Check("cache", "cache", "problem", f"shared cache {url}: {error} (checks run without a cache)", hint)
     except (ValueError, OSError) as error:
-        return Check("cache", "cache", "problem", f"shared cache {url}: cannot open it: {error}",
-                     "check the URL in cache-dir")
+        return Check(
+            "cache", "cache", "problem", f"shared cache {url}: cannot open it: {error}", "check the URL in cache-dir"
+        )
     answer: list = []
     root = root.rstrip("/")
     bucket = root.split("/", 1)[0] if protocol_of(url) in BUCKETS else None
@@ -288,7 +359,7 @@ def url_check(url: str, hint: str) -> Check:
         try:
             answer.append(("ok", len(fs.ls(root, detail=False))))
         except FileNotFoundError:
-            try:                # a prefix not written yet, in a bucket that is there
+            try:  # a prefix not written yet, in a bucket that is there
                 if bucket and bucket != root:
                     fs.ls(bucket, detail=False)
                 answer.append(("ok", 0) if bucket != root else ("missing", bucket))
@@ -296,36 +367,64 @@ def url_check(url: str, hint: str) -> Check:
                 answer.append(("missing", bucket))
             except Exception as error:
                 answer.append(("error", f"{type(error).__name__}: {error}"))
-        except Exception as error:          # s3fs and botocore raise beyond OSError
+        except Exception as error:  # s3fs and botocore raise beyond OSError
             answer.append(("error", f"{type(error).__name__}: {error}"))
 
     thread = threading.Thread(target=listing, daemon=True)
     thread.start()
     thread.join(URL_SECONDS)
     if not answer:
-        return Check("cache", "cache", "problem", f"shared cache {url}: no answer in {URL_SECONDS:g} s",
-                     "check the network and the store's endpoint (AWS_ENDPOINT_URL for S3)")
+        return Check(
+            "cache",
+            "cache",
+            "problem",
+            f"shared cache {url}: no answer in {URL_SECONDS:g} s",
+            "check the network and the store's endpoint (AWS_ENDPOINT_URL for S3)",
+        )
     kind, value = answer[0]
     if kind == "missing":
-        return Check("cache", "cache", "problem", f"shared cache {url}: the bucket {value} does not exist",
-                     f"create the bucket {value}, or fix cache-dir")
+        return Check(
+            "cache",
+            "cache",
+            "problem",
+            f"shared cache {url}: the bucket {value} does not exist",
+            f"create the bucket {value}, or fix cache-dir",
+        )
     if kind == "error":
-        return Check("cache", "cache", "problem", f"shared cache {url}: not reachable: {value}",
-                     "check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID...) and the bucket's name")
-    return Check("cache", "cache", "ok", f"shared cache {url}: reachable ({value} entr{'y' if value == 1 else 'ies'} at its top)")
+        return Check(
+            "cache",
+            "cache",
+            "problem",
+            f"shared cache {url}: not reachable: {value}",
+            "check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID...) and the bucket's name",
+        )
+    return Check(
+        "cache", "cache", "ok", f"shared cache {url}: reachable ({value} entr{'y' if value == 1 else 'ies'} at its top)"
+    )
 
 
 # ---- memory, backend, settings ---------------------------------------------------------
 
+
 def memory_check(settings) -> tuple[Check, dict]:
     from .compile.memory import gb
     from .compile.pool import memory_plan
+
     plan = memory_plan(settings.cache_folder(), settings.jobs, settings.worker_memory, local=not settings.worker)
     share = gb(plan.share_bytes) if plan.share_bytes else "not watched"
-    facts = {"jobs": plan.jobs, "share_bytes": plan.share_bytes, "peak_bytes": plan.peak_bytes,
-             "available_bytes": plan.available_bytes, "reason": plan.reason}
-    return Check("memory", "memory", "info", f"{plan.jobs} job{'s' * (plan.jobs != 1)}, each worker's share "
-                 f"{share}: {plan.reason}"), facts
+    facts = {
+        "jobs": plan.jobs,
+        "share_bytes": plan.share_bytes,
+        "peak_bytes": plan.peak_bytes,
+        "available_bytes": plan.available_bytes,
+        "reason": plan.reason,
+    }
+    return Check(
+        "memory",
+        "memory",
+        "info",
+        f"{plan.jobs} job{'s' * (plan.jobs != 1)}, each worker's share {share}: {plan.reason}",
+    ), facts
 
 
 def backend_check(settings, limits) -> Check | None:
@@ -335,18 +434,31 @@ def backend_check(settings, limits) -> Check | None:
     if settings.backend != "ray":
         return None
     import importlib.util
+
     if importlib.util.find_spec("ray") is None:
-        return Check("backend", "ray", "problem", "backend = \"ray\", but ray is not installed",
-                     "pip install 'vmem-lsp[ray]', or set backend = \"local\"")
+        return Check(
+            "backend",
+            "ray",
+            "problem",
+            'backend = "ray", but ray is not installed',
+            "pip install 'vmem-lsp[ray]', or set backend = \"local\"",
+        )
     from .compile.memory import worker_peak
     from .compile.ray_backend import BackendError, RayPool
+
     started = time.perf_counter()
     try:
         pool = RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
     except BackendError as error:
-        return Check("backend", "ray", "problem", str(error),
-                     "start the cluster (`ray start --head`) or set ray-address (or RAY_ADDRESS) to one that runs, "
-                     "or set backend = \"local\"", round(time.perf_counter() - started, 2))
+        return Check(
+            "backend",
+            "ray",
+            "problem",
+            str(error),
+            "start the cluster (`ray start --head`) or set ray-address (or RAY_ADDRESS) to one that runs, "
+            'or set backend = "local"',
+            round(time.perf_counter() - started, 2),
+        )
     try:
         nodes = sum(1 for node in pool.ray.nodes() if node.get("Alive"))
         [(name, result, seconds)] = tiny_compiles(pool, limits, [settings.targets[0]])
@@ -355,12 +467,22 @@ def backend_check(settings, limits) -> Check | None:
     cluster = pool.address or "a local one (no ray-address, no RAY_ADDRESS)"
     where = f"the Ray cluster {cluster}: {nodes} node{'s' * (nodes != 1)}, {pool.size} CPU{'s' * (pool.size != 1)}"
     if not result.error and result.calls and all(c.compiled for c in result.calls):
-        return Check("backend", "ray", "ok", f"{where}; a tiny compile for {name} ran there in {seconds:.1f} s",
-                     seconds=round(seconds, 2))
-    return Check("backend", "ray", "problem", f"{where}; the tiny compile for {name} failed there after "
-                 f"{seconds:.1f} s: {result.error or 'traced, but not compiled'}",
-                 "install vmem-lsp with jax[tpu] (the pinned versions) on every node, or set backend = \"local\"",
-                 round(seconds, 2))
+        return Check(
+            "backend",
+            "ray",
+            "ok",
+            f"{where}; a tiny compile for {name} ran there in {seconds:.1f} s",
+            seconds=round(seconds, 2),
+        )
+    return Check(
+        "backend",
+        "ray",
+        "problem",
+        f"{where}; the tiny compile for {name} failed there after "
+        f"{seconds:.1f} s: {result.error or 'traced, but not compiled'}",
+        'install vmem-lsp with jax[tpu] (the pinned versions) on every node, or set backend = "local"',
+        round(seconds, 2),
+    )
 
 
 def plain(value):
@@ -371,6 +493,7 @@ def settings_table(path: str, worker: str | None):
     """(settings, [(field, value, source)], problem): the settings `check PATH`
     would use, each field's source ("pyproject.toml:<path>", "--worker", "default")."""
     from .config import ConfigError, Settings, _read_toml, find_pyproject, load_settings, sources
+
     pyproject = find_pyproject(path)
     table = _read_toml(pyproject).get("tool", {}).get("vmem-lsp", {}) if pyproject else {}
     problem = None
@@ -379,19 +502,24 @@ def settings_table(path: str, worker: str | None):
         where = sources(table, pyproject)
     except ConfigError as error:
         settings, where = Settings(), sources((), None)
-        problem = Check("settings", "pyproject", "problem", f"the settings cannot be read: {error}; "
-                        f"showing the defaults", f"fix [tool.vmem-lsp] in {pyproject}")
+        problem = Check(
+            "settings",
+            "pyproject",
+            "problem",
+            f"the settings cannot be read: {error}; showing the defaults",
+            f"fix [tool.vmem-lsp] in {pyproject}",
+        )
     if worker:
         settings = dataclasses.replace(settings, worker=worker, worker_source="--worker")
         where.update(worker="--worker", worker_source="--worker")
-    elif settings.worker:        # a repository's pyproject can name any command: say so before it runs
+    elif settings.worker:  # a repository's pyproject can name any command: say so before it runs
         print(f"using worker from pyproject.toml: {settings.worker}", file=sys.stderr)
-    rows = [(f.name, getattr(settings, f.name), where.get(f.name, "default"))
-            for f in dataclasses.fields(settings)]
+    rows = [(f.name, getattr(settings, f.name), where.get(f.name, "default")) for f in dataclasses.fields(settings)]
     return settings, rows, problem
 
 
 # ---- the run -------------------------------------------------------------------------------
+
 
 def diagnose(path: str, worker: str | None = None) -> dict:
     started = time.perf_counter()
@@ -405,10 +533,18 @@ def diagnose(path: str, worker: str | None = None) -> dict:
     worker_lines, client = worker_checks(settings, pinned)
     checks += worker_lines
     from .compile.protocol import PhaseLimits
+
     limits = PhaseLimits(trace=min(settings.trace_timeout, 60.0), compile=min(settings.timeout, 120.0))
     if client is None:
-        checks.append(Check("chips", "chips", "problem", "no chip tried: the worker did not start",
-                            "fix the worker (above), then run doctor again"))
+        checks.append(
+            Check(
+                "chips",
+                "chips",
+                "problem",
+                "no chip tried: the worker did not start",
+                "fix the worker (above), then run doctor again",
+            )
+        )
     else:
         try:
             checks += chip_checks(client, limits, pinned)
@@ -421,9 +557,15 @@ def diagnose(path: str, worker: str | None = None) -> dict:
         checks.append(backend)
     problems = [c for c in checks if c.status == "problem"]
     from .chips import CHIPS
+
     tried = {c.name: c for c in checks if c.section == "chips"}
-    chips = {name: {"compiled": name in tried and tried[name].status == "ok",
-                    "seconds": tried[name].seconds if name in tried else None} for name in CHIPS}
+    chips = {
+        name: {
+            "compiled": name in tried and tried[name].status == "ok",
+            "seconds": tried[name].seconds if name in tried else None,
+        }
+        for name in CHIPS
+    }
     return {
         "version": __version__,
         "path": os.path.abspath(path),
@@ -431,8 +573,10 @@ def diagnose(path: str, worker: str | None = None) -> dict:
         "exit_code": EXIT_FOUND if problems else EXIT_OK,
         "problems": [f"{c.section}: {c.name}" if c.section != c.name else c.name for c in problems],
         "checks": [dataclasses.asdict(c) for c in checks],
-        "versions": {"installed": installed, "pinned": {n: v for n, v in (pinned or {}).items() if n in PINNED}
-                     if pinned is not None else None},
+        "versions": {
+            "installed": installed,
+            "pinned": {n: v for n, v in (pinned or {}).items() if n in PINNED} if pinned is not None else None,
+        },
         "chips": chips,
         "memory": memory_facts,
         "settings": {name: {"value": plain(value), "source": source} for name, value, source in rows},
@@ -440,8 +584,15 @@ def diagnose(path: str, worker: str | None = None) -> dict:
     }
 
 
-SECTIONS = {"versions": "versions", "worker": "worker", "chips": "chips (a tiny compile each, in one worker)",
-            "cache": "cache", "memory": "memory", "backend": "backend", "settings": "settings"}
+SECTIONS = {
+    "versions": "versions",
+    "worker": "worker",
+    "chips": "chips (a tiny compile each, in one worker)",
+    "cache": "cache",
+    "memory": "memory",
+    "backend": "backend",
+    "settings": "settings",
+}
 MARKS = {"ok": "ok     ", "problem": "PROBLEM", "info": "info   "}
 
 
@@ -462,8 +613,11 @@ def text(report: dict) -> str:
         lines.append(f"  {name:<{width}} = {value:<30} # {entry['source']}")
     problems = report["problems"]
     lines.append("")
-    lines.append(f"{len(problems)} problem{'s' * (len(problems) != 1)}: {', '.join(problems)} ({report['seconds']:.1f} s)"
-                 if problems else f"all well ({report['seconds']:.1f} s)")
+    lines.append(
+        f"{len(problems)} problem{'s' * (len(problems) != 1)}: {', '.join(problems)} ({report['seconds']:.1f} s)"
+        if problems
+        else f"all well ({report['seconds']:.1f} s)"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -474,8 +628,9 @@ def run(args) -> int:
         return EXIT_ERROR
     try:
         report = diagnose(args.path, args.worker)
-    except Exception as error:      # doctor's own bug: exit 2, never a 1 that blames the machine
+    except Exception as error:  # doctor's own bug: exit 2, never a 1 that blames the machine
         import traceback
+
         traceback.print_exc()
         print(f"vmem-lsp doctor: internal error: {error}", file=sys.stderr)
         return EXIT_ERROR

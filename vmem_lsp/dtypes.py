@@ -9,6 +9,7 @@ model) reads it without jax, and the worker (capture) with it.
   names an operand's dtype.
 - ITEM_BITS: the compiler's spelling -> bits per value, for the layout model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,10 +17,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Dtype:
-    name: str                       # the compiler's spelling: bf16 in "bf16[8,128]"; also a directive's
-    jax: str                        # numpy/jax dtype name
-    bits: int                       # bits per value
-    aliases: tuple[str, ...] = ()   # other spellings a `# vmem:` shape accepts
+    name: str  # the compiler's spelling: bf16 in "bf16[8,128]"; also a directive's
+    jax: str  # numpy/jax dtype name
+    bits: int  # bits per value
+    aliases: tuple[str, ...] = ()  # other spellings a `# vmem:` shape accepts
     # False: the worker reports this dtype by its jax name, as it did before the tables were one
     # (capture's table never had it), so the layout model counts it at its 32-bit fallback.
     # Naming it is a change of behaviour to make with a measured case.

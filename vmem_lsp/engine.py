@@ -8,16 +8,17 @@ diagnostics as data out.
 `check` is the CLI's whole run; the server calls `analyse` while the user
 types and `run_example` + `diagnose` on save. Neither face words or merges a
 diagnostic itself, and nothing here knows of LSP or of a terminal."""
+
 from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
 
+from . import render, views
 from .compile.cache import ResultCache
 from .compile.client import CheckRequest, WorkerClient
 from .compile.memory import PeakLog, worker_peak
@@ -26,30 +27,31 @@ from .compile.protocol import ExampleResult, PhaseLimits
 from .config import Settings
 from .diagnostics import Diagnostic, is_suppressed, merge_targets
 from .mapping import diagnostics_for
+from .shard import Shard, ShardWork, owns, pair_key, take
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
 from .source.locate import LocateResult, locate
 from .source.model import KernelSite, Span
 from .source.notebook import SUFFIX, Notebook, NotebookError, is_notebook, read_notebook
 from .source.text import split_lines
-from .shard import Shard, ShardWork, owns, pair_key, take
-from . import render, views
+
 
 @dataclass
 class CheckOutcome:
     """What a check found: the diagnostics as data, each example's result on
     each target, the sources and sites it read, and its counts."""
+
     diagnostics: list[Diagnostic] = field(default_factory=list)
     files: int = 0
     examples: int = 0
-    results: list = field(default_factory=list)   # (example, target, ExampleResult)
-    compiles: int = 0           # example x target pairs the worker compiled (at least one kernel)
-    reused: int = 0             # pairs it answered from kernels it had compiled before in this run (a --fix recheck)
+    results: list = field(default_factory=list)  # (example, target, ExampleResult)
+    compiles: int = 0  # example x target pairs the worker compiled (at least one kernel)
+    reused: int = 0  # pairs it answered from kernels it had compiled before in this run (a --fix recheck)
     cache_hits: int = 0
     seconds: float = 0.0
-    internal_errors: list = field(default_factory=list)     # (path, traceback): bugs of ours, not the files'
-    sources: SourceFiles | None = None      # the texts checked and the sites located in them
-    unchecked: int = 0          # pallas_call sites of the files checked that no example reached
-    shard: ShardWork | None = None          # with --shard: what this shard did, for `vmem-lsp merge`
+    internal_errors: list = field(default_factory=list)  # (path, traceback): bugs of ours, not the files'
+    sources: SourceFiles | None = None  # the texts checked and the sites located in them
+    unchecked: int = 0  # pallas_call sites of the files checked that no example reached
+    shard: ShardWork | None = None  # with --shard: what this shard did, for `vmem-lsp merge`
 
 
 class SourceFiles:
@@ -93,8 +95,9 @@ class SourceFiles:
     def sites_of(self, path: str) -> LocateResult:
         if path not in self.located:
             text = self.text(path)
-            self.located[path] = (locate(text, path) if text is not None
-                                  else LocateResult(sites=(), error=f"cannot read {path}"))
+            self.located[path] = (
+                locate(text, path) if text is not None else LocateResult(sites=(), error=f"cannot read {path}")
+            )
         return self.located[path]
 
     def internal_errors(self) -> list[tuple[str, str]]:
@@ -114,7 +117,9 @@ def python_files(paths: list[str], exclude: tuple[str, ...]) -> list[str]:
             continue
         for directory, subdirs, files in os.walk(path):
             subdirs[:] = sorted(d for d in subdirs if d not in exclude and not d.startswith("."))
-            found.extend(os.path.abspath(os.path.join(directory, f)) for f in sorted(files) if f.endswith((".py", SUFFIX)))
+            found.extend(
+                os.path.abspath(os.path.join(directory, f)) for f in sorted(files) if f.endswith((".py", SUFFIX))
+            )
     return found
 
 
@@ -151,16 +156,24 @@ def gather_examples(files: list[str], settings: Settings, sources: SourceFiles, 
 
 def request_for(example: Example, target: str, settings: Settings) -> CheckRequest:
     limit = settings.scoped_limit_for(target)
-    common = dict(compile=settings.compile, scoped_vmem_limit=limit,
-                  scoped_vmem_limit_source=settings.scoped_vmem_limit_source if limit else None)
+    common = dict(
+        compile=settings.compile,
+        scoped_vmem_limit=limit,
+        scoped_vmem_limit_source=settings.scoped_vmem_limit_source if limit else None,
+    )
     if example.module:
         return CheckRequest(example.text, target, module=example.module, root=settings.root, **common)
     return CheckRequest(example.text, target, path=example.path, **common)
 
 
-def run_example(example: Example, target: str, settings: Settings, cache: ResultCache,
-                worker: WorkerClient, before_compile: Callable[[], None] | None = None
-                ) -> tuple[ExampleResult, bool]:
+def run_example(
+    example: Example,
+    target: str,
+    settings: Settings,
+    cache: ResultCache,
+    worker: WorkerClient,
+    before_compile: Callable[[], None] | None = None,
+) -> tuple[ExampleResult, bool]:
     """The result of one example on one target, from the cache when it holds
     one; (result, whether it came from the cache)."""
     request = request_for(example, target, settings)
@@ -179,12 +192,14 @@ def run_example(example: Example, target: str, settings: Settings, cache: Result
 
 def cached_runner(cache: ResultCache, worker: WorkerClient, limits: PhaseLimits):
     """worker.check through the cache: traces and verifying compiles of fixes repeat."""
+
     def run(request: CheckRequest) -> ExampleResult:
         result = cache.get(request)
         if result is None:
             result = worker.check(request, limits)
             cache.put(request, result)
         return result
+
     return run
 
 
@@ -194,6 +209,7 @@ def make_workers(settings: Settings):
     Ray cluster (ray_backend.BackendError when it cannot be used)."""
     if settings.backend == "ray":
         from .compile.ray_backend import RayPool
+
         # Each task asks Ray for what one worker was measured to peak at here.
         return RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
     return local_workers(settings)
@@ -213,8 +229,9 @@ def local_workers(settings: Settings, pool: bool = False):
     thread's request to an idle worker (the tuner API's)."""
     plan, peaks = memory_for(settings, settings.jobs)
     if pool or plan.jobs > 1 or settings.worker_fallback:
-        return WorkerPool(settings.worker, plan.jobs, fallback=settings.worker_fallback, share=plan.share_bytes,
-                          peaks=peaks)
+        return WorkerPool(
+            settings.worker, plan.jobs, fallback=settings.worker_fallback, share=plan.share_bytes, peaks=peaks
+        )
     return WorkerClient(settings.worker, share=plan.share_bytes, peaks=peaks)
 
 
@@ -232,8 +249,15 @@ class Progress:
         pass
 
 
-def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
-          progress: Progress | None = None, worker=None, shard: Shard | None = None) -> CheckOutcome:
+def check(
+    paths: list[str],
+    settings: Settings,
+    *,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    worker=None,
+    shard: Shard | None = None,
+) -> CheckOutcome:
     """Every example under `paths` on every target; `worker` is a WorkerClient
     or WorkerPool to reuse (else one is made and stopped here). With `shard`,
     only its pairs and the diagnostics of the files it owns (shard.py)."""
@@ -282,8 +306,9 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
     # Where an example of a file could not run (it raised, the worker was refused), VMEM010 says
     # so on it; what it would have reached is not known, so that file's kernels get no VMEM020.
     unknown = {example.path for example, _, result in outcome.results if result.error}
-    unreached = not_reached([f for f in owned if f not in unknown], [r for _, _, r in outcome.results], sources,
-                            settings.require_examples)
+    unreached = not_reached(
+        [f for f in owned if f not in unknown], [r for _, _, r in outcome.results], sources, settings.require_examples
+    )
     outcome.unchecked = len(unreached)
     pairs = [(e, r) for e, _, r in outcome.results]
     parts, compiled = unmerged(outcome.diagnostics, pairs, sources, unreached), compiled_chips(pairs)
@@ -292,17 +317,27 @@ def check(paths: list[str], settings: Settings, *, use_cache: bool = True,
     if shard is not None:
         key = lambda example, target: pair_key(example, target, settings.root)
         outcome.shard = ShardWork(
-            shard, plan=sorted(key(e, t) for e, t in plan), done=sorted(key(e, t) for e, t, _ in outcome.results),
-            examples=len(examples), parts=parts, compiled=compiled,
-            covered=covered_sites([r for _, r in pairs], sources), unknown=unknown,
-            internal_errors=[path for path, _ in outcome.internal_errors])
+            shard,
+            plan=sorted(key(e, t) for e, t in plan),
+            done=sorted(key(e, t) for e, t, _ in outcome.results),
+            examples=len(examples),
+            parts=parts,
+            compiled=compiled,
+            covered=covered_sites([r for _, r in pairs], sources),
+            unknown=unknown,
+            internal_errors=[path for path, _ in outcome.internal_errors],
+        )
     outcome.sources = sources
     outcome.seconds = time.perf_counter() - started
     return outcome
 
 
-def diagnose(found: list[Diagnostic], results: list[tuple[Example, ExampleResult]], sources: SourceFiles,
-             extra: list[Diagnostic] = ()) -> list[Diagnostic]:
+def diagnose(
+    found: list[Diagnostic],
+    results: list[tuple[Example, ExampleResult]],
+    sources: SourceFiles,
+    extra: list[Diagnostic] = (),
+) -> list[Diagnostic]:
     """The diagnostics of compiled examples, as both faces show them: each
     example's on each chip mapped to source, the same finding once (a kernel
     called twice alike), one per subject across chips, none that a `# noqa`
@@ -311,8 +346,12 @@ def diagnose(found: list[Diagnostic], results: list[tuple[Example, ExampleResult
     return merge_chips(unmerged(found, results, sources, extra), compiled_chips(results))
 
 
-def unmerged(found: list[Diagnostic], results: list[tuple[Example, ExampleResult]], sources: SourceFiles,
-             extra: list[Diagnostic] = ()) -> list[Diagnostic]:
+def unmerged(
+    found: list[Diagnostic],
+    results: list[tuple[Example, ExampleResult]],
+    sources: SourceFiles,
+    extra: list[Diagnostic] = (),
+) -> list[Diagnostic]:
     """`diagnose` before chips are merged: what a shard hands `vmem-lsp merge`,
     whose chips another shard may hold."""
     mapped = [d for example, result in results for d in diagnostics_for(example, result, sources)]
@@ -345,13 +384,17 @@ def generation_differences(diagnostics: list[Diagnostic], compiled: dict) -> lis
     "fails on TPU v5e; compiles on TPU v6e"."""
     from . import render
     from .chips import chip
+
     out = []
     for d in diagnostics:
         if d.code in GENERATION_CODES and d.subject is not None and d.target:
             others = sorted(compiled.get((d.subject.example, d.subject.call), set()) - set(d.target.split(",")))
             if others:
-                d = dataclasses.replace(d, message=d.message + render.compiles_on([chip(t).label for t in others]),
-                                        facts={**d.facts, "compiles_on": others})
+                d = dataclasses.replace(
+                    d,
+                    message=d.message + render.compiles_on([chip(t).label for t in others]),
+                    facts={**d.facts, "compiles_on": others},
+                )
         out.append(d)
     return out
 
@@ -359,6 +402,7 @@ def generation_differences(diagnostics: list[Diagnostic], compiled: dict) -> lis
 def reached_sites(results: list[ExampleResult], sites_of) -> set[tuple[str, Span]]:
     """(path, span) of every pallas_call site a captured call came from."""
     from .correlate import kernel_site
+
     reached = set()
     for result in results:
         for call in result.calls:
@@ -371,12 +415,17 @@ def covered_sites(results: list[ExampleResult], sources: SourceFiles) -> set[tup
     """(path, name span) of every site `not_reached` would count as reached:
     a shard's, so that the merge drops another shard's VMEM020 on it."""
     reached = reached_sites(results, sources.sites_of)
-    return {(path, site.name_span) for path in {p for p, _ in reached} for site in sources.sites_of(path).sites
-            if any(where == path and overlaps(site.span, span) for where, span in reached)}
+    return {
+        (path, site.name_span)
+        for path in {p for p, _ in reached}
+        for site in sources.sites_of(path).sites
+        if any(where == path and overlaps(site.span, span) for where, span in reached)
+    }
 
 
-def not_reached(files: list[str], results: list[ExampleResult], sources: SourceFiles, required: bool
-                ) -> list[Diagnostic]:
+def not_reached(
+    files: list[str], results: list[ExampleResult], sources: SourceFiles, required: bool
+) -> list[Diagnostic]:
     """VMEM020 on every pallas_call of `files` that no example reached: a
     checker that says nothing about a kernel it never saw lets its author
     believe it fits. "Reached" is what the worker captured, so a library
@@ -397,10 +446,17 @@ def not_reached(files: list[str], results: list[ExampleResult], sources: SourceF
 def unreached_diagnostic(site: KernelSite, text: str, required: bool) -> Diagnostic:
     """VMEM020 for one site: a warning, an error where examples are required."""
     from .source.calls import kernel_name
+
     name = kernel_name(text, site.span)
-    return Diagnostic(site.path, site.name_span, "error" if required else "warning", "VMEM020",
-                      render.not_reached(name, site.function), origin="model",
-                      facts={"kernel": name, "function": site.function})
+    return Diagnostic(
+        site.path,
+        site.name_span,
+        "error" if required else "warning",
+        "VMEM020",
+        render.not_reached(name, site.function),
+        origin="model",
+        facts={"kernel": name, "function": site.function},
+    )
 
 
 def overlaps(a: Span, b: Span) -> bool:
@@ -413,16 +469,16 @@ def overlaps(a: Span, b: Span) -> bool:
 class Analysis:
     """The static tier of one document's text: what the locator found, its
     examples, and the estimates from what earlier compiles taught."""
+
     path: str
     version: int
     located: LocateResult
     examples: list[Example]
     estimates: list[Diagnostic]
-    budgets: dict               # SiteKey -> {target: Budget}, estimated
+    budgets: dict  # SiteKey -> {target: Budget}, estimated
 
 
-def analyse(path: str, version: int, text: str, targets, known: dict, headroom: float, locator=locate
-            ) -> Analysis:
+def analyse(path: str, version: int, text: str, targets, known: dict, headroom: float, locator=locate) -> Analysis:
     """Locate, find the examples and estimate every site that a compile has
     taught (`known`: SiteKey -> KnownKernel) for the text as typed. Never
     raises on any text; changes nothing."""
@@ -439,9 +495,12 @@ def analyse(path: str, version: int, text: str, targets, known: dict, headroom: 
 
 def headroom_warnings(learned: views.Learned, headroom: float) -> list[Diagnostic]:
     """VMEM005 for each compiled kernel that fits with less than `headroom` free."""
-    return [views.headroom_warning(learned.sites[key], b, estimated=False)
-            for key, by_target in learned.budgets.items() for b in by_target.values()
-            if b.fits and b.headroom() < headroom]
+    return [
+        views.headroom_warning(learned.sites[key], b, estimated=False)
+        for key, by_target in learned.budgets.items()
+        for b in by_target.values()
+        if b.fits and b.headroom() < headroom
+    ]
 
 
 def find_fixes(outcome: CheckOutcome, settings: Settings, worker, use_cache: bool = True) -> list[tuple]:
@@ -449,6 +508,7 @@ def find_fixes(outcome: CheckOutcome, settings: Settings, worker, use_cache: boo
     first: candidates ranked by the layout model, verified by compiling them
     on every target (through the cache: traces and compiles of fixes repeat)."""
     from .fixes.plan import plan
+
     sources = outcome.sources or SourceFiles()
     run = cached_runner(ResultCache(settings.cache_folder(), enabled=use_cache), worker, settings.limits())
     return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
@@ -460,6 +520,7 @@ def example_templates(outcome: CheckOutcome, settings: Settings) -> list:
     where the file already has a directive calling it: a second run adds
     nothing."""
     from .source.templates import template_for, test_files
+
     sources = outcome.sources or SourceFiles()
     templates, seen = [], set()
     for d in outcome.diagnostics:
@@ -475,8 +536,10 @@ def example_templates(outcome: CheckOutcome, settings: Settings) -> list:
             continue
         seen.add((d.path, template.function))
         written, _ = find_examples(text, d.path)
-        if not any(e.text.startswith(f"{template.function}(") for e in written) and \
-                f"# vmem: {template.function}(" not in text:
+        if (
+            not any(e.text.startswith(f"{template.function}(") for e in written)
+            and f"# vmem: {template.function}(" not in text
+        ):
             templates.append(template)
     return templates
 

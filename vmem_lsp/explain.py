@@ -7,13 +7,14 @@ is read a line at a time (memory bounded by the largest report, not the
 log); each report is the parser's (report/parse.py), so what `explain` says
 of a text is what `check` would.
 """
+
 from __future__ import annotations
 
 import math
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 from . import render
 from .chips import CHIPS, Chip
@@ -21,19 +22,24 @@ from .report.model import Allocation, Report
 from .report.parse import parse_report
 
 # Where a report starts: the first line of each form the parser knows.
-START = re.compile(r"Ran out of memory in memory space|Scoped allocation with size|CompileTimeScopedVmemOom|"
-                   r"Allocation \(size=\d+\) would exceed memory|RESOURCE_EXHAUSTED: XLA:TPU compile")
+START = re.compile(
+    r"Ran out of memory in memory space|Scoped allocation with size|CompileTimeScopedVmemOom|"
+    r"Allocation \(size=\d+\) would exceed memory|RESOURCE_EXHAUSTED: XLA:TPU compile"
+)
 # Lines a report goes on with (after its prefix is taken off).
-CONTINUES = re.compile(r"^(\s*$|\s+\S|Program \w+ requirement|Largest program allocations|\s*\d+\. Size:|"
-                       r"\s*(Operator|Shape|Unpadded size|Tag|XLA label|Allocation type):|\s*=+\s*$| \[type\.|"
-                       r"Ran out of memory|Scoped allocation|Allocation \(size|E\d{4}:|See https?://)")
+CONTINUES = re.compile(
+    r"^(\s*$|\s+\S|Program \w+ requirement|Largest program allocations|\s*\d+\. Size:|"
+    r"\s*(Operator|Shape|Unpadded size|Tag|XLA label|Allocation type):|\s*=+\s*$| \[type\.|"
+    r"Ran out of memory|Scoped allocation|Allocation \(size|E\d{4}:|See https?://)"
+)
 PROTO_TAIL = "[type.googleapis.com/"
-MOST_LINES = 2000          # a report longer than this is cut: a runaway never holds the log in memory
+MOST_LINES = 2000  # a report longer than this is cut: a runaway never holds the log in memory
 
 
 @dataclass(frozen=True)
 class Found:
     """One report in a log: where it starts (1-based line) and its text, prefixes taken off."""
+
     line: int
     text: str
 
@@ -62,13 +68,13 @@ def find_reports(lines: Iterable[str]) -> Iterator[Found]:
         if prefix is None:
             return line
         found = prefix.match(line)
-        return line[found.end():] if found else None
+        return line[found.end() :] if found else None
 
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
         if current:
             body = strip(line)
-            tail = body is not None and PROTO_TAIL in body        # the proto's echo of the report's start
+            tail = body is not None and PROTO_TAIL in body  # the proto's echo of the report's start
             # A start line goes on a report that says nothing yet (E1001's header line).
             goes_on = body is not None and (not START.search(body) or not _says_something(current))
             if body is not None and (tail or CONTINUES.match(body) and goes_on) and len(current) < MOST_LINES:
@@ -78,15 +84,16 @@ def find_reports(lines: Iterable[str]) -> Iterator[Found]:
             current = []
         hit = START.search(line)
         if hit:
-            cut = line.find("RESOURCE_EXHAUSTED") if "RESOURCE_EXHAUSTED" in line[:hit.start() + 1] else hit.start()
+            cut = line.find("RESOURCE_EXHAUSTED") if "RESOURCE_EXHAUSTED" in line[: hit.start() + 1] else hit.start()
             head = line[:cut]
             prefix = _prefix_pattern(head)
-            current, start = [line[len(head):]], number
+            current, start = [line[len(head) :]], number
     if current:
         yield Found(start, "\n".join(current).strip("\n"))
 
 
 # ---- saying it ----------------------------------------------------------------------------------
+
 
 def describe(allocation: Allocation) -> str:
     """An allocation as what it is: `input 0 window f32[4096,4096] of f32[4096,4096], single buffered`."""
@@ -114,18 +121,23 @@ def ways_out(report: Report, chip: Chip | None) -> list[str]:
             ways.append((f"halving {operand}'s block ({dims[0]} → {dims[0] // 2} rows)", allocation.size // 2))
         if allocation.buffers == 2:
             ways.append((f"single-buffering {operand} (pipeline_mode=pl.Buffered(1))", allocation.size // 2))
+
     def outcome(saves: int) -> str:
         if saves >= over:
             return f"fits with {render.size(saves - over)} to spare"
         return f"not enough alone, {render.size(over - saves)} short"
 
-    said = [f"{what} saves {render.size(saves)}: {outcome(saves)}"
-            for what, saves in sorted(ways, key=lambda w: (w[1] < over, w[1] if w[1] >= over else -w[1]))]
+    said = [
+        f"{what} saves {render.size(saves)}: {outcome(saves)}"
+        for what, saves in sorted(ways, key=lambda w: (w[1] < over, w[1] if w[1] >= over else -w[1]))
+    ]
     if report.limit_kind == "scoped" and report.used:
         room = [c for c in ([chip] if chip else CHIPS.values()) if c.capacity >= report.used]
         if room:
-            said.append(f"raising vmem_limit_bytes to {-(-report.used // (1 << 20))} MiB would do on "
-                        f"{', '.join(c.label for c in room)}")
+            said.append(
+                f"raising vmem_limit_bytes to {-(-report.used // (1 << 20))} MiB would do on "
+                f"{', '.join(c.label for c in room)}"
+            )
     return said
 
 
@@ -133,15 +145,22 @@ def verdict(report: Report, chip: Chip | None) -> str:
     label, space = chip.label if chip else None, (report.memory_space or "vmem").upper()
     if report.form == "single_allocation":
         return render.single_allocation(report.limit or 0, label, space, report.limit_text)
-    return render.needs(report.used or 0, report.limit or 0, label, scoped=report.limit_kind == "scoped",
-                        space=space, over=report.exceeded_by or 0,
-                        printed=(report.used_text, report.limit_text, report.exceeded_by_text))
+    return render.needs(
+        report.used or 0,
+        report.limit or 0,
+        label,
+        scoped=report.limit_kind == "scoped",
+        space=space,
+        over=report.exceeded_by or 0,
+        printed=(report.used_text, report.limit_text, report.exceeded_by_text),
+    )
 
 
 def chip_of(text: str, target: str | None) -> Chip | None:
     """The chip a report is from: --target, else a device kind the text names."""
     if target:
         from .chips import chip
+
         return chip(target)
     return next((c for c in CHIPS.values() if c.device_kind in text), None)
 
@@ -154,8 +173,10 @@ def explain_text(found: Found, target: str | None = None, source_name: str = "th
         return f"{head}: not understood; the text, whole:\n{found.text}\n"
     lines = [f"{head}: {verdict(report, chip)}"]
     if report.form == "scoped":
-        lines.append("  the compiler gives only the total against the scoped limit (E1001): run `vmem-lsp check` "
-                     "on the kernel for the split by BlockSpec")
+        lines.append(
+            "  the compiler gives only the total against the scoped limit (E1001): run `vmem-lsp check` "
+            "on the kernel for the split by BlockSpec"
+        )
     if report.allocations:
         lines.append("  allocations:")
         width = max(len(a.size_text or render.size(a.size)) for a in report.allocations)
@@ -170,20 +191,27 @@ def explain_text(found: Found, target: str | None = None, source_name: str = "th
 
 def explain_json(found: Found, target: str | None = None) -> dict:
     import dataclasses
+
     report = parse_report(found.text)
     chip = chip_of(found.text, target)
-    return {"line": found.line, "form": report.form, "chip": chip.name if chip else None,
-            "used": report.used, "limit": report.limit, "limit_kind": report.limit_kind,
-            "exceeded_by": report.exceeded_by,
-            "allocations": [{**dataclasses.asdict(a), "described": describe(a)} for a in report.allocations],
-            "ways_out": ways_out(report, chip) if report.form not in ("unknown", "block_shape")
-            else [], "text": found.text}
+    return {
+        "line": found.line,
+        "form": report.form,
+        "chip": chip.name if chip else None,
+        "used": report.used,
+        "limit": report.limit,
+        "limit_kind": report.limit_kind,
+        "exceeded_by": report.exceeded_by,
+        "allocations": [{**dataclasses.asdict(a), "described": describe(a)} for a in report.allocations],
+        "ways_out": ways_out(report, chip) if report.form not in ("unknown", "block_shape") else [],
+        "text": found.text,
+    }
 
 
 # ---- putting a report on the user's lines (--source) ---------------------------------------------
 
 NAME_IN_OP = re.compile(r"jit\(([\w.<>]+)\)")
-NAME_IN_LABEL = re.compile(r"^%?([\w.]+?)(?:\.\d+)?(?: = custom-call|$)")     # the second: "would exceed"'s
+NAME_IN_LABEL = re.compile(r"^%?([\w.]+?)(?:\.\d+)?(?: = custom-call|$)")  # the second: "would exceed"'s
 NAME_IN_TAG = re.compile(r"scoped memory for %?([\w]+?)(?:\.\d+)?$")
 
 
@@ -207,9 +235,10 @@ def report_names(report: Report) -> set[str]:
 class Placement:
     """Where a report goes: one site, or the sites it could be (said, never guessed).
     `spans`, when a traced call placed it: the BlockSpec of each allocation, as check anchors it."""
-    sites: tuple            # ((path, KernelSite), ...): one when placed
+
+    sites: tuple  # ((path, KernelSite), ...): one when placed
     why: str
-    spans: tuple = ()       # per allocation: (path, Span) or None
+    spans: tuple = ()  # per allocation: (path, Span) or None
 
 
 def place(report: Report, candidates: list[tuple[str, object, str]], traced=None) -> Placement:
@@ -241,17 +270,22 @@ BY_SOURCE = "its source_file and source_line"
 def is_named(names: set[str], site, text: str) -> bool:
     """The report names this site's function or its kernel."""
     from .source.calls import kernel_name
+
     return bool(names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)})
 
 
 def place_by_names(report: Report, candidates: list[tuple[str, object, str]]) -> Placement:
     """By source metadata, else names and literal block shapes: what the report and the text alone tell."""
     from .budget import literal_shape
+
     located = [a for a in report.allocations if a.source_file and a.source_line]
     if located:
         a = located[0]
-        hits = [(p, s) for p, s, _ in candidates
-                if p.endswith(a.source_file.split("/")[-1]) and s.span.contains_line(a.source_line)]
+        hits = [
+            (p, s)
+            for p, s, _ in candidates
+            if p.endswith(a.source_file.split("/")[-1]) and s.span.contains_line(a.source_line)
+        ]
         if len(hits) == 1:
             return Placement(tuple(hits), BY_SOURCE)
     names = report_names(report)
@@ -271,7 +305,7 @@ def place_by_names(report: Report, candidates: list[tuple[str, object, str]]) ->
                 if a.window_shape and literal_shape(specs[a.operand_index].block_shape) == a.window_shape.dims:
                     found += 2
             elif a.operand_index is not None:
-                return -1       # an operand the site does not have
+                return -1  # an operand the site does not have
         # A short report lists every window: the same count of inputs and outputs as the site's specs.
         if windows and len(report.allocations) < 8:
             ins = {a.operand_index for a in windows if a.kind == "input_window"}
@@ -285,9 +319,13 @@ def place_by_names(report: Report, candidates: list[tuple[str, object, str]]) ->
         went to an SMEM kernel of compile_errors.py on counts alone)."""
         if named(site, text):
             return True
-        return any(a.window_shape and a.operand_index is not None
-                   and a.operand_index < len(specs := site.in_specs if a.kind == "input_window" else site.out_specs)
-                   and literal_shape(specs[a.operand_index].block_shape) == a.window_shape.dims for a in windows)
+        return any(
+            a.window_shape
+            and a.operand_index is not None
+            and a.operand_index < len(specs := site.in_specs if a.kind == "input_window" else site.out_specs)
+            and literal_shape(specs[a.operand_index].block_shape) == a.window_shape.dims
+            for a in windows
+        )
 
     scored = [(score(s, t), p, s) for p, s, t in candidates if decisive(s, t)]
     best = max((sc for sc, _, _ in scored), default=-1)
@@ -306,23 +344,26 @@ RESULT_SHAPES = re.compile(r"= (.*?) custom-call\(")
 @dataclass(frozen=True)
 class TracedCall:
     """A pallas_call an example reaches, traced on a chip, and the site it came from."""
+
     path: str
-    site: object            # KernelSite
-    call: object            # compile.protocol.CapturedCall
-    example: str            # "file:line" of the example that reached it
+    site: object  # KernelSite
+    call: object  # compile.protocol.CapturedCall
+    example: str  # "file:line" of the example that reached it
 
 
 @dataclass(frozen=True)
 class Traced:
     """Every call the examples of the sources reach on one chip, or why there are none."""
-    calls: tuple            # (TracedCall, ...)
-    note: str | None        # "the examples could not be traced: ...", or None
+
+    calls: tuple  # (TracedCall, ...)
+    note: str | None  # "the examples could not be traced: ...", or None
     sites_of: object = None  # path -> LocateResult: where check's anchors are looked up
 
 
 def typed_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
     """Every dtype[dims] of a piece of HLO text, layouts skipped."""
     from .report.parse import SHAPE_TEXT
+
     return [(d, tuple(int(x) for x in dims.split(",") if x)) for d, dims in SHAPE_TEXT.findall(text)]
 
 
@@ -330,8 +371,7 @@ def custom_call_shapes(text: str) -> tuple[list | None, list | None]:
     """(operand shapes, result shapes) of the custom call a report names, where it prints them."""
     operands = OPERAND_SHAPES.search(text)
     results = RESULT_SHAPES.search(text)
-    return (typed_shapes(operands[1]) if operands else None,
-            typed_shapes(results[1]) or None if results else None)
+    return (typed_shapes(operands[1]) if operands else None, typed_shapes(results[1]) or None if results else None)
 
 
 def window_of(block, full) -> tuple:
@@ -380,14 +420,18 @@ def operands_fit(report: Report, call) -> bool:
 def allocation_fits(a: Allocation, call) -> bool | None:
     """Whether one allocation of the report is one of this call's buffers; None: it says nothing."""
     from .correlate import SCOPED_TAG, operand_for, scoped_allocations
+
     if a.kind in ("input_window", "output_window") and a.operand_index is not None:
         op = operand_for(call, a)
         if op is None:
             return False
         block = window_of(op.block_shape, op.full_shape)
-        return not (a.full_shape and (a.full_shape.dtype, a.full_shape.dims) != (op.dtype, tuple(op.full_shape))
-                    or a.window_shape and (a.window_shape.dtype != op.dtype
-                                           or squeezed(a.window_shape.dims) != squeezed(block)))
+        return not (
+            a.full_shape
+            and (a.full_shape.dtype, a.full_shape.dims) != (op.dtype, tuple(op.full_shape))
+            or a.window_shape
+            and (a.window_shape.dtype != op.dtype or squeezed(a.window_shape.dims) != squeezed(block))
+        )
     if a.kind == "scratch":
         # "scratch operand": an entry of scratch_shapes, of the shape printed where one is
         shape = a.window_shape and (a.window_shape.dtype, a.window_shape.dims)
@@ -407,6 +451,7 @@ def allocation_fits(a: Allocation, call) -> bool | None:
 def array_bytes(dtype: str, shape) -> int:
     """Bytes of an array packed flat, as SMEM holds a prefetched operand."""
     from .dtypes import ITEM_BITS
+
     return math.prod(shape) * ITEM_BITS.get(dtype, 32) // 8
 
 
@@ -414,13 +459,18 @@ def place_by_trace(report: Report, candidates: set, trace: Traced, named: set = 
     """The one candidate site whose traced calls the report fits; among sites
     that fit alike, the one the report names, else a tie said as one; None when
     no traced call fits (the report's kernel is not reached by the examples)."""
-    fitting = [(agree, t) for t in trace.calls if (t.path, t.site.span) in candidates
-               for wrong, agree in [contradiction(report, t.call)] if not wrong and agree]
+    fitting = [
+        (agree, t)
+        for t in trace.calls
+        if (t.path, t.site.span) in candidates
+        for wrong, agree in [contradiction(report, t.call)]
+        if not wrong and agree
+    ]
     if not fitting:
         return None
     best = max(agree for agree, _ in fitting)
     sites: dict = {}
-    for agree, t in fitting:        # a site's first call that fits: the example said is the first to reach it
+    for agree, t in fitting:  # a site's first call that fits: the example said is the first to reach it
         if agree == best:
             sites.setdefault((t.path, t.site.span), t)
     chosen = list(sites.values())
@@ -430,8 +480,10 @@ def place_by_trace(report: Report, candidates: set, trace: Traced, named: set = 
         why = f"its shapes, matched to the call traced from the example at {only.example}, and its names"
         return Placement(((only.path, only.site),), why, window_spans(report, only, trace.sites_of))
     if len(chosen) > 1:
-        return Placement(tuple((t.path, t.site) for t in chosen),
-                         f"its shapes fit the traced calls of {len(chosen)} pallas_calls alike")
+        return Placement(
+            tuple((t.path, t.site) for t in chosen),
+            f"its shapes fit the traced calls of {len(chosen)} pallas_calls alike",
+        )
     [only] = chosen
     why = f"its shapes, matched to the call traced from the example at {only.example}"
     return Placement(((only.path, only.site),), why, window_spans(report, only, trace.sites_of))
@@ -440,6 +492,7 @@ def place_by_trace(report: Report, candidates: set, trace: Traced, named: set = 
 def window_spans(report: Report, traced: TracedCall, sites_of) -> tuple:
     """Where check marks each window of the report: the BlockSpec that made its operand."""
     from .correlate import Anchor, operand_for, spec_anchor
+
     fallback = Anchor(traced.path, traced.site.name_span)
     spans = []
     for a in report.allocations:
@@ -454,14 +507,17 @@ def trace_examples(paths: list[str], chip: str) -> Traced:
     examples) reach on `chip`, traced in the worker without compiling: jax, no libtpu.
     Never raises: what went wrong is the note."""
     import dataclasses
+
     from .config import load_settings
     from .correlate import kernel_site
     from .engine import check
+
     try:
-        settings = dataclasses.replace(load_settings(paths[0]), targets=(chip,), compile=False, jobs=1,
-                                       worker_fallback=False)
+        settings = dataclasses.replace(
+            load_settings(paths[0]), targets=(chip,), compile=False, jobs=1, worker_fallback=False
+        )
         outcome = check(paths, settings)
-    except Exception as error:      # no jax, a worker that cannot start: place by names and shapes only
+    except Exception as error:  # no jax, a worker that cannot start: place by names and shapes only
         return Traced((), f"the examples could not be traced ({type(error).__name__}: {error})")
     calls, failed = [], []
     for example, _, result in outcome.results:
@@ -472,8 +528,11 @@ def trace_examples(paths: list[str], chip: str) -> Traced:
                 calls.append(TracedCall(site.path, site, call, f"{render.display_path(example.path)}:{example.line}"))
     note = None
     if not calls:
-        note = ("no example of the sources could be traced" + (f" ({failed[0]})" if failed else "")
-                if outcome.examples else "the sources have no example (# vmem:) to trace")
+        note = (
+            "no example of the sources could be traced" + (f" ({failed[0]})" if failed else "")
+            if outcome.examples
+            else "the sources have no example (# vmem:) to trace"
+        )
     return Traced(tuple(calls), note, outcome.sources.sites_of)
 
 
@@ -492,10 +551,14 @@ class Tracer:
         def traced() -> Traced:
             if name not in self.done:
                 self.done[name] = trace_examples(self.paths, name)
-                if self.done[name].note:        # said once a chip: placement goes on by names and shapes
-                    print(f"vmem-lsp explain: {self.done[name].note}; reports are placed by their names "
-                          f"and written block shapes only", file=sys.stderr)
+                if self.done[name].note:  # said once a chip: placement goes on by names and shapes
+                    print(
+                        f"vmem-lsp explain: {self.done[name].note}; reports are placed by their names "
+                        f"and written block shapes only",
+                        file=sys.stderr,
+                    )
             return self.done[name]
+
         return traced
 
 
@@ -504,29 +567,62 @@ def placed_diagnostics(found: Found, report: Report, placement: Placement, chip:
     BlockSpecs and pallas_call, marked as read from the log; or, where the
     report could be several sites, a note on each saying so."""
     from .diagnostics import Diagnostic, Related
+
     where = f"from the report in {log_name}, line {found.line}"
     facts = {"log_line": found.line, "why": placement.why}
     if len(placement.sites) != 1:
         at = lambda p, s: f"{render.display_path(p)}:{s.name_span.start_line}"
-        return [Diagnostic(p, s.name_span, "information", "VMEM040",
-                           f"the report in {log_name}, line {found.line} could be this pallas_call or "
-                           f"{', '.join(at(q, t) for q, t in placement.sites if (q, t) != (p, s))} "
-                           f"({placement.why}): not placed", origin="log", facts=facts)
-                for p, s in placement.sites]
+        return [
+            Diagnostic(
+                p,
+                s.name_span,
+                "information",
+                "VMEM040",
+                f"the report in {log_name}, line {found.line} could be this pallas_call or "
+                f"{', '.join(at(q, t) for q, t in placement.sites if (q, t) != (p, s))} "
+                f"({placement.why}): not placed",
+                origin="log",
+                facts=facts,
+            )
+            for p, s in placement.sites
+        ]
     [(path, site)] = placement.sites
     need = verdict(report, chip)
     out = []
     for number, a in enumerate(report.allocations):
         if a.kind in ("input_window", "output_window"):
-            at_path, span = (placement.spans[number] if placement.spans and placement.spans[number]
-                             else (path, spec_span(site, a)))
-            wording = render.part(render.allocation_label(a), a.size, need, buffers=a.buffers, printed=a.size_text,
-                                  note=where)
-            out.append(Diagnostic(at_path, span, "error", "VMEM001", wording.text(), chip.name if chip else None,
-                                  "log", (Related(path, site.name_span, f"pallas_call: {need}"),),
-                                  {**facts, "size": a.size}))
-    out.append(Diagnostic(path, site.name_span, "error", "VMEM002", f"pallas_call: {need} ({where})",
-                          chip.name if chip else None, "log", (), {**facts, "used": report.used}))
+            at_path, span = (
+                placement.spans[number] if placement.spans and placement.spans[number] else (path, spec_span(site, a))
+            )
+            wording = render.part(
+                render.allocation_label(a), a.size, need, buffers=a.buffers, printed=a.size_text, note=where
+            )
+            out.append(
+                Diagnostic(
+                    at_path,
+                    span,
+                    "error",
+                    "VMEM001",
+                    wording.text(),
+                    chip.name if chip else None,
+                    "log",
+                    (Related(path, site.name_span, f"pallas_call: {need}"),),
+                    {**facts, "size": a.size},
+                )
+            )
+    out.append(
+        Diagnostic(
+            path,
+            site.name_span,
+            "error",
+            "VMEM002",
+            f"pallas_call: {need} ({where})",
+            chip.name if chip else None,
+            "log",
+            (),
+            {**facts, "used": report.used},
+        )
+    )
     return out
 
 
@@ -542,7 +638,8 @@ def spec_span(site, allocation: Allocation):
 class Sources:
     """What --source gives placement: every pallas_call site of the files, and
     the traces of their examples, made only when names and shapes do not decide."""
-    sites: list                     # (path, KernelSite, text)
+
+    sites: list  # (path, KernelSite, text)
     tracer: Tracer | None = None
 
 
@@ -554,14 +651,14 @@ def source_sites(paths: list[str], trace: bool = True) -> Sources:
     from .chips import DEFAULT_TARGETS
     from .config import Settings
     from .engine import SourceFiles, python_files
+
     sources = SourceFiles()
     files = [p for p in python_files(paths, Settings().exclude) if "pallas_call" in (sources.text(p) or "")]
     sites = [(path, site, sources.text(path)) for path in files for site in sources.sites_of(path).sites]
     return Sources(sites, Tracer(paths, DEFAULT_TARGETS[0]) if trace and paths else None)
 
 
-def placing(found: Found, target: str | None, log_name: str, sources: Sources | list
-            ) -> tuple[list, Placement | None]:
+def placing(found: Found, target: str | None, log_name: str, sources: Sources | list) -> tuple[list, Placement | None]:
     """The diagnostics of one found report on the sources' lines, and the placement
     they come from (None for a form with no figures)."""
     report = parse_report(found.text)

@@ -7,6 +7,7 @@ bench/model_corpus.py for v4, v5e, v5p, v6e and v7x and lists every allocation
 (bench/MODEL.md has the agreement table). A comment names the case that
 established each rule; the sizes were the same on every chip unless it says so.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,13 +33,14 @@ PRINTED_DTYPE = {**VMEM_DTYPE, "u8": "s8"}
 @dataclass(frozen=True)
 class WindowCost:
     """One VMEM consumer as the model sees it."""
-    kind: str                 # "input_window" | "output_window" | "scratch" | "pipeline_in" | "pipeline_out" | "run_scoped"
-    index: int                # in_specs / out_specs / scratch_shapes index; a scoped buffer's number
-    operand: int | None       # the compiler's operand number, for windows
+
+    kind: str  # "input_window" | "output_window" | "scratch" | "pipeline_in" | "pipeline_out" | "run_scoped"
+    index: int  # in_specs / out_specs / scratch_shapes index; a scoped buffer's number
+    operand: int | None  # the compiler's operand number, for windows
     dtype: str
-    shape: tuple[int, ...]    # the block (window) shape
+    shape: tuple[int, ...]  # the block (window) shape
     buffers: int
-    bytes: int                # all buffers, padded
+    bytes: int  # all buffers, padded
 
     @property
     def buffering(self) -> int | None:
@@ -128,12 +130,20 @@ def window_costs(call: CapturedCall, target: str | None = None) -> list[WindowCo
             continue
         shape = op.block_shape if op.block_shape is not None else op.full_shape
         buffers = buffer_count(op, call.grid)
-        costs.append(WindowCost("input_window" if op.role == "in" else "output_window", op.index,
-                                op.operand, op.dtype, shape, buffers, window_bytes(op.dtype, shape, buffers)))
+        costs.append(
+            WindowCost(
+                "input_window" if op.role == "in" else "output_window",
+                op.index,
+                op.operand,
+                op.dtype,
+                shape,
+                buffers,
+                window_bytes(op.dtype, shape, buffers),
+            )
+        )
     for s in call.scratch:
         if in_vmem(s.memory_space) and s.dtype in ITEM_BITS:
-            costs.append(WindowCost("scratch", s.index, None, s.dtype, s.shape, 1,
-                                    padded_bytes(s.dtype, s.shape)))
+            costs.append(WindowCost("scratch", s.index, None, s.dtype, s.shape, 1, padded_bytes(s.dtype, s.shape)))
     return costs + scoped_costs(call)
 
 
@@ -146,6 +156,7 @@ def scoped_peak(scoped: tuple[Scoped, ...]) -> list[Scoped]:
     run one after the other and share their memory (pipeline-in-a-row-v6e: two
     emit_pipelines in a row, each with two 64.00M windows, needed 128.00M,
     not 256.00M; pipeline-flat-v6e: one pipeline's windows all at once)."""
+
     def size(group):
         return sum(padded_bytes(s.dtype, s.shape) for s in group if s.dtype in ITEM_BITS and in_vmem(s.memory_space))
 
@@ -162,8 +173,11 @@ def scoped_costs(call: CapturedCall) -> list[WindowCost]:
     (pipeline-buffered1-v6e: an inner Buffered(1) input f32[1,2048,8192] 64.00M and
     its double-buffered output 128.00M; run-scoped-v6e: VMEM f32[4096,4104]
     66.00M, its lanes padded to 4224)."""
-    return [WindowCost(s.kind, s.index, None, s.dtype, s.block_shape, s.buffers, padded_bytes(s.dtype, s.shape))
-            for s in scoped_peak(call.scoped) if s.dtype in ITEM_BITS and in_vmem(s.memory_space)]
+    return [
+        WindowCost(s.kind, s.index, None, s.dtype, s.block_shape, s.buffers, padded_bytes(s.dtype, s.shape))
+        for s in scoped_peak(call.scoped)
+        if s.dtype in ITEM_BITS and in_vmem(s.memory_space)
+    ]
 
 
 def find_cost(costs: list[WindowCost], kind: str, index: int) -> WindowCost | None:
@@ -177,8 +191,14 @@ def scratch_of(call: CapturedCall, index: int) -> Scratch | None:
 def match_scratch(costs: list[WindowCost], shape_text: str) -> WindowCost | None:
     """The scratch cost whose typed shape the compiler printed ("bf16[8,100]{1,0:T(8,128)(2,1)}")."""
     head = shape_text.split("{")[0]
-    return next((c for c in costs if c.kind == "scratch"
-                 and f"{PRINTED_DTYPE.get(c.dtype, c.dtype)}[{','.join(map(str, c.shape))}]" == head), None)
+    return next(
+        (
+            c
+            for c in costs
+            if c.kind == "scratch" and f"{PRINTED_DTYPE.get(c.dtype, c.dtype)}[{','.join(map(str, c.shape))}]" == head
+        ),
+        None,
+    )
 
 
 # Register spills of a kernel that accumulates a narrow-typed dot into a 32-bit VMEM
@@ -196,13 +216,18 @@ def accumulator_bytes(call: CapturedCall) -> int:
     """Bytes of the largest 32-bit VMEM scratch fed by 16-bit inputs: the pattern of a dot
     with preferred_element_type=f32 accumulating across grid steps. An s8 dot into s32 did
     not spill (matmul-s8-*), nor did an f32 one below 1024^3 (matmul-f32-*)."""
-    narrow_inputs = any(op.role == "in" and in_vmem(op.memory_space) and ITEM_BITS.get(op.dtype, 32) == 16
-                        for op in call.operands)
+    narrow_inputs = any(
+        op.role == "in" and in_vmem(op.memory_space) and ITEM_BITS.get(op.dtype, 32) == 16 for op in call.operands
+    )
     # Or blocks an emit_pipeline brings in (pipeline-matmul-bf16-1024x1024x1024: 2.36M of spills on v5e, 2.46M on v4)
-    narrow_inputs = narrow_inputs or any(s.kind == "pipeline_in" and ITEM_BITS.get(s.dtype, 32) == 16
-                                         for s in call.scoped)
-    wide_scratch = [padded_bytes(s.dtype, s.shape) for s in call.scratch
-                    if in_vmem(s.memory_space) and ITEM_BITS.get(s.dtype or "", 0) == 32]
+    narrow_inputs = narrow_inputs or any(
+        s.kind == "pipeline_in" and ITEM_BITS.get(s.dtype, 32) == 16 for s in call.scoped
+    )
+    wide_scratch = [
+        padded_bytes(s.dtype, s.shape)
+        for s in call.scratch
+        if in_vmem(s.memory_space) and ITEM_BITS.get(s.dtype or "", 0) == 32
+    ]
     return max(wide_scratch) if narrow_inputs and wide_scratch else 0
 
 
@@ -211,8 +236,11 @@ def attention_scores_bytes(call: CapturedCall) -> int:
     q, k and v of one last dim with k and v alike, and a 32-bit scratch (the running max,
     sum and accumulator). flash-{bf16,f32}-b{256..2048}: the compiler's total less the
     windows and scratch was 0.3M/1.0M/4.2M/16.5M, one f32[block_q, block_k] each."""
-    windows = [op for op in call.operands if op.role == "in" and in_vmem(op.memory_space)
-               and op.block_shape is not None and len(op.block_shape) >= 2]
+    windows = [
+        op
+        for op in call.operands
+        if op.role == "in" and in_vmem(op.memory_space) and op.block_shape is not None and len(op.block_shape) >= 2
+    ]
     wide_scratch = any(in_vmem(s.memory_space) and ITEM_BITS.get(s.dtype or "", 0) == 32 for s in call.scratch)
     if len(windows) < 3 or not wide_scratch:
         return 0

@@ -12,6 +12,7 @@ Three layers, because each misses a case the others catch:
   when the *thread* that forked the child ends, and a pool's threads end long
   before the process does.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -29,10 +30,11 @@ PR_SET_PDEATHSIG = 1
 
 _children: set[subprocess.Popen] = set()
 _children_lock = threading.Lock()
-_on_signal: list = []           # callables run first on a signal: work elsewhere to cancel (Ray tasks)
+_on_signal: list = []  # callables run first on a signal: work elsewhere to cancel (Ray tasks)
 
 
 # ---- in the parent -----------------------------------------------------------
+
 
 class _Spawner:
     """One daemon thread that runs every Popen, so a child's death signal is
@@ -57,7 +59,7 @@ class _Spawner:
             done, args, kwargs = self.requests.get()
             try:
                 done.set_result(subprocess.Popen(args, **kwargs))
-            except BaseException as error:      # handed to the caller, raised there
+            except BaseException as error:  # handed to the caller, raised there
                 done.set_exception(error)
 
 
@@ -110,11 +112,12 @@ def exit_with_children(signals=(signal.SIGTERM, signal.SIGINT, signal.SIGHUP)) -
     """On each signal: cancel what `on_signal` named, kill every child's
     group, then die of that signal, so the exit status is the one a shell or
     CI expects (130 for Ctrl-C)."""
+
     def handler(signum, frame):
         for callback in list(_on_signal):
             try:
                 callback()
-            except Exception:       # dying anyway: the children must still be killed
+            except Exception:  # dying anyway: the children must still be killed
                 pass
         kill_children()
         signal.signal(signum, signal.SIG_DFL)
@@ -125,6 +128,7 @@ def exit_with_children(signals=(signal.SIGTERM, signal.SIGINT, signal.SIGHUP)) -
 
 
 # ---- in the child ------------------------------------------------------------
+
 
 def die_with_parent(parent: int | None = None, on_exit=None) -> None:
     """Exit when the process that started this one is gone: at once by the
@@ -138,7 +142,7 @@ def die_with_parent(parent: int | None = None, on_exit=None) -> None:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
-            pass                    # no prctl: the watchdog alone
+            pass  # no prctl: the watchdog alone
 
     def gone() -> bool:
         return os.getppid() != parent
@@ -150,6 +154,6 @@ def die_with_parent(parent: int | None = None, on_exit=None) -> None:
             on_exit()
         os._exit(0)
 
-    if gone():                      # the parent died before we could ask
+    if gone():  # the parent died before we could ask
         os._exit(0)
     threading.Thread(target=watch, name="vmem-lsp-parent-watch", daemon=True).start()

@@ -6,6 +6,7 @@ Diagnostics leave here as data: each carries its subject (example, call,
 part), its facts, and its wording as head + the chip's clause, so chips merge
 by subject (diagnostics.merge_targets) and never by text.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -13,9 +14,22 @@ from dataclasses import dataclass, replace
 from . import layout, render
 from .chips import Chip, chip
 from .compile.protocol import CapturedCall, ExampleResult
-from .correlate import (Anchor, Sources, call_anchor, kernel_site, line_span, operand_for, operand_named,
-                        scoped_allocations,
-                        scoped_anchor, scoped_entry, scratch_anchor, scratch_entry, scratch_indices, spec_anchor)
+from .correlate import (
+    Anchor,
+    Sources,
+    call_anchor,
+    kernel_site,
+    line_span,
+    operand_for,
+    operand_named,
+    scoped_allocations,
+    scoped_anchor,
+    scoped_entry,
+    scratch_anchor,
+    scratch_entry,
+    scratch_indices,
+    spec_anchor,
+)
 from .diagnostics import Diagnostic, Related, Subject
 from .render import Wording
 from .report.model import Allocation, Report
@@ -28,9 +42,10 @@ from .source.text import split_lines
 @dataclass
 class Part:
     """One diagnostic of a failing kernel before it is linked to the kernel and the example."""
+
     where: Anchor
     code: str
-    subject: str            # "input 0", "scratch 1", "spill", "internal", "allocation 3"
+    subject: str  # "input 0", "scratch 1", "spill", "internal", "allocation 3"
     wording: Wording
     facts: dict
 
@@ -38,10 +53,11 @@ class Part:
 @dataclass
 class KernelFindings:
     """The diagnostics of one failing pallas_call on one chip."""
+
     anchor: Anchor
     kernel: str
     parts: list[Part]
-    clause: str             # the chip's budget sentence, as the VMEM002 and VMEM004 say it
+    clause: str  # the chip's budget sentence, as the VMEM002 and VMEM004 say it
     facts: dict
     origin: str = "compiler"
 
@@ -55,9 +71,16 @@ def report_need(report: Report, target: Chip, limit_source: str | None) -> str:
     space = (report.memory_space or "vmem").upper()
     if report.form == "single_allocation":
         return render.single_allocation(report.limit or 0, target.label, space, report.limit_text)
-    return render.needs(report.used or 0, report.limit or 0, target.label, scoped=report.limit_kind == "scoped",
-                        space=space, set_in=limit_source, over=report.exceeded_by or 0,
-                        printed=(report.used_text, report.limit_text, report.exceeded_by_text))
+    return render.needs(
+        report.used or 0,
+        report.limit or 0,
+        target.label,
+        scoped=report.limit_kind == "scoped",
+        space=space,
+        set_in=limit_source,
+        over=report.exceeded_by or 0,
+        printed=(report.used_text, report.limit_text, report.exceeded_by_text),
+    )
 
 
 def held_in_program(call: CapturedCall, report: Report, target: Chip) -> list[tuple[str, int]]:
@@ -69,7 +92,7 @@ def held_in_program(call: CapturedCall, report: Report, target: Chip) -> list[tu
     program: an add kernel fed by XLA needed 24.00M of 16.00M on v5e alone and
     16.00M in its program; 15 of 19 such probes flipped on v5e, each by whole
     windows). Empty when the overflow exceeds all such windows together."""
-    room = target.capacity - (report.limit or 0)       # only what the program makes or uses can be kept
+    room = target.capacity - (report.limit or 0)  # only what the program makes or uses can be kept
     costs = {(c.kind, c.index): c.bytes for c in layout.window_costs(call, target.name)}
     candidates = []
     for op in call.operands:
@@ -79,7 +102,7 @@ def held_in_program(call: CapturedCall, report: Report, target: Chip) -> list[tu
         if op.role == "in" and (op.role, op.index) in call.in_program and layout.in_vmem(op.memory_space) and window:
             candidates.append((render.operand(op.role, op.index), window, layout.padded_bytes(op.dtype, op.full_shape)))
     held = []
-    for name, window, whole in sorted(candidates, key=lambda c: -c[1]):     # the arrays held must fit together
+    for name, window, whole in sorted(candidates, key=lambda c: -c[1]):  # the arrays held must fit together
         if whole <= room:
             held.append((name, window))
             room -= whole
@@ -94,27 +117,39 @@ def allocation_name(allocation: Allocation) -> str:
     if allocation.tag:
         return allocation.tag
     label = allocation.label or ""
-    if label and " = " not in label:          # "register allocator spill slots in HLO :: f.1"
+    if label and " = " not in label:  # "register allocator spill slots in HLO :: f.1"
         return label
     return f"compiler allocation ({allocation.kind.replace('_', ' ')})"
 
 
 # ---- one chip's findings -------------------------------------------------------------
 
-def findings_for(call: CapturedCall, report: Report, target: Chip, anchor: Anchor, site, sites: Sources
-                 ) -> KernelFindings:
+
+def findings_for(
+    call: CapturedCall, report: Report, target: Chip, anchor: Anchor, site, sites: Sources
+) -> KernelFindings:
     need = report_need(report, target, call.scoped_limit_source)
-    base = {"target": target.name, "chip": target.label, "form": report.form,
-            "used": report.used, "limit": report.limit, "limit_kind": report.limit_kind,
-            "exceeded_by": report.exceeded_by, "memory_space": report.memory_space}
+    base = {
+        "target": target.name,
+        "chip": target.label,
+        "form": report.form,
+        "used": report.used,
+        "limit": report.limit,
+        "limit_kind": report.limit_kind,
+        "exceeded_by": report.exceeded_by,
+        "memory_space": report.memory_space,
+    }
     if report.form == "scoped":
         parts = estimated_parts(call, report, target, site, sites, anchor, need, base)
     else:
         scratch = scratch_indices(call, report.allocations)
         scoped = scoped_allocations(call, report.allocations)
-        parts = [scoped_part(number, a, scoped[number], call, sites, anchor, need, base) if scoped[number] is not None
-                 else reported_part(number, a, scratch[number], call, site, sites, anchor, need, base)
-                 for number, a in enumerate(report.allocations)]
+        parts = [
+            scoped_part(number, a, scoped[number], call, sites, anchor, need, base)
+            if scoped[number] is not None
+            else reported_part(number, a, scratch[number], call, site, sites, anchor, need, base)
+            for number, a in enumerate(report.allocations)
+        ]
     clause = need
     if report.form == "single_allocation":
         clause += f" ({render.SINGLE_ALLOCATION_NOTE})"
@@ -124,23 +159,36 @@ def findings_for(call: CapturedCall, report: Report, target: Chip, anchor: Ancho
     return KernelFindings(anchor, name, parts, clause, {**base, "kernel": name})
 
 
-def reported_part(number: int, allocation: Allocation, scratch: int | None, call, site, sites, anchor, need,
-                  base) -> Part:
+def reported_part(
+    number: int, allocation: Allocation, scratch: int | None, call, site, sites, anchor, need, base
+) -> Part:
     """An allocation the compiler listed, at the BlockSpec or scratch entry that made it."""
-    facts = {**base, "kind": allocation.kind, "operand": allocation.operand_index, "size": allocation.size,
-             "unpadded_size": allocation.unpadded_size, "buffers": allocation.buffers,
-             "window_shape": str(allocation.window_shape) if allocation.window_shape else None,
-             "full_shape": str(allocation.full_shape) if allocation.full_shape else None,
-             "estimated": False}
+    facts = {
+        **base,
+        "kind": allocation.kind,
+        "operand": allocation.operand_index,
+        "size": allocation.size,
+        "unpadded_size": allocation.unpadded_size,
+        "buffers": allocation.buffers,
+        "window_shape": str(allocation.window_shape) if allocation.window_shape else None,
+        "full_shape": str(allocation.full_shape) if allocation.full_shape else None,
+        "estimated": False,
+    }
     printed = allocation.size_text
     if allocation.kind in ("input_window", "output_window", "smem_prefetch"):
         op = operand_for(call, allocation)
         where = spec_anchor(op, site, sites.sites_of, anchor) if op and op.role != "prefetch" else anchor
         name = render.operand(op.role, op.index) if op else allocation.kind.replace("_", " ")
-        shape = (str(allocation.window_shape) if allocation.window_shape
-                 else render.shape(op.dtype, op.block_shape or op.full_shape) if op else "")
-        wording = render.part(f"{name} window {shape}", allocation.size, need, buffers=allocation.buffers,
-                              printed=printed)
+        shape = (
+            str(allocation.window_shape)
+            if allocation.window_shape
+            else render.shape(op.dtype, op.block_shape or op.full_shape)
+            if op
+            else ""
+        )
+        wording = render.part(
+            f"{name} window {shape}", allocation.size, need, buffers=allocation.buffers, printed=printed
+        )
         facts.update(role=op.role if op else None, index=op.index if op else None)
         return Part(where, "VMEM001", name, wording, facts)
     if allocation.kind == "scratch":
@@ -148,8 +196,13 @@ def reported_part(number: int, allocation: Allocation, scratch: int | None, call
         entry = scratch_entry(call, index)
         label = render.scratch(index, entry.dtype, entry.shape) if entry else render.scratch(index)
         facts.update(role="scratch", index=index)
-        return Part(scratch_anchor(index, call, site, sites.sites_of, anchor), "VMEM001", f"scratch {index}",
-                    render.part(label, allocation.size, need, printed=printed), facts)
+        return Part(
+            scratch_anchor(index, call, site, sites.sites_of, anchor),
+            "VMEM001",
+            f"scratch {index}",
+            render.part(label, allocation.size, need, printed=printed),
+            facts,
+        )
     if allocation.kind == "spill":
         return Part(anchor, "VMEM003", "spill", render.spill(allocation.size, need, printed), facts)
     wording = render.allocation(allocation_name(allocation), allocation.size, need, printed)
@@ -160,13 +213,25 @@ def scoped_part(number: int, allocation: Allocation, index: int, call, sites, an
     """A "scoped memory for <kernel>" allocation matched to the body's buffer
     (a pipeline window, a run_scoped entry), at the inner BlockSpec or VMEM(...)."""
     entry = scoped_entry(call, index)
-    facts = {**base, "kind": entry.kind, "index": index, "size": allocation.size, "buffers": entry.buffers,
-             "window_shape": render.shape(entry.dtype, entry.block_shape), "estimated": False,
-             "tag": allocation.tag}
+    facts = {
+        **base,
+        "kind": entry.kind,
+        "index": index,
+        "size": allocation.size,
+        "buffers": entry.buffers,
+        "window_shape": render.shape(entry.dtype, entry.block_shape),
+        "estimated": False,
+        "tag": allocation.tag,
+    }
     label = render.cost_label(entry.kind, index, entry.dtype, entry.block_shape)
     buffers = entry.buffers if entry.kind != "run_scoped" else None
-    return Part(scoped_anchor(entry, sites.sites_of, sites.text, anchor), "VMEM001", f"scoped {index}",
-                render.part(label, allocation.size, need, buffers=buffers, printed=allocation.size_text), facts)
+    return Part(
+        scoped_anchor(entry, sites.sites_of, sites.text, anchor),
+        "VMEM001",
+        f"scoped {index}",
+        render.part(label, allocation.size, need, buffers=buffers, printed=allocation.size_text),
+        facts,
+    )
 
 
 def cost_place(cost: layout.WindowCost, call: CapturedCall, site, sites: Sources, anchor: Anchor):
@@ -191,49 +256,105 @@ def estimated_parts(call, report, target, site, sites, anchor, need, base) -> li
     remainder = (report.used or 0) - modelled
     parts = []
     for cost in costs:
-        facts = {**base, "kind": cost.kind, "index": cost.index, "operand": cost.operand,
-                 "size": cost.bytes, "buffers": cost.buffers,
-                 "window_shape": render.shape(cost.dtype, cost.shape), "estimated": True}
+        facts = {
+            **base,
+            "kind": cost.kind,
+            "index": cost.index,
+            "operand": cost.operand,
+            "size": cost.bytes,
+            "buffers": cost.buffers,
+            "window_shape": render.shape(cost.dtype, cost.shape),
+            "estimated": True,
+        }
         where, label, subject, op = cost_place(cost, call, site, sites, anchor)
         if op is not None:
             facts["full_shape"] = render.shape(op.dtype, op.full_shape)
-        parts.append(Part(where, "VMEM001", subject,
-                          render.part(label, cost.bytes, need, buffers=cost.buffering, note=render.ESTIMATED_SPLIT),
-                          facts))
+        parts.append(
+            Part(
+                where,
+                "VMEM001",
+                subject,
+                render.part(label, cost.bytes, need, buffers=cost.buffering, note=render.ESTIMATED_SPLIT),
+                facts,
+            )
+        )
     if remainder > 0:
-        parts.append(Part(anchor, "VMEM003", "internal", render.internal_remainder(remainder, modelled, need),
-                          {**base, "kind": "internal", "size": remainder, "estimated": True}))
+        parts.append(
+            Part(
+                anchor,
+                "VMEM003",
+                "internal",
+                render.internal_remainder(remainder, modelled, need),
+                {**base, "kind": "internal", "size": remainder, "estimated": True},
+            )
+        )
     return parts
 
 
-def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites: Sources
-                   ) -> KernelFindings | None:
+def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites: Sources) -> KernelFindings | None:
     """Without a compiler (--no-compile, or no libtpu): the layout model's
     verdict, every figure marked as its estimate. None when it fits."""
     from .budget import from_compile
+
     b = from_compile(call, None, target.name)
     if b.total <= b.limit:
         return None
-    need = render.needs(b.total, b.limit, target.label, scoped=True, set_in=call.scoped_limit_source,
-                        over=b.total - b.limit, approx=True, note=render.NOT_COMPILED)
-    base = {"target": target.name, "chip": target.label, "form": "model", "used": b.total, "limit": b.limit,
-            "limit_kind": "scoped", "exceeded_by": b.total - b.limit, "memory_space": "vmem"}
+    need = render.needs(
+        b.total,
+        b.limit,
+        target.label,
+        scoped=True,
+        set_in=call.scoped_limit_source,
+        over=b.total - b.limit,
+        approx=True,
+        note=render.NOT_COMPILED,
+    )
+    base = {
+        "target": target.name,
+        "chip": target.label,
+        "form": "model",
+        "used": b.total,
+        "limit": b.limit,
+        "limit_kind": "scoped",
+        "exceeded_by": b.total - b.limit,
+        "memory_space": "vmem",
+    }
     parts = []
     internal = next((p.bytes for p in b.parts if p.kind == "internal"), 0)
     if internal:
-        parts.append(Part(anchor, "VMEM003", "internal", render.internal_estimate(internal, need),
-                          {**base, "kind": "internal", "size": internal, "estimated": True}))
+        parts.append(
+            Part(
+                anchor,
+                "VMEM003",
+                "internal",
+                render.internal_estimate(internal, need),
+                {**base, "kind": "internal", "size": internal, "estimated": True},
+            )
+        )
     for cost in layout.window_costs(call, target.name):
         where, label, subject, _ = cost_place(cost, call, site, sites, anchor)
-        parts.append(Part(where, "VMEM001", subject, render.part(label, cost.bytes, need, buffers=cost.buffering,
-                                                                 approx=True),
-                          {**base, "kind": cost.kind, "index": cost.index, "size": cost.bytes,
-                           "buffers": cost.buffers, "estimated": True}))
+        parts.append(
+            Part(
+                where,
+                "VMEM001",
+                subject,
+                render.part(label, cost.bytes, need, buffers=cost.buffering, approx=True),
+                {
+                    **base,
+                    "kind": cost.kind,
+                    "index": cost.index,
+                    "size": cost.bytes,
+                    "buffers": cost.buffers,
+                    "estimated": True,
+                },
+            )
+        )
     name = kernel_label(call)
     return KernelFindings(anchor, name, parts, need, {**base, "kernel": name}, origin="model")
 
 
 # ---- an example's diagnostics on one chip -------------------------------------------------
+
 
 def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
     """All diagnostics one example's result on one target gives."""
@@ -264,25 +385,44 @@ def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> 
     return found
 
 
-def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, number: int
-                ) -> list[Diagnostic]:
+def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, number: int) -> list[Diagnostic]:
     """The model's "fits" with a warning where the body computes a value it
     cannot place that could make it overflow: never a silent pass. On the
     line that computes it, else the pallas_call."""
     from .budget import from_compile
+
     b = from_compile(call, None, target.name)
     unseen = layout.unseen_could_overflow(call, b.total, b.limit)
     if unseen is None:
         return []
-    need = render.needs(b.total, b.limit, target.label, scoped=b.limit_kind == "scoped",
-                        set_in=call.scoped_limit_source, approx=True)
+    need = render.needs(
+        b.total, b.limit, target.label, scoped=b.limit_kind == "scoped", set_in=call.scoped_limit_source, approx=True
+    )
     where = Anchor(unseen.origin.file, line_span(unseen.origin.line)) if unseen.origin is not None else anchor
     wording = render.lower_bound(unseen.what, unseen.bytes, need)
-    return [Diagnostic(where.path, where.span, "warning", "VMEM006", wording.text(), target.name, "model",
-                       (Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"),),
-                       {"target": target.name, "estimated": True, "used": b.total, "limit": b.limit,
-                        "unseen": unseen.what, "unseen_size": unseen.bytes, "example": str(example.key)},
-                       Subject(example.key, number, "unseen"), wording)]
+    return [
+        Diagnostic(
+            where.path,
+            where.span,
+            "warning",
+            "VMEM006",
+            wording.text(),
+            target.name,
+            "model",
+            (Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"),),
+            {
+                "target": target.name,
+                "estimated": True,
+                "used": b.total,
+                "limit": b.limit,
+                "unseen": unseen.what,
+                "unseen_size": unseen.bytes,
+                "example": str(example.key),
+            },
+            Subject(example.key, number, "unseen"),
+            wording,
+        )
+    ]
 
 
 def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[Diagnostic]:
@@ -294,23 +434,69 @@ def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[D
     which = {"example": str(example.key)}
     k.facts.update(which)
     subject = lambda part: Subject(example.key, call, part)
-    out = [Diagnostic(p.where.path, p.where.span, "error", p.code, p.wording.text(), target.name,
-                      "model" if p.facts.get("estimated") else "compiler", (at_call, directive),
-                      {**p.facts, **which}, subject(p.subject), p.wording)
-           for p in k.parts]
+    out = [
+        Diagnostic(
+            p.where.path,
+            p.where.span,
+            "error",
+            p.code,
+            p.wording.text(),
+            target.name,
+            "model" if p.facts.get("estimated") else "compiler",
+            (at_call, directive),
+            {**p.facts, **which},
+            subject(p.subject),
+            p.wording,
+        )
+        for p in k.parts
+    ]
     parts = tuple(Related(d.path, d.span, d.message) for d in out)
-    out.append(Diagnostic(k.anchor.path, k.anchor.span, "error", "VMEM002", total.text(), target.name,
-                          "compiler", (*parts, directive), k.facts, subject("kernel"), total))
+    out.append(
+        Diagnostic(
+            k.anchor.path,
+            k.anchor.span,
+            "error",
+            "VMEM002",
+            total.text(),
+            target.name,
+            "compiler",
+            (*parts, directive),
+            k.facts,
+            subject("kernel"),
+            total,
+        )
+    )
     verdict = render.example_total(k.kernel, render.at(k.anchor.path, k.anchor.span.start_line), k.clause)
-    out.append(Diagnostic(example.path, example.span, "error", "VMEM004", verdict.text(), target.name,
-                          "compiler", (at_call,), k.facts, subject("example"), verdict))
+    out.append(
+        Diagnostic(
+            example.path,
+            example.span,
+            "error",
+            "VMEM004",
+            verdict.text(),
+            target.name,
+            "compiler",
+            (at_call,),
+            k.facts,
+            subject("example"),
+            verdict,
+        )
+    )
     if k.origin == "model":
         out = [replace(d, origin="model", facts={**d.facts, "estimated": True}) for d in out]
     return out
 
 
-def block_shape_error(call: CapturedCall, report: Report, target: Chip, anchor: Anchor, site, sites: Sources,
-                      example: Example, number: int) -> list[Diagnostic]:
+def block_shape_error(
+    call: CapturedCall,
+    report: Report,
+    target: Chip,
+    anchor: Anchor,
+    site,
+    sites: Sources,
+    example: Example,
+    number: int,
+) -> list[Diagnostic]:
     """VMEM030 on the BlockSpec of the operand the compiler names (jax's
     "Block spec for args[0]", Mosaic's "Failed to set window params for input
     0"), one per cause across chips, and the directive's summary. The
@@ -327,17 +513,45 @@ def block_shape_error(call: CapturedCall, report: Report, target: Chip, anchor: 
     else:
         where, head, part = anchor, render.block_rejected(first), "block"
         short = f"example does not compile: {head} at {render.at(where.path, where.span.start_line)}"
-    facts = {"target": target.name, "form": report.form, "error_code": report.error_code, "text": report.text,
-             "operand": part, "example": str(example.key)}
+    facts = {
+        "target": target.name,
+        "form": report.form,
+        "error_code": report.error_code,
+        "text": report.text,
+        "operand": part,
+        "example": str(example.key),
+    }
     at_spec = render.fails_on(head, target.label)
     summary = render.fails_on(short, target.label)
     directive = Related(example.path, example.span, f"example {example.text}")
-    return [Diagnostic(where.path, where.span, "error", "VMEM030", at_spec.text(), target.name, "compiler",
-                       (directive, Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}")), facts,
-                       Subject(example.key, number, f"block {part}"), at_spec),
-            Diagnostic(example.path, example.span, "error", "VMEM030", summary.text(), target.name, "compiler",
-                       (Related(where.path, where.span, head),), facts, Subject(example.key, number, "example"),
-                       summary)]
+    return [
+        Diagnostic(
+            where.path,
+            where.span,
+            "error",
+            "VMEM030",
+            at_spec.text(),
+            target.name,
+            "compiler",
+            (directive, Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}")),
+            facts,
+            Subject(example.key, number, f"block {part}"),
+            at_spec,
+        ),
+        Diagnostic(
+            example.path,
+            example.span,
+            "error",
+            "VMEM030",
+            summary.text(),
+            target.name,
+            "compiler",
+            (Related(where.path, where.span, head),),
+            facts,
+            Subject(example.key, number, "example"),
+            summary,
+        ),
+    ]
 
 
 # The code of a compile error on a kernel-body line, by its kind (report.parse.error_kind).
@@ -345,16 +559,21 @@ def block_shape_error(call: CapturedCall, report: Report, target: Chip, anchor: 
 BODY_CODES = {"alignment": "VMEM030", "dtype": "VMEM032", "memory_space": "VMEM033", "partitioning": "VMEM034"}
 
 
-def unknown_report(call: CapturedCall, anchor: Anchor, report: Report, target: Chip, example: Example,
-                   number: int, sites: Sources) -> list[Diagnostic]:
+def unknown_report(
+    call: CapturedCall, anchor: Anchor, report: Report, target: Chip, example: Example, number: int, sites: Sources
+) -> list[Diagnostic]:
     """A compile error that is no VMEM report: VMEM031 on the kernel-body
     line it is about (the worker's call.error_origin: Mosaic's loc(...), or
     the line of the primitive the lowering does not implement), else VMEM011
     at the pallas_call; the compiler's text whole, once for all chips."""
     text = report.text.strip()
-    first = text.splitlines()[0] if text else ""
-    facts = {"target": target.name, "form": report.form, "error_code": report.error_code, "text": report.text,
-             "example": str(example.key)}
+    facts = {
+        "target": target.name,
+        "form": report.form,
+        "error_code": report.error_code,
+        "text": report.text,
+        "example": str(example.key),
+    }
     origin = call.error_origin
     kind = error_kind(text)
     facts["kind"] = kind
@@ -366,15 +585,38 @@ def unknown_report(call: CapturedCall, anchor: Anchor, report: Report, target: C
     else:
         where, head, code = anchor, render.rejected_whole(text), "VMEM011"
     at_line = render.fails_on(head, target.label)
-    summary = render.fails_on(render.example_rejected_at(render.at(where.path, where.span.start_line),
-                                                         render.key_line(text)), target.label)
+    summary = render.fails_on(
+        render.example_rejected_at(render.at(where.path, where.span.start_line), render.key_line(text)), target.label
+    )
     whole = (Related(where.path, where.span, f"{target.label}: {text}"),) if code != "VMEM011" else ()
-    return [Diagnostic(where.path, where.span, "error", code, at_line.text(), target.name, "compiler",
-                       (Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"), *whole), facts,
-                       Subject(example.key, number, "rejected"), at_line),
-            Diagnostic(example.path, example.span, "error", code, summary.text(), target.name, "compiler",
-                       (Related(where.path, where.span, "where the compiler rejects it"),), facts,
-                       Subject(example.key, number, "example"), summary)]
+    return [
+        Diagnostic(
+            where.path,
+            where.span,
+            "error",
+            code,
+            at_line.text(),
+            target.name,
+            "compiler",
+            (Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"), *whole),
+            facts,
+            Subject(example.key, number, "rejected"),
+            at_line,
+        ),
+        Diagnostic(
+            example.path,
+            example.span,
+            "error",
+            code,
+            summary.text(),
+            target.name,
+            "compiler",
+            (Related(where.path, where.span, "where the compiler rejects it"),),
+            facts,
+            Subject(example.key, number, "example"),
+            summary,
+        ),
+    ]
 
 
 def line_text_span(text: str | None, line: int) -> Span:
@@ -392,8 +634,19 @@ def error_diagnostic(example: Example, result: ExampleResult) -> Diagnostic:
     code = "VMEM012" if result.error_kind == "no_compiler" else "VMEM010"
     origin = result.error_origin
     related = (Related(origin.file, line_span(origin.line), "raised here"),) if origin is not None else ()
-    raised_at = (render.at(origin.file, origin.line)
-                 if origin is not None and result.error_kind in ("raised", "import", "memory") else None)
-    return Diagnostic(example.path, example.span, "warning" if soft else "error", code,
-                      render.not_checked(result.target, result.error, raised_at), result.target, "compiler",
-                      related, {"error_kind": result.error_kind, "target": result.target})
+    raised_at = (
+        render.at(origin.file, origin.line)
+        if origin is not None and result.error_kind in ("raised", "import", "memory")
+        else None
+    )
+    return Diagnostic(
+        example.path,
+        example.span,
+        "warning" if soft else "error",
+        code,
+        render.not_checked(result.target, result.error, raised_at),
+        result.target,
+        "compiler",
+        related,
+        {"error_kind": result.error_kind, "target": result.target},
+    )

@@ -7,6 +7,7 @@ is the chip's ("kernel needs 128.00M of 16.00M scoped VMEM on TPU v5e (over by
 112.00M)"). Merging one finding across chips joins the clauses; nothing ever
 searches a message's text to learn what it says.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from .report.parse import format_size
 from .source.notebook import cell_line, is_notebook
 
-size = format_size      # bytes as the compiler prints them: 64.00M, 512.0K
+size = format_size  # bytes as the compiler prints them: 64.00M, 512.0K
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Wording:
     """A message as head + separator + the chip's clause; `joiner` joins the
     clauses of several chips ("; " between budget sentences, ", " between
     the chips a compile error fails on)."""
+
     head: str
     separator: str
     clause: str
@@ -44,6 +46,7 @@ def per_target(wordings: list[Wording]) -> str:
 
 
 # ---- the pieces ----------------------------------------------------------------------
+
 
 def display_path(path: str) -> str:
     """Relative to the working folder when inside it, else as given."""
@@ -70,7 +73,7 @@ def buffering_suffix(buffers: int | None) -> str:
 
 def operand(role: str, index: int | None) -> str:
     """`input 0`, `output 1`, `scalar-prefetch operand 0`."""
-    return f"{ {'in': 'input', 'out': 'output', 'prefetch': 'scalar-prefetch operand'}[role]} {index}"
+    return f"{ {'in': 'input', 'out': 'output', 'prefetch': 'scalar-prefetch operand'}[role] } {index}"
 
 
 def window(role: str, index: int | None, dtype: str, dims) -> str:
@@ -81,8 +84,11 @@ def scratch(index: int | None, dtype: str | None = None, dims=None) -> str:
     return f"scratch {index} {shape(dtype, dims)}" if dtype is not None else f"scratch {index}"
 
 
-SCOPED_NAMES = {"pipeline_in": "pipeline input window", "pipeline_out": "pipeline output window",
-                "run_scoped": "run_scoped VMEM"}
+SCOPED_NAMES = {
+    "pipeline_in": "pipeline input window",
+    "pipeline_out": "pipeline output window",
+    "run_scoped": "run_scoped VMEM",
+}
 
 
 def cost_label(kind: str, index: int | None, dtype: str, dims) -> str:
@@ -108,9 +114,19 @@ def allocation_label(allocation) -> str:
     return allocation.kind.replace("_", " ")
 
 
-def needs(used: int, limit: int, chip: str | None, *, scoped: bool, space: str = "VMEM", set_in: str | None = None,
-          over: int | None = None, approx: bool = False, note: str | None = None,
-          printed: tuple[str | None, str | None, str | None] = (None, None, None)) -> str:
+def needs(
+    used: int,
+    limit: int,
+    chip: str | None,
+    *,
+    scoped: bool,
+    space: str = "VMEM",
+    set_in: str | None = None,
+    over: int | None = None,
+    approx: bool = False,
+    note: str | None = None,
+    printed: tuple[str | None, str | None, str | None] = (None, None, None),
+) -> str:
     """The budget sentence: `kernel needs 128.00M of 16.00M scoped VMEM on TPU
     v5e (over by 112.00M)`. `printed` are the compiler's own texts of used,
     limit and over, which win over ours so that figures read as in its log;
@@ -119,8 +135,10 @@ def needs(used: int, limit: int, chip: str | None, *, scoped: bool, space: str =
     used_text, limit_text, over_text = printed
     tilde = "~" if approx else ""
     where = f" (set in {set_in})" if scoped and set_in else ""
-    sentence = (f"kernel needs {tilde}{used_text or size(used)} of {limit_text or size(limit)} "
-                f"{'scoped ' if scoped else ''}{space}{where}{f' on {chip}' if chip else ''}")
+    sentence = (
+        f"kernel needs {tilde}{used_text or size(used)} of {limit_text or size(limit)} "
+        f"{'scoped ' if scoped else ''}{space}{where}{f' on {chip}' if chip else ''}"
+    )
     if over is not None:
         sentence += f" (over by {tilde}{over_text or size(over)}{'; ' + note if note else ''})"
     return sentence
@@ -138,8 +156,16 @@ SAVE_TO_COMPILE = "layout model estimate, save to compile"
 SINGLE_ALLOCATION_NOTE = "the compiler names only the first allocation that does not fit"
 
 
-def part(label: str, bytes_: int, need: str, *, buffers: int | None = None, approx: bool = False,
-         note: str | None = None, printed: str | None = None) -> Wording:
+def part(
+    label: str,
+    bytes_: int,
+    need: str,
+    *,
+    buffers: int | None = None,
+    approx: bool = False,
+    note: str | None = None,
+    printed: str | None = None,
+) -> Wording:
     """VMEM001: a window or scratch buffer and the budget it takes part in;
     `printed` is the compiler's text of its size."""
     sign = "~" if approx else "="
@@ -148,8 +174,12 @@ def part(label: str, bytes_: int, need: str, *, buffers: int | None = None, appr
 
 
 def spill(bytes_: int, need: str, printed: str | None = None) -> Wording:
-    return Wording(f"register allocator spill slots {printed or size(bytes_)}: the kernel body's intermediates "
-                   f"grow with the block sizes", "; ", need)
+    return Wording(
+        f"register allocator spill slots {printed or size(bytes_)}: the kernel body's intermediates "
+        f"grow with the block sizes",
+        "; ",
+        need,
+    )
 
 
 def allocation(what: str, bytes_: int, need: str, printed: str | None = None) -> Wording:
@@ -158,13 +188,21 @@ def allocation(what: str, bytes_: int, need: str, printed: str | None = None) ->
 
 
 def internal_remainder(remainder: int, modelled: int, need: str) -> Wording:
-    return Wording(f"compiler-internal scratch ~ {size(remainder)}: the compiler's total less the model's "
-                   f"windows and scratch ({size(modelled)})", "; ", need)
+    return Wording(
+        f"compiler-internal scratch ~ {size(remainder)}: the compiler's total less the model's "
+        f"windows and scratch ({size(modelled)})",
+        "; ",
+        need,
+    )
 
 
 def internal_estimate(bytes_: int, need: str) -> Wording:
-    return Wording(f"compiler-internal scratch ~ {size(bytes_)} (the model's estimate of the kernel body's "
-                   f"spills and intermediates)", "; ", need)
+    return Wording(
+        f"compiler-internal scratch ~ {size(bytes_)} (the model's estimate of the kernel body's "
+        f"spills and intermediates)",
+        "; ",
+        need,
+    )
 
 
 def kernel_total(kernel: str, clause: str) -> Wording:
@@ -179,27 +217,36 @@ def example_total(kernel: str, where: str, clause: str) -> Wording:
 
 def lower_bound(what: str, bytes_: int, need: str) -> Wording:
     """VMEM006: the model says it fits, but the body computes what it cannot place."""
-    return Wording(f"the kernel body computes {what} ({size(bytes_)}), which the layout model cannot place in "
-                   f"VMEM: its estimate is a lower bound", "; ", need)
+    return Wording(
+        f"the kernel body computes {what} ({size(bytes_)}), which the layout model cannot place in "
+        f"VMEM: its estimate is a lower bound",
+        "; ",
+        need,
+    )
 
 
 def not_reached(kernel: str | None, function: str | None) -> str:
     """VMEM020: a pallas_call no example reaches, and how to check it."""
     what = f"pallas_call {kernel}" if kernel else "this pallas_call"
     where = f" (in {function})" if function else ""
-    return (f"{what}{where} is not checked: no example reaches it; add a `# vmem: {function or 'f'}(f32[...], ...)` "
-            f"line with its shapes")
+    return (
+        f"{what}{where} is not checked: no example reaches it; add a `# vmem: {function or 'f'}(f32[...], ...)` "
+        f"line with its shapes"
+    )
 
 
 def headroom(chip: str, free: float, need: str, estimated: bool) -> str:
-    return (f"fits on {chip} with {free:.0%} to spare: {need} "
-            f"(layout model estimate{', save to compile' if estimated else ''})")
+    return (
+        f"fits on {chip} with {free:.0%} to spare: {need} "
+        f"(layout model estimate{', save to compile' if estimated else ''})"
+    )
 
 
 def tile(dtype: str) -> tuple[int, int]:
     """The (sublanes, lanes) tile of a dtype in VMEM: 8 rows of 32-bit words,
     packed (bf16 16 rows, int8 32), 128 lanes."""
     from .layout import packing
+
     return 8 * packing(dtype), 128
 
 
@@ -207,11 +254,15 @@ def block_not_tiling(label: str, block, dtype: str, full) -> str:
     """VMEM030's head for an operand the error names."""
     rows, lanes = tile(dtype)
     written = f"{label} block ({', '.join(map(str, block))}) of {shape(dtype, full)} does not tile"
-    if len(block) == 1:     # err-block-rank1-v6e
-        return (f"{written}: a rank-1 block must be the whole array, a multiple of 1024, or a power of 2 of "
-                f"at least {lanes}")
-    return (f"{written}: its last two dimensions must be multiples of ({rows}, {lanes}) for {dtype}, or the "
-            f"array's whole dimensions")
+    if len(block) == 1:  # err-block-rank1-v6e
+        return (
+            f"{written}: a rank-1 block must be the whole array, a multiple of 1024, or a power of 2 of "
+            f"at least {lanes}"
+        )
+    return (
+        f"{written}: its last two dimensions must be multiples of ({rows}, {lanes}) for {dtype}, or the "
+        f"array's whole dimensions"
+    )
 
 
 def block_summary(label: str, block, where: str) -> str:
@@ -255,8 +306,10 @@ BODY_HEADS = {
 def alone_note(held: list[tuple[str, int]], over: int) -> str:
     """A scoped overflow of a kernel compiled alone that its program may not have."""
     names = ", ".join(f"{name} ({size(window)})" for name, window in held)
-    return (f"compiled alone; in the example's program XLA may keep {names} whole in VMEM, outside the scoped "
-            f"limit and without a window, saving up to {size(sum(w for _, w in held))} of the {size(over)} over")
+    return (
+        f"compiled alone; in the example's program XLA may keep {names} whole in VMEM, outside the scoped "
+        f"limit and without a window, saving up to {size(sum(w for _, w in held))} of the {size(over)} over"
+    )
 
 
 def body_rejected(text: str, kind: str = "unsupported") -> str:

@@ -12,6 +12,7 @@ nothing, while an idle CI job costs its whole start-up.
 Diagnostics that are no pair's (a bad directive, an unreadable file, a
 kernel no example reaches) belong to the shard that owns their file: a stable
 hash of its relative path, as they cost no compile and need no balance."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,7 @@ class ShardError(ValueError):
 
 @dataclass(frozen=True)
 class Shard:
-    index: int      # 1-based, as CI matrices count
+    index: int  # 1-based, as CI matrices count
     count: int
 
     def __str__(self) -> str:
@@ -75,12 +76,13 @@ class ShardWork:
     the run) and its own pairs, its diagnostics before chips were merged, and
     what the merge must know of its results to merge chips and VMEM020 as one
     run does."""
+
     shard: Shard
-    plan: list[PairKey]                 # every pair of the whole run, sorted
-    done: list[PairKey]                 # this shard's
-    examples: int                       # of the whole run
-    parts: list = field(default_factory=list)        # [Diagnostic], suppressed ones dropped, chips not merged
-    compiled: dict = field(default_factory=dict)     # (ExampleKey, call number) -> {target}: compiled and fit
-    covered: set = field(default_factory=set)        # (path, name span) of each pallas_call site reached
-    unknown: set = field(default_factory=set)        # files with an example that could not run: no VMEM020
-    internal_errors: list = field(default_factory=list)     # paths the locator failed on
+    plan: list[PairKey]  # every pair of the whole run, sorted
+    done: list[PairKey]  # this shard's
+    examples: int  # of the whole run
+    parts: list = field(default_factory=list)  # [Diagnostic], suppressed ones dropped, chips not merged
+    compiled: dict = field(default_factory=dict)  # (ExampleKey, call number) -> {target}: compiled and fit
+    covered: set = field(default_factory=set)  # (path, name span) of each pallas_call site reached
+    unknown: set = field(default_factory=set)  # files with an example that could not run: no VMEM020
+    internal_errors: list = field(default_factory=list)  # paths the locator failed on

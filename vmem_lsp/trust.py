@@ -12,6 +12,7 @@ is trusted by an entry when, walking it from the root, it enters the entry
 through a real folder (not through a symlink from elsewhere) and never leaves
 it again (a symlink inside that points outside is not trusted through it).
 """
+
 from __future__ import annotations
 
 import os
@@ -88,10 +89,10 @@ def trusted_by(path: str, folders) -> str | None:
         holding = [f for f in folders if _under(real, f)]
         if inside is None:
             if holding and os.path.islink(current):
-                return None         # a symlink from elsewhere into a trusted folder
+                return None  # a symlink from elsewhere into a trusted folder
             inside = holding[0] if holding else None
         elif not holding:
-            return None             # a symlink inside that leads out
+            return None  # a symlink inside that leads out
     return inside
 
 

@@ -1,20 +1,19 @@
 """What an editor shows, as plain data: estimates while typing, budgets per
 site, hover tables and hint texts. No LSP types here; the server converts."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from . import budget as budgets
-from . import layout
+from . import layout, render
 from .budget import Budget, KnownKernel, Part
-from .chips import chip
 from .compile.protocol import ExampleResult
 from .correlate import SitesOf, kernel_site, spec_ordinals
 from .diagnostics import Diagnostic
 from .render import size as format_size
 from .report.parse import parse_report
-from . import render
-from .source.model import BlockSpecSite, KernelSite, Span
+from .source.model import KernelSite, Span
 
 SiteKey = tuple  # (path, enclosing function, ordinal of the site within that function)
 
@@ -38,9 +37,10 @@ def key_of(site: KernelSite, sites: tuple[KernelSite, ...]) -> SiteKey:
 @dataclass
 class Learned:
     """What one compile taught, per site."""
-    known: dict          # SiteKey -> KnownKernel
-    budgets: dict        # SiteKey -> {target: Budget}
-    sites: dict          # SiteKey -> KernelSite (as located when compiled)
+
+    known: dict  # SiteKey -> KnownKernel
+    budgets: dict  # SiteKey -> {target: Budget}
+    sites: dict  # SiteKey -> KernelSite (as located when compiled)
 
 
 def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
@@ -57,13 +57,16 @@ def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
             learned.sites[key] = site
             previous = learned.known.get(key)
             internal = dict(previous.internal) if previous else {}
-            internal.update({result.target: p.bytes for p in compiled.parts if p.kind == "internal"})
+            internal_part = next((p for p in compiled.parts if p.kind == "internal"), None)
+            if internal_part:
+                internal[result.target] = internal_part.bytes
             ordinals = spec_ordinals(call, site)
             learned.known[key] = KnownKernel(call, ordinals, internal, budgets.names_shown(call, site, ordinals))
     return learned
 
 
 # ---- the static tier ----------------------------------------------------------------
+
 
 def part_span(part: Part, site: KernelSite, known: KnownKernel | None) -> Span:
     """Where an estimated part is marked: its BlockSpec's block shape, its
@@ -83,12 +86,20 @@ def part_span(part: Part, site: KernelSite, known: KnownKernel | None) -> Span:
 
 def needs_text(b: Budget, over: bool = False) -> str:
     """The budget sentence of an estimate; with how much it is over, to save and compile."""
-    return render.needs(b.total, b.limit, b.chip.label, scoped=b.limit_kind == "scoped", approx=True,
-                        over=b.total - b.limit if over else None, note=render.SAVE_TO_COMPILE)
+    return render.needs(
+        b.total,
+        b.limit,
+        b.chip.label,
+        scoped=b.limit_kind == "scoped",
+        approx=True,
+        over=b.total - b.limit if over else None,
+        note=render.SAVE_TO_COMPILE,
+    )
 
 
-def estimated_diagnostics(site: KernelSite, key: SiteKey, known: KnownKernel, targets, headroom: float
-                          ) -> tuple[list[Diagnostic], dict]:
+def estimated_diagnostics(
+    site: KernelSite, key: SiteKey, known: KnownKernel, targets, headroom: float
+) -> tuple[list[Diagnostic], dict]:
     """Estimates for one site as written now: errors where it would not fit,
     a warning where it fits with less than `headroom` free."""
     found, by_target = [], {}
@@ -101,10 +112,30 @@ def estimated_diagnostics(site: KernelSite, key: SiteKey, known: KnownKernel, ta
                 if part.kind == "internal":
                     continue
                 wording = render.part(part.label, part.bytes, need, buffers=part.buffers, approx=True)
-                found.append(Diagnostic(site.path, part_span(part, site, known), "error", "VMEM001",
-                                        wording.text(), target, "model", facts={"estimated": True, "size": part.bytes}))
-            found.append(Diagnostic(site.path, site.name_span, "error", "VMEM002", need,
-                                    target, "model", facts={"estimated": True, "total": b.total}))
+                found.append(
+                    Diagnostic(
+                        site.path,
+                        part_span(part, site, known),
+                        "error",
+                        "VMEM001",
+                        wording.text(),
+                        target,
+                        "model",
+                        facts={"estimated": True, "size": part.bytes},
+                    )
+                )
+            found.append(
+                Diagnostic(
+                    site.path,
+                    site.name_span,
+                    "error",
+                    "VMEM002",
+                    need,
+                    target,
+                    "model",
+                    facts={"estimated": True, "total": b.total},
+                )
+            )
         elif (unseen := layout.unseen_could_overflow(known.call, b.total, b.limit)) is not None:
             found.append(lower_bound_warning(site, b, unseen))
         elif b.headroom() < headroom:
@@ -117,18 +148,34 @@ def lower_bound_warning(site: KernelSite, b: Budget, unseen) -> Diagnostic:
     here = unseen.origin is not None and unseen.origin.file == site.path
     span = Span(unseen.origin.line, 0, unseen.origin.line, 0) if here else site.name_span
     wording = render.lower_bound(unseen.what, unseen.bytes, needs_text(b))
-    return Diagnostic(site.path, span, "warning", "VMEM006", wording.text(), b.target, "model",
-                      facts={"estimated": True, "total": b.total, "limit": b.limit, "unseen": unseen.what})
+    return Diagnostic(
+        site.path,
+        span,
+        "warning",
+        "VMEM006",
+        wording.text(),
+        b.target,
+        "model",
+        facts={"estimated": True, "total": b.total, "limit": b.limit, "unseen": unseen.what},
+    )
 
 
 def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic:
     free = max(b.headroom(), 0.0)
-    return Diagnostic(site.path, site.name_span, "warning", "VMEM005",
-                      render.headroom(b.chip.label, free, needs_text(b), estimated),
-                      b.target, "model", facts={"estimated": True, "total": b.total, "limit": b.limit})
+    return Diagnostic(
+        site.path,
+        site.name_span,
+        "warning",
+        "VMEM005",
+        render.headroom(b.chip.label, free, needs_text(b), estimated),
+        b.target,
+        "model",
+        facts={"estimated": True, "total": b.total, "limit": b.limit},
+    )
 
 
 # ---- hover and hints ---------------------------------------------------------------
+
 
 def bar(share: float, width: int = 20) -> str:
     filled = max(0, min(width, round(share * width)))
@@ -138,22 +185,30 @@ def bar(share: float, width: int = 20) -> str:
 def hover_markdown(site: KernelSite, by_target: dict) -> str:
     """The kernel's VMEM budget per target, as a small markdown table each."""
     if not by_target:
-        return (f"**pallas_call** `{site.function or '<module>'}`: no VMEM figures yet. Add a "
-                f"`# vmem: f(f32[...])` example and save to compile it.")
+        return (
+            f"**pallas_call** `{site.function or '<module>'}`: no VMEM figures yet. Add a "
+            f"`# vmem: f(f32[...])` example and save to compile it."
+        )
     sections = []
-    for target, b in by_target.items():
+    for b in by_target.values():
         source = "compiler" if b.source == "compiler" else "layout model estimate"
         verdict = "fits" if b.fits else "**does not fit**"
         rows = ["| part | bytes | buffers | share |", "| --- | ---: | ---: | --- |"]
         for part in b.parts:
             star = "~" if part.estimated else ""
-            rows.append(f"| {part.label} | {star}{format_size(part.bytes)} | {part.buffers or ''} | "
-                        f"`{bar(part.bytes / b.limit if b.limit else 0)}` |")
+            rows.append(
+                f"| {part.label} | {star}{format_size(part.bytes)} | {part.buffers or ''} | "
+                f"`{bar(part.bytes / b.limit if b.limit else 0)}` |"
+            )
         scope = "scoped limit" if b.limit_kind == "scoped" else "capacity"
-        rows.append(f"| **total** | **{format_size(b.total)}** | | `{bar(b.total / b.limit if b.limit else 0)}` "
-                    f"{b.total / b.limit:.0%} of {scope} |")
-        sections.append(f"**{b.chip.label}**: {verdict}, {format_size(b.total)} of {format_size(b.limit)} "
-                        f"{scope} ({format_size(b.capacity)} physical); {source}\n\n" + "\n".join(rows))
+        rows.append(
+            f"| **total** | **{format_size(b.total)}** | | `{bar(b.total / b.limit if b.limit else 0)}` "
+            f"{b.total / b.limit:.0%} of {scope} |"
+        )
+        sections.append(
+            f"**{b.chip.label}**: {verdict}, {format_size(b.total)} of {format_size(b.limit)} "
+            f"{scope} ({format_size(b.capacity)} physical); {source}\n\n" + "\n".join(rows)
+        )
     return "\n\n".join(sections)
 
 

@@ -20,6 +20,7 @@ An entry is never trusted as read: it carries its body's sha256 and length,
 and one that does not match (a partial write, a damaged object) is counted,
 logged and compiled again, then replaced.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,7 +40,7 @@ from .shipping import file_digest, relocate
 log = logging.getLogger(__name__)
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"
-PROJECT = "<project>"       # the project root, in keys and entries
+PROJECT = "<project>"  # the project root, in keys and entries
 TRANSIENT = ("timeout", "crashed", "no_compiler", "memory", "cancelled")
 COMPILER_ENVIRONMENT = ("LIBTPU_INIT_ARGS", "XLA_FLAGS")
 
@@ -127,9 +128,11 @@ def open_store(location: str):
     """A folder, or for a URL the shared store (fsspec imported only then);
     None when that store cannot be used here."""
     from .shared_cache import is_url
+
     if not is_url(location):
         return LocalStore(location)
     from .shared_cache import open_store as open_shared
+
     return open_shared(location)
 
 
@@ -150,7 +153,7 @@ class ResultCache:
         self.environment = compiler_environment()
         self.store = open_store(directory) if enabled else None
         self.enabled = self.store is not None
-        self.rejected = 0           # entries found partial or damaged, compiled again
+        self.rejected = 0  # entries found partial or damaged, compiled again
         self.lock = threading.Lock()
         self.damaged: set[str] = set()
 
@@ -160,8 +163,9 @@ class ResultCache:
             # A result without origins is another result (check shows those lines),
             # but the default leaves the keys of entries written before it as they were.
             fields = {k: v for k, v in fields.items() if k != "origins"}
-        blob = json.dumps({"request": fields, "versions": self.versions, "environment": self.environment},
-                          sort_keys=True)
+        blob = json.dumps(
+            {"request": fields, "versions": self.versions, "environment": self.environment}, sort_keys=True
+        )
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def get(self, request: CheckRequest) -> ExampleResult | None:

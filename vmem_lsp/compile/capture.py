@@ -8,6 +8,7 @@ them, and pallas_call is wrapped to remember, per call, which spec made which
 operand. The traced jaxpr equation of a pallas_call carries the traceback of
 the frame that invoked it, which is the key back to that record.
 """
+
 from __future__ import annotations
 
 import ast
@@ -44,7 +45,7 @@ from ..dtypes import COMPILER_DTYPES, DIRECTIVE_DTYPES
 from ..source.directives import SHAPE_FUNCTION, _ShapeLiterals, check_dims, compile_call, is_shape_literal
 from ..source.syntax import parse_quietly
 from ..source.text import char_column
-from .protocol import CapturedCall, Operand, Origin, Scratch, Scoped, Unseen
+from .protocol import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
 
 JAX_DIR = os.path.dirname(jax.__file__) + os.sep
 JAXLIB_DIR = os.path.join(os.path.dirname(os.path.dirname(jax.__file__)), "jaxlib") + os.sep
@@ -58,8 +59,13 @@ def is_user_file(path: str) -> bool:
     not jax's machinery, this package, or the standard library."""
     if path.startswith(JAX_OPS_DIR):
         return True
-    return not (path.startswith(JAX_DIR) or path.startswith(JAXLIB_DIR) or path.startswith(OWN_DIR)
-                or path.startswith(STDLIB_DIR) or path.startswith("<"))
+    return not (
+        path.startswith(JAX_DIR)
+        or path.startswith(JAXLIB_DIR)
+        or path.startswith(OWN_DIR)
+        or path.startswith(STDLIB_DIR)
+        or path.startswith("<")
+    )
 
 
 def code_folders() -> dict:
@@ -85,8 +91,8 @@ def user_origin(depth: int = 2) -> Origin | None:
     index = frame.f_lasti // 2
     position = next(itertools.islice(frame.f_code.co_positions(), index, None), None) if index >= 0 else None
     if position is not None and position[2] is not None:
-        line, _, col, _ = position      # Python counts the column in UTF-8 bytes; we, in code points
-        linecache.checkcache(frame.f_code.co_filename)     # the file may have changed since this worker read it
+        line, _, col, _ = position  # Python counts the column in UTF-8 bytes; we, in code points
+        linecache.checkcache(frame.f_code.co_filename)  # the file may have changed since this worker read it
         col = char_column(linecache.getline(frame.f_code.co_filename, line), col)
     return Origin(frame.f_code.co_filename, frame.f_lineno, col)
 
@@ -134,7 +140,7 @@ def _stamp_init(cls) -> None:
         try:
             object.__setattr__(self, ORIGIN_ATTR, user_origin())
         except (AttributeError, TypeError):
-            pass        # a class with __slots__: no stamp, the call site is the fallback
+            pass  # a class with __slots__: no stamp, the call site is the fallback
 
     init._vmem_lsp_stamped = True
     cls.__init__ = init
@@ -222,10 +228,10 @@ def _wrap_run_scoped(original):
         try:
             kw_types = {k: v for k, v in kwargs.items() if k != "collective_axes"}
             entries = _scoped_entries(types, kw_types)
-            frame = user_frame()        # the key: file and line, no column
+            frame = user_frame()  # the key: file and line, no column
             if frame is not None:
                 SCOPED[(frame.f_code.co_filename, frame.f_lineno, len(entries))] = entries
-        except Exception:       # provenance is a nicety: never in the way of the user's kernel
+        except Exception:  # provenance is a nicety: never in the way of the user's kernel
             pass
         return original(f, *types, **kwargs)
 
@@ -242,7 +248,7 @@ def install_provenance() -> None:
     pallas_call_module.pallas_call = wrapped
     pl.pallas_call = wrapped
     scoped = _wrap_run_scoped(pallas_primitives.run_scoped)
-    pallas_primitives.run_scoped = scoped       # what emit_pipeline calls (pipeline.py: primitives.run_scoped)
+    pallas_primitives.run_scoped = scoped  # what emit_pipeline calls (pipeline.py: primitives.run_scoped)
     pl.run_scoped = scoped
 
 
@@ -256,6 +262,7 @@ def forget_traces() -> None:
 
 
 # ---- devices ----------------------------------------------------------------
+
 
 @functools.cache
 def target_device(target: str):
@@ -274,6 +281,7 @@ def trace_device(target: str):
 
 # ---- tracing an example -------------------------------------------------------
 
+
 def _evaluator(node):
     """A function of the example's scope that gives one part of the call:
     a constant, a shape literal with whole-number dimensions and a name
@@ -287,7 +295,7 @@ def _evaluator(node):
         return lambda scope: scope[SHAPE_FUNCTION](dtype, sizes)
     if isinstance(node, ast.Name):
         name = node.id
-        return lambda scope: scope[name] if name in scope else eval(name, scope)    # a builtin, or NameError
+        return lambda scope: scope[name] if name in scope else eval(name, scope)  # a builtin, or NameError
     code = compile(ast.fix_missing_locations(ast.Expression(_SHAPES.visit(node))), "<vmem example>", "eval")
     return lambda scope: eval(code, scope)
 
@@ -304,9 +312,12 @@ def call_plan(call_text: str):
     module and device."""
     call = parse_quietly(call_text.strip(), mode="eval").body
     if not isinstance(call, ast.Call):
-        call = compile_call(call_text)          # says why, as before
-    return (_evaluator(call.func), tuple(_evaluator(a) for a in call.args),
-            tuple((k.arg, _evaluator(k.value)) for k in call.keywords))
+        call = compile_call(call_text)  # says why, as before
+    return (
+        _evaluator(call.func),
+        tuple(_evaluator(a) for a in call.args),
+        tuple((k.arg, _evaluator(k.value)) for k in call.keywords),
+    )
 
 
 def example_function(call_text: str, namespace: dict, device):
@@ -340,6 +351,7 @@ def example_function(call_text: str, namespace: dict, device):
         return callee(*a, **kw)
 
     if isinstance(callee, JITTED):
+
         def traced(*arrays):
             """The jitted callee's own jaxpr, without a trace of `run` around
             it; jax keeps none of it (see forget_own_traces)."""
@@ -348,11 +360,12 @@ def example_function(call_text: str, namespace: dict, device):
                 return callee.trace(*a, **kw).jaxpr
             finally:
                 forget_own_traces(callee)
+
         run.traced = traced
     return run, [leaves[i] for i in slots]
 
 
-JITTED = type(jax.jit(lambda: None))       # what jax.jit gives (jaxlib's PjitFunction)
+JITTED = type(jax.jit(lambda: None))  # what jax.jit gives (jaxlib's PjitFunction)
 
 
 def forget_own_traces(jitted) -> None:
@@ -390,8 +403,16 @@ def pallas_equations(jaxpr, found=None):
 
 # Primitives that call a jaxpr with their own operands, one for one: a value passed through
 # them is still what the program was given.
-CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr", "remat": "jaxpr",
-         "checkpoint": "jaxpr", "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr"}
+CALLS = {
+    "jit": "jaxpr",
+    "pjit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "remat": "jaxpr",
+    "checkpoint": "jaxpr",
+    "custom_jvp_call": "call_jaxpr",
+    "custom_vjp_call": "call_jaxpr",
+}
 
 
 # Operations that give another view of the same bytes: paged attention reshapes its arguments
@@ -414,7 +435,7 @@ def in_program(jaxpr) -> dict[int, tuple]:
         used = {v for eqn in jaxpr.eqns for v in eqn.invars if isinstance(v, jax_core.Var)}
         for eqn in jaxpr.eqns:
             if eqn.primitive.name in VIEWS and all(v in given for v in eqn.invars if isinstance(v, jax_core.Var)):
-                given |= set(eqn.outvars)       # a reshape of an argument is still the argument (a bitcast)
+                given |= set(eqn.outvars)  # a reshape of an argument is still the argument (a bitcast)
                 continue
             if eqn.primitive is pallas_call_p:
                 made = tuple(n for n, v in enumerate(eqn.invars) if isinstance(v, jax_core.Var) and v not in given)
@@ -426,11 +447,14 @@ def in_program(jaxpr) -> dict[int, tuple]:
             sub = eqn.params.get(key) if key else None
             sub = getattr(sub, "jaxpr", sub)
             if sub is not None and len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars):
-                walk(sub, {i for i, o in zip(sub.invars, eqn.invars) if isinstance(o, jax_core.Var) and o in given},
-                     {i for i, o in zip(sub.outvars, eqn.outvars) if o in returned and o not in used})
+                walk(
+                    sub,
+                    {i for i, o in zip(sub.invars, eqn.invars) if isinstance(o, jax_core.Var) and o in given},
+                    {i for i, o in zip(sub.outvars, eqn.outvars) if o in returned and o not in used},
+                )
                 continue
             for inner in jax_core.jaxprs_in_params(eqn.params):
-                walk(inner, set(), set())      # a loop, a branch: made and used in the program
+                walk(inner, set(), set())  # a loop, a branch: made and used in the program
 
     walk(jaxpr, set(jaxpr.invars), {v for v in jaxpr.outvars if isinstance(v, jax_core.Var)})
     return found
@@ -446,8 +470,10 @@ def extra(what, default, *args):
         return what(*args)
     except Exception:
         EXTRA_FAILURES[0] += 1
-        print(f"vmem-lsp internal error in {what.__name__} (#{EXTRA_FAILURES[0]}):\n{traceback.format_exc()}",
-              file=sys.stderr)
+        print(
+            f"vmem-lsp internal error in {what.__name__} (#{EXTRA_FAILURES[0]}):\n{traceback.format_exc()}",
+            file=sys.stderr,
+        )
         return default
 
 
@@ -477,10 +503,11 @@ def trace_example(call_text: str, namespace: dict, device, direct: bool = False)
     return unique
 
 
-IN_PROGRAM: dict[int, tuple] = {}        # of the last trace: see in_program
+IN_PROGRAM: dict[int, tuple] = {}  # of the last trace: see in_program
 
 
 # ---- describing and compiling one call ------------------------------------------
+
 
 def compiler_dtype(dtype) -> str:
     name = jnp.dtype(dtype).name if not hasattr(dtype, "name") else dtype.name
@@ -545,35 +572,47 @@ def describe(eqn, provenance: Provenance | None) -> dict:
     # custom call does not take the dynamic grid sizes.
     dynamic = len(eqn.invars) - prefetch - mapping.num_inputs
     operands = [
-        Operand("prefetch", i, i, compiler_dtype(v.aval.dtype), tuple(v.aval.shape), None,
-                "smem", None, True, None)
-        for i, v in enumerate(eqn.invars[dynamic:dynamic + prefetch])
+        Operand("prefetch", i, i, compiler_dtype(v.aval.dtype), tuple(v.aval.shape), None, "smem", None, True, None)
+        for i, v in enumerate(eqn.invars[dynamic : dynamic + prefetch])
     ]
     for n, bm in enumerate(mapping.block_mappings):
         is_input = n < mapping.num_inputs
         index = n if is_input else n - mapping.num_inputs
-        operands.append(Operand(
-            role="in" if is_input else "out",
-            index=index,
-            operand=prefetch + index if is_input else index,
-            dtype=compiler_dtype(bm.array_aval.dtype),
-            full_shape=tuple(bm.array_aval.shape),
-            block_shape=_block_sizes(bm.block_shape),
-            memory_space=_memory_space(bm.block_aval),
-            buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
-            constant_index=_constant_index(bm, mapping.grid),
-            origin=_pick(prov.in_origins if is_input else prov.out_origins, index),
-            path=getattr(bm, "origin", None) or None,
-        ))
+        operands.append(
+            Operand(
+                role="in" if is_input else "out",
+                index=index,
+                operand=prefetch + index if is_input else index,
+                dtype=compiler_dtype(bm.array_aval.dtype),
+                full_shape=tuple(bm.array_aval.shape),
+                block_shape=_block_sizes(bm.block_shape),
+                memory_space=_memory_space(bm.block_aval),
+                buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
+                constant_index=_constant_index(bm, mapping.grid),
+                origin=_pick(prov.in_origins if is_input else prov.out_origins, index),
+                path=getattr(bm, "origin", None) or None,
+            )
+        )
     scratch = [
-        Scratch(i, compiler_dtype(a.dtype) if hasattr(a.dtype, "name") else str(a.dtype),
-                tuple(int(d) for d in a.shape), _memory_space(a), _pick(prov.scratch_origins, i))
+        Scratch(
+            i,
+            compiler_dtype(a.dtype) if hasattr(a.dtype, "name") else str(a.dtype),
+            tuple(int(d) for d in a.shape),
+            _memory_space(a),
+            _pick(prov.scratch_origins, i),
+        )
         for i, a in enumerate(mapping.scratch_avals)
     ]
     grid = tuple(int(g) if isinstance(g, int) else -1 for g in mapping.grid)
-    return dict(grid=grid, num_scalar_prefetch=prefetch, operands=tuple(operands),
-                scratch=tuple(scratch), vmem_limit_bytes=_vmem_limit(eqn.params.get("compiler_params")),
-                scoped=extra(scoped_buffers, (), eqn.params["jaxpr"]), unseen=extra(large_values, (), eqn.params["jaxpr"]))
+    return dict(
+        grid=grid,
+        num_scalar_prefetch=prefetch,
+        operands=tuple(operands),
+        scratch=tuple(scratch),
+        vmem_limit_bytes=_vmem_limit(eqn.params.get("compiler_params")),
+        scoped=extra(scoped_buffers, (), eqn.params["jaxpr"]),
+        unseen=extra(large_values, (), eqn.params["jaxpr"]),
+    )
 
 
 def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
@@ -599,9 +638,20 @@ def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
                     inner = getattr(aval, "inner_aval", aval)
                     if space not in (None, "vmem") or not hasattr(inner, "shape"):
                         continue
-                    kind, origin, buffers = (entries[n] if entries and entries[n] else ("run_scoped", where, 1))
-                    found.append(Scoped(kind, len(found), compiler_dtype(inner.dtype),
-                                        tuple(int(d) for d in inner.shape), buffers, space, origin, scope, parent))
+                    kind, origin, buffers = entries[n] if entries and entries[n] else ("run_scoped", where, 1)
+                    found.append(
+                        Scoped(
+                            kind,
+                            len(found),
+                            compiler_dtype(inner.dtype),
+                            tuple(int(d) for d in inner.shape),
+                            buffers,
+                            space,
+                            origin,
+                            scope,
+                            parent,
+                        )
+                    )
                 walk(body, scope)
                 continue
             for sub in jax_core.jaxprs_in_params(eqn.params):
@@ -631,7 +681,7 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
 
     def walk(jaxpr):
         for eqn in jaxpr.eqns:
-            for var in (eqn.outvars if eqn.primitive.name in STAGED_IN_VMEM else ()):
+            for var in eqn.outvars if eqn.primitive.name in STAGED_IN_VMEM else ():
                 aval = var.aval
                 if not hasattr(aval, "shape") or not hasattr(aval, "dtype") or hasattr(aval, "inner_aval"):
                     continue
@@ -664,7 +714,7 @@ def body_origin(text: str | None, kernel_jaxpr) -> Origin | None:
     itself names no line)."""
     if not text:
         return None
-    for file, line, col in MLIR_LOCATION.findall(text):
+    for file, line, _col in MLIR_LOCATION.findall(text):
         if is_user_file(file) and os.path.isabs(file):
             return Origin(file, int(line), None)
     found = UNIMPLEMENTED.search(text)
@@ -682,6 +732,7 @@ def body_origin(text: str | None, kernel_jaxpr) -> Origin | None:
                 if (origin := first(sub, here)) is not None:
                     return origin
         return None
+
     return first(kernel_jaxpr, None)
 
 
@@ -700,17 +751,28 @@ def fingerprint(eqn) -> str:
     positions: an edit elsewhere in the file (a comment, another function)
     leaves it unchanged, so the verdict can be reused."""
     mapping = eqn.params["grid_mapping"]
-    parts = [str(eqn.params["jaxpr"]), repr(mapping.grid), repr(mapping.scratch_avals),
-             repr((mapping.num_index_operands, mapping.num_inputs, mapping.num_outputs)),
-             repr(eqn.params.get("compiler_params")), repr(eqn.params.get("input_output_aliases")),
-             repr(eqn.params.get("cost_estimate")), repr([str(v.aval) for v in eqn.invars])]
+    parts = [
+        str(eqn.params["jaxpr"]),
+        repr(mapping.grid),
+        repr(mapping.scratch_avals),
+        repr((mapping.num_index_operands, mapping.num_inputs, mapping.num_outputs)),
+        repr(eqn.params.get("compiler_params")),
+        repr(eqn.params.get("input_output_aliases")),
+        repr(eqn.params.get("cost_estimate")),
+        repr([str(v.aval) for v in eqn.invars]),
+    ]
     for bm in mapping.block_mappings:
-        parts += [repr(bm.block_shape), str(bm.array_aval), str(bm.transformed_block_aval),
-                  str(bm.index_map_jaxpr), repr(bm.pipeline_mode)]
+        parts += [
+            repr(bm.block_shape),
+            str(bm.array_aval),
+            str(bm.transformed_block_aval),
+            str(bm.index_map_jaxpr),
+            repr(bm.pipeline_mode),
+        ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-VERDICTS: dict[tuple, "Verdict"] = {}     # (fingerprint, device kind, options) -> verdict
+VERDICTS: dict[tuple, Verdict] = {}  # (fingerprint, device kind, options) -> verdict
 VERDICTS_KEPT = 4096
 
 
@@ -727,14 +789,16 @@ class Verdict:
     """The compiler's word on one pallas_call: whether it fits, its text, the
     kernel-body line its exception points at (a Mosaic error's traceback
     ends there; str() of it does not say), and how long it took."""
+
     fits: bool
     text: str | None
     origin: Origin | None = None
     seconds: float = 0.0
 
 
-def compile_alone(eqn, device, compiler_options: dict | None = None, on_phase=no_phase, key: tuple | None = None
-                  ) -> Verdict:
+def compile_alone(
+    eqn, device, compiler_options: dict | None = None, on_phase=no_phase, key: tuple | None = None
+) -> Verdict:
     """This one pallas_call's verdict on the device: compiled, or reused
     (seconds 0) when this process compiled the same kernel with the same options."""
     key = key or verdict_key(eqn, device, compiler_options)
@@ -760,7 +824,7 @@ def _compile(eqn, device, compiler_options: dict | None, on_phase) -> Verdict:
             on_phase("compile", name)
             lowered.compile(compiler_options=compiler_options or None)
         return Verdict(True, None, None, time.perf_counter() - started)
-    except Exception as error:     # the compiler's verdict, whatever its type
+    except Exception as error:  # the compiler's verdict, whatever its type
         return Verdict(False, str(error), raised_in_body(error), time.perf_counter() - started)
 
 
@@ -774,7 +838,7 @@ def raised_in_body(error: BaseException) -> Origin | None:
         frames = [f for f in traceback.extract_tb(getattr(raised, "__traceback__", None)) if is_user_file(f.filename)]
         if frames:
             return Origin(frames[-1].filename, frames[-1].lineno)
-    for file, line, _ in (MLIR_LOCATION.findall(str(cause)) if cause is not None else ()):
+    for file, line, _ in MLIR_LOCATION.findall(str(cause)) if cause is not None else ():
         if is_user_file(file) and os.path.isabs(file):
             return Origin(file, int(line))
     return None
@@ -794,9 +858,15 @@ def kernel_name(eqn) -> str:
     return eqn.params.get("name") or getattr(debug, "func_name", None) or "pallas_call"
 
 
-def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = True,
-                  scoped_limit: tuple[int, str] | None = None, on_phase=no_phase,
-                  origins: bool = True) -> list[CapturedCall]:
+def capture_calls(
+    call_text: str,
+    namespace: dict,
+    target: str,
+    compile: bool = True,
+    scoped_limit: tuple[int, str] | None = None,
+    on_phase=no_phase,
+    origins: bool = True,
+) -> list[CapturedCall]:
     """Every pallas_call the example reaches, described, and compiled alone
     unless `compile` is false (a trace is enough to see block shapes).
     `on_phase(phase, kernel)` hears each step begin: "trace" (the example's
@@ -816,21 +886,27 @@ def capture_calls(call_text: str, namespace: dict, target: str, compile: bool = 
     for eqn in traced:
         invoke_origin = traceback_origin(eqn.source_info.traceback)
         provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
-        key = verdict_key(eqn, device, compiler_options) if compile else None    # the fingerprint, once
+        key = verdict_key(eqn, device, compiler_options) if compile else None  # the fingerprint, once
         reused = key in VERDICTS
         verdict = compile_alone(eqn, device, compiler_options, on_phase, key) if compile else Verdict(True, None)
         fits, text, seconds = verdict.fits, verdict.text, verdict.seconds
         described = describe(eqn, provenance)
         own_limit = described["vmem_limit_bytes"]
-        calls.append(CapturedCall(
-            name=kernel_name(eqn),
-            call_origin=provenance.call_origin if provenance else invoke_origin,
-            invoke_origin=invoke_origin,
-            fits=fits, compiler_text=text, compile_seconds=round(seconds, 3), compiled=compile, reused=reused,
-            scoped_limit=own_limit or limit,
-            error_origin=None if fits else verdict.origin or extra(body_origin, None, text, eqn.params["jaxpr"]),
-            in_program=program_made(eqn, described["operands"]),
-            scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
-            **described,
-        ))
+        calls.append(
+            CapturedCall(
+                name=kernel_name(eqn),
+                call_origin=provenance.call_origin if provenance else invoke_origin,
+                invoke_origin=invoke_origin,
+                fits=fits,
+                compiler_text=text,
+                compile_seconds=round(seconds, 3),
+                compiled=compile,
+                reused=reused,
+                scoped_limit=own_limit or limit,
+                error_origin=None if fits else verdict.origin or extra(body_origin, None, text, eqn.params["jaxpr"]),
+                in_program=program_made(eqn, described["operands"]),
+                scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
+                **described,
+            )
+        )
     return calls

@@ -1,5 +1,6 @@
 """The editor side of the worker: start it, send examples, enforce timeouts,
 and replace it when it hangs or dies. Never imports jax."""
+
 from __future__ import annotations
 
 import collections
@@ -19,23 +20,38 @@ from dataclasses import dataclass
 
 from .. import lifetime
 from . import memory
-from .protocol import (PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_doing, phase_words,
-                       result_from_dict)
+from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_doing, phase_words, result_from_dict
 from .shipping import Manifests, relocate, workspace_folder
 from .worker import module_name_for
 
 log = logging.getLogger(__name__)
 
-STDERR_LINES_KEPT = 40          # shown when a worker fails to start (ssh's own words)
-STDERR_LINES_LOGGED = 400       # logged when one dies: libtpu's crash reporter, faulthandler's dump
-NOISE = ("WARNING", "W0000", "I0000", "E0000", "F0000", "Source Location Trace", "libtpu_init_utils",
-         "learning/", "TPU metadata", "Failed to get", "Coroner", "coredump", "Fatal Python error",
-         "File \"", "Current thread", "Thread 0x", "Extension modules:")
+STDERR_LINES_KEPT = 40  # shown when a worker fails to start (ssh's own words)
+STDERR_LINES_LOGGED = 400  # logged when one dies: libtpu's crash reporter, faulthandler's dump
+NOISE = (
+    "WARNING",
+    "W0000",
+    "I0000",
+    "E0000",
+    "F0000",
+    "Source Location Trace",
+    "libtpu_init_utils",
+    "learning/",
+    "TPU metadata",
+    "Failed to get",
+    "Coroner",
+    "coredump",
+    "Fatal Python error",
+    'File "',
+    "Current thread",
+    "Thread 0x",
+    "Extension modules:",
+)
 # The worker checks its own limits; the client waits this much longer before
 # it gives up on a worker that cannot even say it is over.
 GRACE_SECONDS = 10.0
-WATCH_SECONDS = 0.1             # how often a local worker's resident memory is read during a request
-NEAR_LIMIT = 0.75               # a worker killed by a signal this close to a per-process limit ran out of memory
+WATCH_SECONDS = 0.1  # how often a local worker's resident memory is read during a request
+NEAR_LIMIT = 0.75  # a worker killed by a signal this close to a per-process limit ran out of memory
 FAULT_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
 
 
@@ -43,14 +59,14 @@ FAULT_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<fu
 class CheckRequest:
     example: str
     target: str
-    path: str | None = None          # the file holding the example
-    module: str | None = None        # or a dotted module (pyproject examples)
-    root: str | None = None          # put on sys.path first (the project root)
-    source: str | None = None        # run this text as the file at `path` (verifying a fix)
-    compile: bool = True             # False: trace only, to read block shapes
-    scoped_vmem_limit: int | None = None    # bytes: the compiler's scoped VMEM limit for this target
-    scoped_vmem_limit_source: str | None = None     # where it was set, for messages
-    origins: bool = True             # False: the result names no spec's line (vmem_lsp.fits, trace only)
+    path: str | None = None  # the file holding the example
+    module: str | None = None  # or a dotted module (pyproject examples)
+    root: str | None = None  # put on sys.path first (the project root)
+    source: str | None = None  # run this text as the file at `path` (verifying a fix)
+    compile: bool = True  # False: trace only, to read block shapes
+    scoped_vmem_limit: int | None = None  # bytes: the compiler's scoped VMEM limit for this target
+    scoped_vmem_limit_source: str | None = None  # where it was set, for messages
+    origins: bool = True  # False: the result names no spec's line (vmem_lsp.fits, trace only)
 
 
 def project_root(request: CheckRequest) -> str | None:
@@ -81,7 +97,7 @@ def crash_frame(lines, hello: dict) -> tuple[str, Origin] | None:
     spin', most recent first)."""
     frames, dumping = [], False
     for line in lines:
-        if line.startswith(("Current thread", "Thread 0x")):      # only the thread that crashed
+        if line.startswith(("Current thread", "Thread 0x")):  # only the thread that crashed
             dumping = line.startswith("Current thread")
             frames = [] if dumping else frames
         elif dumping and (match := FAULT_FRAME.match(line)):
@@ -91,8 +107,10 @@ def crash_frame(lines, hello: dict) -> tuple[str, Origin] | None:
     library, user = hello.get("library_folders", []), hello.get("user_folders", [])
     for function, origin in frames:
         if any(origin.file.startswith(f) for f in user) or not (
-                origin.file.startswith("<") or "site-packages" in origin.file
-                or any(origin.file.startswith(f) for f in library)):
+            origin.file.startswith("<")
+            or "site-packages" in origin.file
+            or any(origin.file.startswith(f) for f in library)
+        ):
             return function, origin
     return None
 
@@ -112,9 +130,14 @@ def batch_mode(command: list[str]) -> list[str]:
 class WorkerClient:
     """One worker process, started on first use and restarted after a failure."""
 
-    def __init__(self, command: list[str] | str | None = None, start_timeout: float = 120.0,
-                 ship_source: bool | None = None, share: int | None = None,
-                 peaks: memory.PeakLog | None = None):
+    def __init__(
+        self,
+        command: list[str] | str | None = None,
+        start_timeout: float = 120.0,
+        ship_source: bool | None = None,
+        share: int | None = None,
+        peaks: memory.PeakLog | None = None,
+    ):
         self.command = batch_mode(shlex.split(command) if isinstance(command, str) else (command or default_command()))
         self.start_timeout = start_timeout
         # A worker started by another command may run elsewhere: send it the source.
@@ -126,30 +149,35 @@ class WorkerClient:
         self.stderr_tail: collections.deque = collections.deque(maxlen=STDERR_LINES_KEPT)
         self.stderr_log: collections.deque = collections.deque(maxlen=STDERR_LINES_LOGGED)
         self.hello: dict | None = None
-        self.shipped_root: str | None = None     # the project root the request out was shipped from
+        self.shipped_root: str | None = None  # the project root the request out was shipped from
         self.next_id = 0
         self.restarts = 0
-        self.busy = False               # a request is out: stopping cannot wait for a polite shutdown
-        self.phase: dict = {}           # the worker's last word on what it is doing
+        self.busy = False  # a request is out: stopping cannot wait for a polite shutdown
+        self.phase: dict = {}  # the worker's last word on what it is doing
         # Memory: a local worker (one whose pid is ours to read) is watched while a
         # request is out and stopped past `share` bytes resident; its peaks go to `peaks`.
         self.share = share
         self.peaks = peaks
         self.local_pid: int | None = None
-        self.last_status: dict = {}     # its last /proc status (VmRSS, VmData, VmSize) during a request
-        self.first_status: dict = {}    # and its first, as the request began
-        self.last_limits: dict = {}     # its per-process limits then (RLIMIT_AS, RLIMIT_DATA)
-        self.overrun: int | None = None # the resident bytes it was stopped at
-        self.watched: queue.SimpleQueue = queue.SimpleQueue()   # requests for the one watcher thread
+        self.last_status: dict = {}  # its last /proc status (VmRSS, VmData, VmSize) during a request
+        self.first_status: dict = {}  # and its first, as the request began
+        self.last_limits: dict = {}  # its per-process limits then (RLIMIT_AS, RLIMIT_DATA)
+        self.overrun: int | None = None  # the resident bytes it was stopped at
+        self.watched: queue.SimpleQueue = queue.SimpleQueue()  # requests for the one watcher thread
         self.watcher: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> dict:
-        env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
-               "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
         self.process = lifetime.spawn(
-            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, bufsize=1, env=env)
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            env=env,
+        )
         self.lines = queue.Queue()
         self.stderr_tail.clear()
         self.stderr_log.clear()
@@ -163,8 +191,7 @@ class WorkerClient:
             raise WorkerError(f"the worker did not say hello: {message}")
         if hello.get("protocol") != PROTOCOL_VERSION:
             self.stop()
-            raise WorkerError(f"worker speaks protocol {hello.get('protocol')}, "
-                              f"this client speaks {PROTOCOL_VERSION}")
+            raise WorkerError(f"worker speaks protocol {hello.get('protocol')}, this client speaks {PROTOCOL_VERSION}")
         self.hello = hello
         pid = hello.get("pid")
         self.local_pid = pid if isinstance(pid, int) and memory.descends_from(pid, self.process.pid) else None
@@ -238,7 +265,7 @@ class WorkerClient:
             if "result" not in message:
                 raise WorkerError(f"the worker refused the request: {message.get('error', message)}")
             self._saw_peak(request)
-            if message.get("exiting"):          # over a limit: it answered, then ended itself
+            if message.get("exiting"):  # over a limit: it answered, then ended itself
                 self.restarts += 1
                 self._kill(self.process)
                 self.process = None
@@ -248,13 +275,15 @@ class WorkerClient:
             if self.process is not None:
                 self._kill(self.process)
                 self.process = None
-            return ExampleResult(request.target, None, error=str(error), error_kind=error.kind,
-                                 error_origin=error.origin), False
+            return ExampleResult(
+                request.target, None, error=str(error), error_kind=error.kind, error_origin=error.origin
+            ), False
         except (BrokenPipeError, OSError) as error:
             self.restarts += 1
             self.process = None
-            return ExampleResult(request.target, None, error=f"the worker is gone: {error}",
-                                 error_kind="crashed"), False
+            return ExampleResult(
+                request.target, None, error=f"the worker is gone: {error}", error_kind="crashed"
+            ), False
         finally:
             self.busy = False
 
@@ -293,7 +322,7 @@ class WorkerClient:
             self.last_limits = memory.limits_of(pid) or self.last_limits
             resident = status.get("VmRSS", 0)
             if self.share is not None and resident > self.share and not done.is_set():
-                self.overrun = resident            # first: the read loop asks why the worker ended
+                self.overrun = resident  # first: the read loop asks why the worker ended
                 if self.peaks is not None:
                     self.peaks.saw(resident, self._what())
                 lifetime.kill_group(process)
@@ -319,8 +348,10 @@ class WorkerClient:
         itself on what a request may add to its address space (counted from
         the request's start). The least room: an allocation that failed
         asked for more than that."""
-        ours = {"VmData": resource.getrlimit(resource.RLIMIT_DATA)[0],
-                "VmSize": resource.getrlimit(resource.RLIMIT_AS)[0]}
+        ours = {
+            "VmData": resource.getrlimit(resource.RLIMIT_DATA)[0],
+            "VmSize": resource.getrlimit(resource.RLIMIT_AS)[0],
+        }
         names = {"VmData": "RLIMIT_DATA (ulimit -d)", "VmSize": "RLIMIT_AS (ulimit -v)"}
         closest = None
         for key, limit in self.last_limits.items():
@@ -330,8 +361,14 @@ class WorkerClient:
                     closest = limit - used, limit, f"the per-process limit {names[key]}"
                 else:
                     added = limit - self.first_status.get(key, 0)
-                    closest = limit - used, added, ("the worker's cap on what a request may add to its "
-                                                    "address space (vmem-lsp worker --max-memory-mb)")
+                    closest = (
+                        limit - used,
+                        added,
+                        (
+                            "the worker's cap on what a request may add to its "
+                            "address space (vmem-lsp worker --max-memory-mb)"
+                        ),
+                    )
         return closest[1:] if closest else None
 
     def _memory_error(self, limit: int | None = None, rlimit: str | None = None) -> WorkerError:
@@ -344,7 +381,7 @@ class WorkerClient:
         as for a worker stopped over its share, and the message says so."""
         if result.error_kind not in ("raised", "import") or ": MemoryError" not in (result.error or ""):
             return result
-        if not self.last_limits and self.local_pid is not None:     # over before the watcher's first look
+        if not self.last_limits and self.local_pid is not None:  # over before the watcher's first look
             self.last_limits = memory.limits_of(self.local_pid) or {}
             self.last_status = memory.status(self.local_pid) or self.last_status
         hit = self._rlimit_hit(0.0)
@@ -380,13 +417,15 @@ class WorkerClient:
         except queue.Empty:
             if limits is None:
                 raise WorkerError(f"the worker did not start within {timeout:g} s") from None
-            raise WorkerError(f"{phase_words(phase, kernel, target, limits.of(phase))}; the worker did not "
-                              f"answer and was stopped", kind="timeout") from None
+            raise WorkerError(
+                f"{phase_words(phase, kernel, target, limits.of(phase))}; the worker did not answer and was stopped",
+                kind="timeout",
+            ) from None
         if line is None:
             raise self._ended(limits is not None)
         try:
             return json.loads(line)
-        except json.JSONDecodeError:       # stray output on the protocol stream: keep it for errors
+        except json.JSONDecodeError:  # stray output on the protocol stream: keep it for errors
             self.stderr_tail.append(line.strip())
             return self._read(timeout, limits)
 
@@ -395,9 +434,12 @@ class WorkerClient:
         was in, and the user frame faulthandler named; libtpu's own noise goes
         to the log, never into the message."""
         code = self.process.wait() if self.process else None
-        self._pumped.wait(timeout=2)        # the last of its stderr
-        how = f"was killed by signal {-code} ({signal_name(-code)})" if code is not None and code < 0 \
+        self._pumped.wait(timeout=2)  # the last of its stderr
+        how = (
+            f"was killed by signal {-code} ({signal_name(-code)})"
+            if code is not None and code < 0
             else f"exited with code {code}"
+        )
         log.info("the worker %s; its last output:\n%s", how, "\n".join(self.stderr_log))
         if during_request and self.overrun is not None:
             return self._memory_error(self.share)
@@ -411,8 +453,9 @@ class WorkerClient:
         frame = crash_frame(self.stderr_log, self.hello or {}) if phase in ("import", "trace", None) else None
         if frame is not None and self.shipped_root and (self.hello or {}).get("workspaces"):
             # A remote worker's frame is in its workspace: this machine's file is the one meant.
-            moved = relocate(frame[1].file, workspace_folder(self.hello["workspaces"], self.shipped_root),
-                             self.shipped_root)
+            moved = relocate(
+                frame[1].file, workspace_folder(self.hello["workspaces"], self.shipped_root), self.shipped_root
+            )
             frame = frame[0], dataclasses.replace(frame[1], file=moved)
         if frame is not None:
             function, origin = frame

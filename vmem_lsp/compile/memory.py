@@ -11,6 +11,7 @@ The peak is measured: each local worker's high-water mark of resident memory
 the largest seen; before any measurement, 1.2 GB. Pure functions size from
 numbers (`plan`); thin readers give those numbers on this machine.
 Never imports jax."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,9 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 GB = 1 << 30
-DEFAULT_PEAK = int(1.2 * GB)        # a worker on a large compile, before any measurement here
+DEFAULT_PEAK = int(1.2 * GB)  # a worker on a large compile, before any measurement here
 PEAK_FILE = "worker-peak.json"
-UNLIMITED = 1 << 60                 # cgroup v1 writes "no limit" as 2**63 rounded to a page
+UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as 2**63 rounded to a page
 
 
 def gb(size: int) -> str:
@@ -38,17 +39,26 @@ def gb(size: int) -> str:
 @dataclass(frozen=True)
 class MemoryPlan:
     """What the pool decided, and why (shown by `check --verbose`)."""
-    jobs: int                       # workers at once
-    share_bytes: int | None         # what one worker may hold resident; None: not watched
-    peak_bytes: int                 # one worker's peak, measured or assumed
-    available_bytes: int | None     # memory free for the workers; None: unknown
+
+    jobs: int  # workers at once
+    share_bytes: int | None  # what one worker may hold resident; None: not watched
+    peak_bytes: int  # one worker's peak, measured or assumed
+    available_bytes: int | None  # memory free for the workers; None: unknown
     reason: str
 
 
 # ---- sizing: numbers in, a plan out ---------------------------------------------
 
-def plan(cores: int, available: int | None, peak: int, process_cap: int | None = None,
-         jobs: int | None = None, share: int | None = None, measured: bool = True) -> MemoryPlan:
+
+def plan(
+    cores: int,
+    available: int | None,
+    peak: int,
+    process_cap: int | None = None,
+    jobs: int | None = None,
+    share: int | None = None,
+    measured: bool = True,
+) -> MemoryPlan:
     """Workers and each one's share. `cores`: usable cores; `available`: bytes
     free for all workers (None: unknown, cores decide); `peak`: one worker's
     peak; `process_cap`: a per-process limit (RLIMIT_AS/RLIMIT_DATA), a cap on
@@ -95,6 +105,7 @@ def smallest(*sizes: int | None) -> int | None:
 
 # ---- readers: this machine's numbers --------------------------------------------
 
+
 def _read(path: str) -> str | None:
     try:
         with open(path) as f:
@@ -137,8 +148,9 @@ def cgroup_room(proc_cgroup: str | None = None, root: str = "/sys/fs/cgroup") ->
             # Its own folder and each ancestor's; in a cgroup namespace the mount is its own root.
             for depth in range(len(parts), -1, -1):
                 folder = os.path.join(base, *parts[:depth])
-                rooms.append(room(_number(_read(os.path.join(folder, files[0]))),
-                                  _number(_read(os.path.join(folder, files[1])))))
+                rooms.append(
+                    room(_number(_read(os.path.join(folder, files[0]))), _number(_read(os.path.join(folder, files[1]))))
+                )
     return smallest(*rooms)
 
 
@@ -175,7 +187,7 @@ def limits_of(pid: int) -> dict[str, int]:
     for line in (_read(f"/proc/{pid}/limits") or "").splitlines():
         for name, key in names.items():
             if line.startswith(name):
-                soft = line[len(name):].split()[0]
+                soft = line[len(name) :].split()[0]
                 if soft.isdigit():
                     found[key] = int(soft)
     return found
@@ -197,6 +209,7 @@ def descends_from(pid: int, ancestor: int) -> bool:
 
 
 # ---- the measured peak, kept in the cache folder -----------------------------------
+
 
 def peak_folder(cache_folder: str | None) -> str:
     """The cache folder, when it is a folder here; for a URL (s3://...), the
@@ -232,8 +245,12 @@ def write_peak(cache_folder: str | None, peak: int, what: str = "") -> bool:
             return False
         folder = peak_folder(cache_folder)
         os.makedirs(folder, exist_ok=True)
-        record = {"peak_bytes": int(peak), "peak": gb(peak), "what": what,
-                  "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        record = {
+            "peak_bytes": int(peak),
+            "peak": gb(peak),
+            "what": what,
+            "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         fd, temporary = tempfile.mkstemp(dir=folder, prefix=".worker-peak.")
         with os.fdopen(fd, "w") as f:
             json.dump(record, f)
@@ -263,8 +280,10 @@ class PeakLog:
 
 # ---- the plan for this machine --------------------------------------------------------
 
-def plan_here(cores: int, cache_folder: str | None = None, jobs: int | None = None,
-              share: int | None = None, local: bool = True) -> MemoryPlan:
+
+def plan_here(
+    cores: int, cache_folder: str | None = None, jobs: int | None = None, share: int | None = None, local: bool = True
+) -> MemoryPlan:
     """The plan for this machine; `local` False: the workers run elsewhere (a
     worker command), and only cores (or `jobs`) decide."""
     measured = read_peak(cache_folder)
@@ -279,14 +298,21 @@ def plan_here(cores: int, cache_folder: str | None = None, jobs: int | None = No
         chosen = plan(cores, available, peak, cap, jobs, share, measured is not None)
     else:
         count = jobs or max(1, cores - 1)
-        chosen = MemoryPlan(count, None, peak, None, f"{count} job{'' if count == 1 else 's'}: "
-                            f"{'as set' if jobs else 'cores minus one'}; the worker command runs where this "
-                            f"machine's memory says nothing: workers are not watched")
+        chosen = MemoryPlan(
+            count,
+            None,
+            peak,
+            None,
+            f"{count} job{'' if count == 1 else 's'}: "
+            f"{'as set' if jobs else 'cores minus one'}; the worker command runs where this "
+            f"machine's memory says nothing: workers are not watched",
+        )
     log.info("%s", chosen.reason)
     return chosen
 
 
 # ---- the words ----------------------------------------------------------------------
+
 
 def what_ran(phase: str | None, kernel: str | None, target: str | None) -> str:
     on = f" for {target}" if target else ""
@@ -297,17 +323,22 @@ def what_ran(phase: str | None, kernel: str | None, target: str | None) -> str:
     return f"the example's Python{on}"
 
 
-def needed_more_than(phase: str | None, kernel: str | None, target: str | None, limit: int | None,
-                     rlimit: str | None = None) -> str:
+def needed_more_than(
+    phase: str | None, kernel: str | None, target: str | None, limit: int | None, rlimit: str | None = None
+) -> str:
     """The VMEM010 text of a worker out of memory, with how to fix it:
     stopped over its share, or refused by a per-process limit (`rlimit`)."""
     what = what_ran(phase, kernel, target)
     if limit is None:
-        return (f"{what} ran out of memory (run fewer --jobs, or set worker-memory = \"4GB\", a larger "
-                f"share, in [tool.vmem-lsp])")
+        return (
+            f'{what} ran out of memory (run fewer --jobs, or set worker-memory = "4GB", a larger '
+            f"share, in [tool.vmem-lsp])"
+        )
     if rlimit:
         fix = f"{rlimit}: raise it, or check this example alone"
     else:
-        fix = (f"each worker's share of the memory here: run fewer --jobs, or set worker-memory = \"4GB\", "
-               f"a larger share, in [tool.vmem-lsp]")
+        fix = (
+            'each worker\'s share of the memory here: run fewer --jobs, or set worker-memory = "4GB", '
+            "a larger share, in [tool.vmem-lsp]"
+        )
     return f"{what} needed more than {gb(limit)} ({fix})"

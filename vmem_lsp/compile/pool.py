@@ -3,6 +3,7 @@ many files and for fix searches: each job runs on an idle worker; one that
 dies or hangs is replaced and the job retried once, then reported; a remote
 pool can fall back to a local worker. `ChipLanes`, for the server's save: each
 chip always on the same worker, the chips of one save compiled at once."""
+
 from __future__ import annotations
 
 import os
@@ -29,7 +30,7 @@ def usable_cores() -> int:
     """The cores this process may run on (a container's or taskset's share), not the machine's."""
     try:
         return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):       # no sched_getaffinity: macOS
+    except (AttributeError, OSError):  # no sched_getaffinity: macOS
         return os.cpu_count() or 1
 
 
@@ -40,8 +41,9 @@ def default_size(cache_folder: str | None = None) -> int:
     return memory_plan(cache_folder).jobs
 
 
-def memory_plan(cache_folder: str | None = None, jobs: int | None = None,
-                share: int | None = None, local: bool = True) -> memory.MemoryPlan:
+def memory_plan(
+    cache_folder: str | None = None, jobs: int | None = None, share: int | None = None, local: bool = True
+) -> memory.MemoryPlan:
     """Workers and each one's memory share on this machine (compile/memory.py)."""
     return memory.plan_here(usable_cores(), cache_folder, jobs, share, local)
 
@@ -58,8 +60,14 @@ class WorkerPool:
     """`share`: bytes each local worker may hold resident (None: not watched);
     `peaks`: where the workers' measured peaks go."""
 
-    def __init__(self, command=None, size: int | None = None, fallback: bool = False,
-                 share: int | None = None, peaks: memory.PeakLog | None = None):
+    def __init__(
+        self,
+        command=None,
+        size: int | None = None,
+        fallback: bool = False,
+        share: int | None = None,
+        peaks: memory.PeakLog | None = None,
+    ):
         self.command = command
         self.size = size or default_size()
         self.share, self.peaks = share, peaks
@@ -86,7 +94,7 @@ class WorkerPool:
         try:
             result = worker.check(request, limits)
             if retried(result):
-                result = worker.check(request, limits)     # a fresh process: the old one was replaced
+                result = worker.check(request, limits)  # a fresh process: the old one was replaced
         finally:
             self.idle.put(worker)
         if result.error_kind == "crashed" and self.fallback is not None:
@@ -95,8 +103,12 @@ class WorkerPool:
                 local = self.fallback.check(request, limits)
             if not local.error_kind:
                 return local
-            result = ExampleResult(request.target, None, error=f"{result.error}; the local fallback too: "
-                                   f"{local.error}", error_kind=result.error_kind)
+            result = ExampleResult(
+                request.target,
+                None,
+                error=f"{result.error}; the local fallback too: {local.error}",
+                error_kind=result.error_kind,
+            )
         return result
 
     def stop(self) -> None:
@@ -112,10 +124,9 @@ class ChipLanes:
     as it was is answered from there whichever lane is free. `check` may be
     called from a thread per lane; two chips that share a lane take turns."""
 
-    def __init__(self, command=None, size: int = 1, share: int | None = None,
-                 peaks: memory.PeakLog | None = None):
+    def __init__(self, command=None, size: int = 1, share: int | None = None, peaks: memory.PeakLog | None = None):
         self.command = command
-        self.share, self.peaks = share, peaks         # as WorkerPool's
+        self.share, self.peaks = share, peaks  # as WorkerPool's
         self.workers: list[WorkerClient] = []
         self.locks: list[threading.Lock] = []
         self.lane_of: dict[str, int] = {}

@@ -18,6 +18,7 @@ node serves every project and job.
 Every node needs vmem-lsp installed (the same version: the worker's hello
 checks the protocol), as an SSH machine does.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,10 +34,12 @@ from .pool import retried
 from .protocol import ExampleResult, PhaseLimits
 from .shipping import Manifests
 
-INSTALL_HINT = ("the Ray backend needs Ray, an optional extra: pip install 'vmem-lsp[ray]' "
-                "(or pip install ray); without it, leave out --backend ray")
-DEFAULT_WORKER_PEAK = int(1.2 * 2**30)      # bytes: one worker on a large compile (issue 21), before any measurement
-TASK_RETRIES = 3                            # a lost worker or node; never an example's own failure
+INSTALL_HINT = (
+    "the Ray backend needs Ray, an optional extra: pip install 'vmem-lsp[ray]' "
+    "(or pip install ray); without it, leave out --backend ray"
+)
+DEFAULT_WORKER_PEAK = int(1.2 * 2**30)  # bytes: one worker on a large compile (issue 21), before any measurement
+TASK_RETRIES = 3  # a lost worker or node; never an example's own failure
 
 
 class BackendError(RuntimeError):
@@ -76,13 +79,15 @@ class Project:
     """What a task needs to lay out the user's files on its node: the
     driver's project root, its manifest {relative path: sha256}, and the texts
     by digest, boxed in a list so Ray does not fetch them unless asked."""
+
     root: str
     manifest: dict[str, str]
-    texts: list                  # [ObjectRef of {sha256: text}]
+    texts: list  # [ObjectRef of {sha256: text}]
 
     def read(self, root: str, relative: str) -> str:
         """The text of one file (the `Manifests.read` a WorkerClient ships with)."""
         import ray
+
         return ray.get(self.texts[0])[self.manifest[relative]]
 
 
@@ -90,12 +95,14 @@ class Project:
 class TaskResult:
     """A task's answer: the worker's result, the seconds it spent in the
     worker (for the overhead the bench reports) and the Ray node it ran on."""
+
     result: ExampleResult
     worker_seconds: float
     node: str
 
 
 # ---- on a node -----------------------------------------------------------------
+
 
 class NodeWorker(WorkerClient):
     """The local worker subprocess of one Ray worker process, sent the
@@ -130,10 +137,12 @@ def run_on_node(params: dict, limits: PhaseLimits, project: Project) -> TaskResu
         if retried(result):
             result = worker.check(request, limits)
         import ray
+
         return TaskResult(result, time.perf_counter() - started, ray.get_runtime_context().get_node_id())
 
 
 # ---- on the driver -------------------------------------------------------------
+
 
 class RayPool:
     """The driver's side: `check` as WorkerPool has it, each call one Ray
@@ -142,7 +151,7 @@ class RayPool:
 
     def __init__(self, address: str | None = None, memory: int | None = None):
         self.ray = import_ray()
-        self.address = address or os.environ.get("RAY_ADDRESS")    # None: ray.init starts one here
+        self.address = address or os.environ.get("RAY_ADDRESS")  # None: ray.init starts one here
         if (why := unreachable(self.address)) is not None:
             raise BackendError(f"cannot reach the Ray cluster at {self.address}: {why}")
         # Ray prints its tasks' failures ("retries remaining") to sys.stdout, which
@@ -151,22 +160,23 @@ class RayPool:
         self.started_here = not self.ray.is_initialized()
         if self.started_here:
             try:
-                self.ray.init(address=address, log_to_driver=False, include_dashboard=False,
-                              configure_logging=False)
+                self.ray.init(address=address, log_to_driver=False, include_dashboard=False, configure_logging=False)
             except (ConnectionError, RuntimeError, ValueError) as error:
                 sys.stdout = self.stdout
-                raise BackendError(f"cannot reach the Ray cluster{f' at {address}' if address else ''}: "
-                                   f"{error}") from None
+                raise BackendError(
+                    f"cannot reach the Ray cluster{f' at {address}' if address else ''}: {error}"
+                ) from None
         self.size = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
         self.memory = memory or DEFAULT_WORKER_PEAK
         self.task = self.ray.remote(run_on_node).options(
-            num_cpus=1, memory=self.memory, max_retries=TASK_RETRIES, retry_exceptions=False)
+            num_cpus=1, memory=self.memory, max_retries=TASK_RETRIES, retry_exceptions=False
+        )
         self.manifests = Manifests()
         self.projects: dict[tuple, Project] = {}
         self.pending: set = set()
         self.lock = threading.Lock()
         self.restarts = 0
-        self.overheads: list[float] = []        # seconds per task beyond the worker's own
+        self.overheads: list[float] = []  # seconds per task beyond the worker's own
         self.nodes: dict[str, int] = {}
         self.lanes: dict[str, int] = {}
         self.stopped = False
@@ -206,8 +216,12 @@ class RayPool:
             return ExampleResult(request.target, None, error="cancelled", error_kind="cancelled")
         except self.ray.exceptions.RayError as error:
             self.restarts += 1
-            return ExampleResult(request.target, None, error=f"the Ray task failed after {TASK_RETRIES} retries: "
-                                 f"{str(error).splitlines()[0]}", error_kind="crashed")
+            return ExampleResult(
+                request.target,
+                None,
+                error=f"the Ray task failed after {TASK_RETRIES} retries: {str(error).splitlines()[0]}",
+                error_kind="crashed",
+            )
         finally:
             with self.lock:
                 self.pending.discard(ref)
@@ -225,7 +239,7 @@ class RayPool:
         for ref in pending:
             try:
                 self.ray.cancel(ref, force=True)
-            except Exception:       # already finished, or the cluster is gone: nothing left to cancel
+            except Exception:  # already finished, or the cluster is gone: nothing left to cancel
                 pass
 
     def stop(self) -> None:

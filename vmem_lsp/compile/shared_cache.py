@@ -10,6 +10,7 @@ entry: cache.py checks its digest and length. A store that fails (no
 credentials, unreachable) is used no more by this cache: the check goes on
 uncached rather than waiting on every request.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,8 +23,8 @@ log = logging.getLogger(__name__)
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
-S3_PROTOCOLS = ("s3", "s3a")     # s3fs: pipe_file(mode="create") is If-None-Match
-ONE_REQUEST = {"max_concurrency": 1}    # s3fs's cat_file: a GET alone, no HEAD for the size first
+S3_PROTOCOLS = ("s3", "s3a")  # s3fs: pipe_file(mode="create") is If-None-Match
+ONE_REQUEST = {"max_concurrency": 1}  # s3fs's cat_file: a GET alone, no HEAD for the size first
 TEMPORARY_FOLDER = "tmp"
 
 
@@ -44,7 +45,7 @@ def install_hint(url: str) -> str:
     return f"pip install fsspec and the package fsspec names for {protocol_of(url)}://"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def warn_once(message: str) -> None:
     """The server makes a cache per job: say a lasting problem once per process."""
     log.warning(message)
@@ -54,6 +55,7 @@ def open_store(url: str) -> RemoteStore | None:
     """The store at `url`, or None (said once) when its filesystem is not installed."""
     try:
         from fsspec.core import url_to_fs
+
         fs, root = url_to_fs(url)
     except ImportError as error:
         warn_once(f"shared cache {url}: {error}. To use it: {install_hint(url)}. Checking without a cache.")
@@ -84,7 +86,7 @@ class RemoteStore:
             return self.fs.cat_file(self.path(key), **self.read_options)
         except FileNotFoundError:
             return None
-        except Exception as error:      # s3fs/botocore raise beyond OSError (credentials, endpoint)
+        except Exception as error:  # s3fs/botocore raise beyond OSError (credentials, endpoint)
             self.give_up("reading", error)
             return None
 
@@ -135,5 +137,10 @@ class RemoteStore:
 
     def give_up(self, doing: str, error: Exception) -> None:
         self.failed = True
-        log.warning("shared cache %s: %s failed (%s: %s); going on without it for this run",
-                    self.url, doing, type(error).__name__, error)
+        log.warning(
+            "shared cache %s: %s failed (%s: %s); going on without it for this run",
+            self.url,
+            doing,
+            type(error).__name__,
+            error,
+        )

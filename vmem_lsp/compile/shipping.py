@@ -5,6 +5,7 @@ worker keeps blobs by digest under its cache folder, asks for the ones it
 lacks, and lays the files out in a workspace folder of its own. Unchanged
 files are never sent twice. Paths in results are translated back.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,7 +29,7 @@ class Manifests:
     """Client side: the manifest of a project folder, hashing only what changed."""
 
     def __init__(self):
-        self.known: dict[str, tuple[float, int, str]] = {}    # path -> (mtime, size, sha)
+        self.known: dict[str, tuple[float, int, str]] = {}  # path -> (mtime, size, sha)
 
     def manifest(self, root: str) -> dict[str, str]:
         found = {}
@@ -64,7 +65,7 @@ class Store:
         self.workspaces = workspaces_in(folder)
         os.makedirs(self.blobs, exist_ok=True)
         os.makedirs(self.workspaces, exist_ok=True)
-        self.laid_out: dict[str, dict[str, str]] = {}     # workspace -> the manifest this process last laid there
+        self.laid_out: dict[str, dict[str, str]] = {}  # workspace -> the manifest this process last laid there
 
     def missing(self, manifest: dict[str, str]) -> list[str]:
         return sorted({sha for sha in manifest.values() if not os.path.exists(os.path.join(self.blobs, sha))})
@@ -122,7 +123,7 @@ def workspace_folder(workspaces: str, client_root: str) -> str:
 def relocate(value, old: str, new: str):
     """Every string in a JSON-like value that starts with folder `old`, moved to `new`."""
     if isinstance(value, str):
-        return new + value[len(old):] if value == old or value.startswith(old + os.sep) else value
+        return new + value[len(old) :] if value == old or value.startswith(old + os.sep) else value
     if isinstance(value, dict):
         return {relocate(k, old, new): relocate(v, old, new) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -6,6 +6,7 @@ request line {"id", "method": "check", "params": {...}} it writes one line
 {"id", "result": ExampleResult}. The user's own prints go to stderr, never to
 the protocol stream.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,7 +53,7 @@ def protocol_stream():
     return stream
 
 
-BARE_TRACES_KEPT = 256    # requests without origins between two clearings of jax's traces
+BARE_TRACES_KEPT = 256  # requests without origins between two clearings of jax's traces
 
 
 def module_name_for(path: str) -> tuple[str, str]:
@@ -70,28 +71,29 @@ def module_name_for(path: str) -> tuple[str, str]:
 class Worker:
     def __init__(self):
         from . import capture
+
         self.capture = capture
         capture.install_provenance()
         self.baseline = set(sys.modules)
         self.base_path = list(sys.path)
-        self.loaded: dict[str, str] = {}        # user files whose modules are loaded -> their digest then
-        self.by_path: dict[str, object] = {}    # modules loaded from a file path, kept with them
-        self.executed: set[str] = set()         # user files this process has ever run
-        self.overridden = False                 # the last request ran sent text in place of a file
-        self.reran = False                      # this request ran again a file run before
+        self.loaded: dict[str, str] = {}  # user files whose modules are loaded -> their digest then
+        self.by_path: dict[str, object] = {}  # modules loaded from a file path, kept with them
+        self.executed: set[str] = set()  # user files this process has ever run
+        self.overridden = False  # the last request ran sent text in place of a file
+        self.reran = False  # this request ran again a file run before
         # The user modules as the last request left them (and len(sys.modules) then):
         # the next request starts from them unless a file changed in between.
         self.last_modules: dict[str, object] | None = None
         self.last_count = 0
-        self.after: dict[str, object] | None = None     # this request's user modules once it ran
-        self.digests: dict[str, str] = {}       # this request's digests of user files
+        self.after: dict[str, object] | None = None  # this request's user modules once it ran
+        self.digests: dict[str, str] = {}  # this request's digests of user files
         # A request without origins traced since the caches were last cleared: jax
         # keeps its traces, and a later request that wants origins would get that
         # trace back, its specs unstamped (unstamped_imports: and a module imported
         # during it made its module-level specs unstamped).
         self.unstamped = False
         self.unstamped_imports = False
-        self.bare_traces = 0                    # requests without origins since jax's traces were cleared
+        self.bare_traces = 0  # requests without origins since jax's traces were cleared
 
     def forget_user_modules(self) -> bool:
         """Drop what earlier requests imported from user files when one of
@@ -125,7 +127,7 @@ class Worker:
             importlib.import_module(name.rpartition(".")[0])
         elif source is None and path in self.by_path:
             return self.by_path[path]
-        elif name in sys.modules:           # a user file named like a loaded module (copy.py)
+        elif name in sys.modules:  # a user file named like a loaded module (copy.py)
             name = f"__vmem_example_{name}"
         spec = importlib.util.spec_from_file_location(name, path)
         loaded = importlib.util.module_from_spec(spec)
@@ -214,9 +216,13 @@ class Worker:
         compile = params.get("compile", True)
         device = self.capture.trace_device(target)
         if device is None and compile:
-            return ExampleResult(target, None, error=f"no TPU compiler for {target}: libtpu is not "
-                                 f"available here (install jax[tpu] on Linux, or use --no-compile)",
-                                 error_kind="no_compiler")
+            return ExampleResult(
+                target,
+                None,
+                error=f"no TPU compiler for {target}: libtpu is not "
+                f"available here (install jax[tpu] on Linux, or use --no-compile)",
+                error_kind="no_compiler",
+            )
         kind = device.device_kind if device is not None else None
         source = params.get("source")
         try:
@@ -227,9 +233,15 @@ class Worker:
         origins = params.get("origins", True)
         count = len(sys.modules)
         try:
-            calls = self.capture.capture_calls(params["example"], namespace, target, compile=compile,
-                                               scoped_limit=scoped_limit(params), on_phase=on_phase,
-                                               origins=origins)
+            calls = self.capture.capture_calls(
+                params["example"],
+                namespace,
+                target,
+                compile=compile,
+                scoped_limit=scoped_limit(params),
+                on_phase=on_phase,
+                origins=origins,
+            )
         except BaseException as error:
             return self.failure(target, kind, "raised", "the example raised", error, path)
         finally:
@@ -238,11 +250,12 @@ class Worker:
                 self.bare_traces += 1
                 self.unstamped_imports = self.unstamped_imports or len(sys.modules) != count
         deps = self.user_deps([os.path.abspath(path)] if path else [])
-        if source is not None:              # the text was sent, not read: the disk says nothing of it
+        if source is not None:  # the text was sent, not read: the disk says nothing of it
             deps.pop(os.path.abspath(path), None)
         if not calls:
-            return ExampleResult(target, kind, error="the example reaches no pallas_call",
-                                 error_kind="no_kernel", deps=deps)
+            return ExampleResult(
+                target, kind, error="the example reaches no pallas_call", error_kind="no_kernel", deps=deps
+            )
         return ExampleResult(target, kind, calls=tuple(calls), deps=deps)
 
     def failure(self, target, kind, error_kind, what, error, path) -> ExampleResult:
@@ -252,8 +265,14 @@ class Worker:
         user = [f for f in frames if self.capture.is_user_file(f.filename)]
         origin = Origin(user[-1].filename, user[-1].lineno) if user else None
         message = f"{what}: {type(error).__name__}: {error}".strip()
-        return ExampleResult(target, kind, error=message, error_kind=error_kind, error_origin=origin,
-                             deps=self.user_deps([os.path.abspath(path)] if path else []))
+        return ExampleResult(
+            target,
+            kind,
+            error=message,
+            error_kind=error_kind,
+            error_origin=origin,
+            deps=self.user_deps([os.path.abspath(path)] if path else []),
+        )
 
 
 SCOPED_FLAG = re.compile(r"--xla_tpu_scoped_vmem_limit_kib=(\d+)")
@@ -274,6 +293,7 @@ def scoped_limit(params: dict) -> tuple[int, str] | None:
 class Limits:
     """What one request may cost the worker: it answers an over-limit request
     with an error and stays up."""
+
     max_request_bytes: int = 64 << 20
     max_seconds: float | None = None
     max_memory_bytes: int | None = None
@@ -308,8 +328,10 @@ def request_limits(limits: Limits):
     """The time and memory caps around one request."""
     previous = None
     if limits.max_seconds:
+
         def alarm(signum, frame):
             raise OverTime(f"over the worker's limit of {limits.max_seconds:g} s per request")
+
         previous = signal.signal(signal.SIGALRM, alarm)
         signal.setitimer(signal.ITIMER_REAL, limits.max_seconds)
     given = resource.getrlimit(resource.RLIMIT_AS)
@@ -356,9 +378,9 @@ class PhaseClock:
         self.send = send
         self.is_user_file = is_user_file
         self.lock = threading.Lock()
-        self.request: tuple | None = None       # (id, target, PhaseLimits)
-        self.phase: tuple | None = None         # (phase, kernel, deadline)
-        self.announce = True                    # tell the client each phase as it begins
+        self.request: tuple | None = None  # (id, target, PhaseLimits)
+        self.phase: tuple | None = None  # (phase, kernel, deadline)
+        self.announce = True  # tell the client each phase as it begins
         threading.Thread(target=self._watch, name="vmem-lsp-phase-clock", daemon=True).start()
 
     def begin(self, ident, target: str, limits: PhaseLimits, announce: bool = True) -> None:
@@ -395,8 +417,9 @@ class PhaseClock:
                 message = f"{phase_words(phase, kernel, target, limits.of(phase))}"
                 if where is not None:
                     message += f" (in {where[0]} at {os.path.basename(where[1].file)}:{where[1].line})"
-                result = ExampleResult(target, None, error=message, error_kind="timeout",
-                                       error_origin=where[1] if where else None)
+                result = ExampleResult(
+                    target, None, error=message, error_kind="timeout", error_origin=where[1] if where else None
+                )
                 self.send({"id": ident, "result": json.loads(to_json(result)), "exiting": True})
                 os._exit(0)
 
@@ -441,6 +464,7 @@ class Server:
 
     def shipped(self):
         from .shipping import Store
+
         if self.store is None:
             self.store = Store(self.cache_folder)
         return self.store
@@ -467,6 +491,7 @@ class Server:
             self.clock.end()
         if workspace is not None:
             from .shipping import relocate
+
             result = relocate(result, workspace, client_root)
         # A failure while running again a module run before may be the module's
         # own doing (a registration on import): the client retries in a new worker.
@@ -487,7 +512,7 @@ def plain(value):
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
             return {k: plain(v) for k, v in value.items()}
-        return json.loads(json.dumps({k: plain(v) for k, v in value.items()}))     # keys as JSON spells them
+        return json.loads(json.dumps({k: plain(v) for k, v in value.items()}))  # keys as JSON spells them
     names = FIELDS.get(type(value))
     if names is None:
         names = FIELDS[type(value)] = tuple(f.name for f in dataclasses.fields(value))
@@ -496,6 +521,7 @@ def plain(value):
 
 def relocate_params(params: dict, client_root: str, workspace: str) -> dict:
     from .shipping import relocate
+
     return {k: relocate(v, client_root, workspace) if k in ("path", "root") else v for k, v in params.items()}
 
 
@@ -528,33 +554,53 @@ class Requests:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+
     parser = argparse.ArgumentParser(prog="vmem-lsp worker")
     parser.add_argument("--cache-dir", default=default_cache_folder(), help="where shipped source is kept")
     parser.add_argument("--max-request-mb", type=float, default=64)
     parser.add_argument("--max-seconds", type=float, help="per request; over it the request gets an error")
-    parser.add_argument("--max-memory-mb", type=float, default=8192,
-                        help="address space a request may add (default 8192; 0: no cap)")
+    parser.add_argument(
+        "--max-memory-mb", type=float, default=8192, help="address space a request may add (default 8192; 0: no cap)"
+    )
     args = parser.parse_args(argv)
     die_with_parent()
-    limits = Limits(int(args.max_request_mb * 2**20), args.max_seconds,
-                    int(args.max_memory_mb * 2**20) if args.max_memory_mb else None)
+    limits = Limits(
+        int(args.max_request_mb * 2**20),
+        args.max_seconds,
+        int(args.max_memory_mb * 2**20) if args.max_memory_mb else None,
+    )
     out = protocol_stream()
-    faulthandler.enable(sys.stderr)         # a crash names the Python frame it happened in
+    faulthandler.enable(sys.stderr)  # a crash names the Python frame it happened in
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    os.environ["VMEM_LSP_IN_WORKER"] = "1"     # vmem_lsp.fits in a module the worker imports: refused, not recursed
+    os.environ["VMEM_LSP_IN_WORKER"] = "1"  # vmem_lsp.fits in a module the worker imports: refused, not recursed
     server = Server(out, limits, args.cache_dir)
-    out.write(json.dumps({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), **versions(),
-                                    **server.worker.capture.code_folders(),
-                                    "workspaces": os.path.abspath(workspaces_in(args.cache_dir))}})
-              + "\n")
+    out.write(
+        json.dumps(
+            {
+                "hello": {
+                    "protocol": PROTOCOL_VERSION,
+                    "pid": os.getpid(),
+                    **versions(),
+                    **server.worker.capture.code_folders(),
+                    "workspaces": os.path.abspath(workspaces_in(args.cache_dir)),
+                }
+            }
+        )
+        + "\n"
+    )
     requests = Requests(sys.stdin.buffer, limits.max_request_bytes)
     while True:
         line, size = requests.next()
         if line is None and size == 0:
             break
         if line is None:
-            server.send({"id": None, "error": f"a request of {size / 2**20:.1f} MiB is over the worker's limit "
-                                             f"of {limits.max_request_bytes / 2**20:.0f} MiB"})
+            server.send(
+                {
+                    "id": None,
+                    "error": f"a request of {size / 2**20:.1f} MiB is over the worker's limit "
+                    f"of {limits.max_request_bytes / 2**20:.0f} MiB",
+                }
+            )
             continue
         if not line.strip():
             continue
@@ -567,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if not server.handle(request):
                 break
-        except Exception as error:      # a bad request never ends the worker
+        except Exception as error:  # a bad request never ends the worker
             server.send({"id": request.get("id"), "error": f"{type(error).__name__}: {error}"})
         finally:
             requests.busy.clear()

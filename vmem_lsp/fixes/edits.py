@@ -1,5 +1,6 @@
 """Text edits: the only way a fix touches a file. An edit replaces exactly the
 tokens it changes, so formatting and comments stay byte for byte."""
+
 from __future__ import annotations
 
 import re
@@ -12,18 +13,18 @@ from ..source.text import line_and_column, line_start
 @dataclass(frozen=True)
 class TextEdit:
     path: str
-    span: Span          # lines 1-based, columns 0-based, end exclusive
+    span: Span  # lines 1-based, columns 0-based, end exclusive
     new_text: str
 
 
 @dataclass(frozen=True)
 class Fix:
-    kind: str                       # "shrink" | "grid" | "raise_limit" | "single_buffer"
+    kind: str  # "shrink" | "grid" | "raise_limit" | "single_buffer"
     title: str
     edits: tuple[TextEdit, ...]
-    verified: bool                  # compiled on every target, and it fits
-    estimated_total: dict           # target -> bytes the layout model expects after the fix
-    compiles: int = 0               # compiles spent finding and verifying it
+    verified: bool  # compiled on every target, and it fits
+    estimated_total: dict  # target -> bytes the layout model expects after the fix
+    compiles: int = 0  # compiles spent finding and verifying it
 
 
 def offset(text: str, line: int, col: int) -> int:
@@ -71,6 +72,5 @@ def inverse_edits(text: str, edits: list[TextEdit]) -> list[TextEdit]:
         new_start = start + shift
         new_end = new_start + len(edit.new_text)
         shift += len(edit.new_text) - (end - start)
-        undo.append(TextEdit(edit.path, Span(*position(after, new_start), *position(after, new_end)),
-                             text[start:end]))
+        undo.append(TextEdit(edit.path, Span(*position(after, new_start), *position(after, new_end)), text[start:end]))
     return undo

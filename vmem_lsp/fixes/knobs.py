@@ -2,6 +2,7 @@
 the value lives: a keyword of the `# vmem:` example (also nested, such as
 `BlockSizes(block_q=...)`), a default argument of the example's function, or
 a module constant. Which knob moves which block is learned by tracing."""
+
 from __future__ import annotations
 
 import ast
@@ -15,12 +16,12 @@ from ..source.text import node_span, split_lines
 
 @dataclass(frozen=True)
 class Knob:
-    name: str           # "bm", "block_sizes.block_q", "BLOCK_ROWS"
-    where: str          # "example" | "keyword" | "default" | "constant" | "field"
-    path: str           # the file the literal is written in
-    span: Span          # the literal's token; for a "keyword", where it is to be added
+    name: str  # "bm", "block_sizes.block_q", "BLOCK_ROWS"
+    where: str  # "example" | "keyword" | "default" | "constant" | "field"
+    path: str  # the file the literal is written in
+    span: Span  # the literal's token; for a "keyword", where it is to be added
     value: int
-    shared: bool = False    # changing it changes other code too: other callers of a default, a module constant
+    shared: bool = False  # changing it changes other code too: other callers of a default, a module constant
 
     def edit_text(self, value: int) -> str:
         """The text that sets this knob to `value` at `span`."""
@@ -37,7 +38,7 @@ def example_knobs(example: Example, source: str | None = None) -> list[Knob]:
     argument of the called function is named by its parameter when `source`
     defines it (`bk=512`, not `arg2=512`, in a fix's title)."""
     if example.module is not None:
-        return []           # pyproject examples: edited in the source, not the table
+        return []  # pyproject examples: edited in the source, not the table
     text = example.text
     lead = len(text) - len(text.lstrip())
     try:
@@ -50,11 +51,12 @@ def example_knobs(example: Example, source: str | None = None) -> list[Knob]:
 
     def visit(node, prefix: str):
         if isinstance(node, ast.Call):
-            if isinstance(node.func, ast.Call):     # make_kernel(block_sizes=...)(q, k, v)
+            if isinstance(node.func, ast.Call):  # make_kernel(block_sizes=...)(q, k, v)
                 visit(node.func, prefix)
-            named = ([(named_positionally(node, i), a) for i, a in enumerate(node.args)]
-                     + [(k.arg, k.value) for k in node.keywords if k.arg])
-        elif isinstance(node, (ast.Tuple, ast.List)):       # block_shape=(512, 512)
+            named = [(named_positionally(node, i), a) for i, a in enumerate(node.args)] + [
+                (k.arg, k.value) for k in node.keywords if k.arg
+            ]
+        elif isinstance(node, (ast.Tuple, ast.List)):  # block_shape=(512, 512)
             named = [(f"[{i}]", e) for i, e in enumerate(node.elts)]
         else:
             return
@@ -92,8 +94,14 @@ def _function(source: str, name: str | None):
         module = parse_quietly(source)
     except SyntaxError:
         return None
-    return next((node for node in module.body
-                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name), None)
+    return next(
+        (
+            node
+            for node in module.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+        ),
+        None,
+    )
 
 
 def _parameters(source: str, name: str | None) -> list[str]:
@@ -111,11 +119,14 @@ def default_knobs(example: Example, source: str) -> list[Knob]:
     lines = split_lines(source)
     args = function.args
     positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
     pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
     shared = _has_other_callers(source, function.name, example)
-    return [Knob(a.arg, "default", example.path, node_span(d, lines), _int(d), shared) for a, d in pairs
-            if _int(d) and a.arg not in passed]
+    return [
+        Knob(a.arg, "default", example.path, node_span(d, lines), _int(d), shared)
+        for a, d in pairs
+        if _int(d) and a.arg not in passed
+    ]
 
 
 def _has_other_callers(source: str, name: str, example: Example) -> bool:
@@ -124,8 +135,10 @@ def _has_other_callers(source: str, name: str, example: Example) -> bool:
         module = parse_quietly(source)
     except SyntaxError:
         return True
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
-               for node in ast.walk(module))
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+        for node in ast.walk(module)
+    )
 
 
 def keyword_knobs(example: Example, source: str) -> list[Knob]:
@@ -150,14 +163,21 @@ def constant_knobs(path: str, source: str) -> list[Knob]:
     knobs = []
     for node in module.body:
         if (name := _int_assignment(node)) and source.count(name) > 1:
-            users = sum(1 for f in module.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(f)))
+            users = sum(
+                1
+                for f in module.body
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(f))
+            )
             knobs.append(Knob(name, "constant", path, node_span(node.value, lines), node.value.value, users > 1))
         if isinstance(node, ast.ClassDef):
             for field in node.body:
-                if name := _int_assignment(field):       # every instance's default
-                    knobs.append(Knob(f"{node.name}.{name}", "field", path, node_span(field.value, lines),
-                                      field.value.value, True))
+                if name := _int_assignment(field):  # every instance's default
+                    knobs.append(
+                        Knob(
+                            f"{node.name}.{name}", "field", path, node_span(field.value, lines), field.value.value, True
+                        )
+                    )
     return knobs
 
 

@@ -1,10 +1,11 @@
 """From a check's results to fixes: one Problem per overflowing example."""
+
 from __future__ import annotations
 
 import difflib
 import functools
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from ..correlate import SitesOf
 from ..source.directives import Example
@@ -18,13 +19,22 @@ def overflowing(results) -> dict:
     by_example: dict = {}
     for example, target, result in results:
         by_example.setdefault(example, {})[target] = result
-    return {ex: per for ex, per in by_example.items()
-            if any(not c.fits for r in per.values() for c in r.calls)
-            and all(not r.error for r in per.values())}
+    return {
+        ex: per
+        for ex, per in by_example.items()
+        if any(not c.fits for r in per.values() for c in r.calls) and all(not r.error for r in per.values())
+    }
 
 
-def plan(results, targets, text_of, run: Runner, sites_of: SitesOf, max_compiles: int = 8,
-         progress: Callable[[Example, list[Fix]], None] | None = None) -> list[tuple]:
+def plan(
+    results,
+    targets,
+    text_of,
+    run: Runner,
+    sites_of: SitesOf,
+    max_compiles: int = 8,
+    progress: Callable[[Example, list[Fix]], None] | None = None,
+) -> list[tuple]:
     """[(example, [Fix, ...])] for every overflowing example, fixes best first.
     `progress(example, fixes)` is told the candidates while they are compiled."""
     planned = []
@@ -32,9 +42,16 @@ def plan(results, targets, text_of, run: Runner, sites_of: SitesOf, max_compiles
         source = text_of(example.path)
         if source is None or example.module is not None:
             continue
-        problem = Problem(example, source, tuple(t for t in targets if t in per_target), per_target,
-                          run, sites_of, max_compiles=max_compiles,
-                          progress=progress and functools.partial(progress, example))
+        problem = Problem(
+            example,
+            source,
+            tuple(t for t in targets if t in per_target),
+            per_target,
+            run,
+            sites_of,
+            max_compiles=max_compiles,
+            progress=progress and functools.partial(progress, example),
+        )
         planned.append((example, find_fixes(problem)))
     return planned
 
@@ -51,5 +68,8 @@ def unified_diff(path: str, before: str, after: str, label: str) -> str:
     """git's a/ b/ headers for a relative path (`git apply`, `patch -p1`); an
     absolute path, outside the working folder, is named as it is."""
     old, new = (label, label) if os.path.isabs(label) else (f"a/{label}", f"b/{label}")
-    return "".join(difflib.unified_diff(split_lines(before, keepends=True), split_lines(after, keepends=True),
-                                       fromfile=old, tofile=new))
+    return "".join(
+        difflib.unified_diff(
+            split_lines(before, keepends=True), split_lines(after, keepends=True), fromfile=old, tofile=new
+        )
+    )

@@ -2,6 +2,7 @@
 the locator found: introduce a grid, set vmem_limit_bytes, single-buffer a
 window, resize blocks written as numbers. Each returns None (or nothing) when the code is not in a shape it can
 rewrite safely."""
+
 from __future__ import annotations
 
 import ast
@@ -17,11 +18,17 @@ from ..source.syntax import parse_quietly
 from ..source.text import node_span, split_lines
 from .edits import TextEdit, offset, position
 
-TPU_ALIAS = re.compile(r"^\s*(?:from\s+jax\.experimental\.pallas\s+import\s+tpu\s+as\s+(\w+)"
-                       r"|import\s+jax\.experimental\.pallas\.tpu\s+as\s+(\w+))", re.M)
+TPU_ALIAS = re.compile(
+    r"^\s*(?:from\s+jax\.experimental\.pallas\s+import\s+tpu\s+as\s+(\w+)"
+    r"|import\s+jax\.experimental\.pallas\.tpu\s+as\s+(\w+))",
+    re.M,
+)
 TPU_IMPORT = "from jax.experimental.pallas import tpu as pltpu\n"
-PALLAS_ALIAS = re.compile(r"^\s*(?:from\s+jax\.experimental\s+import\s+pallas\s+as\s+(\w+)"
-                          r"|import\s+jax\.experimental\.pallas\s+as\s+(\w+))", re.M)
+PALLAS_ALIAS = re.compile(
+    r"^\s*(?:from\s+jax\.experimental\s+import\s+pallas\s+as\s+(\w+)"
+    r"|import\s+jax\.experimental\.pallas\s+as\s+(\w+))",
+    re.M,
+)
 KEYWORDS = ("in_specs", "out_specs", "grid_spec", "out_shape")
 
 
@@ -36,8 +43,10 @@ def _span_in(expr: Expr, node: ast.AST) -> Span:
     """A node's span in the file, from its position inside `expr.text`."""
     lead = len(expr.text) - len(expr.text.lstrip())
     inside = node_span(node, split_lines(expr.text.strip()))
+
     def at(line, col):
         return (expr.span.start_line + line - 1, col + (expr.span.start_col + lead if line == 1 else 0))
+
     return Span(*at(inside.start_line, inside.start_col), *at(inside.end_line, inside.end_col))
 
 
@@ -81,8 +90,13 @@ def introduce_grid(site: KernelSite, call: CapturedCall, source: str, most: int 
     for spec in specs:
         shape = spec.block_shape and _node(spec.block_shape)
         index_map = spec.index_map and _node(spec.index_map)
-        if not (isinstance(shape, ast.Tuple) and len(shape.elts) >= 2 and isinstance(index_map, ast.Lambda)
-                and not index_map.args.args and isinstance(index_map.body, ast.Tuple)):
+        if not (
+            isinstance(shape, ast.Tuple)
+            and len(shape.elts) >= 2
+            and isinstance(index_map, ast.Lambda)
+            and not index_map.args.args
+            and isinstance(index_map.body, ast.Tuple)
+        ):
             return
         firsts.append((spec, shape.elts[0]))
         maps.append((spec, index_map))
@@ -128,8 +142,13 @@ def set_vmem_limit(site: KernelSite, source: str, limit: int) -> list[TextEdit] 
     line, col, after = anchor
     match = TPU_ALIAS.search(source)
     alias = (match[1] or match[2]) if match else "pltpu"
-    edits = [TextEdit(site.path, Span(line, col, line, col),
-                      f"compiler_params={alias}.CompilerParams(vmem_limit_bytes={value}),{after}")]
+    edits = [
+        TextEdit(
+            site.path,
+            Span(line, col, line, col),
+            f"compiler_params={alias}.CompilerParams(vmem_limit_bytes={value}),{after}",
+        )
+    ]
     if match is None:
         edits.append(TextEdit(site.path, Span(*_after_imports(source), *_after_imports(source)), TPU_IMPORT))
     return edits
@@ -146,7 +165,7 @@ def _first_argument(path: str, source: str, call: Expr, node: ast.Call, text: st
         whole = _span_in(call, node)
         return TextEdit(path, Span(whole.end_line, whole.end_col - 1, whole.end_line, whole.end_col - 1), text)
     first = _span_in(call, min(arguments, key=lambda a: (a.lineno, a.col_offset)))
-    indent = split_lines(source)[first.start_line - 1][:first.start_col]
+    indent = split_lines(source)[first.start_line - 1][: first.start_col]
     after = f",\n{indent}" if not indent.strip() else ", "
     return TextEdit(path, Span(first.start_line, first.start_col, first.start_line, first.start_col), text + after)
 
@@ -160,8 +179,7 @@ def _after_imports(source: str) -> tuple[int, int]:
     return ((imports[-1].end_lineno + 1) if imports else 1), 0
 
 
-def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, source: str
-                  ) -> list[TextEdit] | None:
+def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, source: str) -> list[TextEdit] | None:
     """pipeline_mode=pl.Buffered(1) as the BlockSpec's last argument, written
     right after the last argument already there, so a call whose ")" closes
     on a line of its own keeps it there alone."""
@@ -174,7 +192,7 @@ def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, s
     node = _node(written)
     match = PALLAS_ALIAS.search(source)
     if match is None or not isinstance(node, ast.Call):
-        return None         # not a call, or no `pallas as pl` import to name Buffered by
+        return None  # not a call, or no `pallas as pl` import to name Buffered by
     keyword = f"pipeline_mode={match[1] or match[2]}.Buffered(1)"
     arguments = [*node.args, *node.keywords]
     if not arguments:
@@ -189,6 +207,7 @@ class Written:
     """A block size written as a number in a shape: its token, and its place
     counted from the shape's end (-1 lanes, -2 sublanes), None when it is
     not an element of the shape itself (`(2 * 512, 512)`'s 2)."""
+
     value: int
     span: Span
     dim: int | None
@@ -236,8 +255,11 @@ def axis_places(spec: BlockSpecSite) -> list[tuple[int, int]]:
         return []
     params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
     elements = node.body.elts
-    return [(params.index(e.id), at - len(elements)) for at, e in enumerate(elements)
-            if isinstance(e, ast.Name) and e.id in params]
+    return [
+        (params.index(e.id), at - len(elements))
+        for at, e in enumerate(elements)
+        if isinstance(e, ast.Name) and e.id in params
+    ]
 
 
 def _walks(site: KernelSite) -> dict[int, set[int]]:
@@ -258,10 +280,16 @@ def _grid_follows(site: KernelSite, call: CapturedCall, dims: set, size: int, ne
     (`x.shape[0] // 100`). A count that is not array // size is left: the
     coverage check then refuses the fix rather than guess."""
     windows = [op for op in call.operands if op.role != "prefetch" and op.block_shape]
-    fulls = sorted({op.full_shape[d] for op in windows for d in range(-len(op.block_shape), 0)
-                    if op.block_shape[d] == size and (None in dims or d in dims)})
+    fulls = sorted(
+        {
+            op.full_shape[d]
+            for op in windows
+            for d in range(-len(op.block_shape), 0)
+            if op.block_shape[d] == size and (None in dims or d in dims)
+        }
+    )
     walks = _walks(site)
-    edits = []      # site.grid is also a grid spec's: the locator follows it
+    edits = []  # site.grid is also a grid spec's: the locator follows it
     for axis, element in enumerate(_elements(site.grid and _node(site.grid))):
         if axis in walks and None not in dims and not walks[axis] & dims:
             continue
@@ -270,8 +298,7 @@ def _grid_follows(site: KernelSite, call: CapturedCall, dims: set, size: int, ne
             if full is not None:
                 edits.append(TextEdit(site.path, _span_in(site.grid, element), str(full // new)))
             continue
-        edits += [TextEdit(site.path, _span_in(site.grid, n), str(new)) for n in _int_nodes(element)
-                  if n.value == size]
+        edits += [TextEdit(site.path, _span_in(site.grid, n), str(new)) for n in _int_nodes(element) if n.value == size]
     return edits
 
 
@@ -292,7 +319,7 @@ def literal_block_sizes(site: KernelSite, call: CapturedCall, source: str, level
         by_size.setdefault(written.value, []).append(written)
     for size, written in sorted(by_size.items(), reverse=True):
         if size < 16 or size & (size - 1):
-            continue            # not a power-of-two block size: leave it to the user
+            continue  # not a power-of-two block size: leave it to the user
         for level in range(1, levels + 1):
             new = size >> level
             yield f"Shrink blocks: {size} -> {new} in the BlockSpecs", resized(site, call, written, new), new / size

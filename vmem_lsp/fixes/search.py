@@ -1,12 +1,14 @@
 """Finding fixes for an example that overflows: rank candidates with the
 layout model (cheap traces, no compiles), then verify the best with the
 compiler on every target, spending few compiles."""
+
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field, replace
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from .. import budget as budgets
 from .. import render
@@ -18,9 +20,9 @@ from ..render import size as format_size
 from ..report.parse import parse_report
 from ..source.directives import Example
 from ..source.text import split_lines
+from . import rewrites
 from .edits import Fix, TextEdit, apply_edits
 from .knobs import Knob, constant_knobs, default_knobs, example_knobs, keyword_knobs
-from . import rewrites
 
 Runner = Callable[[CheckRequest], ExampleResult]
 MAX_ALTERNATIVES = 3
@@ -30,16 +32,17 @@ HEADROOM = 0.10
 @dataclass
 class Problem:
     """One overflowing example, with what the compiler said on each target."""
+
     example: Example
-    source: str                             # the text of example.path
+    source: str  # the text of example.path
     targets: tuple[str, ...]
-    results: dict                           # target -> ExampleResult (as compiled)
-    run: Runner                             # the worker, without cache
+    results: dict  # target -> ExampleResult (as compiled)
+    run: Runner  # the worker, without cache
     sites_of: SitesOf
     max_compiles: int = 8
     compiles: int = 0
     traces: int = 0
-    progress: Callable[[list[Fix]], None] | None = None     # told the fixes so far and those being compiled
+    progress: Callable[[list[Fix]], None] | None = None  # told the fixes so far and those being compiled
 
     def tell(self, fixes: list[Fix]) -> None:
         if self.progress is not None:
@@ -61,34 +64,43 @@ class Problem:
                 yield call, site
 
     def request(self, target: str, example_text: str, source: str | None, compile: bool) -> CheckRequest:
-        return CheckRequest(example_text, target, path=self.example.path,
-                            source=source if source != self.source else None, compile=compile)
+        return CheckRequest(
+            example_text,
+            target,
+            path=self.example.path,
+            source=source if source != self.source else None,
+            compile=compile,
+        )
 
 
 @dataclass(frozen=True)
 class Variant:
     """The example and source after some edits."""
+
     edits: tuple[TextEdit, ...]
     example_text: str
     source: str
     label: str
-    scale: float = 1.0      # how compiler-internal bytes are expected to scale (product of size ratios)
-    shared: bool = False    # it edits what other code shares: offered after the edits that touch only this example
+    scale: float = 1.0  # how compiler-internal bytes are expected to scale (product of size ratios)
+    shared: bool = False  # it edits what other code shares: offered after the edits that touch only this example
 
     @staticmethod
-    def of(problem: Problem, edits: list[TextEdit], label: str, scale: float = 1.0, shared: bool = False
-           ) -> "Variant":
+    def of(problem: Problem, edits: list[TextEdit], label: str, scale: float = 1.0, shared: bool = False) -> Variant:
         ex = problem.example
-        in_example = [e for e in edits if e.path == ex.path and e.span.start_line == ex.line
-                      and e.span.start_col >= ex.span.start_col]
+        in_example = [
+            e
+            for e in edits
+            if e.path == ex.path and e.span.start_line == ex.line and e.span.start_col >= ex.span.start_col
+        ]
         in_source = [e for e in edits if e not in in_example]
         lines = split_lines(problem.source)
         line = lines[ex.line - 1] if ex.line <= len(lines) else ""
         new_line = apply_edits(line, [replace(e, span=replace(e.span, start_line=1, end_line=1)) for e in in_example])
         start = ex.span.start_col
-        new_example = new_line[start:len(new_line) - (len(line) - ex.span.end_col)]
-        return Variant(tuple(edits), new_example, apply_edits(problem.source, in_source + in_example), label, scale,
-                       shared)
+        new_example = new_line[start : len(new_line) - (len(line) - ex.span.end_col)]
+        return Variant(
+            tuple(edits), new_example, apply_edits(problem.source, in_source + in_example), label, scale, shared
+        )
 
 
 def key(call: CapturedCall):
@@ -97,6 +109,7 @@ def key(call: CapturedCall):
 
 
 # ---- the model's view of a variant ----------------------------------------------------
+
 
 def internal_bytes(call: CapturedCall, target: str) -> int:
     """What the compiler added beyond the model's windows and scratch."""
@@ -136,8 +149,11 @@ def covers(call: CapturedCall) -> bool:
     if any(g < 0 for g in call.grid):
         return True
     steps = math.prod(g if g > 0 else 1 for g in call.grid)
-    return all(steps * math.prod(op.block_shape) >= math.prod(op.full_shape)
-               for op in call.operands if op.block_shape is not None and op.role != "prefetch")
+    return all(
+        steps * math.prod(op.block_shape) >= math.prod(op.full_shape)
+        for op in call.operands
+        if op.block_shape is not None and op.role != "prefetch"
+    )
 
 
 def traced_fit(problem: Problem, variant: Variant, reads: Callable[[CapturedCall], bool] = covers) -> dict | None:
@@ -178,23 +194,36 @@ def title(variant: Variant, figures: dict, how: str) -> str:
     return f"{variant.label} (fits: ~{format_size(total)} of {format_size(limit)} on {chip(target).label}, {how})"
 
 
-def as_fix(kind: str, problem: Problem, variant: Variant, figures: dict, verified: bool | None,
-           compiling: bool = False) -> Fix:
+def as_fix(
+    kind: str, problem: Problem, variant: Variant, figures: dict, verified: bool | None, compiling: bool = False
+) -> Fix:
     """`compiling`: a candidate the search is still to compile, told while it does."""
     how = "compiler-verified" if verified else "estimate, verifying…" if compiling else "estimated"
-    return Fix(kind, title(variant, figures, how), variant.edits, bool(verified),
-               {t: f[0] for t, f in figures.items()}, problem.compiles)
+    return Fix(
+        kind,
+        title(variant, figures, how),
+        variant.edits,
+        bool(verified),
+        {t: f[0] for t, f in figures.items()},
+        problem.compiles,
+    )
 
 
 # ---- shrinking blocks through knobs -------------------------------------------------------
+
 
 def knob_edit(knob: Knob, value: int) -> TextEdit:
     return TextEdit(knob.path, knob.span, knob.edit_text(value))
 
 
 def knob_label(changes: list[tuple[Knob, int]]) -> str:
-    where = {"example": "in the example", "keyword": "added to the example", "default": "default argument",
-             "constant": "module constant", "field": "field default"}
+    where = {
+        "example": "in the example",
+        "keyword": "added to the example",
+        "default": "default argument",
+        "constant": "module constant",
+        "field": "field default",
+    }
     parts = ", ".join(f"{k.name.rsplit('.', 1)[-1]}={v}" for k, v in changes)
     shared = "; changes a shared default for its other users" if any(k.shared for k, _ in changes) else ""
     return f"Shrink blocks: {parts} ({where[changes[0][0].where]}{shared})"
@@ -242,8 +271,9 @@ def candidates(knobs: list[Knob], levels: int = 4) -> list[list[tuple[Knob, int]
                 found.append([(knob, value)])
     own = [k for k in knobs if k.where in ("example", "keyword")]
     keyworded = {k.name for k in own if k.where == "keyword"}
-    everything = own + [k for k in knobs if k.where not in ("example", "keyword")
-                        and not (k.where == "default" and k.name in keyworded)]
+    everything = own + [
+        k for k in knobs if k.where not in ("example", "keyword") and not (k.where == "default" and k.name in keyworded)
+    ]
     for group in {tuple(own), tuple(everything)}:
         if len(group) > 1:
             for level in range(1, levels):
@@ -268,9 +298,16 @@ def shrink_fixes(problem: Problem) -> list[Fix]:
     and keywords first; defaults and constants that other code shares after,
     titled as such."""
     moving = relevant_knobs(problem, knobs_of(problem))
-    variants = [Variant.of(problem, [knob_edit(k, v) for k, v in changes], knob_label(changes),
-                           math.prod(v / k.value for k, v in changes), any(k.shared for k, _ in changes))
-                for changes in candidates(moving)]
+    variants = [
+        Variant.of(
+            problem,
+            [knob_edit(k, v) for k, v in changes],
+            knob_label(changes),
+            math.prod(v / k.value for k, v in changes),
+            any(k.shared for k, _ in changes),
+        )
+        for changes in candidates(moving)
+    ]
     if not variants:
         variants = literal_variants(problem)
     return verified_best(problem, "shrink", scored(problem, variants))
@@ -300,18 +337,24 @@ def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = Fal
     ones only when no compile could be spent. `nearest`: the candidates come
     nearest first and keep that order (a legal size for a block the user chose)."""
     fixes = []
-    roomy = lambda figures: fits(figures, HEADROOM)      # prefer fixes that leave no warning behind
+    roomy = lambda figures: fits(figures, HEADROOM)  # prefer fixes that leave no warning behind
 
     def rank(entry):
         at, (total, variant, figures) = entry
         return variant.shared, not roomy(figures), at if nearest else -total
+
     ranked = [(variant, figures) for _, (_, variant, figures) in sorted(enumerate(scored), key=rank)]
     for at, (variant, figures) in enumerate(ranked):
         if len(fixes) >= MAX_ALTERNATIVES:
             break
         # The model's best are worth showing while the compiler decides (seconds to minutes).
-        problem.tell(fixes + [as_fix(kind, problem, v, f, None, compiling=True)
-                              for v, f in ranked[at:at + MAX_ALTERNATIVES - len(fixes)]])
+        problem.tell(
+            fixes
+            + [
+                as_fix(kind, problem, v, f, None, compiling=True)
+                for v, f in ranked[at : at + MAX_ALTERNATIVES - len(fixes)]
+            ]
+        )
         verified = verify(problem, variant)
         if verified is False:
             continue
@@ -323,11 +366,18 @@ def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = Fal
 
 # ---- introducing a grid, raising the limit, single buffering ----------------------------------
 
+
 def grid_fixes(problem: Problem) -> list[Fix]:
-    variants = [Variant.of(problem, edits, f"Split the array into blocks of {rows} rows with a grid",
-                           rows / call.operands[-1].full_shape[0])
-                for call, site in problem.own_sites()
-                for rows, edits in rewrites.introduce_grid(site, call, problem.source)]
+    variants = [
+        Variant.of(
+            problem,
+            edits,
+            f"Split the array into blocks of {rows} rows with a grid",
+            rows / call.operands[-1].full_shape[0],
+        )
+        for call, site in problem.own_sites()
+        for rows, edits in rewrites.introduce_grid(site, call, problem.source)
+    ]
     return verified_best(problem, "grid", scored(problem, variants))
 
 
@@ -356,7 +406,7 @@ def limit_fixes(problem: Problem) -> list[Fix]:
     need = scoped_need([call for target in problem.targets for call in problem.failing(target)])
     capacity = min(chip(t).capacity for t in problem.targets)
     fixes = []
-    for call, site in problem.own_sites():
+    for _call, site in problem.own_sites():
         for _ in range(2):
             limit = limit_for(need, capacity) if need else None
             edits = limit and rewrites.set_vmem_limit(site, problem.source, limit)
@@ -381,8 +431,9 @@ def buffer_fixes(problem: Problem) -> list[Fix]:
     buffer is what does not fit."""
     fixes = []
     for call, site in problem.own_sites():
-        worst = {t: estimate(problem, [c for c in problem.failing(t) if key(c) == key(call)], t)
-                 for t in problem.targets}
+        worst = {
+            t: estimate(problem, [c for c in problem.failing(t) if key(c) == key(call)], t) for t in problem.targets
+        }
         for cost in budgets.layout.window_costs(call, problem.targets[0]):
             if cost.buffers < 2 or cost.kind == "scratch":
                 continue
@@ -394,9 +445,11 @@ def buffer_fixes(problem: Problem) -> list[Fix]:
             edits = rewrites.single_buffer(site, call, role, cost.index, problem.source)
             if edits is None:
                 continue
-            label = (f"Single-buffer {'input' if role == 'in' else 'output'} {cost.index} with "
-                     f"pipeline_mode=Buffered(1): saves {format_size(saving)}; its next block's copy no "
-                     f"longer overlaps compute")
+            label = (
+                f"Single-buffer {'input' if role == 'in' else 'output'} {cost.index} with "
+                f"pipeline_mode=Buffered(1): saves {format_size(saving)}; its next block's copy no "
+                f"longer overlaps compute"
+            )
             variant = Variant.of(problem, edits, label)
             verified = verify(problem, variant)
             if verified is not False:
@@ -405,6 +458,7 @@ def buffer_fixes(problem: Problem) -> list[Fix]:
 
 
 # ---- blocks the TPU cannot tile -------------------------------------------------------------
+
 
 def untileable(problem: Problem) -> list[tuple[CapturedCall, Operand]]:
     """(call, operand) of each failing kernel whose compile error is a block
@@ -430,13 +484,15 @@ def legal_sizes(value: int, positions: list[tuple[int, int]], near: int = 2) -> 
     """Sizes near `value` that tile at every (tile, full) position it sizes,
     and divide the whole dimension, so that the grid reads all of the array.
     Nearest first."""
+
     def legal(v: int) -> bool:
         return tiles_at(v, positions) and all(full % v == 0 for _, full in positions)
+
     found = sorted({full for _, full in positions if legal(full)}, key=lambda v: abs(v - value))
     step = max(tile for tile, _ in positions)
     below = [v for v in range(value - value % step, 0, -step) if legal(v)][:near]
     above = [v for v in range(value - value % step + step, value * 4 + step, step) if legal(v)][:near]
-    return sorted(dict.fromkeys([*below, *above, *found]), key=lambda v: (abs(v - value), v))[:2 * near + 1]
+    return sorted(dict.fromkeys([*below, *above, *found]), key=lambda v: (abs(v - value), v))[: 2 * near + 1]
 
 
 def tiled_dims(op: Operand) -> list[tuple[int, int, int, int]]:
@@ -467,19 +523,26 @@ def knob_tile_variants(problem: Problem, op: Operand, knobs: list[Knob]) -> list
         if not positions or tiles_at(knob.value, positions):
             continue
         for value in legal_sizes(knob.value, positions):
-            label = (f"Make the block tile: {knob.name.rsplit('.', 1)[-1]}={value} "
-                     f"({tile_why(value, positions)} for {op.dtype})")
-            variants.append((distance([(knob.value, value)]),
-                             Variant.of(problem, [knob_edit(knob, value)], label, value / knob.value, knob.shared)))
+            label = (
+                f"Make the block tile: {knob.name.rsplit('.', 1)[-1]}={value} "
+                f"({tile_why(value, positions)} for {op.dtype})"
+            )
+            variants.append(
+                (
+                    distance([(knob.value, value)]),
+                    Variant.of(problem, [knob_edit(knob, value)], label, value / knob.value, knob.shared),
+                )
+            )
     return variants
 
 
 class Place(NamedTuple):
     """A place of a block that does not tile, written as a number in the site's shapes."""
-    name: str                           # "rows" | "lanes"
+
+    name: str  # "rows" | "lanes"
     size: int
-    written: list                       # its numbers (rewrites.Written)
-    positions: list                     # (tile, full) of every window with that size there
+    written: list  # its numbers (rewrites.Written)
+    positions: list  # (tile, full) of every window with that size there
 
 
 def untileable_places(site, call: CapturedCall, op: Operand) -> list[Place]:
@@ -496,8 +559,9 @@ def untileable_places(site, call: CapturedCall, op: Operand) -> list[Place]:
     return places
 
 
-def literal_tile_variants(problem: Problem, call: CapturedCall, op: Operand, most: int = 5
-                          ) -> list[tuple[float, Variant]]:
+def literal_tile_variants(
+    problem: Problem, call: CapturedCall, op: Operand, most: int = 5
+) -> list[tuple[float, Variant]]:
     """(distance, variant) of legal sizes written where the BlockSpecs write
     the untileable ones as numbers, with the grid that follows; places that
     are both wrong change together, the nearest combinations first."""
@@ -507,10 +571,11 @@ def literal_tile_variants(problem: Problem, call: CapturedCall, op: Operand, mos
     combinations = itertools.product(*(legal_sizes(p.size, p.positions) for p in places))
     variants = []
     for values in sorted(combinations, key=moved)[:most] if places else []:
-        edits = list(dict.fromkeys(e for v, p in zip(values, places)
-                                   for e in rewrites.resized(site, call, p.written, v)))
+        edits = list(
+            dict.fromkeys(e for v, p in zip(values, places) for e in rewrites.resized(site, call, p.written, v))
+        )
         if len({e.span for e in edits}) < len(edits):
-            continue        # both places' counts are one number in the grid: which one it follows is not known
+            continue  # both places' counts are one number in the grid: which one it follows is not known
         changes = ", ".join(f"{p.name} {p.size} -> {v}" for v, p in zip(values, places))
         why = "; ".join(tile_why(v, p.positions) for v, p in zip(values, places))
         label = f"Make the block tile: {changes} in the BlockSpecs ({why} for {op.dtype})"
@@ -540,8 +605,12 @@ def steps_exactly(call: CapturedCall, walks: dict) -> bool:
     windows = {(o.role, o.index): o for o in call.operands if o.block_shape}
     for axis, role, index, place in walks.get(key(call), []):
         op = windows.get((role, index))
-        if op is not None and 0 <= axis < len(call.grid) and call.grid[axis] >= 0 \
-                and call.grid[axis] != -(-op.full_shape[place] // op.block_shape[place]):
+        if (
+            op is not None
+            and 0 <= axis < len(call.grid)
+            and call.grid[axis] >= 0
+            and call.grid[axis] != -(-op.full_shape[place] // op.block_shape[place])
+        ):
             return False
     return True
 
@@ -553,11 +622,14 @@ def legal_block_fixes(problem: Problem) -> list[Fix]:
     itself), each checked to read the whole array and no more, and verified
     by the compiler like the VMEM fixes; the nearest first."""
     knobs = knobs_of(problem)
-    found = [pair for call, op in untileable(problem)
-             for pair in knob_tile_variants(problem, op, knobs) + literal_tile_variants(problem, call, op)]
+    found = [
+        pair
+        for call, op in untileable(problem)
+        for pair in knob_tile_variants(problem, op, knobs) + literal_tile_variants(problem, call, op)
+    ]
     variants: dict = {}
     for _, variant in sorted(found, key=lambda pair: pair[0]):
-        variants.setdefault(variant.edits, variant)     # each target's call names the same block
+        variants.setdefault(variant.edits, variant)  # each target's call names the same block
     walks = walked(problem)
     reads = lambda call: covers(call) and steps_exactly(call, walks)
     return verified_best(problem, "tile", scored(problem, list(variants.values()), reads), nearest=True)

@@ -5,12 +5,13 @@ that is the module its code cells make. Here, at the edge, a notebook's
 position becomes its cell and the line in that cell (text, JSON, SARIF's
 `cell` property) or the place in the .ipynb file itself (SARIF regions,
 GitHub annotations), as ruff gives them."""
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-from typing import Callable
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import __version__
@@ -43,8 +44,9 @@ def in_file(notebook: Notebook | None, span: Span) -> Span:
     """A module span of a notebook as a span of the .ipynb file's own text."""
     if notebook is None:
         return span
-    return Span(*notebook.file_position(span.start_line, span.start_col),
-                *notebook.file_position(span.end_line, span.end_col))
+    return Span(
+        *notebook.file_position(span.start_line, span.start_col), *notebook.file_position(span.end_line, span.end_col)
+    )
 
 
 def where(path: str, span: Span, notebook_of: NotebookOf) -> str:
@@ -70,26 +72,42 @@ def _place(path: str, span: Span, notebook_of: NotebookOf) -> dict:
 
 def as_dict(d: Diagnostic, notebook_of: NotebookOf = no_notebooks) -> dict:
     return {
-        "path": display_path(d.path), "abs_path": d.path,
+        "path": display_path(d.path),
+        "abs_path": d.path,
         **_place(d.path, d.span, notebook_of),
-        "severity": d.severity, "code": d.code, "message": d.message,
-        "target": d.target, "origin": d.origin,
-        "related": [{"path": display_path(r.path), **_place(r.path, r.span, notebook_of), "message": r.message}
-                    for r in d.related],
+        "severity": d.severity,
+        "code": d.code,
+        "message": d.message,
+        "target": d.target,
+        "origin": d.origin,
+        "related": [
+            {"path": display_path(r.path), **_place(r.path, r.span, notebook_of), "message": r.message}
+            for r in d.related
+        ],
         "facts": d.facts,
     }
 
 
-def json_text(diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks,
-              extra: dict | None = None) -> str:
+def json_text(
+    diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks, extra: dict | None = None
+) -> str:
     """`extra`: keys after the diagnostics (a shard's "shard")."""
-    return json.dumps({"version": __version__, "summary": summary,
-                       "diagnostics": [as_dict(d, notebook_of) for d in diagnostics], **(extra or {})},
-                      indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "version": __version__,
+                "summary": summary,
+                "diagnostics": [as_dict(d, notebook_of) for d in diagnostics],
+                **(extra or {}),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def tally(diagnostics: list[Diagnostic]) -> str:
-    """"2 errors, 1 warning": a summary's start."""
+    """ "2 errors, 1 warning": a summary's start."""
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     return f"{errors} error{'s' * (errors != 1)}" + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
@@ -101,13 +119,19 @@ def _uri(path: str) -> str:
 
 
 def _region(span) -> dict:
-    return {"startLine": span.start_line, "startColumn": span.start_col + 1,
-            "endLine": span.end_line, "endColumn": max(span.end_col, span.start_col) + 1}
+    return {
+        "startLine": span.start_line,
+        "startColumn": span.start_col + 1,
+        "endLine": span.end_line,
+        "endColumn": max(span.end_col, span.start_col) + 1,
+    }
 
 
 def _location(path, span, notebook_of: NotebookOf, message=None) -> dict:
     notebook = notebook_of(path)
-    location = {"physicalLocation": {"artifactLocation": {"uri": _uri(path)}, "region": _region(in_file(notebook, span))}}
+    location = {
+        "physicalLocation": {"artifactLocation": {"uri": _uri(path)}, "region": _region(in_file(notebook, span))}
+    }
     if (placed := in_cell(notebook, span)) is not None:
         location["properties"] = {"cell": placed[0], "cellRegion": _region(placed[1])}
     if message:
@@ -116,29 +140,49 @@ def _location(path, span, notebook_of: NotebookOf, message=None) -> dict:
 
 
 def sarif_text(diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks) -> str:
-    rules = [{"id": code, "shortDescription": {"text": text}, **({"helpUri": HELP[code]} if code in HELP else {})}
-             for code, text in CODES.items()]
-    results = [{
-        "ruleId": d.code,
-        "level": SARIF_LEVEL[d.severity],
-        "message": {"text": d.message},
-        "locations": [_location(d.path, d.span, notebook_of)],
-        "relatedLocations": [dict(_location(r.path, r.span, notebook_of, r.message), id=i)
-                             for i, r in enumerate(d.related)],
-        "properties": {"target": d.target, "origin": d.origin, **d.facts,
-                       **({"cell": placed[0]} if (placed := in_cell(notebook_of(d.path), d.span)) else {})},
-    } for d in diagnostics]
+    rules = [
+        {"id": code, "shortDescription": {"text": text}, **({"helpUri": HELP[code]} if code in HELP else {})}
+        for code, text in CODES.items()
+    ]
+    results = [
+        {
+            "ruleId": d.code,
+            "level": SARIF_LEVEL[d.severity],
+            "message": {"text": d.message},
+            "locations": [_location(d.path, d.span, notebook_of)],
+            "relatedLocations": [
+                dict(_location(r.path, r.span, notebook_of, r.message), id=i) for i, r in enumerate(d.related)
+            ],
+            "properties": {
+                "target": d.target,
+                "origin": d.origin,
+                **d.facts,
+                **({"cell": placed[0]} if (placed := in_cell(notebook_of(d.path), d.span)) else {}),
+            },
+        }
+        for d in diagnostics
+    ]
     log = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "vmem-lsp", "version": __version__, "rules": rules,
-                                "informationUri": "https://pypi.org/project/vmem-lsp/"}},
-            "originalUriBaseIds": {"SRCROOT": {"uri": Path(os.getcwd()).as_uri() + "/"}},
-            "columnKind": "unicodeCodePoints",      # as vmem-lsp counts columns
-            "results": results,
-            "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [{"message": {"text": summary}}]}],
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "vmem-lsp",
+                        "version": __version__,
+                        "rules": rules,
+                        "informationUri": "https://pypi.org/project/vmem-lsp/",
+                    }
+                },
+                "originalUriBaseIds": {"SRCROOT": {"uri": Path(os.getcwd()).as_uri() + "/"}},
+                "columnKind": "unicodeCodePoints",  # as vmem-lsp counts columns
+                "results": results,
+                "invocations": [
+                    {"executionSuccessful": True, "toolExecutionNotifications": [{"message": {"text": summary}}]}
+                ],
+            }
+        ],
     }
     return json.dumps(log, indent=2) + "\n"
 
@@ -157,9 +201,11 @@ def github_text(diagnostics: list[Diagnostic], summary: str, notebook_of: Notebo
     lines = []
     for d in diagnostics:
         span = in_file(notebook_of(d.path), d.span)
-        where = (f"file={_github_escape(display_path(d.path), True)},line={span.start_line},"
-                 f"col={span.start_col + 1},endLine={span.end_line},endColumn={span.end_col + 1},"
-                 f"title={_github_escape(d.code, True)}")
+        where = (
+            f"file={_github_escape(display_path(d.path), True)},line={span.start_line},"
+            f"col={span.start_col + 1},endLine={span.end_line},endColumn={span.end_col + 1},"
+            f"title={_github_escape(d.code, True)}"
+        )
         lines.append(f"::{GITHUB_LEVEL[d.severity]} {where}::{_github_escape(d.message)}")
     lines.append(summary)
     return "\n".join(lines) + "\n"
@@ -168,7 +214,8 @@ def github_text(diagnostics: list[Diagnostic], summary: str, notebook_of: Notebo
 FORMATS = {"text": text, "json": json_text, "sarif": sarif_text, "github": github_text}
 
 
-def render(format_name: str, diagnostics: list[Diagnostic], summary: str,
-           notebook_of: NotebookOf = no_notebooks) -> str:
+def render(
+    format_name: str, diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks
+) -> str:
     """`notebook_of(path)` gives the notebook a diagnostic's path names, if it is one."""
     return FORMATS[format_name](diagnostics, summary, notebook_of)

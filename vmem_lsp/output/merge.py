@@ -7,6 +7,7 @@ whole plan's digest and size, the pairs it ran, and its diagnostics whole
 rebuilds those Diagnostics and runs what one run would have run over all of
 them: drop duplicates, merge chips, say where a failing kernel compiled, and
 keep a VMEM020 only where no shard's example reached the kernel."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,6 +29,7 @@ class MergeError(Exception):
 
 
 # ---- a shard's JSON ---------------------------------------------------------------------
+
 
 def plan_digest(plan: list) -> str:
     """The whole run's pairs, as one string shards of one run share."""
@@ -51,24 +53,38 @@ def part_dict(d: Diagnostic) -> dict:
 def part_of(data: dict) -> Diagnostic:
     subject, wording = data["subject"], data["wording"]
     return Diagnostic(
-        data["path"], Span(**data["span"]), data["severity"], data["code"], data["message"], data["target"],
-        data["origin"], tuple(Related(r["path"], Span(**r["span"]), r["message"]) for r in data["related"]),
+        data["path"],
+        Span(**data["span"]),
+        data["severity"],
+        data["code"],
+        data["message"],
+        data["target"],
+        data["origin"],
+        tuple(Related(r["path"], Span(**r["span"]), r["message"]) for r in data["related"]),
         data["facts"],
         Subject(ExampleKey(**subject["example"]), subject["call"], subject["part"]) if subject else None,
-        Wording(**wording) if wording else None)
+        Wording(**wording) if wording else None,
+    )
 
 
 def shard_dict(work: ShardWork, targets: list[str]) -> dict:
     """The "shard" key of a shard's JSON."""
     return {
-        "index": work.shard.index, "count": work.shard.count, "targets": list(targets),
+        "index": work.shard.index,
+        "count": work.shard.count,
+        "targets": list(targets),
         "plan": {"digest": plan_digest(work.plan), "pairs": len(work.plan), "examples": work.examples},
         "work": [pair_dict(k) for k in work.done],
         "parts": [part_dict(d) for d in work.parts],
-        "compiled": [[key.path, key.line, call, target]
-                     for (key, call), chips in sorted(work.compiled.items()) for target in sorted(chips)],
-        "covered": [[path, dataclasses.asdict(span)]           # sorted before the spans become dicts
-                    for path, span in sorted(work.covered, key=lambda c: (c[0], dataclasses.astuple(c[1])))],
+        "compiled": [
+            [key.path, key.line, call, target]
+            for (key, call), chips in sorted(work.compiled.items())
+            for target in sorted(chips)
+        ],
+        "covered": [
+            [path, dataclasses.asdict(span)]  # sorted before the spans become dicts
+            for path, span in sorted(work.covered, key=lambda c: (c[0], dataclasses.astuple(c[1])))
+        ],
         "unknown": sorted(work.unknown),
         "internal_errors": work.internal_errors,
     }
@@ -76,10 +92,12 @@ def shard_dict(work: ShardWork, targets: list[str]) -> dict:
 
 # ---- reading them back --------------------------------------------------------------------
 
+
 @dataclass
 class ShardReport:
     """One shard's JSON as the merge reads it."""
-    name: str               # the file it came from
+
+    name: str  # the file it came from
     version: str
     summary: str
     shard: dict
@@ -101,12 +119,17 @@ def refusal(reports: list[ShardReport]) -> str | None:
     if len({r.version for r in reports}) > 1:
         return "the shards come from different vmem-lsp versions: " + describe(reports, lambda r: r.version)
     if first.version != __version__:
-        return f"the shards come from vmem-lsp {first.version}; this is {__version__}: merge with the version that checked"
+        return (
+            f"the shards come from vmem-lsp {first.version}; this is {__version__}: merge with the version that checked"
+        )
     if len({r.shard["count"] for r in reports}) > 1:
-        return "the shards split the run differently: " + describe(reports, lambda r: f"{r.shard['index']}/{r.shard['count']}")
+        return "the shards split the run differently: " + describe(
+            reports, lambda r: f"{r.shard['index']}/{r.shard['count']}"
+        )
     if len({r.shard["plan"]["digest"] for r in reports}) > 1:
-        return ("the shards checked different runs (other files, examples or chips): "
-                + describe(reports, lambda r: r.shard["plan"]["digest"]))
+        return "the shards checked different runs (other files, examples or chips): " + describe(
+            reports, lambda r: r.shard["plan"]["digest"]
+        )
     count = first.shard["count"]
     indices = [r.shard["index"] for r in reports]
     if twice := sorted({i for i in indices if indices.count(i) > 1}):
@@ -129,9 +152,11 @@ def describe(reports: list[ShardReport], value) -> str:
 
 # ---- the merge ----------------------------------------------------------------------------
 
+
 @dataclass
 class Merged:
     """The whole run's diagnostics, rebuilt from its shards."""
+
     diagnostics: list[Diagnostic]
     summary: str
     internal_errors: list[str]
@@ -161,6 +186,7 @@ def reached_elsewhere(d: Diagnostic, covered: set, unknown: set) -> bool:
 def merge(reports: list[ShardReport]) -> Merged:
     """One run's diagnostics from all its shards, as engine.diagnose makes them."""
     from ..engine import merge_chips
+
     if not reports:
         raise MergeError("no shard reports given")
     if (problem := refusal(reports)) is not None:
@@ -178,7 +204,8 @@ def summary(diagnostics: list[Diagnostic], reports: list[ShardReport]) -> str:
     """The unsharded run's counts, and where they came from."""
     unchecked = sum(d.code == "VMEM020" for d in diagnostics)
     plan, targets = reports[0].shard["plan"], reports[0].shard["targets"]
-    return (tally(diagnostics)
-            + f" in {plan['examples']} example{'s' * (plan['examples'] != 1)} on {', '.join(targets)} "
-            f"(merged from {len(reports)} shards, {plan['pairs']} (example, chip) pairs)"
-            + (f"; {unchecked} kernel{'s' * (unchecked != 1)} not checked" if unchecked else ""))
+    return (
+        tally(diagnostics) + f" in {plan['examples']} example{'s' * (plan['examples'] != 1)} on {', '.join(targets)} "
+        f"(merged from {len(reports)} shards, {plan['pairs']} (example, chip) pairs)"
+        + (f"; {unchecked} kernel{'s' * (unchecked != 1)} not checked" if unchecked else "")
+    )

@@ -4,6 +4,7 @@ The TPU compiler reports a VMEM overflow in a few fixed forms (see tests/data/re
 by scripts/capture_reports.py). Parsing is total: any text gives a Report, and text no regex
 recognises comes back as form "unknown" with the whole text, so the user still sees it.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ from vmem_lsp.report.model import Allocation, Report, Shape
 # Printed sizes: "128.00M", "64.0K", "512B". Digit runs are bounded so that int()/float() on a
 # mutated text can neither overflow nor hit Python's int-string length limit.
 UNITS = "BKMGTPE"
-_BYTES = r"\d{1,20}(?:\.\d{1,20})?[BKMGTPE]"    # an allocation's size: never negative
+_BYTES = r"\d{1,20}(?:\.\d{1,20})?[BKMGTPE]"  # an allocation's size: never negative
 _SIZE = rf"-?{_BYTES}"
 SIZE_TEXT = re.compile(r"(-?\d{1,20}(?:\.\d{1,20})?)([BKMGTPE])")
 _SHAPE = r"[a-z][a-z0-9_]*\[(?:\d{1,18}(?:,\d{1,18})*)?\]"
@@ -23,7 +24,8 @@ SHAPE_TEXT = re.compile(r"([a-z][a-z0-9_]*)\[((?:\d{1,18}(?:,\d{1,18})*)?)\]")
 # Form 1, over physical memory with a breakdown.
 PHYSICAL = re.compile(
     rf"Ran out of memory in memory space (\w+)\. Used ({_SIZE}) of ({_SIZE}) \w+\. "
-    rf"Exceeded \w+ capacity by ({_SIZE})\.")
+    rf"Exceeded \w+ capacity by ({_SIZE})\."
+)
 # The CompilationResultProto tail repeats the start of the report, escaped and cut short.
 PROTO_TAIL = re.compile(r"\[type\.googleapis\.com/")
 ENTRY_START = re.compile(rf"^[ \t]*\d{{1,6}}\. Size: ({_BYTES})[ \t]*$", re.M)
@@ -36,7 +38,8 @@ SPILL_LABEL = re.compile(r"register allocator spill slots")
 # Form 2, over the scoped limit (E1001; older libtpu prints it without the "E1001:" prefix).
 SCOPED_OOM = re.compile(r"CompileTimeScopedVmemOom|while allocating on stack|Scoped allocation with size")
 SCOPED = re.compile(
-    rf"Scoped allocation with size ({_SIZE}) and limit ({_SIZE}) exceeded scoped (\w+) limit by ({_SIZE})")
+    rf"Scoped allocation with size ({_SIZE}) and limit ({_SIZE}) exceeded scoped (\w+) limit by ({_SIZE})"
+)
 SCOPED_SPACE = re.compile(r"Ran out of memory in memory space (\w+) while allocating on stack")
 ERROR_CODE = re.compile(r"\b(E\d{4}):")
 
@@ -64,9 +67,21 @@ WINDOW = re.compile(rf"The window shape is ({_SHAPE}), while the full shape is (
 SINGLE_BUFFERED = re.compile(r"This allocation is single buffered")
 BUFFERING_LEVELS = re.compile(r"This allocation has (\d{1,3}) buffering levels?")
 
-EMPTY = Report(form="unknown", memory_space=None, used=None, used_text=None, limit=None, limit_text=None,
-               exceeded_by=None, exceeded_by_text=None, limit_kind=None, error_code=None, op_name=None,
-               allocations=(), text="")
+EMPTY = Report(
+    form="unknown",
+    memory_space=None,
+    used=None,
+    used_text=None,
+    limit=None,
+    limit_text=None,
+    exceeded_by=None,
+    exceeded_by_text=None,
+    limit_kind=None,
+    error_code=None,
+    op_name=None,
+    allocations=(),
+    text="",
+)
 
 
 def parse_size(s: str) -> int:
@@ -119,12 +134,24 @@ def _physical(text: str) -> Report | None:
     listing = text[: tail.start()] if tail else text
     starts = list(ENTRY_START.finditer(listing))
     ends = [m.start() for m in starts[1:]] + [len(listing)]
-    allocations = tuple(_entry(m[1], listing[m.end():end], space) for m, end in zip(starts, ends))
+    allocations = tuple(_entry(m[1], listing[m.end() : end], space) for m, end in zip(starts, ends))
     (used, used_text), (limit, limit_text), (over, over_text) = map(_sizes, head.group(2, 3, 4))
-    return replace(EMPTY, form="physical", memory_space=space, used=used, used_text=used_text, limit=limit,
-                   limit_text=limit_text, exceeded_by=over, exceeded_by_text=over_text, limit_kind="physical",
-                   error_code=_error_code(text), op_name=next((a.op_name for a in allocations if a.op_name), None),
-                   allocations=allocations, text=text)
+    return replace(
+        EMPTY,
+        form="physical",
+        memory_space=space,
+        used=used,
+        used_text=used_text,
+        limit=limit,
+        limit_text=limit_text,
+        exceeded_by=over,
+        exceeded_by_text=over_text,
+        limit_kind="physical",
+        error_code=_error_code(text),
+        op_name=next((a.op_name for a in allocations if a.op_name), None),
+        allocations=allocations,
+        text=text,
+    )
 
 
 def _entry(size_text: str, body: str, space: str) -> Allocation:
@@ -133,21 +160,41 @@ def _entry(size_text: str, body: str, space: str) -> Allocation:
     for m in ENTRY_FIELD.finditer(body):
         fields.setdefault(m[1], m[2].strip())
     operator = fields.get("Operator", "")
-    op_name, source_file, source_line = (OP_NAME.search(operator), SOURCE_FILE.search(operator),
-                                         SOURCE_LINE.search(operator))
+    op_name, source_file, source_line = (
+        OP_NAME.search(operator),
+        SOURCE_FILE.search(operator),
+        SOURCE_LINE.search(operator),
+    )
     unpadded = SIZE_TEXT.fullmatch(fields.get("Unpadded size", ""))
     return _allocation(
-        size=parse_size(size_text), size_text=size_text, shape_text=fields.get("Shape"), tag=fields.get("Tag"),
-        label=fields.get("XLA label"), memory_space=space, allocation_type=fields.get("Allocation type"),
-        unpadded_size=parse_size(unpadded[0]) if unpadded else None, op_name=op_name[1] if op_name else None,
+        size=parse_size(size_text),
+        size_text=size_text,
+        shape_text=fields.get("Shape"),
+        tag=fields.get("Tag"),
+        label=fields.get("XLA label"),
+        memory_space=space,
+        allocation_type=fields.get("Allocation type"),
+        unpadded_size=parse_size(unpadded[0]) if unpadded else None,
+        op_name=op_name[1] if op_name else None,
         source_file=source_file[1] if source_file else None,
-        source_line=int(source_line[1]) if source_line else None)
+        source_line=int(source_line[1]) if source_line else None,
+    )
 
 
-def _allocation(*, size: int, size_text: str | None, shape_text: str | None, tag: str | None, label: str | None,
-                memory_space: str, allocation_type: str | None, unpadded_size: int | None = None,
-                op_name: str | None = None, source_file: str | None = None,
-                source_line: int | None = None) -> Allocation:
+def _allocation(
+    *,
+    size: int,
+    size_text: str | None,
+    shape_text: str | None,
+    tag: str | None,
+    label: str | None,
+    memory_space: str,
+    allocation_type: str | None,
+    unpadded_size: int | None = None,
+    op_name: str | None = None,
+    source_file: str | None = None,
+    source_line: int | None = None,
+) -> Allocation:
     """An Allocation with the facts its Tag and label carry (kind, operand, window, buffering)."""
     kind, index = _kind(tag or "", label or "")
     window = WINDOW.search(tag or "")
@@ -157,10 +204,23 @@ def _allocation(*, size: int, size_text: str | None, shape_text: str | None, tag
         window_shape = parse_shape(shape_text) if kind == "scratch" and shape_text else None
         full_shape = None
     return Allocation(
-        size=size, size_text=size_text, kind=kind, operand_index=index, window_shape=window_shape,
-        full_shape=full_shape, unpadded_size=unpadded_size, buffers=_buffers(tag or ""),
-        memory_space=memory_space, op_name=op_name, source_file=source_file, source_line=source_line, tag=tag,
-        label=label, allocation_type=allocation_type, shape_text=shape_text)
+        size=size,
+        size_text=size_text,
+        kind=kind,
+        operand_index=index,
+        window_shape=window_shape,
+        full_shape=full_shape,
+        unpadded_size=unpadded_size,
+        buffers=_buffers(tag or ""),
+        memory_space=memory_space,
+        op_name=op_name,
+        source_file=source_file,
+        source_line=source_line,
+        tag=tag,
+        label=label,
+        allocation_type=allocation_type,
+        shape_text=shape_text,
+    )
 
 
 def _kind(tag: str, label: str) -> tuple[str, int | None]:
@@ -190,13 +250,28 @@ def _scoped(text: str) -> Report | None:
     numbers = SCOPED.search(text)
     space = SCOPED_SPACE.search(text)
     op_name = OP_NAME.search(text)
-    report = replace(EMPTY, form="scoped", memory_space=space[1] if space else None, limit_kind="scoped",
-                     error_code=_error_code(text), op_name=op_name[1] if op_name else None, text=text)
+    report = replace(
+        EMPTY,
+        form="scoped",
+        memory_space=space[1] if space else None,
+        limit_kind="scoped",
+        error_code=_error_code(text),
+        op_name=op_name[1] if op_name else None,
+        text=text,
+    )
     if numbers is None:
         return report
     (used, used_text), (limit, limit_text), (over, over_text) = map(_sizes, numbers.group(1, 2, 4))
-    return replace(report, memory_space=report.memory_space or numbers[3], used=used, used_text=used_text,
-                   limit=limit, limit_text=limit_text, exceeded_by=over, exceeded_by_text=over_text)
+    return replace(
+        report,
+        memory_space=report.memory_space or numbers[3],
+        used=used,
+        used_text=used_text,
+        limit=limit,
+        limit_text=limit_text,
+        exceeded_by=over,
+        exceeded_by_text=over_text,
+    )
 
 
 def _single_allocation(text: str) -> Report | None:
@@ -204,16 +279,33 @@ def _single_allocation(text: str) -> Report | None:
     head = WOULD_EXCEED.search(text)
     if head is None:
         return None
-    attrs = text[head.end():]
-    shape, space, kind, tag = (ATTR_SHAPE.search(attrs), ATTR_SPACE.search(attrs), ATTR_TYPE.search(attrs),
-                               ATTR_TAG.search(attrs))
+    attrs = text[head.end() :]
+    shape, space, kind, tag = (
+        ATTR_SHAPE.search(attrs),
+        ATTR_SPACE.search(attrs),
+        ATTR_TYPE.search(attrs),
+        ATTR_TAG.search(attrs),
+    )
     memory_space = space[1] if space else None
     allocation = _allocation(
-        size=int(head[1]), size_text=None, shape_text=shape[1] if shape else None, tag=tag[1] if tag else None,
-        label=tag[2] if tag else None, memory_space=memory_space or "vmem",  # the usual space when cut off
-        allocation_type=kind[1] if kind else None)
-    return replace(EMPTY, form="single_allocation", memory_space=memory_space, limit=int(head[2]),
-                   limit_kind="physical", error_code=_error_code(text), allocations=(allocation,), text=text)
+        size=int(head[1]),
+        size_text=None,
+        shape_text=shape[1] if shape else None,
+        tag=tag[1] if tag else None,
+        label=tag[2] if tag else None,
+        memory_space=memory_space or "vmem",  # the usual space when cut off
+        allocation_type=kind[1] if kind else None,
+    )
+    return replace(
+        EMPTY,
+        form="single_allocation",
+        memory_space=memory_space,
+        limit=int(head[2]),
+        limit_kind="physical",
+        error_code=_error_code(text),
+        allocations=(allocation,),
+        text=text,
+    )
 
 
 def _block_shape(text: str) -> Report | None:
@@ -226,8 +318,15 @@ def _block_shape(text: str) -> Report | None:
         # Mosaic numbers the windows: the blocked inputs (in_specs), after the scalar-prefetch operands
         kind, index = "window_input" if mosaic[1] == "input" else "output", int(mosaic[2])
     origin = JAX_ORIGIN.search(text)
-    return replace(EMPTY, form="block_shape", error_code=_error_code(text), operand_kind=kind,
-                   operand_index=index, operand_path=origin[1] if origin else None, text=text)
+    return replace(
+        EMPTY,
+        form="block_shape",
+        error_code=_error_code(text),
+        operand_kind=kind,
+        operand_index=index,
+        operand_path=origin[1] if origin else None,
+        text=text,
+    )
 
 
 def _jax_operand(text: str) -> tuple[str | None, int | None]:
@@ -245,9 +344,14 @@ def _jax_operand(text: str) -> tuple[str | None, int | None]:
 # What kind of compile error a text is, for its code and its help page (tests/data/reports/ERRORS.md).
 ERROR_KINDS = (
     ("alignment", re.compile(r"cannot statically prove that index|E2003")),
-    ("dtype", re.compile(r"E2001|Unsupported matmul RHS type|Only arrays with \d+-bit element types|"
-                         r"Target does not support this comparison|failed to legalize operation 'arith\.cmp|"
-                         r"Invalid relayout|Only vector<\w+>(?: and vector<\w+>)* are supported, but got")),
+    (
+        "dtype",
+        re.compile(
+            r"E2001|Unsupported matmul RHS type|Only arrays with \d+-bit element types|"
+            r"Target does not support this comparison|failed to legalize operation 'arith\.cmp|"
+            r"Invalid relayout|Only vector<\w+>(?: and vector<\w+>)* are supported, but got"
+        ),
+    ),
     ("memory_space", re.compile(r"Can only load scalars from SMEM|Can only store scalars to SMEM|memory space")),
     ("partitioning", re.compile(r"cannot be automatically partitioned")),
     ("unsupported", re.compile(r"Unimplemented primitive|unsupported|Not implemented|not supported", re.I)),

@@ -1,5 +1,6 @@
 """The language server object: owns the session, the compile service, and
 publishing. Handlers (one module per message, in handlers/) stay thin."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,33 +14,33 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.exceptions import (FeatureNotificationError, FeatureRequestError, JsonRpcException,
-                              JsonRpcInternalError)
+from pygls.exceptions import FeatureNotificationError, FeatureRequestError, JsonRpcException, JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from .. import __version__
-from .compiler import CompileEvent, CompileJob, CompileService
-from .convert import Positions, to_diagnostics, to_uri
-from .protocol import VmemProtocol
-from .options import SECTION, Options, options_from
-from .session import Session
 from ..source.notebook import is_notebook
 from . import trusting
+from .compiler import CompileEvent, CompileJob, CompileService
+from .convert import Positions, to_diagnostics, to_uri
+from .options import SECTION, Options, options_from
+from .protocol import VmemProtocol
+from .session import Session
 from .waiting import Waiters
 
-logger = logging.getLogger(__name__)       # no handler: errors go to stderr, the server's log
+logger = logging.getLogger(__name__)  # no handler: errors go to stderr, the server's log
 STATUS = "vmemLsp/status"
 # The parsing process runs at this niceness: its bursts (200 files opened at
 # once) leave the CPU to the server's loop and the editor. Not the compile
 # worker: under a CPU hog of the user's, a niced compile starved for minutes.
 PARSER_NICENESS = 10
-TRUST_POLL_SECONDS = 1.0        # how often a file waiting on trust looks at the trust list
+TRUST_POLL_SECONDS = 1.0  # how often a file waiting on trust looks at the trust list
 
 
 def start_parser(server_pid: int) -> None:
     """In the parsing process: yield the CPU, and die with the server."""
     from ..lifetime import die_with_parent
+
     os.nice(PARSER_NICENESS)
     die_with_parent(server_pid)
 
@@ -57,14 +58,16 @@ class Locator:
     def __init__(self, start_pool=None):
         self.start_pool = start_pool or self._spawn
         self.pool = None
-        self.failures = 0       # in a row; at TRIES, stop asking for a process
-        self.internal_errors: deque[tuple[str, str]] = deque()     # (path, traceback); thread-safe
+        self.failures = 0  # in a row; at TRIES, stop asking for a process
+        self.internal_errors: deque[tuple[str, str]] = deque()  # (path, traceback); thread-safe
 
     @staticmethod
     def _spawn() -> ProcessPoolExecutor:
         import multiprocessing
-        return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=start_parser, initargs=(os.getpid(),))
+
+        return ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn"), initializer=start_parser, initargs=(os.getpid(),)
+        )
 
     def __call__(self, text: str, path: str):
         located = self._locate(text, path)
@@ -74,6 +77,7 @@ class Locator:
 
     def _locate(self, text: str, path: str):
         from ..source.locate import locate
+
         if self.failures < self.TRIES:
             try:
                 if self.pool is None:
@@ -81,34 +85,35 @@ class Locator:
                 located = self.pool.submit(locate, text, path).result()
                 self.failures = 0
                 return located
-            except Exception:               # a broken pool: parse here rather than not at all
+            except Exception:  # a broken pool: parse here rather than not at all
                 self.failures += 1
                 self.stop(wait=False)
-        return locate(text, path)           # never raises
+        return locate(text, path)  # never raises
 
     def stop(self, wait: bool = True) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=wait, cancel_futures=True)    # its process exits with it
+            self.pool.shutdown(wait=wait, cancel_futures=True)  # its process exits with it
             self.pool = None
 
 
 class VmemServer(LanguageServer):
     def __init__(self, notebook_document_sync: types.NotebookDocumentSyncOptions | None = None):
-        super().__init__("vmem-lsp", __version__, protocol_cls=VmemProtocol,
-                         notebook_document_sync=notebook_document_sync)
+        super().__init__(
+            "vmem-lsp", __version__, protocol_cls=VmemProtocol, notebook_document_sync=notebook_document_sync
+        )
         self.locator = Locator()
         self.waiters = Waiters()
         self.session = Session(Options(), self.locator, self.waiters.wake)
         self.compiler: CompileService | None = None
         self.analysis = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vmem-lsp-analysis")
         self.debounced: dict[str, asyncio.Task] = {}
-        self.published: dict[str, dict[str, list]] = {}   # path -> {URI: the diagnostics last pushed to it}
-        self.typed_in: dict[str, set[str]] = {}     # notebook path -> cells edited since its last publish
+        self.published: dict[str, dict[str, list]] = {}  # path -> {URI: the diagnostics last pushed to it}
+        self.typed_in: dict[str, set[str]] = {}  # notebook path -> cells edited since its last publish
         self.progress_token: str | None = None
         self.status = {"state": "idle", "message": "", "done": 0, "total": 0, "targets": []}
-        self.internal_errors = 0        # errors of ours, never of the user's files: in every status
-        self.trust_asked: set[str] = set()     # folders the user was asked about, once each
-        self.trust_watch: asyncio.Future | None = None     # looks at the trust list while a file waits on it
+        self.internal_errors = 0  # errors of ours, never of the user's files: in every status
+        self.trust_asked: set[str] = set()  # folders the user was asked about, once each
+        self.trust_watch: asyncio.Future | None = None  # looks at the trust list while a file waits on it
 
     # -- paths and capabilities ---------------------------------------------------------
     def path_of(self, uri: str) -> str:
@@ -127,9 +132,11 @@ class VmemServer(LanguageServer):
     def positions(self) -> Positions:
         """Our spans in the client's position encoding, for one message."""
         documents = self.session.documents
-        return Positions(self.workspace.position_codec,
-                         lambda path: doc.text if (doc := documents.get(path)) else None,
-                         lambda path: doc.cells if (doc := documents.get(path)) else None)
+        return Positions(
+            self.workspace.position_codec,
+            lambda path: doc.text if (doc := documents.get(path)) else None,
+            lambda path: doc.cells if (doc := documents.get(path)) else None,
+        )
 
     def client_supports(self, *names: str) -> bool:
         node = self.client_capabilities
@@ -154,27 +161,29 @@ class VmemServer(LanguageServer):
     async def analyse_now(self, path: str) -> None:
         """The static tier: analysed off the loop from a snapshot, applied on it."""
         from ..engine import analyse
+
         arguments = self.session.analysis_input(path)
         if arguments is None:
             return
         loop = asyncio.get_running_loop()
         try:
             applied = self.session.apply_analysis(await loop.run_in_executor(self.analysis, analyse, *arguments))
-        except Exception:              # a user's file never takes the server down
+        except Exception:  # a user's file never takes the server down
             self.internal_error(f"analysing {path}", traceback.format_exc())
             return
         finally:
             while self.locator.internal_errors:
                 located, details = self.locator.internal_errors.popleft()
                 self.internal_error(f"locating the kernels of {located}", details)
-        if applied:         # else the text moved on: its own analysis follows, and publishes
+        if applied:  # else the text moved on: its own analysis follows, and publishes
             self.publish({path})
 
     # -- the compiler tier ------------------------------------------------------------------
     def ensure_compiler(self) -> CompileService:
         if self.compiler is None:
-            self.compiler = CompileService(asyncio.get_running_loop(), self.on_compile_result,
-                                           self.on_compile_event, self.on_fixes)
+            self.compiler = CompileService(
+                asyncio.get_running_loop(), self.on_compile_result, self.on_compile_event, self.on_fixes
+            )
         return self.compiler
 
     def compile(self, path: str) -> None:
@@ -184,6 +193,7 @@ class VmemServer(LanguageServer):
         examples = doc.examples
         if not examples:
             from ..source.directives import find_examples
+
             examples, _ = find_examples(doc.text, path)
         settings = self.session.settings(path)
         if not examples and not settings.examples:
@@ -196,8 +206,9 @@ class VmemServer(LanguageServer):
             self.publish({path})
         # The worker compiles the file on disk: its verdict belongs to the version
         # last saved, and is dropped as stale if the buffer has moved on since.
-        self.ensure_compiler().submit(CompileJob(path, doc.saved_version, settings, examples,
-                                                 self.session.options.cache))
+        self.ensure_compiler().submit(
+            CompileJob(path, doc.saved_version, settings, examples, self.session.options.cache)
+        )
 
     # -- trust: nobody's code runs uninvited ----------------------------------------------
     def trusted(self, path: str, settings) -> bool:
@@ -213,8 +224,9 @@ class VmemServer(LanguageServer):
         if folder in self.trust_asked:
             return
         self.trust_asked.add(folder)
-        would_run = trusting.what_would_run(path, settings, examples,
-                                            worker_from_project=self.session.options.worker is None)
+        would_run = trusting.what_would_run(
+            path, settings, examples, worker_from_project=self.session.options.worker is None
+        )
         message = trusting.notice(folder, would_run)
         self.log(types.MessageType.Warning, message)
         if self.client_supports("window", "show_message"):
@@ -223,12 +235,17 @@ class VmemServer(LanguageServer):
             self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, message))
 
     async def ask_trust(self, folder: str, message: str) -> None:
-        answer = await self.window_show_message_request_async(types.ShowMessageRequestParams(
-            types.MessageType.Warning, message,
-            [types.MessageActionItem(trusting.TRUST), types.MessageActionItem(trusting.NOT_NOW)]))
+        answer = await self.window_show_message_request_async(
+            types.ShowMessageRequestParams(
+                types.MessageType.Warning,
+                message,
+                [types.MessageActionItem(trusting.TRUST), types.MessageActionItem(trusting.NOT_NOW)],
+            )
+        )
         if answer is None or answer.title != trusting.TRUST:
             return
         from .. import trust
+
         entry = trust.add(folder)
         self.log(types.MessageType.Info, f"vmem-lsp: trusted {entry}")
         for path in list(self.session.documents):
@@ -240,6 +257,7 @@ class VmemServer(LanguageServer):
         second: `vmem-lsp trust FOLDER` in a terminal (or another window's
         answer) runs the waiting examples then, not at the file's next save."""
         from .. import trust
+
         seen = trust.stamp()
         while any(doc.not_run for doc in self.session.documents.values()):
             await asyncio.sleep(TRUST_POLL_SECONDS)
@@ -272,9 +290,15 @@ class VmemServer(LanguageServer):
         self.log(kind, event.message)
         if event.state == "crashed":
             self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, f"vmem-lsp: {event.message}"))
-        self.send_status({"state": event.state, "message": event.message, "done": event.done,
-                          "total": event.total,
-                          "targets": list(event.targets or self.session.options.targets or ())})
+        self.send_status(
+            {
+                "state": event.state,
+                "message": event.message,
+                "done": event.done,
+                "total": event.total,
+                "targets": list(event.targets or self.session.options.targets or ()),
+            }
+        )
         self.progress(event)
 
     def send_status(self, status: dict | None = None) -> None:
@@ -306,13 +330,17 @@ class VmemServer(LanguageServer):
         if event.state in ("starting", "compiling") and self.progress_token is None:
             self.progress_token = token = str(uuid.uuid4())
             self.work_done_progress.create(token)
-            self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-                title="vmem-lsp", message=event.message, cancellable=False,
-                percentage=0 if event.total else None))
+            self.work_done_progress.begin(
+                token,
+                types.WorkDoneProgressBegin(
+                    title="vmem-lsp", message=event.message, cancellable=False, percentage=0 if event.total else None
+                ),
+            )
         elif event.state == "compiling" and self.progress_token:
             percentage = int(100 * event.done / event.total) if event.total else None
-            self.work_done_progress.report(self.progress_token, types.WorkDoneProgressReport(
-                message=event.message, percentage=percentage))
+            self.work_done_progress.report(
+                self.progress_token, types.WorkDoneProgressReport(message=event.message, percentage=percentage)
+            )
         elif event.state not in ("starting", "compiling") and self.progress_token:
             self.work_done_progress.end(self.progress_token, types.WorkDoneProgressEnd(message=event.message))
             self.progress_token = None
@@ -348,8 +376,9 @@ class VmemServer(LanguageServer):
                 diagnostics = by_uri.get(uri, [])
                 if only_changed and uri not in told and shown.get(uri, []) == diagnostics:
                     continue
-                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                    uri=uri, diagnostics=diagnostics, version=self.version_of(uri, path)))
+                self.text_document_publish_diagnostics(
+                    types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=self.version_of(uri, path))
+                )
             if by_uri:
                 self.published[path] = by_uri
         if refresh and self.client_supports("workspace", "diagnostics", "refresh_support"):
@@ -372,9 +401,10 @@ class VmemServer(LanguageServer):
         if not self.client_supports("workspace", "configuration"):
             return None
         try:
-            [raw] = await self.workspace_configuration_async(types.ConfigurationParams(
-                items=[types.ConfigurationItem(section=SECTION)]))
-        except Exception as error:      # a client that answers badly still gets a server
+            [raw] = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            )
+        except Exception as error:  # a client that answers badly still gets a server
             self.log(types.MessageType.Warning, f"vmem-lsp: reading settings failed: {error!r}")
             return None
         return raw
@@ -395,7 +425,7 @@ class VmemServer(LanguageServer):
 def handler_failure(error: Exception) -> str | None:
     """The traceback of a handler's own failure as pygls reports it; None for a
     JSON-RPC error raised on purpose or a client's unknown method."""
-    if isinstance(error, JsonRpcInternalError):         # pygls' wrapping of a handler's exception
+    if isinstance(error, JsonRpcInternalError):  # pygls' wrapping of a handler's exception
         frames = error.data.get("traceback", []) if isinstance(error.data, dict) else []
         return "".join(frames) + error.message
     if isinstance(error, JsonRpcException):
@@ -405,6 +435,7 @@ def handler_failure(error: Exception) -> str | None:
 
 def build_server() -> VmemServer:
     from .handlers import notebook_sync, register
+
     server = VmemServer(notebook_sync.SYNC)
     register(server)
     return server
@@ -415,11 +446,13 @@ def serve() -> int:
     # often, so a hover never waits long behind a parse.
     sys.setswitchinterval(0.001)
     from ..lifetime import exit_with_children
-    exit_with_children()        # TERM, INT, HUP: the worker and the parser go first
+
+    exit_with_children()  # TERM, INT, HUP: the worker and the parser go first
     from .collector import freeze_survivors
     from .stdio import start_io
+
     server = build_server()
-    freeze_survivors()          # the libraries just imported: out of every later collection
+    freeze_survivors()  # the libraries just imported: out of every later collection
     try:
         start_io(server)
     finally:

@@ -5,6 +5,7 @@ took 50-80 ms, and one landing during a hover made it the slowest of a load
 run. So what the server holds for long is frozen (out of the collector's
 walks): once after start-up, and again at quiet moments, after a full
 collection that unfreezes first so that no garbage is kept frozen."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,7 +26,7 @@ class QuietCollector:
 
     def __init__(self, quiet: float = 1.0, every: float = 30.0):
         self.quiet, self.every = quiet, every
-        self.last = 0.0            # the first quiet moment freezes what start-up made
+        self.last = 0.0  # the first quiet moment freezes what start-up made
         self.timer: asyncio.TimerHandle | None = None
 
     def message_arrived(self) -> None:

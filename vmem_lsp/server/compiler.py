@@ -2,23 +2,24 @@
 takes jobs from a queue, and hands results back to the loop. A newer job for
 a document supersedes its older one. A job's chips compile at once, each on
 its own worker, where there are cores for it (pool.lanes_for)."""
+
 from __future__ import annotations
 
 import asyncio
 import threading
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
 
-from ..engine import memory_for, run_example
 from ..compile.cache import ResultCache
 from ..compile.client import WorkerClient
 from ..compile.memory import worker_peak
 from ..compile.pool import ChipLanes, lanes_for
-from ..compile.ray_backend import BackendError, RayPool
 from ..compile.protocol import ExampleResult
+from ..compile.ray_backend import BackendError, RayPool
 from ..config import Settings
+from ..engine import memory_for, run_example
 from ..source.directives import Example
 
 
@@ -39,19 +40,23 @@ class CompileJob:
 @dataclass(frozen=True)
 class CompileEvent:
     """For progress and the status item: "starting", "compiling", "ready", "crashed", "no_compiler"."""
+
     state: str
     message: str
     done: int = 0
     total: int = 0
-    targets: tuple[str, ...] = ()   # the chips the job checks, wherever they were configured
-    internal: str | None = None     # a bug of ours ended the job: its traceback, counted by the server
+    targets: tuple[str, ...] = ()  # the chips the job checks, wherever they were configured
+    internal: str | None = None  # a bug of ours ended the job: its traceback, counted by the server
 
 
 class CompileService:
-    def __init__(self, loop: asyncio.AbstractEventLoop,
-                 on_result: Callable[[CompileJob, list[tuple[Example, ExampleResult]]], None],
-                 on_event: Callable[[CompileEvent], None],
-                 on_fixes: Callable[[CompileJob, list | None, bool], None] | None = None):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_result: Callable[[CompileJob, list[tuple[Example, ExampleResult]]], None],
+        on_event: Callable[[CompileEvent], None],
+        on_fixes: Callable[[CompileJob, list | None, bool], None] | None = None,
+    ):
         self.loop = loop
         self.on_result = on_result
         self.on_event = on_event
@@ -125,7 +130,7 @@ class CompileService:
             self.worker_command = settings.worker
         self.workers.grow(lanes_for(len(targets), settings.jobs))
         idle = list({id(w): w for w in map(self.workers.worker, targets) if not w.running()}.values())
-        if idle:        # libtpu takes seconds to load: every worker loads it at once
+        if idle:  # libtpu takes seconds to load: every worker loads it at once
             # Another chip's lane beside a running worker is no start of vmem-lsp: the status
             # says "starting" only when no worker runs yet (the editor reads it as a restart).
             first = not any(w.running() for w in self.workers.workers)
@@ -151,9 +156,13 @@ class CompileService:
             self._emit(CompileEvent("starting", "starting the TPU compiler worker"))
         try:
             hello = worker.start()
-            self._emit(CompileEvent("ready", f"worker ready (pid {hello.get('pid')}): jax {hello.get('jax')}, "
-                                                 f"libtpu {hello.get('libtpu')}"))
-        except Exception as error:     # reported, and the next job tries again
+            self._emit(
+                CompileEvent(
+                    "ready",
+                    f"worker ready (pid {hello.get('pid')}): jax {hello.get('jax')}, libtpu {hello.get('libtpu')}",
+                )
+            )
+        except Exception as error:  # reported, and the next job tries again
             self._emit(CompileEvent("crashed", f"the worker did not start: {error}"))
 
     def _run(self) -> None:
@@ -162,9 +171,8 @@ class CompileService:
                 self._run_job(job)
             except BackendError as error:  # no ray, no cluster: said as it is
                 self._emit(CompileEvent("crashed", str(error)))
-            except Exception as error:     # never let one job end the thread; a bug of ours, counted
-                self._emit(CompileEvent("crashed", f"compile job failed: {error!r}",
-                                        internal=traceback.format_exc()))
+            except Exception as error:  # never let one job end the thread; a bug of ours, counted
+                self._emit(CompileEvent("crashed", f"compile job failed: {error!r}", internal=traceback.format_exc()))
             finally:
                 with self.wakeup:
                     self.current = None
@@ -187,8 +195,9 @@ class CompileService:
             for number, example, target in numbered:
                 if job.cancelled.is_set() or self.stopping:
                     return
-                announce = lambda: self._emit(CompileEvent(
-                    "compiling", f"{target}: {example.text}", done, total, targets))
+                announce = lambda target=target, example=example, done=done: self._emit(
+                    CompileEvent("compiling", f"{target}: {example.text}", done, total, targets)
+                )
                 result, _ = run_example(example, target, job.settings, cache, workers, announce)
                 results[number] = (example, result)
                 with counting:
@@ -202,15 +211,23 @@ class CompileService:
         else:
             with ThreadPoolExecutor(len(lanes), thread_name_prefix="vmem-lsp-lane") as running:
                 for future in [running.submit(run_lane, numbered) for numbered in lanes.values()]:
-                    future.result()     # a lane's exception, raised here
-        if None in results:         # a lane stopped early: a newer job, or the server, is waiting
+                    future.result()  # a lane's exception, raised here
+        if None in results:  # a lane stopped early: a newer job, or the server, is waiting
             return
         if workers.restarts != restarts:
-            self._emit(CompileEvent("crashed", f"the worker died or hung {workers.restarts - restarts} time(s) "
-                                               f"and was restarted", targets=targets))
+            self._emit(
+                CompileEvent(
+                    "crashed",
+                    f"the worker died or hung {workers.restarts - restarts} time(s) and was restarted",
+                    targets=targets,
+                )
+            )
         if any(not c.compiled for _, r in results for c in r.calls):
-            self._emit(CompileEvent("no_compiler", "no TPU compiler here (libtpu is Linux-only): "
-                                    "estimates only", total, total, targets))
+            self._emit(
+                CompileEvent(
+                    "no_compiler", "no TPU compiler here (libtpu is Linux-only): estimates only", total, total, targets
+                )
+            )
         else:
             self._emit(CompileEvent("ready", f"compiled {total} example x target pair(s)", total, total, targets))
         if job.cancelled.is_set():
@@ -220,7 +237,7 @@ class CompileService:
             planned = None
             try:
                 planned = self._search_fixes(job, results, cache, workers)
-            finally:       # told even when superseded or failed: requests waiting on the search go on
+            finally:  # told even when superseded or failed: requests waiting on the search go on
                 self._call(self.on_fixes, job, None if job.cancelled.is_set() else planned, True)
 
     def _search_fixes(self, job: CompileJob, results, cache: ResultCache, workers: ChipLanes) -> list | None:
@@ -229,6 +246,7 @@ class CompileService:
         they are compiled. None when a newer job stopped the search."""
         from ..engine import SourceFiles, cached_runner
         from ..fixes.plan import overflowing, plan
+
         triples = [(example, result.target, result) for example, result in results]
         if not overflowing(triples):
             return []
@@ -238,15 +256,16 @@ class CompileService:
 
         def run_unless_superseded(request):
             if job.cancelled.is_set() or self.stopping:
-                raise Superseded()          # a newer save waits: its verdict comes first
+                raise Superseded()  # a newer save waits: its verdict comes first
             return run(request)
 
         def progress(example, fixes):
             self._call(self.on_fixes, job, [(example, fixes)], False)
 
         try:
-            planned = plan(triples, job.settings.targets, sources.text, run_unless_superseded, sources.sites_of,
-                           progress=progress)
+            planned = plan(
+                triples, job.settings.targets, sources.text, run_unless_superseded, sources.sites_of, progress=progress
+            )
         except Superseded:
             return None
         self._emit(CompileEvent("ready", f"fixes found for {sum(bool(f) for _, f in planned)} example(s)"))

@@ -5,9 +5,10 @@ it as ruff does, and `Positions` converts each column with its line's text.
 An open notebook is one module inside: `Positions.location` puts its spans
 in the cells they fall in, and `Positions.module_position` brings a cell's
 position back into the module."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from lsprotocol import types
 from pygls.uris import from_fs_path
@@ -20,8 +21,11 @@ from ..source.notebook import OpenNotebook
 from ..source.text import split_lines
 from .documents import offset_of
 
-SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
-            "information": types.DiagnosticSeverity.Information}
+SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "information": types.DiagnosticSeverity.Information,
+}
 
 # Best first, as ruff ranks them: UTF-8 is how the file is stored and what
 # Python's own columns count, code points are what vmem-lsp counts, UTF-16 is
@@ -46,8 +50,12 @@ class Positions:
     into). One per message: it keeps the lines it has read. `cells_of` gives
     an open notebook's cells, whose spans go to the cells' URIs."""
 
-    def __init__(self, codec: PositionCodec, buffer_of: Callable[[str], str | None],
-                 cells_of: Callable[[str], OpenNotebook | None] = lambda path: None):
+    def __init__(
+        self,
+        codec: PositionCodec,
+        buffer_of: Callable[[str], str | None],
+        cells_of: Callable[[str], OpenNotebook | None] = lambda path: None,
+    ):
         self.codec = codec
         self.buffer_of = buffer_of
         self.cells_of = cells_of
@@ -151,10 +159,16 @@ def to_diagnostic(d: Diagnostic, positions: Positions, where: types.Range | None
         severity=SEVERITY[d.severity],
         code=d.code,
         source="vmem-lsp",
-        related_information=[types.DiagnosticRelatedInformation(types.Location(*place), r.message)
-                             for r, place in related] or None,
-        data={"target": d.target, "tier": tier, **{k: v for k, v in d.facts.items() if _plain(v)},
-              **(example_data(d.subject.example) if d.subject is not None else {})},
+        related_information=[
+            types.DiagnosticRelatedInformation(types.Location(*place), r.message) for r, place in related
+        ]
+        or None,
+        data={
+            "target": d.target,
+            "tier": tier,
+            **{k: v for k, v in d.facts.items() if _plain(v)},
+            **(example_data(d.subject.example) if d.subject is not None else {}),
+        },
     )
 
 

@@ -3,6 +3,7 @@ incremental change by splitting the whole document into lines and writing
 every line back, in Python: about a millisecond per keystroke in a
 2,600-line kernel file, which queued hovers behind a fast typist. Here a
 change costs a search for its two line starts and one string splice."""
+
 from __future__ import annotations
 
 from lsprotocol import types
@@ -13,7 +14,7 @@ from ..source.text import LINE_BREAK, line_start
 
 def _line_at(text: str, start: int) -> str:
     match = LINE_BREAK.search(text, start)
-    return text[start:match.start() if match else len(text)]
+    return text[start : match.start() if match else len(text)]
 
 
 def offset_of(text: str, position: types.Position, codec: PositionCodec) -> int:

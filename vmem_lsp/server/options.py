@@ -1,6 +1,7 @@
 """The server's options: one typed object, from the editor's
 initializationOptions / settings (section "vmemLsp"), over the workspace's
 [tool.vmem-lsp] table, over the defaults."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,20 +15,21 @@ SECTION = "vmemLsp"
 @dataclass(frozen=True)
 class Options:
     """What an editor can set. None means: take it from pyproject.toml, else the default."""
-    targets: tuple[str, ...] | None = None   # chips to check against, e.g. ("v5e", "v6e")
-    worker: str | None = None                # worker command, e.g. "ssh tpu-vm vmem-lsp worker"
-    backend: str | None = None               # "local" or "ray": where compiles run
-    ray_address: str | None = None           # the Ray cluster for backend "ray"
-    timeout: float | None = None             # seconds to lower and compile one kernel
-    trace_timeout: float | None = None       # seconds for the example's Python (import and run)
-    scoped_vmem_limit: tuple | None = None   # ((chip, bytes), ...): the compiler's scoped VMEM limit
-    headroom_warning: float = 0.10           # warn when a kernel fits with less than this share free
-    inlay_hints: bool = True                 # bytes after each BlockSpec, totals on pallas_call lines
-    code_lens: bool = True                   # the same as code lenses, for clients without inlay hints
+
+    targets: tuple[str, ...] | None = None  # chips to check against, e.g. ("v5e", "v6e")
+    worker: str | None = None  # worker command, e.g. "ssh tpu-vm vmem-lsp worker"
+    backend: str | None = None  # "local" or "ray": where compiles run
+    ray_address: str | None = None  # the Ray cluster for backend "ray"
+    timeout: float | None = None  # seconds to lower and compile one kernel
+    trace_timeout: float | None = None  # seconds for the example's Python (import and run)
+    scoped_vmem_limit: tuple | None = None  # ((chip, bytes), ...): the compiler's scoped VMEM limit
+    headroom_warning: float = 0.10  # warn when a kernel fits with less than this share free
+    inlay_hints: bool = True  # bytes after each BlockSpec, totals on pallas_call lines
+    code_lens: bool = True  # the same as code lenses, for clients without inlay hints
     compile_on_open: bool = True
     compile_on_save: bool = True
-    debounce_ms: int = 300                   # quiet time after typing before the estimate
-    cache: bool = True                       # use the on-disk compile cache
+    debounce_ms: int = 300  # quiet time after typing before the estimate
+    cache: bool = True  # use the on-disk compile cache
     # Folders whose code may run, from the client's user-level settings: read
     # from the initialization options only, never from workspace/configuration,
     # which may come from the folder itself (.vscode/settings.json).
@@ -39,17 +41,27 @@ class Options:
             settings = load_settings(path)
         except (ConfigError, OSError, ValueError):
             settings = Settings()
-        changes = {k: v for k, v in (("targets", self.targets), ("worker", self.worker),
-                                     ("timeout", self.timeout), ("trace_timeout", self.trace_timeout),
-                                     ("backend", self.backend), ("ray_address", self.ray_address))
-                   if v is not None}
+        changes = {
+            k: v
+            for k, v in (
+                ("targets", self.targets),
+                ("worker", self.worker),
+                ("timeout", self.timeout),
+                ("trace_timeout", self.trace_timeout),
+                ("backend", self.backend),
+                ("ray_address", self.ray_address),
+            )
+            if v is not None
+        }
         if self.scoped_vmem_limit is not None:
             changes.update(scoped_vmem_limit=self.scoped_vmem_limit, scoped_vmem_limit_source="the editor's settings")
         return dataclasses.replace(settings, **changes)
 
 
-CAMEL = {f.name: "".join(w.capitalize() if i else w for i, w in enumerate(f.name.split("_")))
-         for f in dataclasses.fields(Options)}
+CAMEL = {
+    f.name: "".join(w.capitalize() if i else w for i, w in enumerate(f.name.split("_")))
+    for f in dataclasses.fields(Options)
+}
 
 
 USER_LEVEL_ONLY = ("trusted_folders",)
@@ -68,8 +80,10 @@ def options_from(raw, base: Options = Options(), initialization: bool = False) -
         if key not in raw or raw[key] is None:
             continue
         if name in USER_LEVEL_ONLY and not initialization:
-            problems.append(f"setting {key} is read only from the initialization options (user-level), "
-                            f"not from workspace settings: ignored here")
+            problems.append(
+                f"setting {key} is read only from the initialization options (user-level), "
+                f"not from workspace settings: ignored here"
+            )
             continue
         try:
             changes[name] = _coerce(name, raw[key])

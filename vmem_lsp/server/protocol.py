@@ -3,6 +3,7 @@ loop: didChange applied by one splice (documents.py) instead of pygls'
 rewrite of every line, and Python's full garbage collections moved to quiet
 moments (collector.py); and the position encoding chosen as ruff chooses it
 (convert.py)."""
+
 from __future__ import annotations
 
 from lsprotocol import types

@@ -1,21 +1,21 @@
 """The server's state: open documents, what compiles taught, and which
 diagnostics each file shows. Knows nothing of LSP messages."""
+
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
+from .. import views
 from ..budget import KnownKernel
 from ..compile.protocol import ExampleResult
 from ..diagnostics import Diagnostic, is_suppressed
 from ..engine import Analysis, SourceFiles, diagnose, headroom_warnings, overlaps, unreached_diagnostic
 from ..fixes.plan import overflowing
-from ..source.directives import Example, ExampleKey
+from ..source.directives import Example
 from ..source.locate import LocateResult, locate
 from ..source.model import KernelSite
 from ..source.notebook import NotebookError, OpenNotebook, is_notebook, read_notebook
 from ..source.text import split_lines
-from .. import views
 from .options import Options
 
 
@@ -26,17 +26,17 @@ class Document:
     text: str
     located: LocateResult = field(default_factory=lambda: LocateResult(()))
     examples: list[Example] = field(default_factory=list)
-    estimates: list[Diagnostic] = field(default_factory=list)    # the static tier, for `version`
+    estimates: list[Diagnostic] = field(default_factory=list)  # the static tier, for `version`
     analysed_version: int | None = None
-    verdict: list[Diagnostic] = field(default_factory=list)      # the compiler tier, for `compiled_version`
+    verdict: list[Diagnostic] = field(default_factory=list)  # the compiler tier, for `compiled_version`
     compiled_version: int | None = None
-    budgets: dict = field(default_factory=dict)                  # SiteKey -> {target: Budget}, as shown
-    fixes: dict = field(default_factory=dict)                    # ExampleKey -> [Fix], best first
+    budgets: dict = field(default_factory=dict)  # SiteKey -> {target: Budget}, as shown
+    fixes: dict = field(default_factory=dict)  # ExampleKey -> [Fix], best first
     fixes_version: int | None = None
-    searching: bool = False      # a fix search for fixes_version runs: `fixes` holds the candidates it compiles
-    saved_version: int | None = None                             # the last version equal to the file on disk
-    not_run: list[Diagnostic] = field(default_factory=list)      # examples not compiled: the folder is untrusted
-    cells: OpenNotebook | None = None    # a notebook's code cells: `text` is the module they make
+    searching: bool = False  # a fix search for fixes_version runs: `fixes` holds the candidates it compiles
+    saved_version: int | None = None  # the last version equal to the file on disk
+    not_run: list[Diagnostic] = field(default_factory=list)  # examples not compiled: the folder is untrusted
+    cells: OpenNotebook | None = None  # a notebook's code cells: `text` is the module they make
 
 
 class Session:
@@ -46,11 +46,11 @@ class Session:
 
     def __init__(self, options: Options, locator=locate, changed=lambda: None):
         self.options = options
-        self.locator = locator           # locate(text, path); the server runs it in another process
-        self.changed = changed           # called after a change a waiting request may look for (fixes, edits)
+        self.locator = locator  # locate(text, path); the server runs it in another process
+        self.changed = changed  # called after a change a waiting request may look for (fixes, edits)
         self.documents: dict[str, Document] = {}
-        self.known: dict = {}            # SiteKey -> KnownKernel, from the last compile of each site
-        self.contributions: dict = {}    # origin path -> {path: [Diagnostic]}: compiler diagnostics by file
+        self.known: dict = {}  # SiteKey -> KnownKernel, from the last compile of each site
+        self.contributions: dict = {}  # origin path -> {path: [Diagnostic]}: compiler diagnostics by file
 
     # -- documents ----------------------------------------------------------------
     def open(self, path: str, version: int, text: str, cells: OpenNotebook | None = None) -> Document:
@@ -95,8 +95,15 @@ class Session:
         doc = self.documents.get(path)
         if doc is None:
             return None
-        return (path, doc.version, doc.text, self.settings(path).targets, dict(self.known),
-                self.options.headroom_warning, self.locator)
+        return (
+            path,
+            doc.version,
+            doc.text,
+            self.settings(path).targets,
+            dict(self.known),
+            self.options.headroom_warning,
+            self.locator,
+        )
 
     def apply_analysis(self, analysis: Analysis) -> bool:
         """Take an analysis if the document is still at its version (an edit
@@ -111,8 +118,7 @@ class Session:
         return True
 
     # -- the compiler tier ------------------------------------------------------------------
-    def accept_compile(self, path: str, version: int, results: list[tuple[Example, ExampleResult]]
-                       ) -> set[str] | None:
+    def accept_compile(self, path: str, version: int, results: list[tuple[Example, ExampleResult]]) -> set[str] | None:
         """Take a compile of `path` at `version`. Returns the paths whose
         diagnostics changed, or None when the document moved on (stale)."""
         sources = SourceFiles(self.overlay)
@@ -168,8 +174,7 @@ class Session:
         own: list[Diagnostic] = []
         if doc is not None:
             own = doc.verdict if doc.compiled_version == doc.version else doc.estimates
-        others = [d for origin, by_path in self.contributions.items() if origin != path
-                  for d in by_path.get(path, [])]
+        others = [d for origin, by_path in self.contributions.items() if origin != path for d in by_path.get(path, [])]
         lines = split_lines(doc.text if doc else on_disk_text(path) or "")
         line = lambda n: lines[n - 1] if 0 < n <= len(lines) else ""
         not_run = doc.not_run if doc is not None else []
@@ -185,11 +190,14 @@ class Session:
         if doc.compiled_version is None and (doc.examples or settings.examples):
             return []
         if any(d.code in ("VMEM010", "VMEM012") for d in doc.verdict if d.path == doc.path):
-            return []       # an example that could not run: what it would reach is not known
+            return []  # an example that could not run: what it would reach is not known
         sites = doc.located.sites
         reached = [site.span for site, key in zip(sites, views.site_keys(sites)) if key in self.known]
-        return [unreached_diagnostic(site, doc.text, settings.require_examples) for site in sites
-                if not any(overlaps(site.span, span) for span in reached)]
+        return [
+            unreached_diagnostic(site, doc.text, settings.require_examples)
+            for site in sites
+            if not any(overlaps(site.span, span) for span in reached)
+        ]
 
     def site_budgets(self, path: str, line: int) -> tuple[KernelSite | None, dict, KnownKernel | None]:
         """The site at `line` and its budgets per target, as currently shown."""

@@ -3,6 +3,7 @@ header line and per body: three thread round trips for every message. When
 an editor opens 200 files at once, a hover queued behind them waited for all
 those hops. Here the event loop reads the pipe itself, in large chunks, and
 the messages already buffered are parsed without waiting on any thread."""
+
 from __future__ import annotations
 
 import asyncio
@@ -40,8 +41,7 @@ class PipeReader:
     async def _connected(self) -> asyncio.StreamReader:
         if self.stream is None:
             stream = asyncio.StreamReader(limit=1 << 20)
-            await asyncio.get_running_loop().connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(stream), self.stdin)
+            await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), self.stdin)
             self.stream = stream
         return self.stream
 
@@ -51,7 +51,7 @@ class PipeReader:
     async def readexactly(self, n: int) -> bytes:
         try:
             return await (await self._connected()).readexactly(n)
-        except asyncio.IncompleteReadError as error:     # the client went away mid-message
+        except asyncio.IncompleteReadError as error:  # the client went away mid-message
             return error.partial
 
 
@@ -66,8 +66,15 @@ def start_io(server, stdin: BinaryIO | None = None, stdout: BinaryIO | None = No
     server._stop_event = Event()
     server.protocol.set_writer(StdoutWriter(stdout))
     try:
-        asyncio.run(run_async(stop_event=server._stop_event, reader=reader, protocol=server.protocol,
-                              logger=logger, error_handler=server.report_server_error))
+        asyncio.run(
+            run_async(
+                stop_event=server._stop_event,
+                reader=reader,
+                protocol=server.protocol,
+                logger=logger,
+                error_handler=server.report_server_error,
+            )
+        )
     except BrokenPipeError:
         logger.error("the client closed the connection; shutting down")
     except (KeyboardInterrupt, SystemExit):

@@ -3,14 +3,15 @@ examples and may run the worker command of its pyproject.toml, so it runs
 only for folders the user trusts (vmem_lsp/trust.py). An untrusted folder gets
 the static tier, an information diagnostic on each example saying why it was
 not compiled, and one notice that names what would run."""
+
 from __future__ import annotations
 
 import os
 
+from .. import trust
 from ..config import Settings
 from ..diagnostics import Diagnostic
 from ..source.directives import Example
-from .. import trust
 
 TRUST = "Trust this folder"
 NOT_NOW = "Not now"
@@ -37,20 +38,32 @@ def folder_to_trust(path: str, settings: Settings, workspace_folders) -> str:
 def what_would_run(path: str, settings: Settings, examples: list[Example], worker_from_project: bool) -> str:
     shown = [f"`{e.text}`" for e in examples[:3]] + [f"`{e}`" for e in settings.examples[:3]]
     more = len(examples) + len(settings.examples) - len(shown)
-    parts = [f"the example{'s' * (len(shown) > 1)} {', '.join(shown)}{f' and {more} more' if more > 0 else ''} "
-             f"of {os.path.basename(path)}, with the modules they import"]
+    parts = [
+        f"the example{'s' * (len(shown) > 1)} {', '.join(shown)}{f' and {more} more' if more > 0 else ''} "
+        f"of {os.path.basename(path)}, with the modules they import"
+    ]
     if worker_from_project and settings.worker:
         parts.append(f"the worker command `{settings.worker}` from {os.path.basename(settings.config_path or '')}")
     return "; ".join(parts)
 
 
 def notice(folder: str, would_run: str) -> str:
-    return (f"vmem-lsp has run nothing in {folder}: it is not a trusted folder. Compiling its kernels would run "
-            f"{would_run}. Trust the folder to compile them (or run `vmem-lsp trust {folder}`).")
+    return (
+        f"vmem-lsp has run nothing in {folder}: it is not a trusted folder. Compiling its kernels would run "
+        f"{would_run}. Trust the folder to compile them (or run `vmem-lsp trust {folder}`)."
+    )
 
 
 def not_run(examples: list[Example], folder: str) -> list[Diagnostic]:
     """One information diagnostic per example: it was not compiled, and why."""
-    return [Diagnostic(e.path, e.span, "information", "VMEM013",
-                       f"not compiled: {folder} is not a trusted folder (vmem-lsp trust {folder})", origin="model")
-            for e in examples]
+    return [
+        Diagnostic(
+            e.path,
+            e.span,
+            "information",
+            "VMEM013",
+            f"not compiled: {folder} is not a trusted folder (vmem-lsp trust {folder})",
+            origin="model",
+        )
+        for e in examples
+    ]

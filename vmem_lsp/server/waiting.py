@@ -1,10 +1,11 @@
 """Requests that wait on the session (a code action on a fix search still
 running): every change wakes them to look again, each up to its own bound.
 Only the loop calls these."""
+
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 
 class Waiters:

@@ -5,6 +5,7 @@ in the kernel body where the locator's pallas_call sites do not reach.
 The worker gives (line, column in code points) of the call; this gives the
 call's span and its first argument's (a block shape). Parsed with ast once
 per text; columns turned into code points (text.node_span)."""
+
 from __future__ import annotations
 
 import ast
@@ -27,8 +28,9 @@ def _calls(text: str) -> dict[tuple[int, int], tuple[Span, Span | None]]:
         if isinstance(node, ast.Call):
             span = node_span(node, lines)
             first = node.args[0] if node.args else (node.keywords[0].value if node.keywords else None)
-            found.setdefault((span.start_line, span.start_col),
-                             (span, node_span(first, lines) if first is not None else None))
+            found.setdefault(
+                (span.start_line, span.start_col), (span, node_span(first, lines) if first is not None else None)
+            )
     return found
 
 
@@ -58,10 +60,15 @@ def kernel_name(text: str, span: Span) -> str | None:
     if not 0 < span.start_line <= span.end_line <= len(lines):
         return None
     if span.start_line == span.end_line:
-        written = lines[span.start_line - 1][span.start_col:span.end_col]
+        written = lines[span.start_line - 1][span.start_col : span.end_col]
     else:
-        written = "\n".join([lines[span.start_line - 1][span.start_col:], *lines[span.start_line:span.end_line - 1],
-                             lines[span.end_line - 1][:span.end_col]])
+        written = "\n".join(
+            [
+                lines[span.start_line - 1][span.start_col :],
+                *lines[span.start_line : span.end_line - 1],
+                lines[span.end_line - 1][: span.end_col],
+            ]
+        )
     try:
         node = parse_quietly(f"({written})", mode="eval").body
     except (SyntaxError, ValueError):

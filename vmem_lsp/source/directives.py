@@ -6,6 +6,7 @@ shape literals in the compiler's notation, e.g.
 Parsing is pure and happens in the editor process, so a directive that cannot
 work is reported on its own line before any compiler is started.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,11 +27,12 @@ SHAPE_FUNCTION = "__vmem_shape__"
 @dataclass(frozen=True)
 class Example:
     """One example: where it is written and the call to trace."""
-    path: str               # file that holds the directive (or pyproject.toml)
-    line: int               # 1-based line of the directive
-    span: Span              # the expression's span on that line
-    text: str               # the call as written
-    module: str | None = None   # "package.module" for pyproject examples; None: the file itself
+
+    path: str  # file that holds the directive (or pyproject.toml)
+    line: int  # 1-based line of the directive
+    span: Span  # the expression's span on that line
+    text: str  # the call as written
+    module: str | None = None  # "package.module" for pyproject examples; None: the file itself
 
     @property
     def key(self) -> ExampleKey:
@@ -41,6 +43,7 @@ class Example:
 class ExampleKey:
     """Which example: its file and the line of its directive. What fixes and
     diagnostics are filed under; "path:line" only in JSON output."""
+
     path: str
     line: int
 
@@ -53,18 +56,20 @@ class DirectiveError:
     path: str
     span: Span
     message: str
-    unfinished: bool = False    # a template's placeholders (`f32[...]`) still to fill in: a hint, not an error
-    sweep: bool = False         # a list to sweep (`bm=[256, 512]`): for `vmem-lsp sweep`, not run by check
+    unfinished: bool = False  # a template's placeholders (`f32[...]`) still to fill in: a hint, not an error
+    sweep: bool = False  # a list to sweep (`bm=[256, 512]`): for `vmem-lsp sweep`, not run by check
 
 
-UNFINISHED = ("example not finished: write each `...` as the array's shape (e.g. f32[1024, 512]) or the "
-              "argument's value; it runs once it has none")
+UNFINISHED = (
+    "example not finished: write each `...` as the array's shape (e.g. f32[1024, 512]) or the "
+    "argument's value; it runs once it has none"
+)
 
 
 def find_examples(source: str, path: str) -> tuple[list[Example], list[DirectiveError]]:
     """Every `# vmem:` directive in a file, checked; bad ones become errors."""
     examples, errors = [], []
-    if "vmem" not in source:            # most files: no line to match
+    if "vmem" not in source:  # most files: no line to match
         return examples, errors
     for number, line in enumerate(split_lines(source), start=1):
         match = DIRECTIVE.match(line)
@@ -77,9 +82,16 @@ def find_examples(source: str, path: str) -> tuple[list[Example], list[Directive
             errors.append(DirectiveError(path, span, UNFINISHED, unfinished=True))
         elif problem:
             errors.append(DirectiveError(path, span, f"vmem: directive {problem}"))
-        elif (axes := sweep_axes(match["expr"])):
-            errors.append(DirectiveError(path, span, f"a sweep over {', '.join(axes)}: `vmem-lsp sweep "
-                                         f"{os.path.basename(path)}` checks its configs; check runs none", sweep=True))
+        elif axes := sweep_axes(match["expr"]):
+            errors.append(
+                DirectiveError(
+                    path,
+                    span,
+                    f"a sweep over {', '.join(axes)}: `vmem-lsp sweep "
+                    f"{os.path.basename(path)}` checks its configs; check runs none",
+                    sweep=True,
+                )
+            )
         else:
             examples.append(Example(path, number, span, match["expr"]))
     return examples, errors
@@ -88,18 +100,26 @@ def find_examples(source: str, path: str) -> tuple[list[Example], list[Directive
 def parse_pyproject_example(entry: str, config_path: str, config_text: str = "") -> Example | DirectiveError:
     """`"package.module:function(f32[1024, 1024], block=256)"` from [tool.vmem-lsp] examples;
     its span is where the entry is written in `config_text`, if found."""
-    span = next((text_span(config_text, quoted) for quoted in (f'"{entry}"', f"'{entry}'")
-                 if quoted in config_text), text_span(config_text, entry))
+    span = next(
+        (text_span(config_text, quoted) for quoted in (f'"{entry}"', f"'{entry}'") if quoted in config_text),
+        text_span(config_text, entry),
+    )
     module, sep, call = entry.partition(":")
     if not sep or not module.strip():
-        return DirectiveError(config_path, span,
-                              f"example {entry!r} must look like 'package.module:function(f32[8, 128])'")
+        return DirectiveError(
+            config_path, span, f"example {entry!r} must look like 'package.module:function(f32[8, 128])'"
+        )
     problem = check_call(call)
     if problem:
         return DirectiveError(config_path, span, f"example {entry!r}: {problem}")
-    if (axes := sweep_axes(call)):
-        return DirectiveError(config_path, span, f"example {entry!r} is a sweep over {', '.join(axes)}: "
-                              f"`vmem-lsp sweep` checks its configs; check runs none", sweep=True)
+    if axes := sweep_axes(call):
+        return DirectiveError(
+            config_path,
+            span,
+            f"example {entry!r} is a sweep over {', '.join(axes)}: "
+            f"`vmem-lsp sweep` checks its configs; check runs none",
+            sweep=True,
+        )
     return Example(config_path, span.start_line, span, call.strip(), module=module.strip())
 
 
@@ -166,8 +186,7 @@ def sweep_axes(text: str) -> list[str]:
 
 
 def is_shape_literal(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-            and node.value.id in DIRECTIVE_DTYPES)
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in DIRECTIVE_DTYPES
 
 
 def check_dims(node: ast.Subscript) -> str | None:
@@ -183,8 +202,11 @@ class _ShapeLiterals(ast.NodeTransformer):
         if not is_shape_literal(node):
             return self.generic_visit(node)
         dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        call = ast.Call(ast.Name(SHAPE_FUNCTION, ast.Load()),
-                        [ast.Constant(DIRECTIVE_DTYPES[node.value.id]), ast.Tuple(list(dims), ast.Load())], [])
+        call = ast.Call(
+            ast.Name(SHAPE_FUNCTION, ast.Load()),
+            [ast.Constant(DIRECTIVE_DTYPES[node.value.id]), ast.Tuple(list(dims), ast.Load())],
+            [],
+        )
         return ast.copy_location(call, node)
 
 

@@ -22,13 +22,14 @@ second. So the work is split by what each tool does cheaply, one module a layer:
 
 This module ties them together: `locate` is the one entry point.
 """
+
 from __future__ import annotations
 
 import gc
 import traceback
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 from . import pieces, prepass, statements
 from .model import KernelSite
@@ -46,6 +47,7 @@ class LocateResult:
     """The kernel sites of one source; its syntax error if it has one (the user's
     to fix); and the traceback of the locator's own failure, which is never the
     user's: the edges log it and count it (server) or exit 2 (CLI)."""
+
     sites: tuple[KernelSite, ...]
     error: str | None = None
     internal_error: str | None = None
@@ -64,7 +66,7 @@ def locate(source: str, path: str) -> LocateResult:
     try:
         with _collector_paused():
             return _locate(source, path)
-    except Exception:  # noqa: BLE001 - the last line of defence of a language server
+    except Exception:
         return LocateResult((), internal_error=traceback.format_exc())
 
 
@@ -101,5 +103,6 @@ def _kernel_sites(file: File, record: SiteStatement) -> list[KernelSite]:
     if found is None:
         return []
     piece, statement = found
-    return [_kernel_site(file, call, piece, record.function)
-            for call in site_calls(file, statement, piece, record.scope)]
+    return [
+        _kernel_site(file, call, piece, record.function) for call in site_calls(file, statement, piece, record.scope)
+    ]

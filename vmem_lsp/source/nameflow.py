@@ -7,13 +7,14 @@ helper's value is what its return statements give. A binding is parsed (by
 libcst, pieces.py) and evaluated only when a site asks for it, so the cost is
 that of the names the sites use, not of the file.
 """
+
 from __future__ import annotations
 
 import ast
 import itertools
 import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
 
@@ -31,21 +32,23 @@ class File(Source):
         self.names = plan.names
         self.site_statements: list[SiteStatement] = []
         self.helper_values: dict[int, Value | None] = {}
-        self.scopes: list[Scope] = []     # keeps alive the scopes that defs refer to weakly
+        self.scopes: list[Scope] = []  # keeps alive the scopes that defs refer to weakly
 
 
 # --- what names may hold ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, eq=False)
 class Leaf:
     """An expression where following stops, with where it is and what its names mean there."""
+
     node: cst.BaseExpression
     piece: Piece
     scope: Scope
 
     @property
     def key(self) -> tuple[int, int]:
-        return id(self.node), self.piece.line_offset    # a cached piece can sit at several places
+        return id(self.node), self.piece.line_offset  # a cached piece can sit at several places
 
     def at(self, node: cst.BaseExpression) -> Leaf:
         return Leaf(node, self.piece, self.scope)
@@ -54,17 +57,18 @@ class Leaf:
 @dataclass(frozen=True)
 class Entry:
     leaf: Leaf
-    index: int | None       # the leaf's place in jax's flattening of the whole value, when known
+    index: int | None  # the leaf's place in jax's flattening of the whole value, when known
 
 
 @dataclass(frozen=True)
 class Value:
     """What an expression may be: one item (alternatives), a sequence of items, and what was not followed."""
+
     leaves: tuple[Leaf, ...] = ()
-    entries: tuple[Entry, ...] | None = None    # None: not known as a sequence
-    length: int | None = None                   # leaves in jax's flattening (items, when not nested)
+    entries: tuple[Entry, ...] | None = None  # None: not known as a sequence
+    length: int | None = None  # leaves in jax's flattening (items, when not nested)
     unknown: tuple[str, ...] = ()
-    nested: bool = False                        # an item is itself a pytree: indices are not positions
+    nested: bool = False  # an item is itself a pytree: indices are not positions
 
 
 def unique(items: Iterable, key=lambda item: item) -> tuple:
@@ -86,18 +90,27 @@ def _join(values: Sequence[Value]) -> Value:
         leaves=unique((leaf for v in values for leaf in v.leaves), key=lambda leaf: leaf.key),
         entries=_unique_entries(e for v in sequences for e in v.entries) if sequences else None,
         length=lengths.pop() if len(lengths) == 1 and len(sequences) == len(values) else None,
-        unknown=unique(u for v in values for u in v.unknown), nested=any(v.nested for v in values))
+        unknown=unique(u for v in values for u in v.unknown),
+        nested=any(v.nested for v in values),
+    )
 
 
 def as_sequence(value: Value) -> Value:
     """The value used as in_specs: a lone BlockSpec is the only item; a lone unknown call may be many."""
     if value.entries is not None:
         extra = tuple(Entry(leaf, None) for leaf in value.leaves)
-        return Value(entries=_unique_entries(value.entries + extra),
-                      length=None if extra else value.length, unknown=value.unknown, nested=value.nested)
+        return Value(
+            entries=_unique_entries(value.entries + extra),
+            length=None if extra else value.length,
+            unknown=value.unknown,
+            nested=value.nested,
+        )
     single = bool(value.leaves) and all(_is_single_item(leaf.node) for leaf in value.leaves)
-    return Value(entries=tuple(Entry(leaf, 0 if single else None) for leaf in value.leaves),
-                  length=1 if single else None, unknown=value.unknown)
+    return Value(
+        entries=tuple(Entry(leaf, 0 if single else None) for leaf in value.leaves),
+        length=1 if single else None,
+        unknown=value.unknown,
+    )
 
 
 def _is_single_item(node: cst.BaseExpression) -> bool:
@@ -145,17 +158,20 @@ def _items_of(children: Iterable[Value], spread: Iterable[bool] = ()) -> Value:
 
 def _concat(first: Value, second: Value) -> Value:
     a, b = as_sequence(first), as_sequence(second)
-    return Value(entries=_unique_entries(a.entries + _shifted(b.entries, a.length)),
-                  length=None if a.length is None or b.length is None else a.length + b.length,
-                  unknown=a.unknown + b.unknown, nested=a.nested or b.nested)
+    return Value(
+        entries=_unique_entries(a.entries + _shifted(b.entries, a.length)),
+        length=None if a.length is None or b.length is None else a.length + b.length,
+        unknown=a.unknown + b.unknown,
+        nested=a.nested or b.nested,
+    )
 
 
 def _shifted(entries: tuple[Entry, ...], offset: int | None) -> tuple[Entry, ...]:
     return tuple(Entry(e.leaf, None if offset is None or e.index is None else e.index + offset) for e in entries)
 
 
-
 # --- bindings and scopes ---------------------------------------------------------------------------
+
 
 class Scope:
     """Names at one point of a body, then the enclosing body's (filled once that body is walked)."""
@@ -221,8 +237,9 @@ class _Statement(_Lazy):
 class _Assigned(_Statement):
     """`name = value`, `name: T = value`, or one name of `a, b = x, y` (element)."""
 
-    def __init__(self, name: str, statement: ast.stmt, ancestors: tuple[ast.stmt, ...], scope: Scope,
-                 element: int | None = None):
+    def __init__(
+        self, name: str, statement: ast.stmt, ancestors: tuple[ast.stmt, ...], scope: Scope, element: int | None = None
+    ):
         super().__init__(name, statement, ancestors, scope)
         self.element = element
 
@@ -247,8 +264,15 @@ def _unpacked(value: cst.BaseExpression, element: int) -> cst.BaseExpression | N
 class _Mutated(_Statement):
     """`name += x`, `name.append(x)`, `name.extend(x)`, `name.insert(i, x)` or `name[k] = x`, on what name held."""
 
-    def __init__(self, name: str, statement: ast.stmt, ancestors: tuple[ast.stmt, ...], scope: Scope,
-                 previous: _Binding | None, how: str):
+    def __init__(
+        self,
+        name: str,
+        statement: ast.stmt,
+        ancestors: tuple[ast.stmt, ...],
+        scope: Scope,
+        previous: _Binding | None,
+        how: str,
+    ):
         super().__init__(name, statement, ancestors, scope)
         self.previous = previous
         self.how = how
@@ -269,8 +293,11 @@ class _Mutated(_Statement):
             return _concat(before, _items_of([added]))
         if self.how == "item":
             sequence = as_sequence(before)
-            return Value(entries=sequence.entries + _as_item(added, None), length=sequence.length,
-                          unknown=sequence.unknown + added.unknown)
+            return Value(
+                entries=sequence.entries + _as_item(added, None),
+                length=sequence.length,
+                unknown=sequence.unknown + added.unknown,
+            )
         return _concat(before, added)
 
 
@@ -294,12 +321,17 @@ def _inserted(before: Value, position: int | None, item: Value) -> Value:
     if position is None or position < 0 or sequence.nested or item.entries is not None:
         moved, at = _shifted(sequence.entries, None), None
     else:
-        moved = tuple(e if e.index is None or e.index < position else Entry(e.leaf, e.index + 1)
-                      for e in sequence.entries)
+        moved = tuple(
+            e if e.index is None or e.index < position else Entry(e.leaf, e.index + 1) for e in sequence.entries
+        )
         at = position if length is None else min(position, length)
     added, count = _child(item, at)
-    return Value(entries=_unique_entries(moved + added), length=None if length is None or count is None else length + count,
-                  unknown=sequence.unknown + item.unknown, nested=sequence.nested or item.entries is not None)
+    return Value(
+        entries=_unique_entries(moved + added),
+        length=None if length is None or count is None else length + count,
+        unknown=sequence.unknown + item.unknown,
+        nested=sequence.nested or item.entries is not None,
+    )
 
 
 class _Joined(_Lazy):
@@ -338,8 +370,9 @@ class _Function(_Binding):
     otherwise); `File.scopes` keeps that scope alive while locating.
     """
 
-    def __init__(self, statement: ast.FunctionDef | ast.AsyncFunctionDef, ancestors: tuple[ast.stmt, ...],
-                 enclosing: Scope):
+    def __init__(
+        self, statement: ast.FunctionDef | ast.AsyncFunctionDef, ancestors: tuple[ast.stmt, ...], enclosing: Scope
+    ):
         super().__init__(f"`{statement.name}`, a function")
         self.statement = statement
         self.ancestors = ancestors
@@ -354,6 +387,7 @@ class _Function(_Binding):
 class _Fields:
     """How a class of the module is built and flattened: its constructor's parameters in order,
     and the fields jax flattens, in jax's order."""
+
     init: tuple[str, ...]
     leaves: tuple[str, ...]
 
@@ -370,23 +404,36 @@ def _pytree_fields(statement: ast.ClassDef) -> _Fields | None:
     """The fields of a NamedTuple (flattened as a tuple, in field order) or of a dataclass registered
     by jax.tree_util.register_dataclass (in field order, or in the order of its data_fields=);
     None for any other class, or a field the locator cannot read (`field(metadata=...)`, may be static)."""
-    declared = [s for s in statement.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
-                and _ast_last(s.annotation.value if isinstance(s.annotation, ast.Subscript) else s.annotation)
-                not in ("ClassVar", "InitVar", "KW_ONLY")]
+    declared = [
+        s
+        for s in statement.body
+        if isinstance(s, ast.AnnAssign)
+        and isinstance(s.target, ast.Name)
+        and _ast_last(s.annotation.value if isinstance(s.annotation, ast.Subscript) else s.annotation)
+        not in ("ClassVar", "InitVar", "KW_ONLY")
+    ]
     names = tuple(s.target.id for s in declared)
     if any(_ast_last(base) == "NamedTuple" for base in statement.bases):
         return _Fields(names, names)
-    plain = not any(isinstance(s.value, ast.Call) and _ast_last(s.value.func) == "field"
-                    and any(k.arg not in ("default", "default_factory") for k in s.value.keywords)
-                    for s in declared)
+    plain = not any(
+        isinstance(s.value, ast.Call)
+        and _ast_last(s.value.func) == "field"
+        and any(k.arg not in ("default", "default_factory") for k in s.value.keywords)
+        for s in declared
+    )
     for decorator in statement.decorator_list:
         if _ast_last(decorator) == "register_dataclass":
             return _Fields(names, names) if plain else None
-        if (isinstance(decorator, ast.Call) and _ast_last(decorator.func) == "partial" and decorator.args
-                and _ast_last(decorator.args[0]) == "register_dataclass"):
+        if (
+            isinstance(decorator, ast.Call)
+            and _ast_last(decorator.func) == "partial"
+            and decorator.args
+            and _ast_last(decorator.args[0]) == "register_dataclass"
+        ):
             data = next((k.value for k in decorator.keywords if k.arg == "data_fields"), None)
-            if isinstance(data, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
-                                                               for e in data.elts):
+            if isinstance(data, (ast.List, ast.Tuple)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in data.elts
+            ):
                 return _Fields(names, tuple(e.value for e in data.elts)) if plain else None
     return None
 
@@ -399,9 +446,11 @@ def _ast_last(node: ast.AST) -> str | None:
 
 # --- the flow walk (ast skeleton) ------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SiteStatement:
     """A statement holding kernel site(s), with the names as they are just before it."""
+
     statement: ast.stmt
     ancestors: tuple[ast.stmt, ...]
     scope: Scope
@@ -414,11 +463,10 @@ Env = Mapping[str, _Binding]
 class _Walk:
     """One pass over a body, in order: every binding statement makes a new (never mutated) env."""
 
-    def __init__(self, file: File, parent: Scope | None, defining: Scope, function: str | None,
-                 record_sites: bool):
+    def __init__(self, file: File, parent: Scope | None, defining: Scope, function: str | None, record_sites: bool):
         self.file = file
-        self.parent = parent            # scope seen by names not bound in this body
-        self.defining = defining        # scope that nested defs will see (this body, once walked)
+        self.parent = parent  # scope seen by names not bound in this body
+        self.defining = defining  # scope that nested defs will see (this body, once walked)
         self.function = function
         self.record_sites = record_sites
         self.returns: list[tuple[ast.Return, tuple[ast.stmt, ...], Scope]] = []
@@ -447,12 +495,16 @@ class _Walk:
         if isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             done = self.body(statement.orelse, self.body(statement.body, env, inner), inner)
             raised = _merge(env, done)
-            handled = [self.body(h.body, _opaque(raised, [h.name] if h.name else [], "an exception"), inner)
-                       for h in statement.handlers]
+            handled = [
+                self.body(h.body, _opaque(raised, [h.name] if h.name else [], "an exception"), inner)
+                for h in statement.handlers
+            ]
             return self.body(statement.finalbody, _merge(done, *handled), inner)
         if isinstance(statement, getattr(ast, "Match", ())):
-            cases = [self.body(case.body, _opaque(env, _targets(case.pattern), "a match capture"), inner)
-                     for case in statement.cases]
+            cases = [
+                self.body(case.body, _opaque(env, _targets(case.pattern), "a match capture"), inner)
+                for case in statement.cases
+            ]
             return _merge(env, *cases)
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self._keep_if_nested_sites(statement, ancestors)
@@ -482,14 +534,19 @@ class _Walk:
                 return _opaque(env, [name], "changed by an operator other than +=")
             return {**env, name: _Mutated(name, statement, ancestors, scope, env.get(name), "+=")}
         call = statement.value if isinstance(statement, ast.Expr) else None
-        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and call.func.attr in ("append", "extend", "insert") and isinstance(call.func.value, ast.Name)):
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr in ("append", "extend", "insert")
+            and isinstance(call.func.value, ast.Name)
+        ):
             name = call.func.value.id
             return {**env, name: _Mutated(name, statement, ancestors, scope, env.get(name), call.func.attr)}
         return env
 
-    def _assign(self, target: ast.expr, statement: ast.stmt, env: Env, ancestors: tuple[ast.stmt, ...],
-                scope: Scope) -> Env:
+    def _assign(
+        self, target: ast.expr, statement: ast.stmt, env: Env, ancestors: tuple[ast.stmt, ...], scope: Scope
+    ) -> Env:
         if isinstance(target, ast.Name):
             return {**env, target.id: _Assigned(target.id, statement, ancestors, scope)}
         if isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in target.elts):
@@ -509,9 +566,14 @@ def _targets(node: ast.AST | None) -> list[str]:
     """Names bound by an assignment target or a match pattern (not `self` of `self.x = ...`)."""
     if node is None:
         return []
-    return [n.id if isinstance(n, ast.Name) else n.name for n in ast.walk(node)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-            or isinstance(n, ast.pattern) and getattr(n, "name", None)]
+    return [
+        n.id if isinstance(n, ast.Name) else n.name
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name)
+        and isinstance(n.ctx, ast.Store)
+        or isinstance(n, ast.pattern)
+        and getattr(n, "name", None)
+    ]
 
 
 def _opaque(env: Env, names: Iterable[str], why: str) -> Env:
@@ -534,8 +596,14 @@ def _looped(before: Env, after: Env) -> Env:
     """A loop body runs any number of times: what it changes joins with what was there, indices blurred."""
     if after is before:
         return before
-    return {**before, **{name: _Looped(name, before.get(name), binding)
-                         for name, binding in after.items() if before.get(name) is not binding}}
+    return {
+        **before,
+        **{
+            name: _Looped(name, before.get(name), binding)
+            for name, binding in after.items()
+            if before.get(name) is not binding
+        },
+    }
 
 
 def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Env:
@@ -552,8 +620,9 @@ def walk_module(file: File, statements: list[ast.stmt]) -> None:
     _walk_nested(file, walk.nested, module, None)
 
 
-def _walk_nested(file: File, nested: list[tuple[ast.stmt, tuple[ast.stmt, ...]]], enclosing: Scope,
-                 function: str | None) -> None:
+def _walk_nested(
+    file: File, nested: list[tuple[ast.stmt, tuple[ast.stmt, ...]]], enclosing: Scope, function: str | None
+) -> None:
     """Walk the defs and classes holding sites; a method sees the class's enclosing scope, not the class."""
     for statement, ancestors in nested:
         name = statement.name if function is None else f"{function}.{statement.name}"
@@ -574,12 +643,13 @@ def _helper_value(file: File, function: _Function) -> Value | None:
     """What a module or local helper returns, joined over its return statements (walked once per def)."""
     key = id(function.statement)
     if key not in file.helper_values:
-        file.helper_values[key] = None                 # a recursive helper is not followed
+        file.helper_values[key] = None  # a recursive helper is not followed
         body = Scope({}, function.enclosing)
         file.scopes.append(body)
         walk = _Walk(file, parent=function.enclosing, defining=body, function=None, record_sites=False)
-        body.names = walk.body(function.statement.body, _parameters(function.statement),
-                               function.ancestors + (function.statement,))
+        body.names = walk.body(
+            function.statement.body, _parameters(function.statement), function.ancestors + (function.statement,)
+        )
         values = [_return_value(file, *returned) for returned in walk.returns]
         file.helper_values[key] = _join(values) if values else None
     return file.helper_values[key]
@@ -594,6 +664,7 @@ def _return_value(file: File, statement: ast.Return, ancestors: tuple[ast.stmt, 
 
 
 # --- evaluating libcst expressions -----------------------------------------------------------------
+
 
 def evaluate(file: File, leaf: Leaf) -> Value:
     """Follow an expression to the items it may hold; what cannot be followed is a leaf or unknown."""
@@ -638,8 +709,10 @@ def _evaluate_name(file: File, leaf: Leaf) -> Value:
 
 
 def _elements(file: File, leaf: Leaf, elements: Sequence[cst.BaseElement]) -> Value:
-    return _items_of([evaluate(file, leaf.at(element.value)) for element in elements],
-                     [isinstance(element, cst.StarredElement) for element in elements])
+    return _items_of(
+        [evaluate(file, leaf.at(element.value)) for element in elements],
+        [isinstance(element, cst.StarredElement) for element in elements],
+    )
 
 
 def _dict_items(file: File, leaf: Leaf, items: Sequence[tuple[cst.BaseExpression, bool]]) -> Value:
@@ -682,7 +755,7 @@ def _subscript(file: File, leaf: Leaf) -> Value:
         return Value(leaves=(leaf,))
     if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
         return Value(entries=_shifted(base.entries, None), length=None, unknown=base.unknown)
-    index = _literal_index(node.slice) if not base.nested else None    # indices of leaves, not of items
+    index = _literal_index(node.slice) if not base.nested else None  # indices of leaves, not of items
     if index is not None and index < 0 and base.length is not None:
         index += base.length
     picked = tuple(e.leaf for e in base.entries if index is None or e.index in (index, None))
@@ -729,8 +802,10 @@ def _is_class_name(func: cst.BaseExpression, file: File) -> bool:
 
 def _holds_block_spec(value: Value, file: File) -> bool:
     leaves = value.leaves + tuple(e.leaf for e in value.entries or ())
-    return any(isinstance(leaf.node, cst.Call) and (dotted(leaf.node.func) or ("",))[-1] in _block_spec_names(file)
-               for leaf in leaves)
+    return any(
+        isinstance(leaf.node, cst.Call) and (dotted(leaf.node.func) or ("",))[-1] in _block_spec_names(file)
+        for leaf in leaves
+    )
 
 
 def _block_spec_names(file: File) -> frozenset[str]:
@@ -753,11 +828,15 @@ def _constructed(arguments: list[tuple[cst.Arg, Value]], fields: _Fields | None)
             given[name] = value
         else:
             loose.append(value)
-    loose += positional[len(fields.init) if fields else 0:]
+    loose += positional[len(fields.init) if fields else 0 :]
     if fields is None or loose or any(name not in given for name in fields.leaves):
         children = [v for v in (*given.values(), *loose) if not _is_constant(v)]
-        return Value(entries=_shifted(_items_of(children).entries, None), length=None,
-                     unknown=unique(u for v in children for u in v.unknown), nested=True)
+        return Value(
+            entries=_shifted(_items_of(children).entries, None),
+            length=None,
+            unknown=unique(u for v in children for u in v.unknown),
+            nested=True,
+        )
     return _items_of(given[name] for name in fields.leaves)
 
 

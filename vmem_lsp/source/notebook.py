@@ -17,14 +17,15 @@ A notebook open in an editor (LSP notebook sync) makes its module the same
 way from the cells' texts as the editor holds them: `open_notebook`, whose
 `OpenNotebook` maps module spans to (cell URI, span in the cell) and back.
 """
+
 from __future__ import annotations
 
 import json
 import re
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Sequence
 
 from .model import Span
 from .text import line_and_column
@@ -42,12 +43,14 @@ class NotebookError(ValueError):
 
 # ---- where each value sits in the file --------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Node:
     """A JSON value and the string indices [start, end) of its text in the file."""
+
     start: int
     end: int
-    items: object = None        # dict of key -> Node, list of Node, or None for a scalar
+    items: object = None  # dict of key -> Node, list of Node, or None for a scalar
 
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -63,7 +66,7 @@ def _value(raw: str, at: int) -> Node:
         items, start, at = {}, at, _WHITESPACE.match(raw, at + 1).end()
         while raw[at] != "}":
             key = _STRING.match(raw, at)
-            value = _value(raw, _WHITESPACE.match(raw, key.end()).end() + 1)    # past the ':'
+            value = _value(raw, _WHITESPACE.match(raw, key.end()).end() + 1)  # past the ':'
             items[json.loads(key.group())] = value
             at = _WHITESPACE.match(raw, value.end).end()
             at = _WHITESPACE.match(raw, at + 1).end() if raw[at] == "," else at
@@ -92,7 +95,7 @@ def mask_magics(cell: str) -> str:
     become `pass`, `x = !ls` becomes `x = None`. A cell that parses as
     Python already is left alone (a docstring line may start with `!`)."""
     try:
-        compile(cell, "<cell>", "exec", dont_inherit=True, flags=0x400)    # PyCF_ONLY_AST
+        compile(cell, "<cell>", "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
         return cell
     except (SyntaxError, ValueError):
         pass
@@ -113,6 +116,7 @@ def mask_magics(cell: str) -> str:
 
 # ---- the notebook -----------------------------------------------------------------------------
 
+
 def module_lines(source: str) -> tuple[list[str], frozenset]:
     """A cell's lines in the module (magics masked, a final line end dropped)
     and which of them (1-based) were masked: the one rule for the disk and
@@ -127,6 +131,7 @@ class CellModule:
     """Code cells placed in one module, in order: each has `source`,
     `first_line` (1-based), `lines` and `masked` (lines of the cell, 1-based).
     What a notebook read from disk and one open in an editor share."""
+
     cells: tuple
 
     def cell_at(self, line: int):
@@ -166,34 +171,37 @@ class CellModule:
             return None
         last = cell.source.split("\n")[cell.lines - 1]
         start = min(span.start_line - cell.first_line + 1, cell.lines), span.start_col
-        end = (span.end_line - cell.first_line + 1, span.end_col) if span.end_line < cell.first_line + cell.lines \
+        end = (
+            (span.end_line - cell.first_line + 1, span.end_col)
+            if span.end_line < cell.first_line + cell.lines
             else (cell.lines, len(last))
+        )
         return cell, Span(*start, *max(start, end))
 
 
 @dataclass(frozen=True)
 class CodeCell:
-    index: int                  # among all the notebook's cells, 0-based (markdown counts)
-    source: str                 # as written, joined
-    first_line: int             # 1-based line of the module where the cell starts
-    lines: int                  # how many module lines it takes
-    node: Node                  # the "source" value in the file: a string or a list of strings
-    masked: frozenset = frozenset()     # lines of the cell (1-based) whose IPython syntax was masked
+    index: int  # among all the notebook's cells, 0-based (markdown counts)
+    source: str  # as written, joined
+    first_line: int  # 1-based line of the module where the cell starts
+    lines: int  # how many module lines it takes
+    node: Node  # the "source" value in the file: a string or a list of strings
+    masked: frozenset = frozenset()  # lines of the cell (1-based) whose IPython syntax was masked
 
 
 @dataclass(frozen=True)
 class CellPosition:
-    cell: int                   # among all cells, 0-based
-    line: int                   # 1-based, within the cell
-    col: int                    # 0-based code points
+    cell: int  # among all cells, 0-based
+    line: int  # 1-based, within the cell
+    col: int  # 0-based code points
 
 
 @dataclass(frozen=True)
 class Notebook(CellModule):
     path: str
-    raw: str                    # the file's text
+    raw: str  # the file's text
     cells: tuple[CodeCell, ...]
-    module: str                 # the code cells as one module, magics masked
+    module: str  # the code cells as one module, magics masked
 
     def cell_position(self, line: int, col: int) -> CellPosition | None:
         """Where a module position is, as a person finds it: the cell and the line in it."""
@@ -219,7 +227,9 @@ class Notebook(CellModule):
 
     def edited_cells(self, edits) -> list[tuple[str, str, str]]:
         """(":cell N", source before, source after) of each cell the edits change: what --diff shows."""
-        return [(f":cell {cell.index + 1}", cell.source, _edited(cell, local)) for cell, local in self.edits_by_cell(edits)]
+        return [
+            (f":cell {cell.index + 1}", cell.source, _edited(cell, local)) for cell, local in self.edits_by_cell(edits)
+        ]
 
     def apply_edits(self, edits) -> str:
         """The file's text with module edits made in their cells' sources; every
@@ -227,15 +237,22 @@ class Notebook(CellModule):
         raw, ascii_only = self.raw, self.raw.isascii()
         for cell, local in reversed(self.edits_by_cell(edits)):
             source = _edited(cell, local)
-            raw = raw[:cell.node.start] + _source_json(self.raw, cell.node, source, ascii_only) + raw[cell.node.end:]
+            raw = raw[: cell.node.start] + _source_json(self.raw, cell.node, source, ascii_only) + raw[cell.node.end :]
         return raw
 
 
 def _edited(cell: CodeCell, edits) -> str:
     from ..fixes.edits import TextEdit, apply_edits
+
     shift = cell.first_line - 1
-    local = [TextEdit(e.path, Span(e.span.start_line - shift, e.span.start_col, e.span.end_line - shift,
-                                   e.span.end_col), e.new_text) for e in edits]
+    local = [
+        TextEdit(
+            e.path,
+            Span(e.span.start_line - shift, e.span.start_col, e.span.end_line - shift, e.span.end_col),
+            e.new_text,
+        )
+        for e in edits
+    ]
     return apply_edits(cell.source, local)
 
 
@@ -246,7 +263,7 @@ def _raw_offset(raw: str, token: Node, chars: int) -> int:
         if raw[at] != "\\":
             at += 1
         elif raw[at + 1] == "u":
-            high = int(raw[at + 2:at + 6], 16)
+            high = int(raw[at + 2 : at + 6], 16)
             at += 12 if 0xD800 <= high < 0xDC00 and raw.startswith("\\u", at + 6) else 6
         else:
             at += 2
@@ -259,14 +276,14 @@ def _source_json(raw: str, node: Node, source: str, ascii_only: bool) -> str:
     list of lines with the same separators; unchanged lines keep their text."""
     if not isinstance(node.items, list):
         return json.dumps(source, ensure_ascii=ascii_only)
-    old = {json.loads(raw[t.start:t.end]): raw[t.start:t.end] for t in node.items}
+    old = {json.loads(raw[t.start : t.end]): raw[t.start : t.end] for t in node.items}
     lines = re.findall(r"[^\n]*\n|[^\n]+$", source)
     tokens = [old.get(line) or json.dumps(line, ensure_ascii=ascii_only) for line in lines]
     if not node.items:
         return json.dumps(lines, ensure_ascii=ascii_only)
     first, last = node.items[0], node.items[-1]
-    opening, closing = raw[node.start:first.start], raw[last.end:node.end]
-    separator = raw[first.end:node.items[1].start] if len(node.items) > 1 else "," + opening[1:]
+    opening, closing = raw[node.start : first.start], raw[last.end : node.end]
+    separator = raw[first.end : node.items[1].start] if len(node.items) > 1 else "," + opening[1:]
     return opening + separator.join(tokens) + closing if tokens else "[]"
 
 
@@ -274,7 +291,7 @@ _last_read: dict[str, Notebook] = {}
 
 
 def cell_line(path: str, line: int) -> str | None:
-    """"cell N:L" for a line of a notebook's module, as the latest reading of that
+    """ "cell N:L" for a line of a notebook's module, as the latest reading of that
     notebook in this process has it: messages that name a place ("pallas_call f
     at nb.ipynb:cell 3:4") are written where no notebook is passed around."""
     notebook = _last_read.get(path)
@@ -291,8 +308,10 @@ def read_notebook(raw: str, path: str) -> Notebook:
     if not isinstance(document, dict):
         raise NotebookError("not a notebook: the JSON is not an object")
     if document.get("nbformat", 4) < 4 or "worksheets" in document:
-        raise NotebookError(f"nbformat {document.get('nbformat')} notebooks are not supported; convert it "
-                            f"with `jupyter nbconvert --to notebook --nbformat 4`")
+        raise NotebookError(
+            f"nbformat {document.get('nbformat')} notebooks are not supported; convert it "
+            f"with `jupyter nbconvert --to notebook --nbformat 4`"
+        )
     if not isinstance(document.get("cells"), list):
         raise NotebookError("not a notebook: it has no list of cells")
     nodes = _value(raw, 0).items["cells"].items
@@ -311,21 +330,24 @@ def read_notebook(raw: str, path: str) -> Notebook:
 
 # ---- a notebook open in an editor -------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class OpenCell:
     """A code cell as an editor holds it (LSP notebook sync): its text document's URI and text."""
+
     uri: str
     source: str
-    first_line: int             # 1-based line of the module where the cell starts
-    lines: int                  # how many module lines it takes
-    masked: frozenset           # lines of the cell (1-based) whose IPython syntax was masked
-    text: str                   # its lines in the module, joined
+    first_line: int  # 1-based line of the module where the cell starts
+    lines: int  # how many module lines it takes
+    masked: frozenset  # lines of the cell (1-based) whose IPython syntax was masked
+    text: str  # its lines in the module, joined
 
 
 @dataclass(frozen=True)
 class OpenNotebook(CellModule):
     """The module an open notebook's code cells make, and the way between its
     positions (lines 1-based, columns in code points) and the cells'."""
+
     cells: tuple[OpenCell, ...]
     module: str
 

@@ -7,12 +7,14 @@ itself, the assignments of the names it uses, the helpers it calls), each on
 its own and cached by text; PositionProvider on that small module gives the
 exact spans, which `Piece` places back in the file.
 """
+
 from __future__ import annotations
 
 import ast
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -28,10 +30,11 @@ _T = TypeVar("_T")
 @dataclass(frozen=True, eq=False)
 class _Parsed:
     """One statement's text parsed by libcst, with positions relative to that text."""
+
     lines: list[str]
     positions: Mapping[cst.CSTNode, CodeRange]
-    statements: Mapping[tuple[int, int], cst.CSTNode]    # (line, column) -> statement starting there
-    memo: dict = field(default_factory=dict)              # what was read off these nodes: see Piece.remember
+    statements: Mapping[tuple[int, int], cst.CSTNode]  # (line, column) -> statement starting there
+    memo: dict = field(default_factory=dict)  # what was read off these nodes: see Piece.remember
 
 
 _parsed_by_text: OrderedDict[str, _Parsed | None] = OrderedDict()
@@ -60,21 +63,25 @@ def _parse(text: str) -> _Parsed | None:
     except (cst.ParserSyntaxError, RecursionError):
         return None
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    statements = {(r.start.line, r.start.column): node for node, r in positions.items()
-                  if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement))}
+    statements = {
+        (r.start.line, r.start.column): node
+        for node, r in positions.items()
+        if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement))
+    }
     return _Parsed(text.split("\n"), positions, statements)
 
 
 @dataclass(frozen=True, eq=False)
 class Piece:
     """A parsed statement placed in the file: absolute line = relative line + line_offset."""
+
     parsed: _Parsed
     line_offset: int
 
     def remember(self, what: str, node: cst.CSTNode, read: Callable[[], _T]) -> _T:
         """What `read` reads off `node` (a node of this piece), kept with the parse: libcst rebuilds
         every node it visits, even for a read-only visit, so reading once per text pays."""
-        key = (what, id(node))          # the parse keeps its nodes alive: the id stays theirs
+        key = (what, id(node))  # the parse keeps its nodes alive: the id stays theirs
         if key not in self.parsed.memo:
             self.parsed.memo[key] = read()
         return self.parsed.memo[key]
@@ -86,9 +93,9 @@ class Piece:
     def expr(self, node: cst.CSTNode) -> Expr:
         """The node with its text exactly as written (libcst's code_for_node drops block indentation)."""
         start, end = self._range(node)
-        lines = self.parsed.lines[start.line - 1:end.line]
-        lines[-1] = lines[-1][:end.column]
-        lines[0] = lines[0][start.column:]
+        lines = self.parsed.lines[start.line - 1 : end.line]
+        lines[-1] = lines[-1][: end.column]
+        lines[0] = lines[0][start.column :]
         return Expr(self.span(node), "\n".join(lines))
 
     def _range(self, node: cst.CSTNode) -> tuple[CodePosition, CodePosition]:
@@ -117,7 +124,7 @@ class Source:
 
     def _find(self, statement: ast.stmt, ancestors: tuple[ast.stmt, ...]) -> tuple[Piece, cst.CSTNode] | None:
         line = statement.lineno
-        column = char_column(self.lines[line - 1], statement.col_offset)     # ast's bytes, libcst's code points
+        column = char_column(self.lines[line - 1], statement.col_offset)  # ast's bytes, libcst's code points
         for anchor in (statement, *reversed(ancestors)):
             piece = self._piece(first_line(anchor), anchor.end_lineno)
             node = piece and piece.parsed.statements.get((line - piece.line_offset, column))
@@ -128,7 +135,7 @@ class Source:
     def _piece(self, first: int, last: int) -> Piece | None:
         """Whole lines; an indented statement is parsed under `if 1:` so that its columns stay as in the file."""
         if (first, last) not in self._pieces:
-            body = "\n".join(self.lines[first - 1:last]) + "\n"
+            body = "\n".join(self.lines[first - 1 : last]) + "\n"
             indented = body[:1] in (" ", "\t")
             parsed = _parse_cached("if 1:\n" + body if indented else body)
             self._pieces[first, last] = parsed and Piece(parsed, first - 2 if indented else first - 1)
@@ -136,6 +143,7 @@ class Source:
 
 
 # --- what libcst nodes say ---------------------------------------------------------------------
+
 
 def int_literal(node: cst.BaseExpression) -> int | None:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):

@@ -8,44 +8,48 @@ What a top-level statement contributes depends only on its text (and on the
 names looked for), so it is cached by text: after an edit, only the edited
 statements are walked again, even when the edit moved the others.
 """
+
 from __future__ import annotations
 
 import ast
 import itertools
 import re
 from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping
 
 from .statements import first_line
 
 _BODY_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
-_Path = tuple[int, ...]     # a nested statement: child indices (in _child_statements' order) from the top-level one
+_Path = tuple[int, ...]  # a nested statement: child indices (in _child_statements' order) from the top-level one
 _TextKey = tuple[str, int, int, int]
 
 
 @dataclass(frozen=True)
 class Names:
     """How this module spells what the locator looks for."""
-    imported: Mapping[str, str]        # local name -> imported name, from `from m import a as b`
-    pallas: frozenset[str]             # names meaning pallas_call
-    partials: frozenset[str]           # names bound to functools.partial(pallas_call, ...)
+
+    imported: Mapping[str, str]  # local name -> imported name, from `from m import a as b`
+    pallas: frozenset[str]  # names meaning pallas_call
+    partials: frozenset[str]  # names bound to functools.partial(pallas_call, ...)
 
 
 @dataclass(frozen=True)
 class Plan:
     """What the walk must look at: statements holding a site, and the defs around them."""
+
     names: Names
-    flagged: frozenset[int]            # ids of innermost statements referring to pallas_call
-    enclosing: frozenset[int]          # ids of defs / classes containing a flagged statement
-    called_partials: frozenset[str]    # partial aliases that are called somewhere: the calls are the sites
+    flagged: frozenset[int]  # ids of innermost statements referring to pallas_call
+    enclosing: frozenset[int]  # ids of defs / classes containing a flagged statement
+    called_partials: frozenset[str]  # partial aliases that are called somewhere: the calls are the sites
 
 
 @dataclass(frozen=True)
 class _Flags:
     """What _flag finds in one top-level statement, by path, so that it applies to any statement of that text."""
+
     flagged: frozenset[_Path]
     enclosing: frozenset[_Path]
     called: frozenset[str]
@@ -80,7 +84,7 @@ def clear_cache() -> None:
 
 
 def make_plan(statements: list[ast.stmt], lines: list[str]) -> Plan:
-    texts = ["\n".join(lines[first_line(s) - 1:s.end_lineno]) for s in statements]
+    texts = ["\n".join(lines[first_line(s) - 1 : s.end_lineno]) for s in statements]
     keys = [(text, s.lineno - first_line(s), s.col_offset, s.end_col_offset) for s, text in zip(statements, texts)]
     _learners_by_text.start()
     _flags_by_text.start()
@@ -92,8 +96,9 @@ def make_plan(statements: list[ast.stmt], lines: list[str]) -> Plan:
     called: set[str] = set()
     for statement, text, key in zip(statements, texts, keys):
         if pattern.search(text):
-            flags = _flags_by_text.get((key, refs, names.partials),
-                                       lambda s=statement, t=text: _flags(s, t, refs, names.partials))
+            flags = _flags_by_text.get(
+                (key, refs, names.partials), lambda s=statement, t=text: _flags(s, t, refs, names.partials)
+            )
             flagged.update(id(_at(statement, path)) for path in flags.flagged)
             enclosing.update(id(_at(statement, path)) for path in flags.enclosing)
             called |= flags.called
@@ -114,7 +119,7 @@ class _Mentions:
 
     def __init__(self, text: str, first: int, names: frozenset[str]):
         self.first = first
-        self.counts = [0]               # lines that mention a name, before each line
+        self.counts = [0]  # lines that mention a name, before each line
         for line in text.split("\n"):
             mentions = not line.isascii() or any(name in line for name in names)
             self.counts.append(self.counts[-1] + mentions)
@@ -135,7 +140,7 @@ class _Words:
 
     def __init__(self, names: Iterable[str]):
         self.names = sorted(names)
-        self.pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, self.names)))
+        self.pattern = re.compile(r"\b(?:{})\b".format("|".join(map(re.escape, self.names))))
 
     def search(self, text: str) -> bool:
         """As `pattern.search(text)`, which can only match where one of the names starts: try it there
@@ -167,8 +172,11 @@ def _kernel_names(statements: list[ast.stmt], texts: list[str], keys: list[_Text
 
 def _learners(statement: ast.stmt) -> tuple[ast.stmt, ...]:
     """The statements within that _learn_names may learn from, in order (it reads names, never positions)."""
-    return tuple(nested for nested in _statements_within(statement)
-                 if isinstance(nested, (ast.ImportFrom, ast.Assign, ast.AnnAssign)))
+    return tuple(
+        nested
+        for nested in _statements_within(statement)
+        if isinstance(nested, (ast.ImportFrom, ast.Assign, ast.AnnAssign))
+    )
 
 
 def _learn_names(statement: ast.stmt, imported: dict[str, str], pallas: set[str], partials: set[str]) -> None:
@@ -195,8 +203,12 @@ def _ast_last_name(node: ast.AST, imported: Mapping[str, str]) -> str | None:
 
 
 def _ast_is_partial_of_pallas(node: ast.AST, imported: Mapping[str, str], pallas: set[str]) -> bool:
-    return (isinstance(node, ast.Call) and _ast_last_name(node.func, imported) == "partial"
-            and bool(node.args) and _ast_last_name(node.args[0], imported) in pallas)
+    return (
+        isinstance(node, ast.Call)
+        and _ast_last_name(node.func, imported) == "partial"
+        and bool(node.args)
+        and _ast_last_name(node.args[0], imported) in pallas
+    )
 
 
 def _statements_within(statement: ast.stmt) -> Iterator[ast.stmt]:
@@ -224,9 +236,18 @@ def _own_parts(statement: ast.stmt) -> Iterator[ast.AST]:
                 yield from ast.walk(item)
 
 
-def _flag(statement: ast.stmt, path: _Path, chain: tuple[_Path, ...], mentions: _Mentions, refs: frozenset[str],
-          partials: frozenset[str], flagged: set[_Path], enclosing: set[_Path], called: set[str]) -> None:
-    if not mentions.any(statement):     # no name of refs (partials are among them) within
+def _flag(
+    statement: ast.stmt,
+    path: _Path,
+    chain: tuple[_Path, ...],
+    mentions: _Mentions,
+    refs: frozenset[str],
+    partials: frozenset[str],
+    flagged: set[_Path],
+    enclosing: set[_Path],
+    called: set[str],
+) -> None:
+    if not mentions.any(statement):  # no name of refs (partials are among them) within
         return
     refers = False
     for node in _own_parts(statement):

@@ -6,10 +6,12 @@ one; in_specs, out_specs and scratch_shapes are followed through names
 (nameflow.py) to their items, and what cannot be followed becomes a note said
 plainly on the site, never a guess.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 import libcst as cst
 
@@ -27,16 +29,24 @@ _GRID_SPEC_PARAMETERS = {
     "GridSpec": ("grid", "in_specs", "out_specs", "scratch_shapes"),
     "PrefetchScalarGridSpec": ("num_scalar_prefetch", "grid", "in_specs", "out_specs", "scratch_shapes"),
 }
-_NOT_OWN = (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler,
-            cst.Finally, cst.MatchCase)
+_NOT_OWN = (
+    cst.BaseSuite,
+    cst.BaseCompoundStatement,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
 
 
 @dataclass(frozen=True)
 class SiteCall:
     """One kernel site before building: the span node, the name token, and where its arguments come from."""
+
     span_node: cst.Call
     name_node: cst.CSTNode
-    sources: tuple[tuple[Leaf, int], ...]     # (call, positional arguments to skip), earliest first
+    sources: tuple[tuple[Leaf, int], ...]  # (call, positional arguments to skip), earliest first
     notes: tuple[str, ...] = ()
 
 
@@ -58,10 +68,12 @@ class _OwnCalls(cst.CSTVisitor):
 
 def site_calls(file: File, statement: cst.CSTNode, piece: Piece, scope: Scope) -> Iterator[SiteCall]:
     """pallas_call(...); partial(pallas_call, ...) unless it is called later (then that call is the site)."""
-    def own_calls() -> tuple[cst.Call, ...]:      # kept with the parse: libcst's visit rebuilds every node
+
+    def own_calls() -> tuple[cst.Call, ...]:  # kept with the parse: libcst's visit rebuilds every node
         visitor = _OwnCalls(statement)
         statement.visit(visitor)
         return tuple(visitor.calls)
+
     calls = piece.remember("own calls", statement, own_calls)
     names = file.names
     partials = {id(c) for c in calls if _is_partial_of_pallas(c, names)}
@@ -85,8 +97,12 @@ def site_calls(file: File, statement: cst.CSTNode, piece: Piece, scope: Scope) -
 
 
 def _is_partial_of_pallas(call: cst.Call, names: Names) -> bool:
-    return (_last_name(call.func, names) == "partial" and bool(call.args) and not call.args[0].keyword
-            and _last_name(call.args[0].value, names) in names.pallas)
+    return (
+        _last_name(call.func, names) == "partial"
+        and bool(call.args)
+        and not call.args[0].keyword
+        and _last_name(call.args[0].value, names) in names.pallas
+    )
 
 
 def _bound_to_called_alias(statement: cst.CSTNode, call: cst.Call, file: File) -> bool:
@@ -104,8 +120,10 @@ def kernel_site(file: File, call: SiteCall, piece: Piece, function: str | None) 
     if grid_spec is not None:
         parameters = _grid_spec_parameters(grid_spec.node, file.names)
         if parameters is None:
-            notes.append(f"grid_spec `{_short(grid_spec.piece.expr(grid_spec.node).text)}` is not a GridSpec "
-                         "the locator can follow")
+            notes.append(
+                f"grid_spec `{_short(grid_spec.piece.expr(grid_spec.node).text)}` is not a GridSpec "
+                "the locator can follow"
+            )
         else:
             spec_args, more = _arguments(((grid_spec, 0),), parameters)
             notes += more
@@ -129,8 +147,7 @@ def kernel_site(file: File, call: SiteCall, piece: Piece, function: str | None) 
         compiler_params=_written(compiler_params),
         vmem_limit_bytes=_defined(file, vmem_limit),
         notes=tuple(unique(notes + in_notes + out_notes + scratch_notes)),
-        keywords=tuple((arg.keyword.value, piece.span(arg)) for arg in call.span_node.args
-                       if arg.keyword is not None),
+        keywords=tuple((arg.keyword.value, piece.span(arg)) for arg in call.span_node.args if arg.keyword is not None),
     )
 
 
@@ -164,8 +181,9 @@ def _arguments(sources: Sequence[tuple[Leaf, int]], parameters: Sequence[str]) -
     return found, notes
 
 
-def _items(file: File, leaf: Leaf | None, label: str, what: str,
-           build: Callable[[Entry], _Site | None]) -> tuple[tuple[_Site, ...], list[str]]:
+def _items(
+    file: File, leaf: Leaf | None, label: str, what: str, build: Callable[[Entry], _Site | None]
+) -> tuple[tuple[_Site, ...], list[str]]:
     """The items of in_specs, out_specs or scratch_shapes, each built into a site, or a note where `build` cannot."""
     if leaf is None:
         return (), []
@@ -178,8 +196,10 @@ def _items(file: File, leaf: Leaf | None, label: str, what: str,
             continue
         site = build(entry)
         if site is None:
-            notes.append(f"{label}{_at(entry.index)}: `{_short(entry.leaf.piece.expr(node).text)}` "
-                         f"is not a {what} the locator can follow")
+            notes.append(
+                f"{label}{_at(entry.index)}: `{_short(entry.leaf.piece.expr(node).text)}` "
+                f"is not a {what} the locator can follow"
+            )
         else:
             sites.append(site)
     return tuple(sorted(sites, key=_site_order)), notes
@@ -224,8 +244,13 @@ def _scratch_site(file: File, entry: Entry) -> ScratchSite | None:
     if kind is None:
         return None
     args = _arguments(((entry.leaf, 0),), _SCRATCH_PARAMETERS)[0] if isinstance(node, cst.Call) else {}
-    return ScratchSite(span=entry.leaf.piece.span(node), index=entry.index, kind=kind,
-                       shape=_written(args.get("shape")), dtype=_written(args.get("dtype")))
+    return ScratchSite(
+        span=entry.leaf.piece.span(node),
+        index=entry.index,
+        kind=kind,
+        shape=_written(args.get("shape")),
+        dtype=_written(args.get("dtype")),
+    )
 
 
 def _kind(node: cst.BaseExpression, names: Names) -> str | None:

@@ -10,6 +10,7 @@ Typing changes a line or two, so the last clean parse of each path is kept, and
 only the lines between the unchanged statements before and after the edit are
 parsed again (`_reparse_edit`); see there why that gives the same statements.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,18 +26,19 @@ _CLAUSE = re.compile(r"(else|elif|except|finally)\b")
 _DEFINITION = re.compile(r"(async\s+def|def|class)\b")
 
 
-_PATHS_KEPT = 4             # the ast of a 2,600-line file holds 3.5 MB
+_PATHS_KEPT = 4  # the ast of a 2,600-line file holds 3.5 MB
 
 
 @dataclass(frozen=True, eq=False)
 class _Clean:
     """A text of a path that parsed without error, and its statements (shared: nobody mutates them)."""
+
     lines: list[str]
     statements: list[ast.stmt]
 
 
 _last_clean: OrderedDict[str, _Clean] = OrderedDict()
-_lock = threading.Lock()      # the CLI's engine and the server's fallback may locate from two threads
+_lock = threading.Lock()  # the CLI's engine and the server's fallback may locate from two threads
 
 
 def clear_cache() -> None:
@@ -96,11 +98,11 @@ def _reparse_edit(last: _Clean, lines: list[str]) -> list[ast.stmt] | None:
         kept_before += 1
     while kept_before and not _ends_cleanly(old, old_statements, kept_before - 1):
         kept_before -= 1
-    start = old_statements[kept_before - 1].end_lineno if kept_before else 0     # 0-based first line to parse
+    start = old_statements[kept_before - 1].end_lineno if kept_before else 0  # 0-based first line to parse
     shift = len(lines) - len(old)
     kept_after = len(old_statements)
     if shift == 0:
-        unchanged_from = len(old) - same_after                                   # 0-based, in both
+        unchanged_from = len(old) - same_after  # 0-based, in both
         while kept_after > kept_before and first_line(old_statements[kept_after - 1]) - 1 >= unchanged_from:
             kept_after -= 1
         while kept_after < len(old_statements) and not _starts_cleanly(old, old_statements, kept_after):
@@ -124,9 +126,11 @@ def _ends_cleanly(lines: list[str], statements: list[ast.stmt], index: int) -> b
 def _starts_cleanly(lines: list[str], statements: list[ast.stmt], index: int) -> bool:
     """Whether statement `index` starts in column 0 of a line of its own, with nothing before it open."""
     first = first_line(statements[index])
-    return (lines[first - 1][:1] not in ("", " ", "\t", "\f", "#")
-            and (index == 0 or _ends_cleanly(lines, statements, index - 1))
-            and (first < 2 or not lines[first - 2].endswith("\\")))
+    return (
+        lines[first - 1][:1] not in ("", " ", "\t", "\f", "#")
+        and (index == 0 or _ends_cleanly(lines, statements, index - 1))
+        and (first < 2 or not lines[first - 2].endswith("\\"))
+    )
 
 
 def _describe_syntax_error(exc: Exception, text: str) -> str:

@@ -1,6 +1,7 @@
 """ast.parse for the user's text, without its warnings (an invalid escape
 sequence, `1if x else 2`...): they belong to the user's file, and printed by
 the linter or the server they would read as ours."""
+
 from __future__ import annotations
 
 import ast

@@ -9,6 +9,7 @@ module of the project calls that function with arrays of literal shapes
 (`jnp.ones((1024, 512), jnp.bfloat16)`), those shapes are proposed instead
 and the template says where they were found. Pure: texts in, a Template out.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,18 +23,27 @@ from .syntax import parse_quietly
 PLACEHOLDER = "f32[...]"
 JAX_TO_DIRECTIVE = {d.jax: d.name for d in TABLE}
 # Constructors whose shape and dtype can be read: name -> (index of the shape argument, of the dtype argument).
-CONSTRUCTORS = {"ones": (0, 1), "zeros": (0, 1), "empty": (0, 1), "full": (0, 2), "ShapeDtypeStruct": (0, 1),
-                "normal": (1, 2), "uniform": (1, 2), "randint": (1, 4), "bernoulli": (None, None)}
+CONSTRUCTORS = {
+    "ones": (0, 1),
+    "zeros": (0, 1),
+    "empty": (0, 1),
+    "full": (0, 2),
+    "ShapeDtypeStruct": (0, 1),
+    "normal": (1, 2),
+    "uniform": (1, 2),
+    "randint": (1, 4),
+    "bernoulli": (None, None),
+}
 
 
 @dataclass(frozen=True)
 class Template:
     path: str
-    line: int                   # the directive goes on a new line before this one (1-based)
+    line: int  # the directive goes on a new line before this one (1-based)
     indent: str
     function: str
     arguments: tuple[str, ...]  # "f32[...]", "bf16[1024, 512]", "bm=512"
-    found_in: str | None = None     # "tests/test_matmul.py:42": where the shapes were read
+    found_in: str | None = None  # "tests/test_matmul.py:42": where the shapes were read
 
     @property
     def call(self) -> str:
@@ -53,9 +63,14 @@ def _functions(module: ast.Module) -> dict[str, ast.FunctionDef]:
 
 
 def _calls_to(node: ast.AST, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Call) and ((isinstance(n.func, ast.Name) and n.func.id in names)
-                                           or (isinstance(n.func, ast.Attribute) and n.func.attr in names))
-               for n in ast.walk(node))
+    return any(
+        isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Name) and n.func.id in names)
+            or (isinstance(n.func, ast.Attribute) and n.func.attr in names)
+        )
+        for n in ast.walk(node)
+    )
 
 
 def reaching_function(module: ast.Module, line: int) -> ast.FunctionDef | None:
@@ -93,7 +108,7 @@ def parameters(function: ast.FunctionDef) -> tuple[list[str], list[str]]:
     keyword-only ones without, and `name=default` of integer defaults)."""
     args = function.args
     positional = [a for a in args.posonlyargs + args.args if a.arg not in ("self", "cls")]
-    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults) :], args.defaults))
     defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
     required = [a.arg for a in positional if a.arg not in defaults]
     written = [f"{a.arg}=..." for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
@@ -104,16 +119,24 @@ def parameters(function: ast.FunctionDef) -> tuple[list[str], list[str]]:
 def _dtype(node: ast.AST | None) -> str | None:
     if node is None:
         return "f32"
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else \
-        node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+    name = (
+        node.attr
+        if isinstance(node, ast.Attribute)
+        else node.id
+        if isinstance(node, ast.Name)
+        else node.value
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        else None
+    )
     return JAX_TO_DIRECTIVE.get(name) if name else None
 
 
 def _shape(node: ast.AST) -> tuple[int, ...] | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return (node.value,)
-    if isinstance(node, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Constant) and type(e.value) is int
-                                                      for e in node.elts):
+    if isinstance(node, (ast.Tuple, ast.List)) and all(
+        isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts
+    ):
         return tuple(e.value for e in node.elts)
     return None
 
@@ -126,8 +149,13 @@ def array_literal(node: ast.AST, names: dict[str, ast.AST]) -> str | None:
         return array_literal(names[node.id], {})
     if not isinstance(node, ast.Call):
         return None
-    func = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(
-        node.func, ast.Name) else None
+    func = (
+        node.func.attr
+        if isinstance(node.func, ast.Attribute)
+        else node.func.id
+        if isinstance(node.func, ast.Name)
+        else None
+    )
     if func not in CONSTRUCTORS or CONSTRUCTORS[func][0] is None:
         return None
     shape_at, dtype_at = CONSTRUCTORS[func]
@@ -151,16 +179,25 @@ def calls_with_shapes(text: str, name: str) -> list[tuple[int, list[str]]]:
     found = []
     scopes = [module, *(n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
     for scope in scopes:
-        names = {t.id: n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
-                 for t in n.targets if isinstance(t, ast.Name)}
+        names = {
+            t.id: n.value
+            for n in ast.walk(scope)
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
         for call in ast.walk(scope):
-            if not (isinstance(call, ast.Call) and isinstance(call.func, (ast.Name, ast.Attribute))
-                    and (getattr(call.func, "id", None) or getattr(call.func, "attr", None)) == name):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, (ast.Name, ast.Attribute))
+                and (getattr(call.func, "id", None) or getattr(call.func, "attr", None)) == name
+            ):
                 continue
             arrays = [array_literal(a, names) for a in call.args]
             if call.args and all(arrays):
-                keywords = [f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords
-                            if k.arg and _default_text(k.value)]
+                keywords = [
+                    f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords if k.arg and _default_text(k.value)
+                ]
                 found.append((call.lineno, [*arrays, *keywords]))
     return sorted(set((line, tuple(args)) for line, args in found), key=lambda f: f[0])
 
@@ -176,8 +213,11 @@ def test_files(path: str, root: str | None) -> list[str]:
             continue
         for directory, subdirs, files in os.walk(folder):
             subdirs[:] = [d for d in subdirs if not d.startswith(".") and d != "__pycache__"]
-            found += [os.path.join(directory, f) for f in sorted(files)
-                      if f.endswith(".py") and (f.startswith("test_") or f.endswith("_test.py"))]
+            found += [
+                os.path.join(directory, f)
+                for f in sorted(files)
+                if f.endswith(".py") and (f.startswith("test_") or f.endswith("_test.py"))
+            ]
     return found
 
 

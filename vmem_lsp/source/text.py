@@ -5,6 +5,7 @@ and U+2029, all of which a comment or a string may hold); columns 0-based,
 in code points. Python's ast counts columns in UTF-8 bytes: they are turned
 into code points where they are read (`node_span`); the LSP edge turns code
 points into the client's encoding (server/convert.py)."""
+
 from __future__ import annotations
 
 import re
@@ -58,5 +59,9 @@ def char_column(line: str, byte_column: int) -> int:
 
 def node_span(node, lines: list[str]) -> Span:
     """An ast node's span in code points; `lines` are those of the text it was parsed from."""
-    return Span(node.lineno, char_column(lines[node.lineno - 1], node.col_offset),
-                node.end_lineno, char_column(lines[node.end_lineno - 1], node.end_col_offset))
+    return Span(
+        node.lineno,
+        char_column(lines[node.lineno - 1], node.col_offset),
+        node.end_lineno,
+        char_column(lines[node.end_lineno - 1], node.end_col_offset),
+    )

@@ -1,5 +1,6 @@
 """`vmem-lsp sweep`: which configs of a kernel fit on which chip, and
 `vmem-lsp sweep --table FILE.json`: check a team's tuned-block-size table."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,18 +13,27 @@ from ..cli import EXIT_ERROR, EXIT_FOUND, EXIT_OK, emit
 
 def add_parser(commands) -> None:
     sweep = commands.add_parser(
-        "sweep", help="which configs of a kernel fit on which chip: a bracketed list in an example is an axis",
+        "sweep",
+        help="which configs of a kernel fit on which chip: a bracketed list in an example is an axis",
         description="SPEC is 'path.py:function(bf16[8192, 8192], bm=[256, 512, 1024])', "
-                    "'package.module:function(...)', or a file whose # vmem: lines hold lists; "
-                    "with none, the pyproject examples that hold lists.")
+        "'package.module:function(...)', or a file whose # vmem: lines hold lists; "
+        "with none, the pyproject examples that hold lists.",
+    )
     sweep.add_argument("specs", nargs="*", metavar="SPEC")
     sweep.add_argument("--target", help="chips, comma-separated (v4, v5e, v5p, v6e, v7x)")
     sweep.add_argument("--format", choices=("text", "json", "csv"), default="text")
     sweep.add_argument("--plot", metavar="FILE", help="a picture of the fit frontier (.png, .svg); needs matplotlib")
-    sweep.add_argument("--budget-compiles", type=int, metavar="N",
-                       help="compile at most N configs x chips; the rest are reported undecided, never guessed")
-    sweep.add_argument("--table", metavar="FILE.json",
-                       help="check a table: a JSON list of {target, example} entries, each on its own chip")
+    sweep.add_argument(
+        "--budget-compiles",
+        type=int,
+        metavar="N",
+        help="compile at most N configs x chips; the rest are reported undecided, never guessed",
+    )
+    sweep.add_argument(
+        "--table",
+        metavar="FILE.json",
+        help="check a table: a JSON list of {target, example} entries, each on its own chip",
+    )
     sweep.add_argument("--jobs", "-j", type=int, help="compiles at once (default: cores minus one)")
     sweep.add_argument("--cache-dir", help="where compile results are kept")
     sweep.add_argument("--no-cache", action="store_true", help="compile everything again")
@@ -32,6 +42,7 @@ def add_parser(commands) -> None:
 
 def settings_for(args):
     from ..config import cache_location, load_settings, parse_targets
+
     settings = load_settings(os.getcwd())
     changes: dict = {}
     if args.target:
@@ -47,6 +58,7 @@ def sweeps_for(args, settings) -> list:
     """The sweeps the arguments name, or SweepError."""
     from ..source.directives import sweep_axes
     from .spec import SweepError, parse_spec, sweeps_in
+
     found = []
     for spec in args.specs:
         if os.path.isfile(spec):
@@ -61,14 +73,17 @@ def sweeps_for(args, settings) -> list:
         root = os.path.dirname(settings.config_path or os.path.abspath("pyproject.toml"))
         found += [parse_spec(entry, root) for entry in settings.examples if sweep_axes(entry.partition(":")[2])]
         if not found:
-            raise SweepError("nothing to sweep: give a SPEC such as "
-                             "'examples/matmul.py:matmul(bf16[8192, 8192], bf16[8192, 8192], bm=[256, 512])'")
+            raise SweepError(
+                "nothing to sweep: give a SPEC such as "
+                "'examples/matmul.py:matmul(bf16[8192, 8192], bf16[8192, 8192], bm=[256, 512])'"
+            )
     return found
 
 
 def run(args) -> int:
     from ..config import ConfigError
     from .spec import SweepError, check_size
+
     try:
         settings = settings_for(args)
     except ConfigError as error:
@@ -84,9 +99,11 @@ def run(args) -> int:
         return EXIT_ERROR
     from .output import FORMATS, plot
     from .run import run_sweep
+
     budget = args.budget_compiles
     rendered, code = [], EXIT_OK
     from ..cli import ProgressBar
+
     for sweep in sweeps:
         bar = ProgressBar("config") if sys.stderr.isatty() else None
         try:
@@ -114,20 +131,23 @@ def run(args) -> int:
 
 def run_table(args, settings) -> int:
     """Each {target, example} entry compiled on its own chip; 1 if any overflows or cannot be checked."""
-    from ..engine import make_workers, run_example
     from ..compile.cache import ResultCache
+    from ..engine import make_workers, run_example
     from .decide import Config, compiled_verdict
     from .spec import SweepError, one_config
+
     try:
         with open(args.table, encoding="utf-8") as f:
             entries = json.load(f)
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and {"target", "example"} <= set(e)
-                                                    for e in entries):
-            raise SweepError("the table must be a JSON list of {\"target\": ..., \"example\": ...} objects")
+        if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and {"target", "example"} <= set(e) for e in entries
+        ):
+            raise SweepError('the table must be a JSON list of {"target": ..., "example": ...} objects')
     except (OSError, ValueError) as error:
         print(f"vmem-lsp sweep: {args.table}: {error}", file=sys.stderr)
         return EXIT_ERROR
     from ..config import parse_targets
+
     cache = ResultCache(settings.cache_folder(), enabled=not args.no_cache)
     worker = make_workers(settings)
     rows, code = [], EXIT_OK
@@ -142,8 +162,9 @@ def run_table(args, settings) -> int:
                 continue
             result, _ = run_example(example, target, settings, cache, worker)
             verdict = compiled_verdict(Config(0, {}, target, result), result)
-            rows.append({**entry, "fits": verdict.fits, "used": verdict.used, "limit": verdict.limit,
-                         "error": verdict.error})
+            rows.append(
+                {**entry, "fits": verdict.fits, "used": verdict.used, "limit": verdict.limit, "error": verdict.error}
+            )
             if verdict.fits is not True:
                 code = EXIT_FOUND
     finally:
@@ -154,11 +175,14 @@ def run_table(args, settings) -> int:
 
 def table_text(rows: list[dict]) -> str:
     from ..report.parse import format_size
+
     lines = []
     for r in rows:
         word = "fits" if r.get("fits") else "error" if r.get("fits") is None else "OVER"
         figures = f" {format_size(r['used'])} of {format_size(r['limit'])}" if r.get("used") and r.get("limit") else ""
-        lines.append(f"{r['target']:4s} {word:5s}{figures}  {r['example']}" + (f"  ({r['error']})" if r.get("error") else ""))
+        lines.append(
+            f"{r['target']:4s} {word:5s}{figures}  {r['example']}" + (f"  ({r['error']})" if r.get("error") else "")
+        )
     bad = sum(r.get("fits") is not True for r in rows)
     lines.append(f"{len(rows) - bad} of {len(rows)} entries fit")
     return "\n".join(lines) + "\n"

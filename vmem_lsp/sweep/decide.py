@@ -12,13 +12,15 @@ guess: pure, the compiles come in through a function.
    decided is compiled instead.
 3. A compile budget stops the compiles; what is left is "undecided".
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
-from .. import budget as budgets, layout, render
+from .. import budget as budgets
+from .. import layout, render
 from ..compile.protocol import CapturedCall, ExampleResult
 from ..report.parse import parse_report
 from .model_error import bound, kind_of, model_decides
@@ -29,14 +31,15 @@ VMEM_FORMS = ("physical", "scoped", "single_allocation")
 @dataclass(frozen=True)
 class Verdict:
     """One config on one chip."""
+
     config: dict
     target: str
-    fits: bool | None               # None: undecided, or it did not compile for another reason
-    used: int | None                # bytes: the compiler's figure when it decided, else the model's
+    fits: bool | None  # None: undecided, or it did not compile for another reason
+    used: int | None  # bytes: the compiler's figure when it decided, else the model's
     limit: int | None
-    decided_by: str                 # "compiler" | "model" | "monotonicity" | "undecided" | "error"
+    decided_by: str  # "compiler" | "model" | "monotonicity" | "undecided" | "error"
     why: str = ""
-    error: str | None = None        # the compile error or trace error, when there was one
+    error: str | None = None  # the compile error or trace error, when there was one
 
     @property
     def headroom(self) -> int | None:
@@ -46,6 +49,7 @@ class Verdict:
 @dataclass
 class Config:
     """What the decision knows of one (config, chip)."""
+
     number: int
     config: dict
     target: str
@@ -53,10 +57,10 @@ class Config:
     model_total: int = 0
     model_limit: int = 0
     model_says: bool | None = None
-    costs: tuple = ()                # per call: sorted (kind, index, bytes) of the model's windows, scratch, scoped
+    costs: tuple = ()  # per call: sorted (kind, index, bytes) of the model's windows, scratch, scoped
     verdict: Verdict | None = None
     compiled: ExampleResult | None = None
-    implied_by: int | None = None    # the config whose compile decided this one by monotonicity
+    implied_by: int | None = None  # the config whose compile decided this one by monotonicity
 
 
 def legal_blocks(call: CapturedCall) -> bool:
@@ -84,7 +88,7 @@ def costs_of(call: CapturedCall, target: str) -> tuple:
     return tuple(sorted((c.kind, c.index, c.bytes) for c in layout.window_costs(call, target)))
 
 
-def tightest(budgets_) -> "budgets.Budget":
+def tightest(budgets_) -> budgets.Budget:
     """Of a config's kernels, the one nearest its limit (or furthest over): the config's figure."""
     return max(budgets_, key=lambda b: b.total / max(b.limit, 1))
 
@@ -96,9 +100,12 @@ def size_up(item: Config) -> None:
     worst = tightest(budgets_)
     item.model_total, item.model_limit = worst.total, worst.limit
     item.costs = tuple((c.name, costs_of(c, item.target)) for c in calls)
-    says = [None if not legal_blocks(c) else model_decides(b.total, exact_bytes(b), b.limit,
-                                                            bound(kind_of(c, item.target), item.target))
-            for c, b in zip(calls, budgets_)]
+    says = [
+        None
+        if not legal_blocks(c)
+        else model_decides(b.total, exact_bytes(b), b.limit, bound(kind_of(c, item.target), item.target))
+        for c, b in zip(calls, budgets_)
+    ]
     if any(s is False for s in says):
         item.model_says = False
     elif says and all(s is True for s in says):
@@ -133,8 +140,9 @@ def no_larger(a: Config, b: Config) -> bool:
 def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
     """What a compile said: fits, overflows (a VMEM report), or another error."""
     if result.error:
-        return Verdict(item.config, item.target, None, None, None, "error", "the example did not run",
-                       error=result.error)
+        return Verdict(
+            item.config, item.target, None, None, None, "error", "the example did not run", error=result.error
+        )
     failing = [c for c in result.calls if not c.fits]
     if not failing:
         worst = tightest(budgets.from_compile(c, None, item.target) for c in result.calls)
@@ -143,8 +151,16 @@ def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
     vmem = [(c, r) for c, r in reports if r.form in VMEM_FORMS]
     if len(vmem) < len(reports):
         text = next(c.compiler_text for c, r in reports if r.form not in VMEM_FORMS)
-        return Verdict(item.config, item.target, None, None, None, "error", "does not compile",
-                       error=(text or "").strip().split("\n")[0])
+        return Verdict(
+            item.config,
+            item.target,
+            None,
+            None,
+            None,
+            "error",
+            "does not compile",
+            error=(text or "").strip().split("\n")[0],
+        )
     call, report = vmem[0]
     b = budgets.from_compile(call, report, item.target)
     return Verdict(item.config, item.target, False, b.total, b.limit, "compiler", "compiled")
@@ -152,8 +168,15 @@ def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
 
 def model_verdict(item: Config) -> Verdict:
     kind = kind_of(item.traced.calls[0], item.target)
-    return Verdict(item.config, item.target, item.model_says, item.model_total, item.model_limit, "model",
-                   f"{'under' if item.model_says else 'over'} by more than its error ({kind} kernels)")
+    return Verdict(
+        item.config,
+        item.target,
+        item.model_says,
+        item.model_total,
+        item.model_limit,
+        "model",
+        f"{'under' if item.model_says else 'over'} by more than its error ({kind} kernels)",
+    )
 
 
 class CompileBudget:
@@ -181,13 +204,14 @@ class CompileBudget:
 @dataclass
 class Plan:
     """The decision for one chip, step by step; `compile_batch` is the only I/O."""
+
     items: list[Config]
     compile_batch: Callable[[list[Config]], list[ExampleResult]]
     budget: CompileBudget = field(default_factory=lambda: CompileBudget(None))
     batch: int = 1
     monotone: bool = True
     compiles: int = 0
-    broken: list[str] = field(default_factory=list)     # pairs that broke monotonicity
+    broken: list[str] = field(default_factory=list)  # pairs that broke monotonicity
 
     def open(self) -> list[Config]:
         return [i for i in self.items if i.verdict is None]
@@ -195,8 +219,16 @@ class Plan:
     def run(self) -> list[Verdict]:
         for item in self.items:
             if item.verdict is None and item.traced.error:
-                item.verdict = Verdict(item.config, item.target, None, None, None, "error",
-                                       "the example did not trace", error=item.traced.error)
+                item.verdict = Verdict(
+                    item.config,
+                    item.target,
+                    None,
+                    None,
+                    None,
+                    "error",
+                    "the example did not trace",
+                    error=item.traced.error,
+                )
             elif item.verdict is None and item.model_says is not None:
                 item.verdict = model_verdict(item)
         while self.open() and (room := self.budget.take(self.batch)):
@@ -216,8 +248,15 @@ class Plan:
                 for item in chosen:
                     self.imply(item)
         for item in self.open():
-            item.verdict = Verdict(item.config, item.target, None, item.model_total, item.model_limit, "undecided",
-                                   "the compile budget ran out; the model alone cannot say")
+            item.verdict = Verdict(
+                item.config,
+                item.target,
+                None,
+                item.model_total,
+                item.model_limit,
+                "undecided",
+                "the compile budget ran out; the model alone cannot say",
+            )
         return [i.verdict for i in self.items]
 
     def choose(self, room: int) -> list[Config]:
@@ -231,9 +270,10 @@ class Plan:
             below = sum(no_larger(o, item) for o in candidates if o is not item)
             above = sum(no_larger(item, o) for o in candidates if o is not item)
             return (min(below, above), below + above, -abs(item.model_total - item.model_limit))
+
         ranked = sorted(candidates, key=settles, reverse=True)
         chosen: list[Config] = []
-        for item in ranked:             # a batch of configs that do not decide each other
+        for item in ranked:  # a batch of configs that do not decide each other
             if len(chosen) == room:
                 break
             if not any(no_larger(item, c) or no_larger(c, item) for c in chosen):
@@ -246,18 +286,32 @@ class Plan:
             return
         for other in self.open():
             if verdict.fits and no_larger(other, item):
-                other.verdict = replace(verdict, config=other.config, used=other.model_total, limit=other.model_limit,
-                                        decided_by="monotonicity", why=f"no block larger than {describe(item.config)}, which fits")
+                other.verdict = replace(
+                    verdict,
+                    config=other.config,
+                    used=other.model_total,
+                    limit=other.model_limit,
+                    decided_by="monotonicity",
+                    why=f"no block larger than {describe(item.config)}, which fits",
+                )
             elif not verdict.fits and no_larger(item, other):
-                other.verdict = replace(verdict, config=other.config, used=other.model_total, limit=other.model_limit,
-                                        decided_by="monotonicity", why=f"no block smaller than {describe(item.config)}, which overflows")
+                other.verdict = replace(
+                    verdict,
+                    config=other.config,
+                    used=other.model_total,
+                    limit=other.model_limit,
+                    decided_by="monotonicity",
+                    why=f"no block smaller than {describe(item.config)}, which overflows",
+                )
             else:
                 continue
             other.implied_by = item.number
 
     def consistent(self) -> bool:
         """No compiled config that fits is at least as large as one that overflows."""
-        compiled = [i for i in self.items if i.verdict and i.verdict.decided_by == "compiler" and i.verdict.fits is not None]
+        compiled = [
+            i for i in self.items if i.verdict and i.verdict.decided_by == "compiler" and i.verdict.fits is not None
+        ]
         for small in compiled:
             for large in compiled:
                 if small is not large and not small.verdict.fits and large.verdict.fits and no_larger(small, large):

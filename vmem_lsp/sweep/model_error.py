@@ -11,6 +11,7 @@ family name: one whose body allocates (emit_pipeline, run_scoped) is
 result, spills, attention scores) or reads scalar-prefetched indices is
 "compute"; the rest, windows and scratch alone, "plain".
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ from .. import layout
 from ..compile.protocol import CapturedCall
 
 TABLE = Path(__file__).with_name("model_error.json")
-PAD = 0.02          # of the limit, beyond the worst error measured: the corpus is finite
+PAD = 0.02  # of the limit, beyond the worst error measured: the corpus is finite
 
 
 def kind_of(call: CapturedCall, target: str | None = None) -> str:
@@ -37,6 +38,7 @@ def kind_of(call: CapturedCall, target: str | None = None) -> str:
 class ErrorBound:
     """(model - compiler) / limit over the records: `low` <= 0 is the worst
     under-estimate, `high` >= 0 the worst over-estimate."""
+
     low: float
     high: float
     records: int

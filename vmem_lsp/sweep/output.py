@@ -1,5 +1,6 @@
 """A sweep's verdicts as a table per chip (text), JSON, CSV, and a picture of
 the fit frontier (matplotlib, the optional `plot` extra)."""
+
 from __future__ import annotations
 
 import csv
@@ -34,8 +35,10 @@ def row(v: Verdict) -> tuple[str, ...]:
 def summary(outcome: SweepOutcome) -> str:
     decided = sum(v.fits is not None for v in outcome.verdicts)
     fit = sum(bool(v.fits) for v in outcome.verdicts)
-    line = (f"{fit} of {outcome.configs_total} configs x chips fit, {decided} decided; "
-            f"{outcome.compiles} compiled ({outcome.cache_hits} from the cache), {outcome.seconds:.1f} s")
+    line = (
+        f"{fit} of {outcome.configs_total} configs x chips fit, {decided} decided; "
+        f"{outcome.compiles} compiled ({outcome.cache_hits} from the cache), {outcome.seconds:.1f} s"
+    )
     broken = "".join(f"\nmonotonicity off on {chip}: {why}" for chip, why in outcome.broken.items())
     return line + broken
 
@@ -47,22 +50,45 @@ def text(outcome: SweepOutcome) -> str:
         widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS) - 1)]
         out.append(f"\nTPU {target}")
         for r in rows:
-            out.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
-                       + "  " + r[-1])
+            out.append(
+                "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+                + "  "
+                + r[-1]
+            )
     out.append("\n" + summary(outcome))
     return "\n".join(out) + "\n"
 
 
 def as_dict(v: Verdict) -> dict:
-    return {"params": v.config, "target": v.target, "fits": v.fits, "used": v.used, "limit": v.limit,
-            "headroom": v.headroom, "decided_by": v.decided_by, "why": v.why, "error": v.error}
+    return {
+        "params": v.config,
+        "target": v.target,
+        "fits": v.fits,
+        "used": v.used,
+        "limit": v.limit,
+        "headroom": v.headroom,
+        "decided_by": v.decided_by,
+        "why": v.why,
+        "error": v.error,
+    }
 
 
 def json_text(outcome: SweepOutcome) -> str:
-    return json.dumps({"example": outcome.sweep.example.text, "configs": [as_dict(v) for v in outcome.verdicts],
-                       "compiles": outcome.compiles, "cache_hits": outcome.cache_hits,
-                       "configs_total": outcome.configs_total, "seconds": round(outcome.seconds, 3),
-                       "monotonicity_off": outcome.broken}, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "example": outcome.sweep.example.text,
+                "configs": [as_dict(v) for v in outcome.verdicts],
+                "compiles": outcome.compiles,
+                "cache_hits": outcome.cache_hits,
+                "configs_total": outcome.configs_total,
+                "seconds": round(outcome.seconds, 3),
+                "monotonicity_off": outcome.broken,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def csv_text(outcome: SweepOutcome) -> str:
@@ -71,9 +97,18 @@ def csv_text(outcome: SweepOutcome) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["target", *names, "fits", "used", "limit", "headroom", "decided_by", "why"])
     for v in outcome.verdicts:
-        writer.writerow([v.target, *(v.config[n] for n in names), "" if v.fits is None else v.fits,
-                         v.used if v.used is not None else "", v.limit if v.limit is not None else "",
-                         v.headroom if v.headroom is not None else "", v.decided_by, v.error or v.why])
+        writer.writerow(
+            [
+                v.target,
+                *(v.config[n] for n in names),
+                "" if v.fits is None else v.fits,
+                v.used if v.used is not None else "",
+                v.limit if v.limit is not None else "",
+                v.headroom if v.headroom is not None else "",
+                v.decided_by,
+                v.error or v.why,
+            ]
+        )
     return buffer.getvalue()
 
 
@@ -86,6 +121,7 @@ def plot(outcome: SweepOutcome, path: str) -> None:
     grey. Needs matplotlib: `pip install 'vmem-lsp[plot]'`."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:

@@ -1,6 +1,7 @@
 """A sweep's I/O: trace every config (no compile) in the worker pool, size
 each with the layout model, then compile what the model cannot decide, on
 all the pool's cores and through the disk cache (decide.Plan says which)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,11 +24,11 @@ UNKNOWN_PARAMETER = re.compile(r"unexpected keyword argument '(\w+)'|got an unex
 class SweepOutcome:
     sweep: Sweep
     verdicts: list[Verdict] = field(default_factory=list)
-    compiles: int = 0           # configs x chips sent to the compiler (a cached answer counts: it was compiled once)
+    compiles: int = 0  # configs x chips sent to the compiler (a cached answer counts: it was compiled once)
     cache_hits: int = 0
     traces: int = 0
     seconds: float = 0.0
-    broken: dict = field(default_factory=dict)          # chip -> why monotonicity was turned off
+    broken: dict = field(default_factory=dict)  # chip -> why monotonicity was turned off
 
     @property
     def configs_total(self) -> int:
@@ -45,8 +46,15 @@ def check_parameters(traced: list[ExampleResult], sweep: Sweep) -> None:
         raise SweepError(f"no config of the sweep runs: {first.strip().splitlines()[0]}")
 
 
-def run_sweep(sweep: Sweep, settings: Settings, *, budget: int | None = None, use_cache: bool = True,
-              worker=None, progress: Progress | None = None) -> SweepOutcome:
+def run_sweep(
+    sweep: Sweep,
+    settings: Settings,
+    *,
+    budget: int | None = None,
+    use_cache: bool = True,
+    worker=None,
+    progress: Progress | None = None,
+) -> SweepOutcome:
     """Every config of `sweep` on every chip of `settings`; `progress` (engine.Progress)
     is told of the traces, then of the compiles."""
     progress = progress or Progress()
@@ -82,6 +90,7 @@ def run_sweep(sweep: Sweep, settings: Settings, *, budget: int | None = None, us
             item = Config(number, config, target, run(request))
             progress.advance(f"traced {target}")
             return item
+
         progress.start(len(jobs))
         items = in_parallel(trace, jobs)
         outcome.traces = len(items)
@@ -100,12 +109,17 @@ def run_sweep(sweep: Sweep, settings: Settings, *, budget: int | None = None, us
 
         def compile_batch(chosen: list[Config]) -> list[ExampleResult]:
             return in_parallel(compile_one, chosen)
-        progress.start(sum(1 for i in items if i.model_says is None and not i.traced.error))   # at most this many compiles
+
+        progress.start(
+            sum(1 for i in items if i.model_says is None and not i.traced.error)
+        )  # at most this many compiles
         # Every chip's plan at once: the pool's lanes stay busy while one chip waits for its batch.
         shared = CompileBudget(budget)
-        plans = [Plan([i for i in items if i.target == target], compile_batch, budget=shared, batch=lanes)
-                 for target in settings.targets]
-        verdicts = in_parallel(Plan.run, plans)     # one worker (no pool) takes one request at a time
+        plans = [
+            Plan([i for i in items if i.target == target], compile_batch, budget=shared, batch=lanes)
+            for target in settings.targets
+        ]
+        verdicts = in_parallel(Plan.run, plans)  # one worker (no pool) takes one request at a time
         for target, plan, decided in zip(settings.targets, plans, verdicts):
             outcome.verdicts += decided
             outcome.compiles += plan.compiles

@@ -8,6 +8,7 @@ same call may be written in a `# vmem:` line or a pyproject example. A list
 that holds a shape literal (`[f32[8, 128], f32[8, 128]]`, a pytree of arrays)
 is an argument, not an axis. Pure: errors are raised before anything runs.
 """
+
 from __future__ import annotations
 
 import ast
@@ -21,7 +22,7 @@ from ..source.model import Span
 from ..source.syntax import parse_quietly
 from ..source.text import char_column, split_lines
 
-MAX_CONFIGS = 10_000        # beyond this a sweep needs --budget-compiles: it is a search, not a table
+MAX_CONFIGS = 10_000  # beyond this a sweep needs --budget-compiles: it is a search, not a table
 
 
 class SweepError(ValueError):
@@ -30,15 +31,15 @@ class SweepError(ValueError):
 
 @dataclass(frozen=True)
 class Axis:
-    name: str                   # the keyword, or "arg N" for a positional argument
-    values: tuple               # the constants, as written
-    start: int                  # string indices of the list in the call text
+    name: str  # the keyword, or "arg N" for a positional argument
+    values: tuple  # the constants, as written
+    start: int  # string indices of the list in the call text
     end: int
 
 
 @dataclass(frozen=True)
 class Sweep:
-    example: Example            # where the call is written; its text still holds the lists
+    example: Example  # where the call is written; its text still holds the lists
     axes: tuple[Axis, ...]
 
     @property
@@ -54,12 +55,13 @@ class Sweep:
         """The example call with each axis list replaced by the config's value."""
         text = self.example.text
         for axis in sorted(self.axes, key=lambda a: -a.start):
-            text = text[:axis.start] + repr(config[axis.name]) + text[axis.end:]
+            text = text[: axis.start] + repr(config[axis.name]) + text[axis.end :]
         return text
 
     def example_for(self, config: dict) -> Example:
-        return Example(self.example.path, self.example.line, self.example.span, self.call_for(config),
-                       module=self.example.module)
+        return Example(
+            self.example.path, self.example.line, self.example.span, self.call_for(config), module=self.example.module
+        )
 
 
 def axes_of(call_text: str) -> tuple[Axis, ...]:
@@ -79,7 +81,9 @@ def axes_of(call_text: str) -> tuple[Axis, ...]:
         values = tuple(ast.literal_eval(node))
         if not values:
             raise SweepError(f"the axis {name} is an empty list: give it at least one value")
-        axes.append(Axis(name, values, index(node.lineno, node.col_offset), index(node.end_lineno, node.end_col_offset)))
+        axes.append(
+            Axis(name, values, index(node.lineno, node.col_offset), index(node.end_lineno, node.end_col_offset))
+        )
     return tuple(axes)
 
 
@@ -95,8 +99,10 @@ def example_at(spec: str, root: str = ".") -> Example:
     """`path.py:call(...)` or `package.module:call(...)` as an example; SweepError if it is neither."""
     where, sep, call = spec.partition(":")
     if not sep or not where.strip():
-        raise SweepError(f"{spec!r} must look like 'path/to/file.py:function(bf16[8192, 8192], bm=[256, 512])' "
-                         f"or 'package.module:function(...)'")
+        raise SweepError(
+            f"{spec!r} must look like 'path/to/file.py:function(bf16[8192, 8192], bm=[256, 512])' "
+            f"or 'package.module:function(...)'"
+        )
     problem = check_call(call)
     if problem:
         raise SweepError(f"the call {call.strip()!r} {problem}")
@@ -142,5 +148,7 @@ def check_size(sweeps: list[Sweep], budget: int | None) -> None:
     """More than MAX_CONFIGS configs is a search: it needs a compile budget."""
     total = sum(s.size for s in sweeps)
     if total > MAX_CONFIGS and budget is None:
-        raise SweepError(f"{total:,} configs: more than {MAX_CONFIGS:,} needs --budget-compiles N "
-                         f"(configs left undecided are reported as such)")
+        raise SweepError(
+            f"{total:,} configs: more than {MAX_CONFIGS:,} needs --budget-compiles N "
+            f"(configs left undecided are reported as such)"
+        )

@@ -1,8 +1,24 @@
 """One module per LSP message; `register` wires them to the server."""
+
 from lsprotocol import types
 
-from . import (code_action, code_lens, did_change, did_change_configuration, did_close, did_open, did_save,
-               execute_command, hover, initialize, initialized, inlay_hint, notebook_sync, pull_diagnostic, shutdown)
+from . import (
+    code_action,
+    code_lens,
+    did_change,
+    did_change_configuration,
+    did_close,
+    did_open,
+    did_save,
+    execute_command,
+    hover,
+    initialize,
+    initialized,
+    inlay_hint,
+    notebook_sync,
+    pull_diagnostic,
+    shutdown,
+)
 
 
 def register(server) -> None:
@@ -22,8 +38,12 @@ def register(server) -> None:
     server.command(execute_command.EXPLAIN)(execute_command.handle)
     server.feature(types.TEXT_DOCUMENT_INLAY_HINT)(inlay_hint.handle)
     server.feature(types.TEXT_DOCUMENT_CODE_LENS)(code_lens.handle)
-    server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=code_action.KINDS, resolve_provider=True))(code_action.handle)
+    server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=code_action.KINDS, resolve_provider=True),
+    )(code_action.handle)
     server.feature(types.CODE_ACTION_RESOLVE)(code_action.resolve)
-    server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DiagnosticOptions(
-        identifier="vmem-lsp", inter_file_dependencies=True, workspace_diagnostics=False))(pull_diagnostic.handle)
+    server.feature(
+        types.TEXT_DOCUMENT_DIAGNOSTIC,
+        types.DiagnosticOptions(identifier="vmem-lsp", inter_file_dependencies=True, workspace_diagnostics=False),
+    )(pull_diagnostic.handle)

@@ -14,6 +14,7 @@ request about an example it is searching is not answered empty at once:
   being compiled, marked as estimates, if it is not done.
 Either waits at most WAIT for a first answer. The preferred fix is always a
 compiler-verified one."""
+
 from __future__ import annotations
 
 import uuid
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
 
 FIX_ALL = "source.fixAll.vmem"
 KINDS = [types.CodeActionKind.QuickFix, FIX_ALL]
-WAIT = 8.0              # seconds a quick-fix request waits for a running fix search
-RESOLVE_WAIT = 120.0    # seconds resolving a candidate waits for the compiler's word on it
+WAIT = 8.0  # seconds a quick-fix request waits for a running fix search
+RESOLVE_WAIT = 120.0  # seconds resolving a candidate waits for the compiler's word on it
 
 
 def in_notebook(ls: VmemServer, path: str) -> bool:
@@ -55,11 +56,14 @@ def workspace_edit(ls: VmemServer, fixes: list[Fix], positions: Positions) -> ty
     for fix in fixes:
         for edit in fix.edits:
             notebook = in_notebook(ls, edit.path)
-            place = positions.location(edit.path, edit.span, strict=True) if notebook \
+            place = (
+                positions.location(edit.path, edit.span, strict=True)
+                if notebook
                 else (to_uri(edit.path), positions.range(edit.path, edit.span))
+            )
             if place is None:
                 return None
-            if not notebook:        # a cell's lines end in \n; a file's as the file's do
+            if not notebook:  # a cell's lines end in \n; a file's as the file's do
                 [edit] = in_line_endings([edit], positions.text(edit.path))
             changes.setdefault(place[0], []).append(types.TextEdit(place[1], edit.new_text))
     return types.WorkspaceEdit(changes=changes)
@@ -80,8 +84,9 @@ def resolves_edits(ls: VmemServer) -> bool:
 
 def edits_key(fix: Fix) -> list:
     """A fix's edits as JSON, to know it again when an action comes back to resolve."""
-    return [[e.path, e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col, e.new_text]
-            for e in fix.edits]
+    return [
+        [e.path, e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col, e.new_text] for e in fix.edits
+    ]
 
 
 def example_of(data) -> ExampleKey | None:
@@ -132,18 +137,26 @@ async def handle(ls: VmemServer, params: types.CodeActionParams) -> list[types.C
         await wait_with_progress(ls, ready, WAIT, params.work_done_token, "verifying fixes with the compiler")
     by_example = session.fixes_for(path)
     positions = ls.positions()
-    compiling = session.searching(path)          # its unverified fixes are candidates still being compiled
+    compiling = session.searching(path)  # its unverified fixes are candidates still being compiled
     actions = []
     for example, fixes in by_example.items():
         if example not in asked:
             continue
         related = [d for d in params.context.diagnostics if example_of(d.data) == example]
         for rank, fix in enumerate(fixes):
-            action = types.CodeAction(title=fix.title, kind=types.CodeActionKind.QuickFix, diagnostics=related or None,
-                                      is_preferred=(rank == 0 and fix.verified))
+            action = types.CodeAction(
+                title=fix.title,
+                kind=types.CodeActionKind.QuickFix,
+                diagnostics=related or None,
+                is_preferred=(rank == 0 and fix.verified),
+            )
             if compiling and not fix.verified and resolving:
-                action.data = {"uri": params.text_document.uri, "version": session.documents[path].version,
-                               **example_data(example), "edits": edits_key(fix)}
+                action.data = {
+                    "uri": params.text_document.uri,
+                    "version": session.documents[path].version,
+                    **example_data(example),
+                    "edits": edits_key(fix),
+                }
             elif (edit := workspace_edit(ls, [fix], positions)) is not None:
                 action.edit = edit
             else:
@@ -152,12 +165,16 @@ async def handle(ls: VmemServer, params: types.CodeActionParams) -> list[types.C
     if wanted(params, types.CodeActionKind.QuickFix) and (adding := add_example_action(ls, path, line)):
         actions.append(adding)
     if wanted(params, FIX_ALL):
-        best = [next(f for f in fixes if f.verified) for fixes in by_example.values()
-                if any(f.verified for f in fixes)]
+        best = [next(f for f in fixes if f.verified) for fixes in by_example.values() if any(f.verified for f in fixes)]
         best = [fix for fix in best if workspace_edit(ls, [fix], positions) is not None]
         if best:
-            actions.append(types.CodeAction(title=f"Apply {len(best)} verified VMEM fix(es)", kind=FIX_ALL,
-                                            edit=workspace_edit(ls, best, positions)))
+            actions.append(
+                types.CodeAction(
+                    title=f"Apply {len(best)} verified VMEM fix(es)",
+                    kind=FIX_ALL,
+                    edit=workspace_edit(ls, best, positions),
+                )
+            )
     return actions
 
 
@@ -167,14 +184,23 @@ def add_example_action(ls: VmemServer, path: str, line: int) -> types.CodeAction
     one); a snippet with a tab stop per placeholder where the client takes
     snippet edits."""
     from ...source.templates import snippet, template_for, test_files
+
     doc = ls.session.documents.get(path)
     if doc is None:
         return None
     sites = doc.located.sites
     site = next((s for s in sites if s.span.contains_line(line)), None)
     if site is None:
-        site = next((s for s in sites if s.function and doc.text.splitlines()[line - 1:line]
-                     and f"def {s.function.split('.')[0]}(" in doc.text.splitlines()[line - 1]), None)
+        site = next(
+            (
+                s
+                for s in sites
+                if s.function
+                and doc.text.splitlines()[line - 1 : line]
+                and f"def {s.function.split('.')[0]}(" in doc.text.splitlines()[line - 1]
+            ),
+            None,
+        )
     if site is None:
         return None
     settings = ls.session.settings(path)
@@ -191,17 +217,23 @@ def add_example_action(ls: VmemServer, path: str, line: int) -> types.CodeAction
     place = ls.positions().location(path, Span(template.line, 0, template.line, 0), strict=True)
     if place is None:
         return None
-    uri, where = place          # a notebook's: the cell that holds the line
+    uri, where = place  # a notebook's: the cell that holds the line
     found = f" (shapes from {template.found_in})" if template.found_in else ""
     if template.unfinished and ls.client_supports("workspace", "workspace_edit", "snippet_edit_support"):
-        edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
-            types.OptionalVersionedTextDocumentIdentifier(uri, ls.version_of(uri, path)),
-            [types.SnippetTextEdit(where, types.StringValue(snippet(template)))])])
+        edit = types.WorkspaceEdit(
+            document_changes=[
+                types.TextDocumentEdit(
+                    types.OptionalVersionedTextDocumentIdentifier(uri, ls.version_of(uri, path)),
+                    [types.SnippetTextEdit(where, types.StringValue(snippet(template)))],
+                )
+            ]
+        )
     else:
         directive = template.directive if in_notebook(ls, path) else with_line_ends(template.directive, doc.text)
         edit = types.WorkspaceEdit(changes={uri: [types.TextEdit(where, directive)]})
-    return types.CodeAction(title=f"Add a # vmem: example: {template.call}{found}",
-                            kind=types.CodeActionKind.QuickFix, edit=edit)
+    return types.CodeAction(
+        title=f"Add a # vmem: example: {template.call}{found}", kind=types.CodeActionKind.QuickFix, edit=edit
+    )
 
 
 async def resolve(ls: VmemServer, action: types.CodeAction) -> types.CodeAction:
@@ -213,14 +245,13 @@ async def resolve(ls: VmemServer, action: types.CodeAction) -> types.CodeAction:
     path, session, example = ls.path_of(data["uri"]), ls.session, example_of(data)
 
     def found() -> Fix | None:
-        return next((f for f in session.fixes_for(path).get(example, []) if edits_key(f) == data["edits"]),
-                    None)
+        return next((f for f in session.fixes_for(path).get(example, []) if edits_key(f) == data["edits"]), None)
 
     def current() -> bool:
         doc = session.documents.get(path)
         return doc is not None and doc.version == data["version"]
 
-    def decided() -> bool:      # the search drops a candidate the compiler rejects
+    def decided() -> bool:  # the search drops a candidate the compiler rejects
         fix = found()
         return not current() or not session.searching(path) or fix is None or fix.verified
 
@@ -238,6 +269,7 @@ async def resolve(ls: VmemServer, action: types.CodeAction) -> types.CodeAction:
         why = "its edit falls across two notebook cells or on an IPython magic"
     else:
         why = "the compiler is still checking it; ask again in a moment"
-    ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning,
-                                                   f"vmem-lsp: no edit for \"{action.title}\": {why}"))
+    ls.window_show_message(
+        types.ShowMessageParams(types.MessageType.Warning, f'vmem-lsp: no edit for "{action.title}": {why}')
+    )
     return action

@@ -1,4 +1,5 @@
 """didChange: the static tier, debounced; typing never waits on a compiler."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,5 +1,6 @@
 """didChangeConfiguration: new options; re-estimate open files, and recompile
 them when what decides the verdict (targets, worker, limits) changed."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,4 +1,5 @@
 """didClose: forget the buffer; what compiles of other files say about it stays."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,4 +1,5 @@
 """didOpen: estimate at once, and compile in the background."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

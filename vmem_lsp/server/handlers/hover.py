@@ -1,4 +1,5 @@
 """hover on a pallas_call or BlockSpec: the kernel's VMEM budget per target."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 def handle(ls: VmemServer, params: types.HoverParams) -> types.Hover | None:
     uri = params.text_document.uri
     path = ls.path_of(uri)
-    at = ls.positions().module_position(uri, path, params.position)      # a notebook cell's: in its module
+    at = ls.positions().module_position(uri, path, params.position)  # a notebook cell's: in its module
     if at is None:
         return None
     site, by_target, _ = ls.session.site_budgets(path, at[0])

@@ -1,4 +1,5 @@
 """initialize: read the editor's initializationOptions into the typed options."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,5 +1,6 @@
 """initialized: ask the client for its settings, then start the worker in
 the background (libtpu takes seconds to load) so the first save is quick."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +18,6 @@ async def handle(ls: VmemServer, params: types.InitializedParams) -> None:
     if ls.session.options.compile_on_open or ls.session.options.compile_on_save:
         root = ls.workspace.root_path or os.getcwd()
         settings = ls.session.settings(root)
-        if not ls.trusted(root, settings):      # our own worker only: it runs nothing of the folder's
+        if not ls.trusted(root, settings):  # our own worker only: it runs nothing of the folder's
             settings = dataclasses.replace(settings, worker=None)
         ls.ensure_compiler().warm_up(settings)

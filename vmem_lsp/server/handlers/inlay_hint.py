@@ -1,4 +1,5 @@
 """inlayHint: bytes and buffers after each BlockSpec, the total on each pallas_call line."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ def handle(ls: VmemServer, params: types.InlayHintParams) -> list[types.InlayHin
     path = ls.path_of(uri)
     doc = ls.session.documents.get(path)
     positions = ls.positions()
-    first = positions.module_position(uri, path, params.range.start)     # a notebook cell's: in its module
+    first = positions.module_position(uri, path, params.range.start)  # a notebook cell's: in its module
     last = positions.module_position(uri, path, params.range.end)
     if doc is None or first is None or last is None:
         return []
@@ -33,9 +34,13 @@ def handle(ls: VmemServer, params: types.InlayHintParams) -> list[types.InlayHin
         line = site.name_span.start_line
         end_of_line = len(lines[line - 1]) if line <= len(lines) else 0
         shown = next(iter(by_target.values()))
-        placed = [(Span(line, end_of_line, line, end_of_line), "  " + views.total_hint(by_target), None),
-                  *((Span(s.end_line, s.end_col, s.end_line, s.end_col), text, types.InlayHintKind.Type)
-                    for s, text in views.spec_hints(site, known, shown))]
+        placed = [
+            (Span(line, end_of_line, line, end_of_line), "  " + views.total_hint(by_target), None),
+            *(
+                (Span(s.end_line, s.end_col, s.end_line, s.end_col), text, types.InlayHintKind.Type)
+                for s, text in views.spec_hints(site, known, shown)
+            ),
+        ]
         for span, text, kind in placed:
             if (where := positions.shown_in(uri, path, span)) is not None:
                 hints.append(types.InlayHint(where.start, text, kind=kind, padding_left=True))

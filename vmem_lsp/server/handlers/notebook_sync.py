@@ -5,6 +5,7 @@ pygls keeps the cells' texts and order in its workspace; each message here
 rebuilds the module from them. The four messages share that, so they live
 in one module. Typing in a cell runs the static tier, like didChange; saving
 the notebook runs the compiler tier, which reads the .ipynb from disk."""
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -23,12 +24,16 @@ if TYPE_CHECKING:
 
 PYTHON = "python"
 SYNC = types.NotebookDocumentSyncOptions(
-    notebook_selector=[types.NotebookDocumentFilterWithNotebook(
-        notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(PYTHON)])],
-    save=True)
+    notebook_selector=[
+        types.NotebookDocumentFilterWithNotebook(
+            notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(PYTHON)]
+        )
+    ],
+    save=True,
+)
 
 
-unquoted = lru_cache(maxsize=4096)(unquote)     # pygls' key of a cell's URI: once per cell, not per keystroke
+unquoted = lru_cache(maxsize=4096)(unquote)  # pygls' key of a cell's URI: once per cell, not per keystroke
 
 
 def cells(ls: VmemServer, uri: str, previous: OpenNotebook | None = None) -> OpenNotebook:
@@ -37,8 +42,11 @@ def cells(ls: VmemServer, uri: str, previous: OpenNotebook | None = None) -> Ope
     code = []
     for cell in notebook.cells if notebook is not None else ():
         document = ls.workspace.text_documents.get(unquoted(cell.document))
-        if cell.kind == types.NotebookCellKind.Code and document is not None \
-                and (document.language_id or PYTHON) == PYTHON:
+        if (
+            cell.kind == types.NotebookCellKind.Code
+            and document is not None
+            and (document.language_id or PYTHON) == PYTHON
+        ):
             code.append((cell.document, document.source))
     return open_notebook(code, previous)
 
@@ -61,11 +69,11 @@ def did_change(ls: VmemServer, params: types.DidChangeNotebookDocumentParams) ->
     if doc is None:
         return
     typed = params.change.cells.text_content if params.change.cells is not None else None
-    if typed:       # told their new version on the next publish, even with nothing to show
+    if typed:  # told their new version on the next publish, even with nothing to show
         ls.typed_in.setdefault(path, set()).update(change.document.uri for change in typed)
     module = cells(ls, uri, doc.cells)
     if module.module == doc.text:
-        doc.cells = module          # the same lines, maybe in other cells
+        doc.cells = module  # the same lines, maybe in other cells
         ls.publish({path})
         return
     ls.session.change(path, params.notebook_document.version, module.module, module)

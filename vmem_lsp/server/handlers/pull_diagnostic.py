@@ -1,5 +1,6 @@
 """textDocument/diagnostic: the same diagnostics as pushed, for clients that
 pull; a notebook cell's are those of its notebook that fall in it."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -17,6 +18,6 @@ def handle(ls: VmemServer, params: types.DocumentDiagnosticParams) -> types.Full
     path = ls.path_of(uri)
     by_uri = to_diagnostics(ls.session.diagnostics(path), ls.positions())
     doc = ls.session.documents.get(path)
-    if doc is None or doc.cells is None:        # a file's: all of them, however the client spells its URI
+    if doc is None or doc.cells is None:  # a file's: all of them, however the client spells its URI
         return types.FullDocumentDiagnosticReport(items=[d for shown in by_uri.values() for d in shown])
     return types.FullDocumentDiagnosticReport(items=by_uri.get(uri, []))

@@ -1,4 +1,5 @@
 """shutdown: stop the worker and the background threads, leaving no process behind."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
