@@ -1,16 +1,32 @@
-"""The server's options (vmem_lsp/server/options.py) against the VS Code extension's settings
-(src/settings.ts SERVER_KEYS, package.json's vmemLsp.* contribution) and README's option table.
-Fast: reads files, starts nothing."""
+"""The settings, wherever they are written, in agreement: the [tool.vmem-lsp] keys that
+vmem_lsp/config.py reads against docs/configuration.md's key table and its example table; the
+server's options (vmem_lsp/server/options.py) against the VS Code extension's settings
+(src/settings.ts SERVER_KEYS, package.json's vmemLsp.* contribution) and docs/configuration.md's
+option table. Fast: reads files, starts nothing."""
 
 import dataclasses
 import json
 import pathlib
 import re
+import tomllib
 
+import pytest
+
+from vmem_lsp.config import ConfigError, Settings, apply
 from vmem_lsp.server.options import CAMEL, SECTION, Options
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VSCODE = ROOT / "editors" / "vscode"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+
+# Settings fields that are no [tool.vmem-lsp] key, and why.
+NOT_IN_PYPROJECT = {
+    "scoped_vmem_limit_source": "where scoped-vmem-limit was set, for messages",
+    "worker_source": "where worker was set, for the stderr notice and doctor",
+    "compile": "--no-compile only: a project cannot turn the compiler off for everyone",
+    "root": "the folder of the pyproject.toml itself",
+    "config_path": "the pyproject.toml itself",
+}
 
 # Options the server reads that are no VS Code setting, and why.
 SERVER_ONLY = {
@@ -40,12 +56,23 @@ def contributed() -> dict:
     return {key[len(SECTION) + 1 :]: schema for key, schema in properties.items()}
 
 
-def readme_options() -> list[str]:
-    """The first column of README's "| option | default | meaning |" table, `a` / `b` split."""
-    text = (ROOT / "README.md").read_text()
-    table = re.search(r"^\| option \| default \| meaning \|\n\| --- .*?\n((?:\|.*\n)+)", text, re.MULTILINE)
-    assert table, "README has no option table"
+def table_names(header: str) -> list[str]:
+    """The first column of configuration.md's "| HEADER | default | meaning |" table, `a` / `b` split."""
+    text = CONFIGURATION.read_text()
+    table = re.search(rf"^\| {header} \| default \| meaning \|\n\| --- .*?\n((?:\|.*\n)+)", text, re.MULTILINE)
+    assert table, f"docs/configuration.md has no '| {header} | default | meaning |' table"
     return [name for row in table.group(1).splitlines() for name in re.findall(r"`([^`]+)`", row.split("|")[1])]
+
+
+def documented_example() -> dict:
+    """The [tool.vmem-lsp] table of configuration.md's first TOML block."""
+    block = re.search(r"^```toml\n(.*?)^```", CONFIGURATION.read_text(), re.MULTILINE | re.DOTALL)
+    assert block, "docs/configuration.md has no TOML block"
+    return tomllib.loads(block.group(1))["tool"]["vmem-lsp"]
+
+
+def pyproject_keys() -> set[str]:
+    return {f.name.replace("_", "-") for f in dataclasses.fields(Settings) if f.name not in NOT_IN_PYPROJECT}
 
 
 def test_exceptions_are_real():
@@ -75,7 +102,29 @@ def test_package_json_defaults_are_the_servers():
             assert schema["default"] == defaults[key], key
 
 
-def test_readme_lists_every_option():
-    names = readme_options()
+def test_configuration_lists_every_option():
+    names = table_names("option")
     assert len(names) == len(set(names))
     assert sorted(names) == sorted(CAMEL.values())
+
+
+def test_pyproject_keys_are_the_ones_config_reads():
+    """Each key the key table names is one apply() takes, and each Settings field not excused
+    above is one of them: a new Settings field without its key here fails."""
+    for key in pyproject_keys():
+        with pytest.raises(ConfigError) as refused:
+            apply(Settings(), {key: object(), "no-such-key": 1}, "pyproject.toml")
+        assert "no-such-key" in str(refused.value) and key not in str(refused.value), key
+
+
+def test_configuration_lists_every_pyproject_key():
+    names = table_names("key")
+    assert len(names) == len(set(names))
+    assert sorted(names) == sorted(pyproject_keys())
+
+
+def test_configuration_example_holds_every_key_and_is_accepted():
+    example = documented_example()
+    assert sorted(example) == sorted(table_names("key"))
+    settings = apply(Settings(), example, "pyproject.toml")
+    assert settings.targets == tuple(example["targets"]) and settings.worker == example["worker"]
