@@ -2,7 +2,7 @@
 --
 --   require("vmem_lsp").setup({
 --     cmd = { "/path/to/venv/bin/python", "-m", "vmem_lsp", "serve" },  -- default: { "vmem-lsp", "serve" }
---     settings = { targets = { "v5e", "v6e" }, headroomWarning = 0.1 },  -- the server's options (README)
+--     settings = { targets = { "v5e", "v6e" }, headroomWarning = 0.1 },  -- the server's options (docs/configuration.md)
 --     trusted_folders = { "~/src/my-kernels" },  -- folders whose examples may run (or: vmem-lsp trust DIR)
 --   })
 --
