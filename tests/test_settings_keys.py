@@ -109,8 +109,8 @@ def test_configuration_lists_every_option():
 
 
 def test_pyproject_keys_are_the_ones_config_reads():
-    """Each key the key table names is one apply() takes, and each Settings field not excused
-    above is one of them: a new Settings field without its key here fails."""
+    """Each Settings field not excused above is a key apply() knows (an unknown key is refused by
+    name, before any value is read): a new field that pyproject.toml cannot set fails here."""
     for key in pyproject_keys():
         with pytest.raises(ConfigError) as refused:
             apply(Settings(), {key: object(), "no-such-key": 1}, "pyproject.toml")
