@@ -119,8 +119,8 @@ def test_readme_sets_up_as_ci_does():
 @needs_ci
 @pytest.mark.xfail(
     strict=True,
-    reason="the README's test command runs pytest with -n 2; .ci/run is aligned with it at merge "
-    "(and pytest-xdist joins the test extras): then this passes and the mark goes",
+    reason="the README runs `pytest -n 2 -q`, .ci/run still `pytest -q`; once .ci/run runs the README's "
+    "command this passes, and the mark goes",
 )
 def test_readme_test_command_is_the_one_ci_runs():
     _, (_, test) = first_block(README.read_text())
