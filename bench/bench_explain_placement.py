@@ -136,13 +136,17 @@ def check_corpus(files: list[str], chips: tuple, work: Path) -> list[Expected]:
 
 
 def case_directives() -> dict[str, int]:
-    """Case name -> line of the `# vmem:` directive on the line above it in capture_reports.py."""
+    """Case name -> line of the `# vmem:` directive on the line above it in capture_reports.py
+    (the case's name on the `Case(` line, or on the next when the formatter wrapped the call)."""
     lines = CAPTURE.read_text().splitlines()
     found = {}
-    for number, line in enumerate(lines[1:], 2):
-        case = re.match(r'\s*Case\("([\w-]+)"', line)
-        if case and re.match(r"\s*# vmem:", lines[number - 2]):
-            found[case[1]] = number - 1
+    for number, line in enumerate(lines, 1):
+        if not re.match(r"\s*# vmem:", line):
+            continue
+        after = " ".join(lines[number : number + 2])
+        case = re.match(r'\s*Case\(\s*"([\w-]+)"', after)
+        if case:
+            found[case[1]] = number
     return found
 
 

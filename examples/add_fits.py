@@ -1,6 +1,5 @@
 """An elementwise add over a grid of rows: 512 x 1024 f32 blocks, double
 buffered, about 6 MiB in all. It fits on every chip, so the check is quiet."""
-
 import jax
 from jax.experimental import pallas as pl
 

@@ -1,7 +1,6 @@
 """A copy kernel that takes the whole array in one step: no grid, so each
 window is the full f32[4096, 4096] (64 MiB), and input plus output need
 128 MiB: 64 KiB more than a v6e core's VMEM."""
-
 import jax
 from jax.experimental import pallas as pl
 

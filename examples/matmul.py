@@ -1,7 +1,6 @@
 """A tiled matmul with an f32 VMEM accumulator. With 1024-wide blocks of
 bf16[8192, 8192] it needs about 18 MiB of VMEM: over v5e's 16 MiB scoped
 default, within v6e's 32 MiB."""
-
 import functools
 
 import jax
@@ -37,5 +36,6 @@ def matmul(x, y, *, bm=512, bk=512, bn=512):
         ],
         out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
         scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary")),
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "parallel", "arbitrary")),
     )(x, y)
