@@ -164,7 +164,7 @@ def is_axis(node: ast.AST) -> bool:
     return True
 
 
-def axis_nodes(call: ast.Call) -> list[tuple[str, ast.List]]:
+def axis_nodes(call: ast.expr) -> list[tuple[str, ast.List]]:
     """(name, list) of each sweep axis among the arguments of the call and of the
     calls inside it (`block_sizes=BlockSizes(block_q=[512, 1024])` is the axis
     `BlockSizes.block_q`), in the order they are written."""
