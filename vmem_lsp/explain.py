@@ -653,7 +653,7 @@ class Sources:
     """What --source gives placement: every pallas_call site of the files, and
     the traces of their examples, made only when names and shapes do not decide."""
 
-    sites: list  # (path, KernelSite, text)
+    sites: list[Candidate]
     tracer: Tracer | None = None
 
 
@@ -668,11 +668,18 @@ def source_sites(paths: list[str], trace: bool = True) -> Sources:
 
     sources = SourceFiles()
     files = [p for p in python_files(paths, Settings().exclude) if "pallas_call" in (sources.text(p) or "")]
-    sites = [(path, site, sources.text(path)) for path in files for site in sources.sites_of(path).sites]
+    sites = [
+        (path, site, text)
+        for path in files
+        if (text := sources.text(path)) is not None
+        for site in sources.sites_of(path).sites
+    ]
     return Sources(sites, Tracer(paths, DEFAULT_TARGETS[0]) if trace and paths else None)
 
 
-def placing(found: Found, target: str | None, log_name: str, sources: Sources | list) -> tuple[list, Placement | None]:
+def placing(
+    found: Found, target: str | None, log_name: str, sources: Sources | list[Candidate]
+) -> tuple[list, Placement | None]:
     """The diagnostics of one found report on the sources' lines, and the placement
     they come from (None for a form with no figures)."""
     report = parse_report(found.text)
@@ -686,6 +693,6 @@ def placing(found: Found, target: str | None, log_name: str, sources: Sources | 
     return placed_diagnostics(found, report, placement, chip, log_name), placement
 
 
-def placed(found: Found, target: str | None, log_name: str, sources: Sources | list) -> list:
+def placed(found: Found, target: str | None, log_name: str, sources: Sources | list[Candidate]) -> list:
     """The diagnostics of one found report on the sources' lines (none for a form with no figures)."""
     return placing(found, target, log_name, sources)[0]
