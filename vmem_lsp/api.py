@@ -40,6 +40,8 @@ WORKER_ENV = "VMEM_LSP_IN_WORKER"
 
 @dataclass(frozen=True)
 class Verdict:
+    """What fits() says of one call on one chip."""
+
     fits: bool | None  # None: it did not compile for another reason (see `error`)
     used: int | None  # bytes of VMEM: the compiler's for an overflow, else the layout model's
     limit: int | None
