@@ -701,6 +701,20 @@ def test_what_cannot_be_followed_is_said_in_notes():
     assert any("out_specs[0]: `make_spec(x)` is not a BlockSpec" in note for note in site.notes)
 
 
+def test_a_match_mapping_rest_rebinds_its_name():
+    """`case {**specs}` binds specs to the rest of the mapping: the list bound before is not what it holds."""
+    site = only_site("""\
+        def f(x, config):
+            specs = [pl.BlockSpec((8, 128), lambda i: (i, 0))]
+            match config:
+                case {"mode": 1, **specs}:
+                    pass
+            return pl.pallas_call(k, out_shape=x, in_specs=specs, out_specs=None)(x)
+    """)
+    assert shapes(site.in_specs) == [(0, "(8, 128)")]  # the path where no case matched
+    assert any("`specs`, a match capture" in note for note in site.notes)
+
+
 def test_identical_statements_at_two_places_keep_their_own_spans():
     result = locate(
         textwrap.dedent("""\

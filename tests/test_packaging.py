@@ -166,3 +166,73 @@ def test_the_sdist_carries_what_the_tests_read(tmp_path):
         if "__pycache__" in name or name.endswith((".pyc", ".vsix")) or "node_modules" in name.split("/")
     ]
     assert unwanted == []
+
+
+TUNER = """\
+import vmem_lsp
+
+
+def matmul(x: object, y: object, bm: int = 512) -> object:
+    return x
+
+
+def tune() -> list[dict[str, object]]:
+    verdict: vmem_lsp.Verdict = vmem_lsp.fits(matmul, "bf16[1024, 1024]", "bf16[1024, 1024]", target="v6e", bm=256)
+    used: int | None = verdict.used
+    print(used, verdict.fits, verdict.parts[:1])
+    return vmem_lsp.prune(matmul, ("bf16[1024, 1024]",) * 2, [{"bm": 256}, {"bm": 512}], targets="v5e,v6e")
+
+
+def planted() -> None:
+    vmem_lsp.fits(matmul, "bf16[1024, 1024]", compile="no")
+"""
+
+
+def has_mypy() -> bool:
+    try:
+        version("mypy")
+        return True
+    except PackageNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(
+    not (has_build() and has_mypy()) and not os.environ.get("VMEM_REQUIRE_TOOLS"),
+    reason="needs `build` and `mypy` (pip install build mypy)",
+)
+def test_the_wheel_is_typed_and_a_tuner_script_type_checks_against_it(tmp_path):
+    """The wheel ships py.typed, so `mypy --strict` reads the API's annotations in a tuner's
+    environment: a script using fits, prune and Verdict passes, but for the wrong call planted in it."""
+    if not (has_build() and has_mypy()):
+        pytest.fail("VMEM_REQUIRE_TOOLS is set but `build` or `mypy` is not installed")
+    source = tmp_path / "source"  # setuptools writes build/ beside the sources: not into the checkout
+    shutil.copytree(ROOT / "vmem_lsp", source / "vmem_lsp", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    run = dict(cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(source)], **run)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    [wheel] = tmp_path.glob("vmem_lsp-*.whl")
+    # A tuner's environment: the wheel alone (its dependencies' types are not what is checked here).
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, **run)
+    [site] = env.glob("lib/python3*/site-packages")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
+    subprocess.run([*pip, "--target", str(site), str(wheel)], check=True, **run)
+    assert (site / "vmem_lsp" / "py.typed").is_file()
+    (tmp_path / "tune.py").write_text(TUNER)
+    mypy = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--strict",
+        "--no-incremental",
+        "--python-executable",
+        str(env / "bin/python"),
+    ]
+    checked = subprocess.run([*mypy, "tune.py"], **run)
+    planted = TUNER.splitlines().index('    vmem_lsp.fits(matmul, "bf16[1024, 1024]", compile="no")') + 1
+    errors = [line for line in checked.stdout.splitlines() if ": error:" in line]
+    assert errors == [
+        f'tune.py:{planted}: error: Argument "compile" to "fits" has incompatible type "str"; expected "bool"  [arg-type]'
+    ], checked.stdout + checked.stderr

@@ -176,7 +176,7 @@ if __name__ == "__main__":
     over = vmem_lsp.fits(matmul, x, "bf16[8192, 8192]", target="v5e", bm=1024, bk=1024, bn=1024)
     model = vmem_lsp.fits(matmul, x, x, target="v5e", compile=False, bm=512, bk=512, bn=512)
     configs = [dict(bm=m, bk=1024, bn=1024) for m in (256, 512, 1024)]
-    kept = vmem_lsp.prune(matmul, (x, x), configs, targets=("v5e",))
+    kept = vmem_lsp.prune(matmul, (x, x), configs, targets="v5e")  # as fits takes a chip
     from concurrent.futures import ThreadPoolExecutor      # autotuners call from many threads
     with ThreadPoolExecutor(4) as pool:
         used = list(pool.map(lambda m: vmem_lsp.fits(matmul, x, x, target="v6e", compile=False, bm=m).used,

@@ -3,10 +3,17 @@
 For autotuners: `vmem_lsp.fits(fn, *args, target=..., **kwargs)` and
 `vmem_lsp.prune(fn, args, configs, targets=...)` (vmem_lsp/api.py)."""
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a tuner's type checker sees the API's signatures; at run time they load on first use
+    from .api import Verdict, fits, prune
+
+__all__ = ["Verdict", "__version__", "fits", "prune"]
+
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     """fits, prune and Verdict, imported on first use: `import vmem_lsp` stays light."""
     if name in ("fits", "prune", "Verdict"):
         from . import api

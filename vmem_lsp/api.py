@@ -20,16 +20,28 @@ import dataclasses
 import inspect
 import os
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from .dtypes import COMPILER_DTYPES
+
+if TYPE_CHECKING:  # `import vmem_lsp` stays light: the engine is imported on first use
+    from .compile.cache import ResultCache
+    from .compile.client import CheckRequest
+    from .compile.protocol import ExampleResult, PhaseLimits
+    from .config import Settings
+    from .source.directives import Example
+
+__all__ = ["Verdict", "fits", "prune"]
 
 WORKER_ENV = "VMEM_LSP_IN_WORKER"
 
 
 @dataclass(frozen=True)
 class Verdict:
+    """What fits() says of one call on one chip."""
+
     fits: bool | None  # None: it did not compile for another reason (see `error`)
     used: int | None  # bytes of VMEM: the compiler's for an overflow, else the layout model's
     limit: int | None
@@ -39,7 +51,7 @@ class Verdict:
     error: str | None = None
 
 
-def shape_text(value) -> str:
+def shape_text(value: object) -> str:
     """An argument as an example writes it: a ShapeDtypeStruct (or an array)
     as `bf16[8192, 8192]`; a shape string as it is; anything else by repr."""
     if isinstance(value, str):
@@ -69,10 +81,10 @@ def shape_text(value) -> str:
     return text
 
 
-DTYPE_NAMES: dict = {}  # a dtype -> its shape literal's spelling
+DTYPE_NAMES: dict[Hashable, str] = {}  # a dtype -> its shape literal's spelling
 
 
-def call_text(fn, args, kwargs) -> str:
+def call_text(fn: Callable[..., object], args: Sequence[object], kwargs: Mapping[str, object]) -> str:
     if "<locals>" in fn.__qualname__:
         raise TypeError(
             f"{fn.__qualname__} is defined inside a function: the worker imports it by name, "
@@ -82,17 +94,17 @@ def call_text(fn, args, kwargs) -> str:
     return f"{fn.__qualname__}({', '.join(written)})"
 
 
-def example_for(fn, args, kwargs):
+def example_for(fn: Callable[..., object], args: Sequence[object], kwargs: Mapping[str, object]) -> Example:
     from .source.directives import Example
     from .source.model import Span
 
     return Example(source_path(fn), 1, Span(1, 0, 1, 0), call_text(fn, args, kwargs))
 
 
-SOURCE_PATHS: dict = {}  # a function -> its file: asked once, not for every config a tuner tries
+SOURCE_PATHS: dict[Callable[..., object], str] = {}  # a function -> its file: asked once, not per config
 
 
-def source_path(fn) -> str:
+def source_path(fn: Callable[..., object]) -> str:
     try:
         return SOURCE_PATHS[fn]
     except (KeyError, TypeError):
@@ -109,18 +121,34 @@ def source_path(fn) -> str:
     return path
 
 
+class Workers(Protocol):
+    """The worker pool, as the API uses it (engine.local_workers makes it)."""
+
+    def check(self, request: CheckRequest, limits: PhaseLimits | float) -> ExampleResult: ...
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The engine's parts, once made."""
+
+    settings: Settings
+    cache: ResultCache
+    workers: Workers
+
+
 class Engine:
     """One worker pool and the disk cache for the process, made on first use."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.workers = None
-        self.settings = None
-        self.cache = None
+        self.workers: Workers | None = None
+        self.settings: Settings | None = None
+        self.cache: ResultCache | None = None
 
-    def ready(self):
+    def ready(self) -> Ready:
         with self.lock:
-            if self.workers is None:
+            if self.workers is None or self.settings is None or self.cache is None:
                 if os.environ.get(WORKER_ENV):
                     raise RuntimeError(
                         "vmem_lsp.fits was called inside the vmem-lsp worker, which imports the "
@@ -137,7 +165,7 @@ class Engine:
                 # 15 ms, is three of fits' traces: `backend` is not read here).
                 self.workers = local_workers(self.settings, pool=True)
                 atexit.register(self.stop)
-        return self
+            return Ready(self.settings, self.cache, self.workers)
 
     def stop(self) -> None:
         with self.lock:
@@ -149,7 +177,9 @@ class Engine:
 ENGINE = Engine()
 
 
-def fits(fn, *args, target: str = "v6e", compile: bool = True, **kwargs) -> Verdict:
+def fits(
+    fn: Callable[..., object], *args: object, target: str = "v6e", compile: bool = True, **kwargs: object
+) -> Verdict:
     """Whether `fn(*args, **kwargs)` fits in VMEM on `target`: with `compile`,
     the TPU compiler's verdict; without, the layout model's (milliseconds)."""
     from . import budget as budgets
@@ -174,7 +204,7 @@ def fits(fn, *args, target: str = "v6e", compile: bool = True, **kwargs) -> Verd
     return model_verdict(result, target)
 
 
-def fits_request(example, target: str, settings, compile: bool):
+def fits_request(example: Example, target: str, settings: Settings, compile: bool) -> CheckRequest:
     """The worker request fits() sends. A trace only reads block shapes: it
     asks for no origins (the lines that made each spec, which only check and
     the editor show), and the worker's trace skips the hooks that find them."""
@@ -183,7 +213,7 @@ def fits_request(example, target: str, settings, compile: bool):
     return dataclasses.replace(request_for(example, target, settings), compile=compile, origins=compile)
 
 
-def model_verdict(result, target: str) -> Verdict:
+def model_verdict(result: ExampleResult, target: str) -> Verdict:
     """The layout model's verdict on a trace-only result."""
     from . import budget as budgets
     from .sweep.decide import tightest
@@ -200,8 +230,8 @@ def model_verdict(result, target: str) -> Verdict:
 class ListedConfigs:
     """Configs given as a list of keyword dicts (an autotuner's), in the shape a sweep has."""
 
-    example: object
-    listed: tuple
+    example: Example
+    listed: tuple[dict[str, object], ...]
 
     def configs(self) -> list[dict]:
         return [dict(c) for c in self.listed]
@@ -211,27 +241,36 @@ class ListedConfigs:
         head = self.example.text[:-1]
         return f"{head}{', ' if extra and not head.endswith('(') else ''}{extra})"
 
-    def example_for(self, config: dict):
+    def example_for(self, config: dict) -> Example:
         return dataclasses.replace(self.example, text=self.call_for(config))
 
 
-def prune(fn, args, configs, targets=("v6e",), *, budget_compiles: int | None = None) -> list[dict]:
+def prune(
+    fn: Callable[..., object],
+    args: Sequence[object],
+    configs: Iterable[Mapping[str, object]],
+    targets: str | Iterable[str] = ("v6e",),
+    *,
+    budget_compiles: int | None = None,
+) -> list[dict[str, object]]:
     """The configs (dicts of keyword arguments) that fit on every target, decided
     as `vmem-lsp sweep` decides: the model where it is sure, compiles nearest the
     frontier, monotonicity where the compiles show it holds. A config left
-    undecided by the budget is left out: never guessed to fit."""
+    undecided by the budget is left out: never guessed to fit. `targets` as fits'
+    `target` takes it ("v5e", "v5e,v6e") or as a sequence of chip names."""
     from .config import parse_targets
     from .sweep.run import run_sweep
 
     engine = ENGINE.ready()
-    configs = [dict(c) for c in configs]
-    if not configs:
+    chips = parse_targets(targets if isinstance(targets, str) else list(targets))
+    given = [dict(c) for c in configs]
+    if not given:
         return []
-    listed = ListedConfigs(example_for(fn, args, {}), tuple(configs))
-    settings = dataclasses.replace(engine.settings, targets=parse_targets(list(targets)))
+    listed = ListedConfigs(example_for(fn, args, {}), tuple(given))
+    settings = dataclasses.replace(engine.settings, targets=chips)
     outcome = run_sweep(listed, settings, budget=budget_compiles, worker=engine.workers)
-    good = {n for n in range(len(configs))}
+    good = {n for n in range(len(given))}
     for number, verdict in enumerate(outcome.verdicts):
         if verdict.fits is not True:
-            good.discard(number % len(configs))
-    return [c for n, c in enumerate(configs) if n in good]
+            good.discard(number % len(given))
+    return [c for n, c in enumerate(given) if n in good]

@@ -99,10 +99,10 @@ def from_compile(call: CapturedCall, report: Report | None, target_name: str) ->
         )
     if report.form == "scoped":
         remainder = (report.used or modelled) - modelled
-        internal = (internal_part(remainder, "compiler-internal"),) if remainder > 0 else ()
+        unlisted = (internal_part(remainder, "compiler-internal"),) if remainder > 0 else ()
         return Budget(
             target.name,
-            (*costs, *internal),
+            (*costs, *unlisted),
             report.used or modelled,
             report.limit or scoped_limit(call, target),
             "scoped",

@@ -202,7 +202,7 @@ def scratch_indices(call: CapturedCall, allocations) -> list[int | None]:
         free = [e for e in call.scratch if e.index not in taken]
         shape = allocation.window_shape
         alike = [e for e in free if shape is not None and (e.dtype, e.shape) == (shape.dtype, shape.dims)]
-        chosen = (alike or free or call.scratch[:1] or [None])[0]
+        chosen = next(iter(alike or free or call.scratch[:1]), None)
         index = chosen.index if chosen is not None else 0
         taken.add(index)
         indices.append(index)

@@ -14,12 +14,21 @@ import math
 import re
 import sys
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import render
 from .chips import CHIPS, Chip
 from .report.model import Allocation, Report
 from .report.parse import parse_report
+
+if TYPE_CHECKING:  # the worker's and the locator's types, not imported to explain a log
+    from .compile.protocol import CapturedCall
+    from .correlate import SitesOf
+    from .source.model import KernelSite, Span
+
+Candidate = tuple[str, "KernelSite", str]  # (path, site, the file's text)
 
 # Where a report starts: the first line of each form the parser knows.
 START = re.compile(
@@ -223,7 +232,7 @@ def report_names(report: Report) -> set[str]:
         for pattern, text in ((NAME_IN_LABEL, allocation.label or ""), (NAME_IN_TAG, allocation.tag or "")):
             if found := pattern.search(text):
                 names.add(found[1])
-    for op_name in {report.op_name, *(a.op_name for a in report.allocations)} - {None}:
+    for op_name in {n for n in (report.op_name, *(a.op_name for a in report.allocations)) if n is not None}:
         # "jit(train_step)/jit(main)/flash_attention/pallas_call": every function on the path
         for part in op_name.split("/"):
             found = NAME_IN_OP.fullmatch(part)
@@ -241,7 +250,7 @@ class Placement:
     spans: tuple = ()  # per allocation: (path, Span) or None
 
 
-def place(report: Report, candidates: list[tuple[str, object, str]], traced=None) -> Placement:
+def place(report: Report, candidates: list[Candidate], traced=None) -> Placement:
     """The site among `candidates` ((path, KernelSite, file text)) that made the
     report: by its source metadata, or the one site it names; else, where the
     examples can be traced (`traced()`: a Traced), the one site whose traced
@@ -267,25 +276,21 @@ def place(report: Report, candidates: list[tuple[str, object, str]], traced=None
 BY_SOURCE = "its source_file and source_line"
 
 
-def is_named(names: set[str], site, text: str) -> bool:
+def is_named(names: set[str], site: KernelSite, text: str) -> bool:
     """The report names this site's function or its kernel."""
     from .source.calls import kernel_name
 
     return bool(names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)})
 
 
-def place_by_names(report: Report, candidates: list[tuple[str, object, str]]) -> Placement:
+def place_by_names(report: Report, candidates: list[Candidate]) -> Placement:
     """By source metadata, else names and literal block shapes: what the report and the text alone tell."""
     from .budget import literal_shape
 
-    located = [a for a in report.allocations if a.source_file and a.source_line]
+    located = [(file, line) for a in report.allocations if (file := a.source_file) and (line := a.source_line)]
     if located:
-        a = located[0]
-        hits = [
-            (p, s)
-            for p, s, _ in candidates
-            if p.endswith(a.source_file.split("/")[-1]) and s.span.contains_line(a.source_line)
-        ]
+        file, line = located[0]
+        hits = [(p, s) for p, s, _ in candidates if p.endswith(file.split("/")[-1]) and s.span.contains_line(line)]
         if len(hits) == 1:
             return Placement(tuple(hits), BY_SOURCE)
     names = report_names(report)
@@ -346,8 +351,8 @@ class TracedCall:
     """A pallas_call an example reaches, traced on a chip, and the site it came from."""
 
     path: str
-    site: object  # KernelSite
-    call: object  # compile.protocol.CapturedCall
+    site: KernelSite
+    call: CapturedCall
     example: str  # "file:line" of the example that reached it
 
 
@@ -355,9 +360,9 @@ class TracedCall:
 class Traced:
     """Every call the examples of the sources reach on one chip, or why there are none."""
 
-    calls: tuple  # (TracedCall, ...)
+    calls: tuple[TracedCall, ...]
     note: str | None  # "the examples could not be traced: ...", or None
-    sites_of: object = None  # path -> LocateResult: where check's anchors are looked up
+    sites_of: SitesOf | None = None  # where check's anchors are looked up
 
 
 def typed_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -455,7 +460,12 @@ def array_bytes(dtype: str, shape) -> int:
     return math.prod(shape) * ITEM_BITS.get(dtype, 32) // 8
 
 
-def place_by_trace(report: Report, candidates: set, trace: Traced, named: set = frozenset()) -> Placement | None:
+def place_by_trace(
+    report: Report,
+    candidates: AbstractSet[tuple[str, Span]],
+    trace: Traced,
+    named: AbstractSet[tuple[str, Span]] = frozenset(),
+) -> Placement | None:
     """The one candidate site whose traced calls the report fits; among sites
     that fit alike, the one the report names, else a tie said as one; None when
     no traced call fits (the report's kernel is not reached by the examples)."""
@@ -489,7 +499,7 @@ def place_by_trace(report: Report, candidates: set, trace: Traced, named: set = 
     return Placement(((only.path, only.site),), why, window_spans(report, only, trace.sites_of))
 
 
-def window_spans(report: Report, traced: TracedCall, sites_of) -> tuple:
+def window_spans(report: Report, traced: TracedCall, sites_of: SitesOf | None) -> tuple:
     """Where check marks each window of the report: the BlockSpec that made its operand."""
     from .correlate import Anchor, operand_for, spec_anchor
 
@@ -519,11 +529,15 @@ def trace_examples(paths: list[str], chip: str) -> Traced:
         outcome = check(paths, settings)
     except Exception as error:  # no jax, a worker that cannot start: place by names and shapes only
         return Traced((), f"the examples could not be traced ({type(error).__name__}: {error})")
-    calls, failed = [], []
+    sources = outcome.sources
+    if sources is None:
+        return Traced((), "the examples could not be traced (no sources were read)")
+    calls: list[TracedCall] = []
+    failed: list[str] = []
     for example, _, result in outcome.results:
         failed += [f"{render.display_path(example.path)}:{example.line}: {result.error}"] if result.error else []
         for call in result.calls:
-            site = kernel_site(call, outcome.sources.sites_of)
+            site = kernel_site(call, sources.sites_of)
             if site is not None:
                 calls.append(TracedCall(site.path, site, call, f"{render.display_path(example.path)}:{example.line}"))
     note = None
@@ -533,7 +547,7 @@ def trace_examples(paths: list[str], chip: str) -> Traced:
             if outcome.examples
             else "the sources have no example (# vmem:) to trace"
         )
-    return Traced(tuple(calls), note, outcome.sources.sites_of)
+    return Traced(tuple(calls), note, sources.sites_of)
 
 
 class Tracer:
@@ -639,7 +653,7 @@ class Sources:
     """What --source gives placement: every pallas_call site of the files, and
     the traces of their examples, made only when names and shapes do not decide."""
 
-    sites: list  # (path, KernelSite, text)
+    sites: list[Candidate]
     tracer: Tracer | None = None
 
 
@@ -654,11 +668,18 @@ def source_sites(paths: list[str], trace: bool = True) -> Sources:
 
     sources = SourceFiles()
     files = [p for p in python_files(paths, Settings().exclude) if "pallas_call" in (sources.text(p) or "")]
-    sites = [(path, site, sources.text(path)) for path in files for site in sources.sites_of(path).sites]
+    sites = [
+        (path, site, text)
+        for path in files
+        if (text := sources.text(path)) is not None
+        for site in sources.sites_of(path).sites
+    ]
     return Sources(sites, Tracer(paths, DEFAULT_TARGETS[0]) if trace and paths else None)
 
 
-def placing(found: Found, target: str | None, log_name: str, sources: Sources | list) -> tuple[list, Placement | None]:
+def placing(
+    found: Found, target: str | None, log_name: str, sources: Sources | list[Candidate]
+) -> tuple[list, Placement | None]:
     """The diagnostics of one found report on the sources' lines, and the placement
     they come from (None for a form with no figures)."""
     report = parse_report(found.text)
@@ -672,6 +693,6 @@ def placing(found: Found, target: str | None, log_name: str, sources: Sources | 
     return placed_diagnostics(found, report, placement, chip, log_name), placement
 
 
-def placed(found: Found, target: str | None, log_name: str, sources: Sources | list) -> list:
+def placed(found: Found, target: str | None, log_name: str, sources: Sources | list[Candidate]) -> list:
     """The diagnostics of one found report on the sources' lines (none for a form with no figures)."""
     return placing(found, target, log_name, sources)[0]

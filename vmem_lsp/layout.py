@@ -224,9 +224,9 @@ def accumulator_bytes(call: CapturedCall) -> int:
         s.kind == "pipeline_in" and ITEM_BITS.get(s.dtype, 32) == 16 for s in call.scoped
     )
     wide_scratch = [
-        padded_bytes(s.dtype, s.shape)
+        padded_bytes(dtype, s.shape)
         for s in call.scratch
-        if in_vmem(s.memory_space) and ITEM_BITS.get(s.dtype or "", 0) == 32
+        if in_vmem(s.memory_space) and (dtype := s.dtype) is not None and ITEM_BITS.get(dtype, 0) == 32
     ]
     return max(wide_scratch) if narrow_inputs and wide_scratch else 0
 
@@ -237,14 +237,14 @@ def attention_scores_bytes(call: CapturedCall) -> int:
     sum and accumulator). flash-{bf16,f32}-b{256..2048}: the compiler's total less the
     windows and scratch was 0.3M/1.0M/4.2M/16.5M, one f32[block_q, block_k] each."""
     windows = [
-        op
+        block
         for op in call.operands
-        if op.role == "in" and in_vmem(op.memory_space) and op.block_shape is not None and len(op.block_shape) >= 2
+        if op.role == "in" and in_vmem(op.memory_space) and (block := op.block_shape) is not None and len(block) >= 2
     ]
     wide_scratch = any(in_vmem(s.memory_space) and ITEM_BITS.get(s.dtype or "", 0) == 32 for s in call.scratch)
     if len(windows) < 3 or not wide_scratch:
         return 0
-    q, k, v = (w.block_shape for w in windows[:3])
+    q, k, v = windows[:3]
     if not (k == v and q[-1] == k[-1]):
         return 0
     return q[-2] * k[-2] * 4

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from . import layout, render
 from .chips import Chip, chip
-from .compile.protocol import CapturedCall, ExampleResult
+from .compile.protocol import CapturedCall, ExampleResult, Scoped
 from .correlate import (
     Anchor,
     Sources,
@@ -144,11 +144,12 @@ def findings_for(
     else:
         scratch = scratch_indices(call, report.allocations)
         scoped = scoped_allocations(call, report.allocations)
+        entries = [scoped_entry(call, index) if index is not None else None for index in scoped]
         parts = [
-            scoped_part(number, a, scoped[number], call, sites, anchor, need, base)
-            if scoped[number] is not None
+            scoped_part(a, entry, sites, anchor, need, base)
+            if entry is not None
             else reported_part(number, a, scratch[number], call, site, sites, anchor, need, base)
-            for number, a in enumerate(report.allocations)
+            for number, (a, entry) in enumerate(zip(report.allocations, entries))
         ]
     clause = need
     if report.form == "single_allocation":
@@ -191,7 +192,7 @@ def reported_part(
         )
         facts.update(role=op.role if op else None, index=op.index if op else None)
         return Part(where, "VMEM001", name, wording, facts)
-    if allocation.kind == "scratch":
+    if allocation.kind == "scratch" and scratch is not None:  # scratch_indices numbers every scratch allocation
         index = scratch
         entry = scratch_entry(call, index)
         label = render.scratch(index, entry.dtype, entry.shape) if entry else render.scratch(index)
@@ -209,10 +210,10 @@ def reported_part(
     return Part(anchor, "VMEM003", f"allocation {number}", wording, facts)
 
 
-def scoped_part(number: int, allocation: Allocation, index: int, call, sites, anchor, need, base) -> Part:
+def scoped_part(allocation: Allocation, entry: Scoped, sites, anchor, need, base) -> Part:
     """A "scoped memory for <kernel>" allocation matched to the body's buffer
     (a pipeline window, a run_scoped entry), at the inner BlockSpec or VMEM(...)."""
-    entry = scoped_entry(call, index)
+    index = entry.index
     facts = {
         **base,
         "kind": entry.kind,
@@ -359,7 +360,7 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
 def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
     """All diagnostics one example's result on one target gives."""
     if result.error:
-        return [error_diagnostic(example, result)]
+        return [error_diagnostic(example, result, result.error)]
     target = chip(result.target)
     found = []
     for number, call in enumerate(result.calls):
@@ -628,7 +629,7 @@ def line_text_span(text: str | None, line: int) -> Span:
     return Span(line, len(written) - len(written.lstrip()), line, len(written.rstrip()))
 
 
-def error_diagnostic(example: Example, result: ExampleResult) -> Diagnostic:
+def error_diagnostic(example: Example, result: ExampleResult, error: str) -> Diagnostic:
     """VMEM010 (raised, hung, crashed, out of memory), VMEM012 (no compiler): the example was not checked."""
     soft = result.error_kind in ("no_compiler", "no_kernel")
     code = "VMEM012" if result.error_kind == "no_compiler" else "VMEM010"
@@ -644,7 +645,7 @@ def error_diagnostic(example: Example, result: ExampleResult) -> Diagnostic:
         example.span,
         "warning" if soft else "error",
         code,
-        render.not_checked(result.target, result.error, raised_at),
+        render.not_checked(result.target, error, raised_at),
         result.target,
         "compiler",
         related,

@@ -63,7 +63,7 @@ def shape(dtype: str, dims) -> str:
 
 
 def buffering(buffers: int | None) -> str:
-    return {1: "single buffered", 2: "double buffered"}.get(buffers, f"{buffers} buffers" if buffers else "")
+    return {1: "single buffered", 2: "double buffered"}.get(buffers or 0, f"{buffers} buffers" if buffers else "")
 
 
 def buffering_suffix(buffers: int | None) -> str:

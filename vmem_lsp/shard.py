@@ -18,6 +18,10 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .source.directives import Example
 
 
 class ShardError(ValueError):
@@ -50,14 +54,15 @@ def relative(path: str, root: str) -> str:
     return os.path.relpath(path, root).replace(os.sep, "/")
 
 
-PairKey = tuple  # (relative path, line, call text, target)
+PairKey = tuple[str, int, str, str]  # (relative path, line, call text, target)
+Pair = tuple["Example", str]  # an example, and the target it runs on
 
 
-def pair_key(example, target: str, root: str) -> PairKey:
+def pair_key(example: Example, target: str, root: str) -> PairKey:
     return (relative(example.path, root), example.line, example.text, target)
 
 
-def take(pairs: list, shard: Shard, root: str) -> list:
+def take(pairs: list[Pair], shard: Shard, root: str) -> list[Pair]:
     """The (example, target) pairs of `pairs` that `shard` runs, in their given order."""
     order = sorted(range(len(pairs)), key=lambda i: pair_key(*pairs[i], root))
     mine = {i for rank, i in enumerate(order) if rank % shard.count == shard.index - 1}

@@ -28,7 +28,7 @@ class Knob:
         return f", {self.name}={value}" if self.where == "keyword" else str(value)
 
 
-def _int(node) -> int | None:
+def _int(node: ast.AST | None) -> int | None:
     return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
@@ -82,13 +82,13 @@ def example_knobs(example: Example, source: str | None = None) -> list[Knob]:
 
 def callee_name(example: Example) -> str | None:
     try:
-        func = parse_quietly(example.text.strip(), mode="eval").body.func
-    except (SyntaxError, AttributeError):
+        call = parse_quietly(example.text.strip(), mode="eval").body
+    except SyntaxError:
         return None
-    return func.id if isinstance(func, ast.Name) else None
+    return call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
 
 
-def _function(source: str, name: str | None):
+def _function(source: str, name: str | None) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The module-level def called `name` in `source`, or None."""
     try:
         module = parse_quietly(source)
@@ -123,9 +123,9 @@ def default_knobs(example: Example, source: str) -> list[Knob]:
     pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
     shared = _has_other_callers(source, function.name, example)
     return [
-        Knob(a.arg, "default", example.path, node_span(d, lines), _int(d), shared)
+        Knob(a.arg, "default", example.path, node_span(d, lines), value, shared)
         for a, d in pairs
-        if _int(d) and a.arg not in passed
+        if (value := _int(d)) and a.arg not in passed
     ]
 
 
@@ -162,27 +162,26 @@ def constant_knobs(path: str, source: str) -> list[Knob]:
     lines = split_lines(source)
     knobs = []
     for node in module.body:
-        if (name := _int_assignment(node)) and source.count(name) > 1:
+        if (found := _int_assignment(node)) and source.count(found[0]) > 1:
+            name, literal, value = found
             users = sum(
                 1
                 for f in module.body
                 if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                 and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(f))
             )
-            knobs.append(Knob(name, "constant", path, node_span(node.value, lines), node.value.value, users > 1))
+            knobs.append(Knob(name, "constant", path, node_span(literal, lines), value, users > 1))
         if isinstance(node, ast.ClassDef):
             for field in node.body:
-                if name := _int_assignment(field):  # every instance's default
-                    knobs.append(
-                        Knob(
-                            f"{node.name}.{name}", "field", path, node_span(field.value, lines), field.value.value, True
-                        )
-                    )
+                if found := _int_assignment(field):  # every instance's default
+                    name, literal, value = found
+                    knobs.append(Knob(f"{node.name}.{name}", "field", path, node_span(literal, lines), value, True))
     return knobs
 
 
-def _int_assignment(node) -> str | None:
-    """NAME of `NAME = <int>` or `NAME: int = <int>` (ints of 8 and more: block sizes, not flags)."""
+def _int_assignment(node: ast.stmt) -> tuple[str, ast.expr, int] | None:
+    """NAME, the literal and its value of `NAME = <int>` or `NAME: int = <int>` (ints of 8 and more:
+    block sizes, not flags)."""
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
         target = node.targets[0]
     elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
@@ -190,4 +189,4 @@ def _int_assignment(node) -> str | None:
     else:
         return None
     value = _int(node.value)
-    return target.id if value is not None and value >= 8 else None
+    return (target.id, node.value, value) if node.value is not None and value is not None and value >= 8 else None

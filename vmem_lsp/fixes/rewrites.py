@@ -32,7 +32,9 @@ PALLAS_ALIAS = re.compile(
 KEYWORDS = ("in_specs", "out_specs", "grid_spec", "out_shape")
 
 
-def _node(expr: Expr) -> ast.AST | None:
+def _node(expr: Expr | None) -> ast.expr | None:
+    if expr is None:
+        return None
     try:
         return parse_quietly(expr.text.strip(), mode="eval").body
     except SyntaxError:
@@ -44,7 +46,7 @@ def _span_in(expr: Expr, node: ast.AST) -> Span:
     lead = len(expr.text) - len(expr.text.lstrip())
     inside = node_span(node, split_lines(expr.text.strip()))
 
-    def at(line, col):
+    def at(line: int, col: int) -> tuple[int, int]:
         return (expr.span.start_line + line - 1, col + (expr.span.start_col + lead if line == 1 else 0))
 
     return Span(*at(inside.start_line, inside.start_col), *at(inside.end_line, inside.end_col))
@@ -86,20 +88,22 @@ def introduce_grid(site: KernelSite, call: CapturedCall, source: str, most: int 
     if len(rows_total) != 1:
         return
     [full] = rows_total
-    firsts, maps = [], []
+    firsts: list[tuple[Expr, ast.expr]] = []  # each shape's first element
+    maps: list[tuple[Expr, ast.Tuple]] = []  # each index map's returned tuple
     for spec in specs:
-        shape = spec.block_shape and _node(spec.block_shape)
-        index_map = spec.index_map and _node(spec.index_map)
+        shape, index_map = _node(spec.block_shape), _node(spec.index_map)
         if not (
-            isinstance(shape, ast.Tuple)
+            spec.block_shape is not None
+            and spec.index_map is not None
+            and isinstance(shape, ast.Tuple)
             and len(shape.elts) >= 2
             and isinstance(index_map, ast.Lambda)
             and not index_map.args.args
             and isinstance(index_map.body, ast.Tuple)
         ):
             return
-        firsts.append((spec, shape.elts[0]))
-        maps.append((spec, index_map))
+        firsts.append((spec.block_shape, shape.elts[0]))
+        maps.append((spec.index_map, index_map.body))
     dim_texts = {ast.unparse(e) for _, e in firsts}
     anchor = _keyword_anchor(site, source)
     if len(dim_texts) != 1 or anchor is None:
@@ -109,10 +113,10 @@ def introduce_grid(site: KernelSite, call: CapturedCall, source: str, most: int 
     rows, found = full // 2, 0
     while rows >= 8 and found < most:
         if full % rows == 0 and rows % 8 == 0:
-            edits = [TextEdit(site.path, _span_in(spec.block_shape, e), str(rows)) for spec, e in firsts]
-            for spec, index_map in maps:
-                rest = [ast.unparse(x) for x in index_map.body.elts[1:]]
-                edits.append(TextEdit(site.path, spec.index_map.span, f"lambda i: ({', '.join(['i', *rest])})"))
+            edits = [TextEdit(site.path, _span_in(block_shape, e), str(rows)) for block_shape, e in firsts]
+            for map_expr, returned in maps:
+                rest = [ast.unparse(x) for x in returned.elts[1:]]
+                edits.append(TextEdit(site.path, map_expr.span, f"lambda i: ({', '.join(['i', *rest])})"))
             grid = f"{dim} // {rows}" if not dim.isdigit() else str(int(dim) // rows)
             edits.append(TextEdit(site.path, Span(line, col, line, col), f"grid=({grid},),{after}"))
             found += 1
@@ -127,7 +131,8 @@ def set_vmem_limit(site: KernelSite, source: str, limit: int) -> list[TextEdit] 
     would cut that plumbing; the value is to be raised where it is set."""
     value = f"{limit // MiB} * 1024 * 1024"
     if site.vmem_limit_bytes is not None:
-        if literal_int(_node(site.vmem_limit_bytes)) is None:
+        written = _node(site.vmem_limit_bytes)
+        if written is None or literal_int(written) is None:
             return None
         return [TextEdit(site.path, site.vmem_limit_bytes.span, value)]
     params = site.compiler_params
@@ -160,7 +165,7 @@ def _first_argument(path: str, source: str, call: Expr, node: ast.Call, text: st
     its indent when it starts a line (jax's kernels end the line with
     `CompilerParams(`: inserting after the "(" would leave that line ending
     in a space); before the ")" of a call without arguments."""
-    arguments = [*node.args, *node.keywords]
+    arguments: list[ast.expr | ast.keyword] = [*node.args, *node.keywords]
     if not arguments:
         whole = _span_in(call, node)
         return TextEdit(path, Span(whole.end_line, whole.end_col - 1, whole.end_line, whole.end_col - 1), text)
@@ -176,7 +181,7 @@ def _after_imports(source: str) -> tuple[int, int]:
     except SyntaxError:
         return 1, 0
     imports = [n for n in body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return ((imports[-1].end_lineno + 1) if imports else 1), 0
+    return ((imports[-1].end_lineno or imports[-1].lineno) + 1 if imports else 1), 0
 
 
 def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, source: str) -> list[TextEdit] | None:
@@ -194,11 +199,11 @@ def single_buffer(site: KernelSite, call: CapturedCall, role: str, index: int, s
     if match is None or not isinstance(node, ast.Call):
         return None  # not a call, or no `pallas as pl` import to name Buffered by
     keyword = f"pipeline_mode={match[1] or match[2]}.Buffered(1)"
-    arguments = [*node.args, *node.keywords]
+    arguments: list[ast.expr | ast.keyword] = [*node.args, *node.keywords]
     if not arguments:
         line, col = position(source, end - 1)
         return [TextEdit(site.path, Span(line, col, line, col), keyword)]
-    last = _span_in(written, max(arguments, key=lambda a: (a.end_lineno, a.end_col_offset)))
+    last = _span_in(written, max(arguments, key=lambda a: (a.end_lineno or a.lineno, a.end_col_offset or 0)))
     return [TextEdit(site.path, Span(last.end_line, last.end_col, last.end_line, last.end_col), f", {keyword}")]
 
 
@@ -232,12 +237,14 @@ def _elements(node: ast.AST | None) -> list[ast.AST]:
 
 def _shape_ints(expr: Expr | None) -> list[Written]:
     """Every integer literal written in a shape, with its place in it."""
-    node = expr and _node(expr)
-    if node is None:
+    node = _node(expr)
+    if expr is None or node is None:
         return []
     elements = node.elts if isinstance(node, (ast.Tuple, ast.List)) else []
     places = {id(e): at - len(elements) for at, e in enumerate(elements)}
-    return [Written(n.value, _span_in(expr, n), places.get(id(n))) for n in _int_nodes(node)]
+    return [
+        Written(n.value, _span_in(expr, n), places.get(id(n))) for n in _int_nodes(node) if isinstance(n.value, int)
+    ]
 
 
 def written_sizes(site: KernelSite) -> list[Written]:
@@ -250,7 +257,7 @@ def written_sizes(site: KernelSite) -> list[Written]:
 def axis_places(spec: BlockSpecSite) -> list[tuple[int, int]]:
     """(grid axis, block place from the end) of each bare parameter that the
     spec's index map returns, when it is written as `lambda i, j: (i, j)`."""
-    node = spec.index_map and _node(spec.index_map)
+    node = _node(spec.index_map)
     if not (isinstance(node, ast.Lambda) and isinstance(node.body, ast.Tuple)):
         return []
     params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
@@ -279,26 +286,29 @@ def _grid_follows(site: KernelSite, call: CapturedCall, dims: set, size: int, ne
     size is recounted, and the size written in a computed count follows
     (`x.shape[0] // 100`). A count that is not array // size is left: the
     coverage check then refuses the fix rather than guess."""
-    windows = [op for op in call.operands if op.role != "prefetch" and op.block_shape]
+    windows = [(op.full_shape, block) for op in call.operands if op.role != "prefetch" and (block := op.block_shape)]
     fulls = sorted(
         {
-            op.full_shape[d]
-            for op in windows
-            for d in range(-len(op.block_shape), 0)
-            if op.block_shape[d] == size and (None in dims or d in dims)
+            full[d]
+            for full, block in windows
+            for d in range(-len(block), 0)
+            if block[d] == size and (None in dims or d in dims)
         }
     )
     walks = _walks(site)
-    edits = []  # site.grid is also a grid spec's: the locator follows it
-    for axis, element in enumerate(_elements(site.grid and _node(site.grid))):
+    grid = site.grid  # also a grid spec's: the locator follows it
+    if grid is None:
+        return []
+    edits: list[TextEdit] = []
+    for axis, element in enumerate(_elements(_node(grid))):
         if axis in walks and None not in dims and not walks[axis] & dims:
             continue
         if isinstance(element, ast.Constant) and type(element.value) is int:
             full = next((f for f in fulls if f // size == element.value and f % new == 0), None)
             if full is not None:
-                edits.append(TextEdit(site.path, _span_in(site.grid, element), str(full // new)))
+                edits.append(TextEdit(site.path, _span_in(grid, element), str(full // new)))
             continue
-        edits += [TextEdit(site.path, _span_in(site.grid, n), str(new)) for n in _int_nodes(element) if n.value == size]
+        edits += [TextEdit(site.path, _span_in(grid, n), str(new)) for n in _int_nodes(element) if n.value == size]
     return edits
 
 
@@ -315,8 +325,8 @@ def literal_block_sizes(site: KernelSite, call: CapturedCall, source: str, level
     one size changes together (a matmul's 1024 is in x's, the output's and the
     scratch's shapes); the grid follows (`resized`). Yields (label, edits, ratio)."""
     by_size: dict[int, list[Written]] = {}
-    for written in written_sizes(site):
-        by_size.setdefault(written.value, []).append(written)
+    for number in written_sizes(site):
+        by_size.setdefault(number.value, []).append(number)
     for size, written in sorted(by_size.items(), reverse=True):
         if size < 16 or size & (size - 1):
             continue  # not a power-of-two block size: leave it to the user

@@ -336,7 +336,7 @@ def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = Fal
     """The largest candidates the compiler accepts, up to three; estimated
     ones only when no compile could be spent. `nearest`: the candidates come
     nearest first and keep that order (a legal size for a block the user chose)."""
-    fixes = []
+    fixes: list[Fix] = []
     roomy = lambda figures: fits(figures, HEADROOM)  # prefer fixes that leave no warning behind
 
     def rank(entry):
@@ -408,9 +408,11 @@ def limit_fixes(problem: Problem) -> list[Fix]:
     fixes = []
     for _call, site in problem.own_sites():
         for _ in range(2):
-            limit = limit_for(need, capacity) if need else None
-            edits = limit and rewrites.set_vmem_limit(site, problem.source, limit)
-            if not edits:
+            if not need:
+                break
+            limit = limit_for(need, capacity)
+            edits = rewrites.set_vmem_limit(site, problem.source, limit) if limit else None
+            if limit is None or not edits:
                 break
             variant = Variant.of(problem, edits, f"Raise vmem_limit_bytes to {limit // MiB} MiB")
             failures: list = []
@@ -498,8 +500,10 @@ def legal_sizes(value: int, positions: list[tuple[int, int]], near: int = 2) -> 
 def tiled_dims(op: Operand) -> list[tuple[int, int, int, int]]:
     """(place from the end, size, tile, full) of the block's dimensions the
     TPU tiles: its last two, rows by the dtype's sublanes, lanes by 128."""
-    tiles = render.tile(op.dtype)
-    return [(d, op.block_shape[d], tiles[d], op.full_shape[d]) for d in range(-min(2, len(op.block_shape)), 0)]
+    tiles, block = render.tile(op.dtype), op.block_shape
+    if not block:  # the whole array: no block to tile
+        return []
+    return [(d, block[d], tiles[d], op.full_shape[d]) for d in range(-min(2, len(block)), 0)]
 
 
 def tile_why(value: int, positions: list[tuple[int, int]]) -> str:
@@ -602,14 +606,14 @@ def steps_exactly(call: CapturedCall, walks: dict) -> bool:
     """Each grid axis counts the blocks of the places it walks, no more: a
     block made bigger under the old count would read past the array's end,
     which neither the compiler nor `covers` sees."""
-    windows = {(o.role, o.index): o for o in call.operands if o.block_shape}
+    windows = {(o.role, o.index): (o.full_shape, block) for o in call.operands if (block := o.block_shape)}
     for axis, role, index, place in walks.get(key(call), []):
-        op = windows.get((role, index))
+        shapes = windows.get((role, index))
         if (
-            op is not None
+            shapes is not None
             and 0 <= axis < len(call.grid)
             and call.grid[axis] >= 0
-            and call.grid[axis] != -(-op.full_shape[place] // op.block_shape[place])
+            and call.grid[axis] != -(-shapes[0][place] // shapes[1][place])
         ):
             return False
     return True

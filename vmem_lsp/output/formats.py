@@ -32,8 +32,8 @@ def no_notebooks(path: str) -> None:
 def in_cell(notebook: Notebook | None, span: Span) -> tuple[int, Span] | None:
     """(cell number, 1-based among all cells, as a person counts them; the span
     within that cell) of a module span of a notebook; None for other files."""
-    start = notebook and notebook.cell_position(span.start_line, span.start_col)
-    if not start:
+    start = notebook.cell_position(span.start_line, span.start_col) if notebook is not None else None
+    if notebook is None or start is None:
         return None
     end = notebook.cell_position(span.end_line, span.end_col)
     end_line, end_col = (end.line, end.col) if end and end.cell == start.cell else (start.line, start.col)
@@ -129,7 +129,7 @@ def _region(span) -> dict:
 
 def _location(path, span, notebook_of: NotebookOf, message=None) -> dict:
     notebook = notebook_of(path)
-    location = {
+    location: dict[str, object] = {
         "physicalLocation": {"artifactLocation": {"uri": _uri(path)}, "region": _region(in_file(notebook, span))}
     }
     if (placed := in_cell(notebook, span)) is not None:

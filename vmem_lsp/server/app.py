@@ -139,7 +139,7 @@ class VmemServer(LanguageServer):
         )
 
     def client_supports(self, *names: str) -> bool:
-        node = self.client_capabilities
+        node: object = self.client_capabilities
         for name in names:
             node = getattr(node, name, None)
             if node is None:
@@ -299,7 +299,7 @@ class VmemServer(LanguageServer):
                 "targets": list(event.targets or self.session.options.targets or ()),
             }
         )
-        self.progress(event)
+        self.show_progress(event)
 
     def send_status(self, status: dict | None = None) -> None:
         """vmemLsp/status: the worker's last state, and how many internal errors so far."""
@@ -324,7 +324,8 @@ class VmemServer(LanguageServer):
             self.internal_error(f"in a {source.__name__}", details, logged=True)
         super().report_server_error(error, source)
 
-    def progress(self, event: CompileEvent) -> None:
+    def show_progress(self, event: CompileEvent) -> None:
+        """The compile as work-done progress. Not named `progress`: that is pygls' $/progress notification."""
         if not self.client_supports("window", "work_done_progress"):
             return
         if event.state in ("starting", "compiling") and self.progress_token is None:

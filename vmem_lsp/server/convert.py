@@ -39,7 +39,7 @@ def negotiate(capabilities: types.ClientCapabilities) -> None:
     client's didChange positions and advertises `positionEncoding` in it."""
     general = capabilities.general
     if general is not None and general.position_encodings:
-        rank = {kind: i for i, kind in enumerate(PREFERENCE)}
+        rank: dict[str, int] = {kind: i for i, kind in enumerate(PREFERENCE)}
         general.position_encodings = sorted(general.position_encodings, key=lambda k: rank.get(k, len(rank)))
 
 
@@ -115,7 +115,9 @@ class Positions:
         lines = self._lines(key)
         text = lines[position.line] if position.line < len(lines) else ""
         col = offset_of(text, types.Position(0, position.character), self.codec)
-        return notebook.to_module(uri, position.line + 1, col) if cell is not None else (position.line + 1, col)
+        if notebook is not None and cell is not None:
+            return notebook.to_module(uri, position.line + 1, col)
+        return position.line + 1, col
 
     def text(self, path: str) -> str:
         """An open document's buffer, else the file on disk (line ends as they

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import ConfigError, Settings, load_settings, parse_backend, parse_scoped_limits, parse_targets
 
@@ -41,7 +42,7 @@ class Options:
             settings = load_settings(path)
         except (ConfigError, OSError, ValueError):
             settings = Settings()
-        changes = {
+        changes: dict[str, Any] = {  # Settings fields by name: each its own type
             k: v
             for k, v in (
                 ("targets", self.targets),

@@ -59,6 +59,7 @@ def start_io(server, stdin: BinaryIO | None = None, stdout: BinaryIO | None = No
     """pygls' start_io, with stdin read by the loop where it can be."""
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout.buffer
+    reader: PipeReader | StdinAsyncReader
     if loop_can_read(stdin, stdout):
         reader = PipeReader(stdin)
     else:

@@ -23,7 +23,7 @@ def _calls(text: str) -> dict[tuple[int, int], tuple[Span, Span | None]]:
     except (SyntaxError, ValueError):
         return {}
     lines = split_lines(text)
-    found = {}
+    found: dict[tuple[int, int], tuple[Span, Span | None]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             span = node_span(node, lines)

@@ -13,6 +13,7 @@ import ast
 import os
 import re
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from ..dtypes import DIRECTIVE_DTYPES
 from .model import Span
@@ -68,7 +69,8 @@ UNFINISHED = (
 
 def find_examples(source: str, path: str) -> tuple[list[Example], list[DirectiveError]]:
     """Every `# vmem:` directive in a file, checked; bad ones become errors."""
-    examples, errors = [], []
+    examples: list[Example] = []
+    errors: list[DirectiveError] = []
     if "vmem" not in source:  # most files: no line to match
         return examples, errors
     for number, line in enumerate(split_lines(source), start=1):
@@ -152,7 +154,7 @@ def check_call(text: str) -> str | None:
     return None
 
 
-def is_axis(node: ast.AST) -> bool:
+def is_axis(node: ast.AST) -> TypeGuard[ast.List]:
     """A bracketed list of constants: the values of a sweep axis. A list that
     holds a shape literal (a pytree of arrays) is an argument."""
     if not isinstance(node, ast.List) or any(is_shape_literal(n) for n in ast.walk(node)):
@@ -164,7 +166,7 @@ def is_axis(node: ast.AST) -> bool:
     return True
 
 
-def axis_nodes(call: ast.Call) -> list[tuple[str, ast.List]]:
+def axis_nodes(call: ast.expr) -> list[tuple[str, ast.List]]:
     """(name, list) of each sweep axis among the arguments of the call and of the
     calls inside it (`block_sizes=BlockSizes(block_q=[512, 1024])` is the axis
     `BlockSizes.block_q`), in the order they are written."""
@@ -185,7 +187,7 @@ def sweep_axes(text: str) -> list[str]:
     return [name for name, _ in axis_nodes(parse_quietly(text.strip(), mode="eval").body)]
 
 
-def is_shape_literal(node: ast.AST) -> bool:
+def is_shape_literal(node: ast.AST) -> TypeGuard[ast.Subscript]:
     return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in DIRECTIVE_DTYPES
 
 
@@ -199,7 +201,7 @@ def check_dims(node: ast.Subscript) -> str | None:
 
 class _ShapeLiterals(ast.NodeTransformer):
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
-        if not is_shape_literal(node):
+        if not is_shape_literal(node) or not isinstance(node.value, ast.Name):
             return self.generic_visit(node)
         dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         call = ast.Call(

@@ -70,6 +70,11 @@ class Value:
     unknown: tuple[str, ...] = ()
     nested: bool = False  # an item is itself a pytree: indices are not positions
 
+    @property
+    def items(self) -> tuple[Entry, ...]:
+        """The entries of a value used as a sequence (as_sequence's, whose entries are always known)."""
+        return self.entries or ()
+
 
 def unique(items: Iterable, key=lambda item: item) -> tuple:
     seen: dict = {}
@@ -88,7 +93,7 @@ def _join(values: Sequence[Value]) -> Value:
     lengths = {v.length for v in sequences}
     return Value(
         leaves=unique((leaf for v in values for leaf in v.leaves), key=lambda leaf: leaf.key),
-        entries=_unique_entries(e for v in sequences for e in v.entries) if sequences else None,
+        entries=_unique_entries(e for v in sequences for e in v.items) if sequences else None,
         length=lengths.pop() if len(lengths) == 1 and len(sequences) == len(values) else None,
         unknown=unique(u for v in values for u in v.unknown),
         nested=any(v.nested for v in values),
@@ -144,10 +149,10 @@ def _items_of(children: Iterable[Value], spread: Iterable[bool] = ()) -> Value:
     unknown: list[str] = []
     position: int | None = 0
     nested = False
-    for value, spread_out in itertools.zip_longest(children, spread, fillvalue=False):
+    for value, spread_out in zip(children, itertools.chain(spread, itertools.repeat(False))):
         if spread_out:
             value = as_sequence(value)
-            found, count, nested = _shifted(value.entries, position), value.length, nested or value.nested
+            found, count, nested = _shifted(value.items, position), value.length, nested or value.nested
         else:
             (found, count), nested = _child(value, position), nested or value.entries is not None
         entries += found
@@ -159,7 +164,7 @@ def _items_of(children: Iterable[Value], spread: Iterable[bool] = ()) -> Value:
 def _concat(first: Value, second: Value) -> Value:
     a, b = as_sequence(first), as_sequence(second)
     return Value(
-        entries=_unique_entries(a.entries + _shifted(b.entries, a.length)),
+        entries=_unique_entries(a.items + _shifted(b.items, a.length)),
         length=None if a.length is None or b.length is None else a.length + b.length,
         unknown=a.unknown + b.unknown,
         nested=a.nested or b.nested,
@@ -245,10 +250,13 @@ class _Assigned(_Statement):
 
     def expression(self, file: File) -> Leaf | None:
         found = self._node(file)
-        value = getattr(found[1], "value", None) if found else None
+        if found is None:
+            return None
+        piece, node = found
+        value = getattr(node, "value", None)
         if value is not None and self.element is not None:
             value = _unpacked(value, self.element)
-        return None if value is None else Leaf(value, found[0], self.scope)
+        return None if value is None else Leaf(value, piece, self.scope)
 
     def _compute(self, file: File) -> Value | None:
         leaf = self.expression(file)
@@ -284,8 +292,8 @@ class _Mutated(_Statement):
             before = Value(entries=(), length=None, unknown=unknown)
         found = self._node(file)
         arguments = _mutation_arguments(found[1]) if found else ()
-        if len(arguments) != (2 if self.how == "insert" else 1):
-            return Value(entries=as_sequence(before).entries, length=None, unknown=before.unknown)
+        if found is None or len(arguments) != (2 if self.how == "insert" else 1):
+            return Value(entries=as_sequence(before).items, length=None, unknown=before.unknown)
         added = evaluate(file, Leaf(arguments[-1], found[0], self.scope))
         if self.how == "insert":
             return _inserted(before, int_literal(arguments[0]), added)
@@ -294,7 +302,7 @@ class _Mutated(_Statement):
         if self.how == "item":
             sequence = as_sequence(before)
             return Value(
-                entries=sequence.entries + _as_item(added, None),
+                entries=sequence.items + _as_item(added, None),
                 length=sequence.length,
                 unknown=sequence.unknown + added.unknown,
             )
@@ -319,10 +327,10 @@ def _inserted(before: Value, position: int | None, item: Value) -> Value:
     if position is not None and position < 0 and length is not None:
         position = max(length + position, 0)
     if position is None or position < 0 or sequence.nested or item.entries is not None:
-        moved, at = _shifted(sequence.entries, None), None
+        moved, at = _shifted(sequence.items, None), None
     else:
         moved = tuple(
-            e if e.index is None or e.index < position else Entry(e.leaf, e.index + 1) for e in sequence.entries
+            e if e.index is None or e.index < position else Entry(e.leaf, e.index + 1) for e in sequence.items
         )
         at = position if length is None else min(position, length)
     added, count = _child(item, at)
@@ -380,7 +388,10 @@ class _Function(_Binding):
 
     @property
     def enclosing(self) -> Scope:
-        return self._enclosing()
+        scope = self._enclosing()
+        if scope is None:
+            raise ReferenceError(f"the scope of {self.description} was dropped: File.scopes keeps it while locating")
+        return scope
 
 
 @dataclass(frozen=True)
@@ -412,7 +423,7 @@ def _pytree_fields(statement: ast.ClassDef) -> _Fields | None:
         and _ast_last(s.annotation.value if isinstance(s.annotation, ast.Subscript) else s.annotation)
         not in ("ClassVar", "InitVar", "KW_ONLY")
     ]
-    names = tuple(s.target.id for s in declared)
+    names = tuple(s.target.id for s in declared if isinstance(s.target, ast.Name))
     if any(_ast_last(base) == "NamedTuple" for base in statement.bases):
         return _Fields(names, names)
     plain = not any(
@@ -431,11 +442,18 @@ def _pytree_fields(statement: ast.ClassDef) -> _Fields | None:
             and _ast_last(decorator.args[0]) == "register_dataclass"
         ):
             data = next((k.value for k in decorator.keywords if k.arg == "data_fields"), None)
-            if isinstance(data, (ast.List, ast.Tuple)) and all(
-                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in data.elts
-            ):
-                return _Fields(names, tuple(e.value for e in data.elts)) if plain else None
+            fields = _strings(data)
+            if fields is not None:
+                return _Fields(names, fields) if plain else None
     return None
+
+
+def _strings(node: ast.expr | None) -> tuple[str, ...] | None:
+    """The items of a list or tuple of string literals (`data_fields=["a", "b"]`), else None."""
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return None
+    strings = tuple(e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return strings if len(strings) == len(node.elts) else None
 
 
 def _ast_last(node: ast.AST) -> str | None:
@@ -458,6 +476,7 @@ class SiteStatement:
 
 
 Env = Mapping[str, _Binding]
+_Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef  # a body walked for the sites it holds
 
 
 class _Walk:
@@ -470,7 +489,7 @@ class _Walk:
         self.function = function
         self.record_sites = record_sites
         self.returns: list[tuple[ast.Return, tuple[ast.stmt, ...], Scope]] = []
-        self.nested: list[tuple[ast.stmt, tuple[ast.stmt, ...]]] = []
+        self.nested: list[tuple[_Def, tuple[ast.stmt, ...]]] = []
 
     def body(self, statements: Sequence[ast.stmt], env: Env, ancestors: tuple[ast.stmt, ...]) -> Env:
         for statement in statements:
@@ -492,7 +511,7 @@ class _Walk:
         if isinstance(statement, (ast.With, ast.AsyncWith)):
             names = [n for item in statement.items for n in _targets(item.optional_vars)]
             return self.body(statement.body, _opaque(env, names, "a with target"), inner)
-        if isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        if isinstance(statement, (ast.Try, ast.TryStar)):
             done = self.body(statement.orelse, self.body(statement.body, env, inner), inner)
             raised = _merge(env, done)
             handled = [
@@ -500,7 +519,7 @@ class _Walk:
                 for h in statement.handlers
             ]
             return self.body(statement.finalbody, _merge(done, *handled), inner)
-        if isinstance(statement, getattr(ast, "Match", ())):
+        if isinstance(statement, ast.Match):
             cases = [
                 self.body(case.body, _opaque(env, _targets(case.pattern), "a match capture"), inner)
                 for case in statement.cases
@@ -518,7 +537,7 @@ class _Walk:
             self.returns.append((statement, ancestors, scope))
         return env
 
-    def _keep_if_nested_sites(self, statement: ast.stmt, ancestors: tuple[ast.stmt, ...]) -> None:
+    def _keep_if_nested_sites(self, statement: _Def, ancestors: tuple[ast.stmt, ...]) -> None:
         if self.record_sites and id(statement) in self.file.plan.enclosing:
             self.nested.append((statement, ancestors))
 
@@ -564,16 +583,15 @@ class _Walk:
 
 def _targets(node: ast.AST | None) -> list[str]:
     """Names bound by an assignment target or a match pattern (not `self` of `self.x = ...`)."""
-    if node is None:
-        return []
-    return [
-        n.id if isinstance(n, ast.Name) else n.name
-        for n in ast.walk(node)
-        if isinstance(n, ast.Name)
-        and isinstance(n.ctx, ast.Store)
-        or isinstance(n, ast.pattern)
-        and getattr(n, "name", None)
-    ]
+    names: list[str] = []
+    for n in ast.walk(node) if node is not None else ():
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.append(n.id)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            names.append(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:  # `case {"k": v, **rest}`
+            names.append(n.rest)
+    return names
 
 
 def _opaque(env: Env, names: Iterable[str], why: str) -> Env:
@@ -621,7 +639,7 @@ def walk_module(file: File, statements: list[ast.stmt]) -> None:
 
 
 def _walk_nested(
-    file: File, nested: list[tuple[ast.stmt, tuple[ast.stmt, ...]]], enclosing: Scope, function: str | None
+    file: File, nested: list[tuple[_Def, tuple[ast.stmt, ...]]], enclosing: Scope, function: str | None
 ) -> None:
     """Walk the defs and classes holding sites; a method sees the class's enclosing scope, not the class."""
     for statement, ancestors in nested:
@@ -658,7 +676,7 @@ def _helper_value(file: File, function: _Function) -> Value | None:
 def _return_value(file: File, statement: ast.Return, ancestors: tuple[ast.stmt, ...], scope: Scope) -> Value:
     found = file.statement(statement, ancestors)
     value = getattr(found[1], "value", None) if found else None
-    if value is None:
+    if found is None or value is None:
         return Value(unknown=(f"the return at line {statement.lineno}",))
     return evaluate(file, Leaf(value, found[0], scope))
 
@@ -670,7 +688,7 @@ def evaluate(file: File, leaf: Leaf) -> Value:
     """Follow an expression to the items it may hold; what cannot be followed is a leaf or unknown."""
     node = leaf.node
     if isinstance(node, cst.Name):
-        return _evaluate_name(file, leaf)
+        return _evaluate_name(file, leaf, node)
     if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
         return _elements(file, leaf, node.elements)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Multiply)):
@@ -679,7 +697,7 @@ def evaluate(file: File, leaf: Leaf) -> Value:
             return _concat(left, right)
         repeated = [v for v in (left, right) if v.entries is not None]
         if repeated:
-            return Value(entries=_shifted(repeated[0].entries, None), length=None, unknown=repeated[0].unknown)
+            return Value(entries=_shifted(repeated[0].items, None), length=None, unknown=repeated[0].unknown)
     if isinstance(node, cst.IfExp):
         return _join([evaluate(file, leaf.at(node.body)), evaluate(file, leaf.at(node.orelse))])
     if isinstance(node, cst.BooleanOperation):
@@ -687,18 +705,18 @@ def evaluate(file: File, leaf: Leaf) -> Value:
     if isinstance(node, cst.NamedExpr):
         return evaluate(file, leaf.at(node.value))
     if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
-        return _comprehension(file, leaf)
+        return _comprehension(file, leaf, node)
     if isinstance(node, cst.Dict):
         return _dict_items(file, leaf, [(e.value, isinstance(e, cst.StarredDictElement)) for e in node.elements])
     if isinstance(node, cst.Subscript):
-        return _subscript(file, leaf)
+        return _subscript(file, leaf, node)
     if isinstance(node, cst.Call):
-        return _evaluate_call(file, leaf)
+        return _evaluate_call(file, leaf, node)
     return Value(leaves=(leaf,))
 
 
-def _evaluate_name(file: File, leaf: Leaf) -> Value:
-    name = leaf.node.value
+def _evaluate_name(file: File, leaf: Leaf, node: cst.Name) -> Value:
+    name = node.value
     if name in ("None", "True", "False"):
         return Value(leaves=(leaf,))
     binding = leaf.scope.lookup(name)
@@ -721,16 +739,15 @@ def _dict_items(file: File, leaf: Leaf, items: Sequence[tuple[cst.BaseExpression
     unknown: list[str] = []
     for node, spread_out in items:
         value = evaluate(file, leaf.at(node))
-        spread = as_sequence(value).entries if spread_out else _as_item(value, None)
+        spread = as_sequence(value).items if spread_out else _as_item(value, None)
         entries += _shifted(spread, None)
         unknown += value.unknown
     return Value(entries=_unique_entries(entries), length=None, unknown=unique(unknown))
 
 
-def _comprehension(file: File, leaf: Leaf) -> Value:
-    node = leaf.node
-    names = []
-    loop = node.for_in
+def _comprehension(file: File, leaf: Leaf, node: cst.BaseSimpleComp | cst.DictComp) -> Value:
+    names: list[str] = []
+    loop: cst.CompFor | None = node.for_in
     while loop is not None:
         names += _cst_names(loop.target)
         loop = loop.inner_for_in
@@ -748,8 +765,7 @@ def _cst_names(target: cst.CSTNode) -> list[str]:
     return []
 
 
-def _subscript(file: File, leaf: Leaf) -> Value:
-    node = leaf.node
+def _subscript(file: File, leaf: Leaf, node: cst.Subscript) -> Value:
     base = evaluate(file, leaf.at(node.value))
     if base.entries is None:
         return Value(leaves=(leaf,))
@@ -768,8 +784,7 @@ def _literal_index(elements: Sequence[cst.SubscriptElement]) -> int | None:
     return int_literal(elements[0].slice.value)
 
 
-def _evaluate_call(file: File, leaf: Leaf) -> Value:
-    node = leaf.node
+def _evaluate_call(file: File, leaf: Leaf, node: cst.Call) -> Value:
     binding = None
     if isinstance(node.func, cst.Name):
         name = node.func.value
@@ -832,7 +847,7 @@ def _constructed(arguments: list[tuple[cst.Arg, Value]], fields: _Fields | None)
     if fields is None or loose or any(name not in given for name in fields.leaves):
         children = [v for v in (*given.values(), *loose) if not _is_constant(v)]
         return Value(
-            entries=_shifted(_items_of(children).entries, None),
+            entries=_shifted(_items_of(children).items, None),
             length=None,
             unknown=unique(u for v in children for u in v.unknown),
             nested=True,

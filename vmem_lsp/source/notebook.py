@@ -23,18 +23,22 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from .model import Span
 from .text import line_and_column
+
+if TYPE_CHECKING:
+    from ..fixes.edits import TextEdit
 
 SUFFIX = ".ipynb"
 
 
 def is_notebook(path: str | None) -> bool:
-    return bool(path) and path.endswith(SUFFIX)
+    return path is not None and path.endswith(SUFFIX)
 
 
 class NotebookError(ValueError):
@@ -50,7 +54,19 @@ class Node:
 
     start: int
     end: int
-    items: object = None  # dict of key -> Node, list of Node, or None for a scalar
+    items: dict[str, Node] | list[Node] | None = None  # an object's, an array's; None for a scalar
+
+    def member(self, key: str) -> Node:
+        """The value of an object's key (the caller read the JSON: it is an object that has it)."""
+        if not isinstance(self.items, dict) or key not in self.items:
+            raise NotebookError(f"not a notebook: no {key!r} at character {self.start}")
+        return self.items[key]
+
+    def elements(self) -> list[Node]:
+        """An array's values."""
+        if not isinstance(self.items, list):
+            raise NotebookError(f"not a notebook: no list at character {self.start}")
+        return self.items
 
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -61,25 +77,39 @@ _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|nu
 def _value(raw: str, at: int) -> Node:
     """The JSON value starting at `at` (whitespace skipped), with its span.
     The text is valid JSON already (json.loads read it): this only finds where."""
-    at = _WHITESPACE.match(raw, at).end()
+    at = _skip(raw, at)
     if raw[at] == "{":
-        items, start, at = {}, at, _WHITESPACE.match(raw, at + 1).end()
+        members: dict[str, Node] = {}
+        start, at = at, _skip(raw, at + 1)
         while raw[at] != "}":
-            key = _STRING.match(raw, at)
-            value = _value(raw, _WHITESPACE.match(raw, key.end()).end() + 1)  # past the ':'
-            items[json.loads(key.group())] = value
-            at = _WHITESPACE.match(raw, value.end).end()
-            at = _WHITESPACE.match(raw, at + 1).end() if raw[at] == "," else at
-        return Node(start, at + 1, items)
+            key = _matched(_STRING, raw, at)
+            value = _value(raw, _skip(raw, key.end()) + 1)  # past the ':'
+            members[json.loads(key.group())] = value
+            at = _skip(raw, value.end)
+            at = _skip(raw, at + 1) if raw[at] == "," else at
+        return Node(start, at + 1, members)
     if raw[at] == "[":
-        items, start, at = [], at, _WHITESPACE.match(raw, at + 1).end()
+        elements: list[Node] = []
+        start, at = at, _skip(raw, at + 1)
         while raw[at] != "]":
-            items.append(_value(raw, at))
-            at = _WHITESPACE.match(raw, items[-1].end).end()
-            at = _WHITESPACE.match(raw, at + 1).end() if raw[at] == "," else at
-        return Node(start, at + 1, items)
-    match = _STRING.match(raw, at) if raw[at] == '"' else _SCALAR.match(raw, at)
-    return Node(at, match.end())
+            elements.append(_value(raw, at))
+            at = _skip(raw, elements[-1].end)
+            at = _skip(raw, at + 1) if raw[at] == "," else at
+        return Node(start, at + 1, elements)
+    return Node(at, _matched(_STRING if raw[at] == '"' else _SCALAR, raw, at).end())
+
+
+def _skip(raw: str, at: int) -> int:
+    """Past the whitespace at `at`."""
+    return _matched(_WHITESPACE, raw, at).end()
+
+
+def _matched(pattern: re.Pattern[str], raw: str, at: int) -> re.Match[str]:
+    """The token at `at`, which valid JSON has there."""
+    found = pattern.match(raw, at)
+    if found is None:
+        raise NotebookError(f"not a notebook: unexpected text at character {at}")
+    return found
 
 
 # ---- magics -----------------------------------------------------------------------------------
@@ -102,9 +132,10 @@ def mask_magics(cell: str) -> str:
     lines = cell.split("\n")
     if cell.lstrip().startswith("%%"):
         return "\n".join("#" + line if line else line for line in lines)
-    masked, continued = [], False
+    masked: list[str] = []
+    continued = False
     for line in lines:
-        indent = re.match(r"\s*", line).group()
+        indent = line[: len(line) - len(line.lstrip())]
         if continued or _LINE_MAGIC.match(line) or _HELP.match(line):
             assigned = _ASSIGNED.match(line)
             masked.append(assigned.group(1) + "None" if assigned and not continued else indent + "pass")
@@ -117,7 +148,7 @@ def mask_magics(cell: str) -> str:
 # ---- the notebook -----------------------------------------------------------------------------
 
 
-def module_lines(source: str) -> tuple[list[str], frozenset]:
+def module_lines(source: str) -> tuple[list[str], frozenset[int]]:
     """A cell's lines in the module (magics masked, a final line end dropped)
     and which of them (1-based) were masked: the one rule for the disk and
     the editor, so that both make the same module of the same cells."""
@@ -127,14 +158,28 @@ def module_lines(source: str) -> tuple[list[str], frozenset]:
     return lines, frozenset(n for n, (a, b) in enumerate(zip(lines, source.split("\n")), 1) if a != b)
 
 
-class CellModule:
+class _Cell(Protocol):
+    @property
+    def source(self) -> str: ...
+    @property
+    def first_line(self) -> int: ...
+    @property
+    def lines(self) -> int: ...
+    @property
+    def masked(self) -> frozenset[int]: ...
+
+
+CellT = TypeVar("CellT", bound=_Cell)
+
+
+class CellModule(Generic[CellT]):
     """Code cells placed in one module, in order: each has `source`,
     `first_line` (1-based), `lines` and `masked` (lines of the cell, 1-based).
     What a notebook read from disk and one open in an editor share."""
 
-    cells: tuple
+    cells: tuple[CellT, ...]
 
-    def cell_at(self, line: int):
+    def cell_at(self, line: int) -> CellT | None:
         at = bisect_right(self._first_lines, line) - 1
         cell = self.cells[at] if at >= 0 else None
         return cell if cell is not None and line < cell.first_line + cell.lines else None
@@ -153,16 +198,17 @@ class CellModule:
             return f"an edit at line {span.start_line} falls on an IPython magic"
         return None
 
-    def edits_by_cell(self, edits) -> list[tuple[object, list]]:
+    def edits_by_cell(self, edits: Iterable[TextEdit]) -> list[tuple[CellT, list[TextEdit]]]:
         """Module edits grouped by the cell they fall in, in module order."""
-        by_cell: dict[int, list] = {}
+        by_cell: dict[int, list[TextEdit]] = {}
         for edit in edits:
-            if (why := self.refusal(edit.span)) is not None:
-                raise NotebookError(why)
-            by_cell.setdefault(self.cell_at(edit.span.start_line).first_line, []).append(edit)
+            cell = self.cell_at(edit.span.start_line)
+            if (why := self.refusal(edit.span)) is not None or cell is None:
+                raise NotebookError(why or f"an edit at line {edit.span.start_line} is not inside one code cell")
+            by_cell.setdefault(cell.first_line, []).append(edit)
         return [(cell, by_cell[cell.first_line]) for cell in self.cells if cell.first_line in by_cell]
 
-    def in_cell(self, span: Span, strict: bool = False) -> tuple[object, Span] | None:
+    def in_cell(self, span: Span, strict: bool = False) -> tuple[CellT, Span] | None:
         """The cell a module span starts in, and the span within it. An end
         past that cell is brought back to the cell's end (a diagnostic still
         shows); `strict` (an edit) refuses it, and any span on a masked magic."""
@@ -186,7 +232,7 @@ class CodeCell:
     first_line: int  # 1-based line of the module where the cell starts
     lines: int  # how many module lines it takes
     node: Node  # the "source" value in the file: a string or a list of strings
-    masked: frozenset = frozenset()  # lines of the cell (1-based) whose IPython syntax was masked
+    masked: frozenset[int] = frozenset()  # lines of the cell (1-based) whose IPython syntax was masked
 
 
 @dataclass(frozen=True)
@@ -197,7 +243,7 @@ class CellPosition:
 
 
 @dataclass(frozen=True)
-class Notebook(CellModule):
+class Notebook(CellModule[CodeCell]):
     path: str
     raw: str  # the file's text
     cells: tuple[CodeCell, ...]
@@ -225,13 +271,13 @@ class Notebook(CellModule):
             offset = _raw_offset(self.raw, cell.node, before + col)
         return line_and_column(self.raw, offset)
 
-    def edited_cells(self, edits) -> list[tuple[str, str, str]]:
+    def edited_cells(self, edits: Iterable[TextEdit]) -> list[tuple[str, str, str]]:
         """(":cell N", source before, source after) of each cell the edits change: what --diff shows."""
         return [
             (f":cell {cell.index + 1}", cell.source, _edited(cell, local)) for cell, local in self.edits_by_cell(edits)
         ]
 
-    def apply_edits(self, edits) -> str:
+    def apply_edits(self, edits: Iterable[TextEdit]) -> str:
         """The file's text with module edits made in their cells' sources; every
         other byte as it was."""
         raw, ascii_only = self.raw, self.raw.isascii()
@@ -241,7 +287,7 @@ class Notebook(CellModule):
         return raw
 
 
-def _edited(cell: CodeCell, edits) -> str:
+def _edited(cell: CodeCell, edits: Iterable[TextEdit]) -> str:
     from ..fixes.edits import TextEdit, apply_edits
 
     shift = cell.first_line - 1
@@ -314,15 +360,16 @@ def read_notebook(raw: str, path: str) -> Notebook:
         )
     if not isinstance(document.get("cells"), list):
         raise NotebookError("not a notebook: it has no list of cells")
-    nodes = _value(raw, 0).items["cells"].items
-    cells, module = [], []
+    nodes = _value(raw, 0).member("cells").elements()
+    cells: list[CodeCell] = []
+    module: list[str] = []
     for index, (cell, node) in enumerate(zip(document["cells"], nodes)):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code" or "source" not in cell:
             continue
         source = cell["source"]
         source = "".join(source) if isinstance(source, list) else str(source)
         lines, masked = module_lines(source)
-        cells.append(CodeCell(index, source, len(module) + 1, len(lines), node.items["source"], masked))
+        cells.append(CodeCell(index, source, len(module) + 1, len(lines), node.member("source"), masked))
         module.extend(lines)
     _last_read[path] = Notebook(path, raw, tuple(cells), "\n".join(module) + "\n")
     return _last_read[path]
@@ -339,12 +386,12 @@ class OpenCell:
     source: str
     first_line: int  # 1-based line of the module where the cell starts
     lines: int  # how many module lines it takes
-    masked: frozenset  # lines of the cell (1-based) whose IPython syntax was masked
+    masked: frozenset[int]  # lines of the cell (1-based) whose IPython syntax was masked
     text: str  # its lines in the module, joined
 
 
 @dataclass(frozen=True)
-class OpenNotebook(CellModule):
+class OpenNotebook(CellModule[OpenCell]):
     """The module an open notebook's code cells make, and the way between its
     positions (lines 1-based, columns in code points) and the cells'."""
 
@@ -368,7 +415,8 @@ def open_notebook(cells: Sequence[tuple[str, str]], previous: OpenNotebook | Non
     text is as in `previous` is not masked again: typing in one cell of a
     200-cell notebook costs one cell's masking and one join."""
     known = {cell.uri: cell for cell in previous.cells} if previous is not None else {}
-    placed, line = [], 1
+    placed: list[OpenCell] = []
+    line = 1
     for uri, source in cells:
         cell = known.get(uri)
         if cell is None or cell.source != source:

@@ -20,7 +20,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from .model import Expr, Span
-from .statements import first_line
+from .statements import first_line, last_line
 from .text import char_column
 
 _CACHE_SIZE = 4096
@@ -126,9 +126,9 @@ class Source:
         line = statement.lineno
         column = char_column(self.lines[line - 1], statement.col_offset)  # ast's bytes, libcst's code points
         for anchor in (statement, *reversed(ancestors)):
-            piece = self._piece(first_line(anchor), anchor.end_lineno)
-            node = piece and piece.parsed.statements.get((line - piece.line_offset, column))
-            if node is not None:
+            piece = self._piece(first_line(anchor), last_line(anchor))
+            node = piece.parsed.statements.get((line - piece.line_offset, column)) if piece else None
+            if piece is not None and node is not None:
                 return piece, node
         return None
 
@@ -138,7 +138,7 @@ class Source:
             body = "\n".join(self.lines[first - 1 : last]) + "\n"
             indented = body[:1] in (" ", "\t")
             parsed = _parse_cached("if 1:\n" + body if indented else body)
-            self._pieces[first, last] = parsed and Piece(parsed, first - 2 if indented else first - 1)
+            self._pieces[first, last] = Piece(parsed, first - 2 if indented else first - 1) if parsed else None
         return self._pieces[first, last]
 
 

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from .statements import first_line
+from .statements import first_line, last_line
 
 _BODY_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -84,8 +84,8 @@ def clear_cache() -> None:
 
 
 def make_plan(statements: list[ast.stmt], lines: list[str]) -> Plan:
-    texts = ["\n".join(lines[first_line(s) - 1 : s.end_lineno]) for s in statements]
-    keys = [(text, s.lineno - first_line(s), s.col_offset, s.end_col_offset) for s, text in zip(statements, texts)]
+    texts = ["\n".join(lines[first_line(s) - 1 : last_line(s)]) for s in statements]
+    keys = [(text, s.lineno - first_line(s), s.col_offset, s.end_col_offset or 0) for s, text in zip(statements, texts)]
     _learners_by_text.start()
     _flags_by_text.start()
     names = _kernel_names(statements, texts, keys)
@@ -125,7 +125,7 @@ class _Mentions:
             self.counts.append(self.counts[-1] + mentions)
 
     def any(self, statement: ast.stmt) -> bool:
-        first, end = first_line(statement) - self.first, statement.end_lineno - self.first + 1
+        first, end = first_line(statement) - self.first, last_line(statement) - self.first + 1
         return self.counts[min(end, len(self.counts) - 1)] > self.counts[max(first, 0)]
 
 
@@ -185,11 +185,11 @@ def _learn_names(statement: ast.stmt, imported: dict[str, str], pallas: set[str]
             imported[alias.asname or alias.name] = alias.name
             if alias.name == "pallas_call":
                 pallas.add(alias.asname or alias.name)
-    value = getattr(statement, "value", None) if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
-    if value is None:
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
         return
+    value = statement.value
     targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-    bound = {_ast_last_name(t, {}) for t in targets} - {None}
+    bound = {name for t in targets if (name := _ast_last_name(t, {})) is not None}
     if _ast_last_name(value, imported) in pallas:
         pallas.update(bound)
     elif _ast_is_partial_of_pallas(value, imported, pallas):
@@ -253,8 +253,8 @@ def _flag(
     for node in _own_parts(statement):
         if isinstance(node, ast.Name) and node.id in refs or isinstance(node, ast.Attribute) and node.attr in refs:
             refers = True
-        elif isinstance(node, ast.Call) and _ast_last_name(node.func, {}) in partials:
-            called.add(_ast_last_name(node.func, {}))
+        elif isinstance(node, ast.Call) and (name := _ast_last_name(node.func, {})) in partials and name is not None:
+            called.add(name)
     if refers:
         flagged.add(path)
         enclosing.update(chain)

@@ -82,7 +82,7 @@ def site_calls(file: File, statement: cst.CSTNode, piece: Piece, scope: Scope) -
         leaf = Leaf(call, piece, scope)
         name = _last_name(call.func, names)
         partial = follow(file, leaf.at(call.func)) if name in names.partials else None
-        if id(call.func) in partials:
+        if id(call.func) in partials and isinstance(call.func, cst.Call):
             yield SiteCall(call, name_token(call.func.args[0].value), ((leaf.at(call.func), 1), (leaf, 0)))
         elif id(call) in partials:
             if id(call) not in called and not _bound_to_called_alias(statement, call, file):
@@ -167,7 +167,7 @@ def _arguments(sources: Sequence[tuple[Leaf, int]], parameters: Sequence[str]) -
     position = 0
     for leaf, skip in sources:
         positional = 0
-        for arg in leaf.node.args:
+        for arg in cst.ensure_type(leaf.node, cst.Call).args:  # a call, or a partial's
             if arg.star:
                 notes.append(f"`{arg.star}{_short(leaf.piece.expr(arg.value).text)}` is not followed")
             elif arg.keyword is not None:
@@ -190,7 +190,7 @@ def _items(
     value = as_sequence(evaluate(file, leaf))
     notes = [f"{label}: could not follow {unknown}" for unknown in value.unknown]
     sites = []
-    for entry in value.entries:
+    for entry in value.items:
         node = entry.leaf.node
         if is_none(node):
             continue
@@ -272,8 +272,8 @@ def _vmem_limit(file: File, leaf: Leaf, depth: int) -> Leaf | None:
         inner = list(found.values())
     elif isinstance(node, cst.Dict):
         pairs = [e for e in node.elements if isinstance(e, cst.DictElement)]
-        found = {_string(e.key): leaf.at(e.value) for e in pairs}
-        inner = list(found.values())
+        found = {key: leaf.at(e.value) for e in pairs if (key := _string(e.key)) is not None}
+        inner = [leaf.at(e.value) for e in pairs]
     else:
         return None
     if "vmem_limit_bytes" in found:
@@ -287,7 +287,8 @@ def _vmem_limit(file: File, leaf: Leaf, depth: int) -> Leaf | None:
 
 
 def _string(node: cst.BaseExpression) -> str | None:
-    return node.evaluated_value if isinstance(node, cst.SimpleString) else None
+    value = node.evaluated_value if isinstance(node, cst.SimpleString) else None
+    return value if isinstance(value, str) else None
 
 
 def _written(leaf: Leaf | None) -> Expr | None:

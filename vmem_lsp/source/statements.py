@@ -94,11 +94,11 @@ def _reparse_edit(last: _Clean, lines: list[str]) -> list[ast.stmt] | None:
     while same_after < shortest - same_before and old[-1 - same_after] == lines[-1 - same_after]:
         same_after += 1
     kept_before = 0
-    while kept_before < len(old_statements) and old_statements[kept_before].end_lineno <= same_before:
+    while kept_before < len(old_statements) and last_line(old_statements[kept_before]) <= same_before:
         kept_before += 1
     while kept_before and not _ends_cleanly(old, old_statements, kept_before - 1):
         kept_before -= 1
-    start = old_statements[kept_before - 1].end_lineno if kept_before else 0  # 0-based first line to parse
+    start = last_line(old_statements[kept_before - 1]) if kept_before else 0  # 0-based first line to parse
     shift = len(lines) - len(old)
     kept_after = len(old_statements)
     if shift == 0:
@@ -118,7 +118,7 @@ def _reparse_edit(last: _Clean, lines: list[str]) -> list[ast.stmt] | None:
 def _ends_cleanly(lines: list[str], statements: list[ast.stmt], index: int) -> bool:
     """Whether, after statement `index`, the next line starts afresh: no `;` statement after it on its
     last line, and no backslash joining that line to the next."""
-    end = statements[index].end_lineno
+    end = last_line(statements[index])
     following = statements[index + 1] if index + 1 < len(statements) else None
     return (following is None or first_line(following) > end) and not lines[end - 1].endswith("\\")
 
@@ -194,3 +194,8 @@ def _chunk_around(starts: list[int], line: int, first: int, end: int) -> tuple[i
 def first_line(statement: ast.stmt) -> int:
     decorators = getattr(statement, "decorator_list", None)
     return min([statement.lineno] + [d.lineno for d in decorators or ()])
+
+
+def last_line(node: ast.stmt | ast.expr) -> int:
+    """The line a node ends on (ast.parse sets it; the type allows a node built by hand without)."""
+    return node.end_lineno if node.end_lineno is not None else node.lineno

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import ast
 import warnings
+from typing import Literal, overload
 
 
-def parse_quietly(text: str, mode: str = "exec") -> ast.AST:
+@overload
+def parse_quietly(text: str, mode: Literal["exec"] = "exec") -> ast.Module: ...
+@overload
+def parse_quietly(text: str, mode: Literal["eval"]) -> ast.Expression: ...
+
+
+def parse_quietly(text: str, mode: Literal["exec", "eval"] = "exec") -> ast.Module | ast.Expression:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ast.parse(text, mode=mode)
+        return ast.parse(text, mode="eval") if mode == "eval" else ast.parse(text)

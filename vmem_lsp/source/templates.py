@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..dtypes import TABLE
@@ -23,7 +24,7 @@ from .syntax import parse_quietly
 PLACEHOLDER = "f32[...]"
 JAX_TO_DIRECTIVE = {d.jax: d.name for d in TABLE}
 # Constructors whose shape and dtype can be read: name -> (index of the shape argument, of the dtype argument).
-CONSTRUCTORS = {
+CONSTRUCTORS: dict[str, tuple[int, int] | tuple[None, None]] = {  # where the shape and the dtype are passed
     "ones": (0, 1),
     "zeros": (0, 1),
     "empty": (0, 1),
@@ -58,7 +59,10 @@ class Template:
         return any("..." in a for a in self.arguments)
 
 
-def _functions(module: ast.Module) -> dict[str, ast.FunctionDef]:
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _functions(module: ast.Module) -> dict[str, Function]:
     return {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
@@ -73,12 +77,12 @@ def _calls_to(node: ast.AST, names: set[str]) -> bool:
     )
 
 
-def reaching_function(module: ast.Module, line: int) -> ast.FunctionDef | None:
+def reaching_function(module: ast.Module, line: int) -> Function | None:
     """The module-level function to call for the pallas_call on `line`: the
     top-level def around it when public, else a public one that calls it
     (through private helpers of the file), else the def itself."""
     functions = _functions(module)
-    around = next((f for f in functions.values() if f.lineno <= line <= f.end_lineno), None)
+    around = next((f for f in functions.values() if f.lineno <= line <= (f.end_lineno or f.lineno)), None)
     if around is None:
         return None
     if not around.name.startswith("_"):
@@ -103,7 +107,7 @@ def _default_text(node: ast.AST) -> str | None:
     return None
 
 
-def parameters(function: ast.FunctionDef) -> tuple[list[str], list[str]]:
+def parameters(function: Function) -> tuple[list[str], list[str]]:
     """(names of the positional parameters without a default; `name=...` of
     keyword-only ones without, and `name=default` of integer defaults)."""
     args = function.args
@@ -134,14 +138,13 @@ def _dtype(node: ast.AST | None) -> str | None:
 def _shape(node: ast.AST) -> tuple[int, ...] | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return (node.value,)
-    if isinstance(node, (ast.Tuple, ast.List)) and all(
-        isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts
-    ):
-        return tuple(e.value for e in node.elts)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        dims = tuple(e.value for e in node.elts if isinstance(e, ast.Constant) and type(e.value) is int)
+        return dims if len(dims) == len(node.elts) else None
     return None
 
 
-def array_literal(node: ast.AST, names: dict[str, ast.AST]) -> str | None:
+def array_literal(node: ast.AST, names: Mapping[str, ast.AST]) -> str | None:
     """`bf16[1024, 512]` for `jnp.ones((1024, 512), jnp.bfloat16)`,
     `jax.random.normal(key, (8, 128))`, `jax.ShapeDtypeStruct((8, 128), jnp.float32)`,
     or a name assigned one of them in the same function."""
@@ -156,9 +159,9 @@ def array_literal(node: ast.AST, names: dict[str, ast.AST]) -> str | None:
         if isinstance(node.func, ast.Name)
         else None
     )
-    if func not in CONSTRUCTORS or CONSTRUCTORS[func][0] is None:
+    shape_at, dtype_at = CONSTRUCTORS.get(func or "", (None, None))
+    if shape_at is None or dtype_at is None:
         return None
-    shape_at, dtype_at = CONSTRUCTORS[func]
     keywords = {k.arg: k.value for k in node.keywords}
     shape_node = node.args[shape_at] if len(node.args) > shape_at else keywords.get("shape")
     dtype_node = node.args[dtype_at] if len(node.args) > dtype_at else keywords.get("dtype")
@@ -169,15 +172,18 @@ def array_literal(node: ast.AST, names: dict[str, ast.AST]) -> str | None:
     return f"{dtype}[{', '.join(map(str, shape))}]"
 
 
-def calls_with_shapes(text: str, name: str) -> list[tuple[int, list[str]]]:
+def calls_with_shapes(text: str, name: str) -> list[tuple[int, tuple[str, ...]]]:
     """(line, arguments) of each call of `name` in `text` whose array arguments
     are all constructors of literal shape (or names assigned one)."""
     try:
         module = parse_quietly(text)
     except (SyntaxError, ValueError):
         return []
-    found = []
-    scopes = [module, *(n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    found: list[tuple[int, list[str]]] = []
+    scopes: list[ast.AST] = [
+        module,
+        *(n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+    ]
     for scope in scopes:
         names = {
             t.id: n.value
@@ -193,8 +199,8 @@ def calls_with_shapes(text: str, name: str) -> list[tuple[int, list[str]]]:
                 and (getattr(call.func, "id", None) or getattr(call.func, "attr", None)) == name
             ):
                 continue
-            arrays = [array_literal(a, names) for a in call.args]
-            if call.args and all(arrays):
+            arrays = [literal for a in call.args if (literal := array_literal(a, names))]
+            if call.args and len(arrays) == len(call.args):
                 keywords = [
                     f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords if k.arg and _default_text(k.value)
                 ]
@@ -221,7 +227,7 @@ def test_files(path: str, root: str | None) -> list[str]:
     return found
 
 
-def template_for(text: str, path: str, site_span: Span, others: list[tuple[str, str]] = ()) -> Template | None:
+def template_for(text: str, path: str, site_span: Span, others: Sequence[tuple[str, str]] = ()) -> Template | None:
     """The example to add for the pallas_call at `site_span`; `others` are
     (path, text) of files to look in for calls with literal shapes (tests)."""
     try:

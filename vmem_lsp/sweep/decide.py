@@ -257,7 +257,7 @@ class Plan:
                 "undecided",
                 "the compile budget ran out; the model alone cannot say",
             )
-        return [i.verdict for i in self.items]
+        return [i.verdict for i in self.items if i.verdict is not None]  # every one, the open ones just now
 
     def choose(self, room: int) -> list[Config]:
         """The open configs whose verdict would settle the most others: the
@@ -282,7 +282,7 @@ class Plan:
 
     def imply(self, item: Config) -> None:
         verdict = item.verdict
-        if verdict.decided_by != "compiler" or verdict.fits is None:
+        if verdict is None or verdict.decided_by != "compiler" or verdict.fits is None:
             return
         for other in self.open():
             if verdict.fits and no_larger(other, item):
@@ -310,11 +310,11 @@ class Plan:
     def consistent(self) -> bool:
         """No compiled config that fits is at least as large as one that overflows."""
         compiled = [
-            i for i in self.items if i.verdict and i.verdict.decided_by == "compiler" and i.verdict.fits is not None
+            (i, v) for i in self.items if (v := i.verdict) and v.decided_by == "compiler" and v.fits is not None
         ]
-        for small in compiled:
-            for large in compiled:
-                if small is not large and not small.verdict.fits and large.verdict.fits and no_larger(small, large):
+        for small, small_verdict in compiled:
+            for large, large_verdict in compiled:
+                if small is not large and not small_verdict.fits and large_verdict.fits and no_larger(small, large):
                     self.broken.append(f"{describe(small.config)} overflows but {describe(large.config)} fits")
                     return False
         return True

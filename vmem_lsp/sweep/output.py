@@ -10,7 +10,8 @@ from itertools import groupby
 
 from ..report.parse import format_size
 from .decide import Verdict, describe
-from .run import SweepOutcome
+from .run import S, SweepOutcome
+from .spec import Sweep
 
 COLUMNS = ("config", "fits", "needs", "limit", "headroom", "decided by")
 
@@ -32,7 +33,7 @@ def row(v: Verdict) -> tuple[str, ...]:
     return (describe(v.config), fits_word(v), size(v.used), size(v.limit), size(v.headroom), who)
 
 
-def summary(outcome: SweepOutcome) -> str:
+def summary(outcome: SweepOutcome[S]) -> str:
     decided = sum(v.fits is not None for v in outcome.verdicts)
     fit = sum(bool(v.fits) for v in outcome.verdicts)
     line = (
@@ -43,7 +44,7 @@ def summary(outcome: SweepOutcome) -> str:
     return line + broken
 
 
-def text(outcome: SweepOutcome) -> str:
+def text(outcome: SweepOutcome[S]) -> str:
     out = [outcome.sweep.example.text]
     for target, verdicts in groupby(outcome.verdicts, key=lambda v: v.target):
         rows = [COLUMNS] + [row(v) for v in verdicts]
@@ -73,7 +74,7 @@ def as_dict(v: Verdict) -> dict:
     }
 
 
-def json_text(outcome: SweepOutcome) -> str:
+def json_text(outcome: SweepOutcome[S]) -> str:
     return (
         json.dumps(
             {
@@ -91,7 +92,7 @@ def json_text(outcome: SweepOutcome) -> str:
     )
 
 
-def csv_text(outcome: SweepOutcome) -> str:
+def csv_text(outcome: SweepOutcome[S]) -> str:
     names = list(outcome.sweep.configs()[0]) if outcome.verdicts else []
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -115,7 +116,7 @@ def csv_text(outcome: SweepOutcome) -> str:
 FORMATS = {"text": text, "json": json_text, "csv": csv_text}
 
 
-def plot(outcome: SweepOutcome, path: str) -> None:
+def plot(outcome: SweepOutcome[Sweep], path: str) -> None:
     """A heat map of headroom (share of the limit) over the first two axes,
     one panel per chip and value of the other axes; over is red, undecided
     grey. Needs matplotlib: `pip install 'vmem-lsp[plot]'`."""

@@ -9,20 +9,24 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from ..compile.cache import ResultCache
 from ..compile.protocol import ExampleResult
 from ..config import Settings
 from ..engine import Progress, make_workers, request_for
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
-from .spec import Sweep, SweepError
+from .spec import Configs, SweepError
 
 UNKNOWN_PARAMETER = re.compile(r"unexpected keyword argument '(\w+)'|got an unexpected keyword argument (\S+)")
 
 
+S = TypeVar("S", bound=Configs)  # what was swept: a Sweep (its axes plot), or the API's listed configs
+
+
 @dataclass
-class SweepOutcome:
-    sweep: Sweep
+class SweepOutcome(Generic[S]):
+    sweep: S
     verdicts: list[Verdict] = field(default_factory=list)
     compiles: int = 0  # configs x chips sent to the compiler (a cached answer counts: it was compiled once)
     cache_hits: int = 0
@@ -35,11 +39,12 @@ class SweepOutcome:
         return len(self.verdicts)
 
 
-def check_parameters(traced: list[ExampleResult], sweep: Sweep) -> None:
+def check_parameters(traced: list[ExampleResult], sweep: Configs) -> None:
     """A parameter the function does not take fails every trace the same way:
     say so once, before anything compiles."""
-    if traced and all(r.error for r in traced):
-        first = traced[0].error
+    errors = [r.error for r in traced if r.error]
+    if traced and len(errors) == len(traced):
+        first = errors[0]
         if (match := UNKNOWN_PARAMETER.search(first)) is not None:
             name = (match.group(1) or match.group(2)).strip("'\"")
             raise SweepError(f"{sweep.example.text.split('(')[0]} takes no parameter {name!r}: {first.splitlines()[0]}")
@@ -47,14 +52,14 @@ def check_parameters(traced: list[ExampleResult], sweep: Sweep) -> None:
 
 
 def run_sweep(
-    sweep: Sweep,
+    sweep: S,
     settings: Settings,
     *,
     budget: int | None = None,
     use_cache: bool = True,
     worker=None,
     progress: Progress | None = None,
-) -> SweepOutcome:
+) -> SweepOutcome[S]:
     """Every config of `sweep` on every chip of `settings`; `progress` (engine.Progress)
     is told of the traces, then of the compiles."""
     progress = progress or Progress()

@@ -16,6 +16,7 @@ import itertools
 import math
 import os
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..source.directives import DIRECTIVE, Example, axis_nodes, check_call
 from ..source.model import Span
@@ -35,6 +36,16 @@ class Axis:
     values: tuple  # the constants, as written
     start: int  # string indices of the list in the call text
     end: int
+
+
+class Configs(Protocol):
+    """What run_sweep runs: configs as keyword dicts, each made into an example
+    (a Sweep's product of axes; the API's list of an autotuner's configs)."""
+
+    @property
+    def example(self) -> Example: ...
+    def configs(self) -> list[dict]: ...
+    def example_for(self, config: dict) -> Example: ...
 
 
 @dataclass(frozen=True)
@@ -82,7 +93,12 @@ def axes_of(call_text: str) -> tuple[Axis, ...]:
         if not values:
             raise SweepError(f"the axis {name} is an empty list: give it at least one value")
         axes.append(
-            Axis(name, values, index(node.lineno, node.col_offset), index(node.end_lineno, node.end_col_offset))
+            Axis(
+                name,
+                values,
+                index(node.lineno, node.col_offset),
+                index(node.end_lineno or node.lineno, node.end_col_offset or node.col_offset),
+            )
         )
     return tuple(axes)
 

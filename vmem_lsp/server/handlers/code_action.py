@@ -76,9 +76,9 @@ def wanted(params: types.CodeActionParams, kind: str) -> bool:
 
 def resolves_edits(ls: VmemServer) -> bool:
     """The client fills in an action's edit by codeAction/resolve when it is chosen."""
-    support = ls.client_capabilities
-    for name in ("text_document", "code_action", "resolve_support"):
-        support = getattr(support, name, None)
+    document = ls.client_capabilities.text_document
+    code_action = document.code_action if document is not None else None
+    support = code_action.resolve_support if code_action is not None else None
     return support is not None and "edit" in support.properties
 
 
@@ -100,7 +100,7 @@ def example_of(data) -> ExampleKey | None:
 def asked_about(ls: VmemServer, path: str, line: int, params: types.CodeActionParams) -> set[ExampleKey]:
     """The examples a request is about: of its diagnostics, or the directive on
     its first line (`line`, of the file or of a notebook's module)."""
-    asked = {example_of(d.data) for d in params.context.diagnostics} - {None}
+    asked = {key for d in params.context.diagnostics if (key := example_of(d.data)) is not None}
     doc = ls.session.documents.get(path)
     return asked | {e.key for e in (doc.examples if doc else []) if e.line == line}
 

@@ -26,10 +26,12 @@ def handle(ls: VmemServer, params: types.InlayHintParams) -> list[types.InlayHin
     if doc is None or first is None or last is None:
         return []
     lines = split_lines(doc.text)
-    (first, _), (last, _) = first, last
+    first_line, last_line = first[0], last[0]
     hints = []
     for site, by_target, known in ls.session.all_budgets(path):
-        if not by_target or not (first <= site.span.start_line <= last or first <= site.span.end_line <= last):
+        if not by_target or not (
+            first_line <= site.span.start_line <= last_line or first_line <= site.span.end_line <= last_line
+        ):
             continue
         line = site.name_span.start_line
         end_of_line = len(lines[line - 1]) if line <= len(lines) else 0
