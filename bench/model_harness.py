@@ -39,8 +39,9 @@ import families
 
 from vmem_lsp import layout
 from vmem_lsp.chips import CHIPS, chip
-from vmem_lsp.compile.protocol import CapturedCall, result_from_dict
+from vmem_lsp.compile.protocol import result_from_dict
 from vmem_lsp.report.parse import format_size, parse_report
+from vmem_lsp.results import CapturedCall
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "model_results.jsonl"

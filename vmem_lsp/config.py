@@ -10,8 +10,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 
 from .chips import DEFAULT_TARGETS, chip
-from .compile.protocol import PhaseLimits
 from .compile.shared_cache import is_url
+from .results import PhaseLimits
 
 
 @dataclass(frozen=True)

@@ -532,7 +532,7 @@ def diagnose(path: str, worker: str | None = None) -> dict:
         checks.append(problem)
     worker_lines, client = worker_checks(settings, pinned)
     checks += worker_lines
-    from .compile.protocol import PhaseLimits
+    from .results import PhaseLimits
 
     limits = PhaseLimits(trace=min(settings.trace_timeout, 60.0), compile=min(settings.timeout, 120.0))
     if client is None:

@@ -23,10 +23,10 @@ from .compile.cache import ResultCache
 from .compile.client import CheckRequest, WorkerClient
 from .compile.memory import PeakLog, worker_peak
 from .compile.pool import WorkerPool, memory_plan
-from .compile.protocol import ExampleResult, PhaseLimits
 from .config import Settings
 from .diagnostics import Diagnostic, is_suppressed, merge_targets
 from .mapping import diagnostics_for
+from .results import ExampleResult, PhaseLimits
 from .shard import Shard, ShardWork, owns, pair_key, take
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
 from .source.locate import LocateResult, locate

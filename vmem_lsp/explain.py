@@ -347,7 +347,7 @@ class TracedCall:
 
     path: str
     site: object  # KernelSite
-    call: object  # compile.protocol.CapturedCall
+    call: object  # results.CapturedCall
     example: str  # "file:line" of the example that reached it
 
 

@@ -33,8 +33,9 @@ import threading
 import uuid
 from importlib.metadata import PackageNotFoundError, version
 
+from ..results import ExampleResult
 from .client import CheckRequest, project_root
-from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict
+from .protocol import PROTOCOL_VERSION, result_from_dict
 from .shipping import file_digest, relocate
 
 log = logging.getLogger(__name__)

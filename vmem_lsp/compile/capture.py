@@ -42,10 +42,10 @@ from jax.sharding import SingleDeviceSharding
 
 from ..chips import chip
 from ..dtypes import COMPILER_DTYPES, DIRECTIVE_DTYPES
+from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
 from ..source.directives import SHAPE_FUNCTION, _ShapeLiterals, check_dims, compile_call, is_shape_literal
 from ..source.syntax import parse_quietly
 from ..source.text import char_column
-from .protocol import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
 
 JAX_DIR = os.path.dirname(jax.__file__) + os.sep
 JAXLIB_DIR = os.path.join(os.path.dirname(os.path.dirname(jax.__file__)), "jaxlib") + os.sep

@@ -19,8 +19,9 @@ import threading
 from dataclasses import dataclass
 
 from .. import lifetime
+from ..results import ExampleResult, Origin, PhaseLimits
 from . import memory
-from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_doing, phase_words, result_from_dict
+from .protocol import PROTOCOL_VERSION, phase_doing, phase_words, result_from_dict
 from .shipping import Manifests, relocate, workspace_folder
 from .worker import module_name_for
 

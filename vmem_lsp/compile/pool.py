@@ -10,9 +10,9 @@ import os
 import queue
 import threading
 
+from ..results import ExampleResult, PhaseLimits
 from . import memory
 from .client import CheckRequest, WorkerClient
-from .protocol import ExampleResult, PhaseLimits
 
 # A crash may be the machine's (a lost connection, libtpu's own); a limit
 # overrun is the example's own, and retrying it only doubles the wait for its

@@ -29,9 +29,9 @@ import threading
 import time
 
 from .. import lifetime
+from ..results import ExampleResult, PhaseLimits
 from .client import CheckRequest, WorkerClient, project_root
 from .pool import retried
-from .protocol import ExampleResult, PhaseLimits
 from .shipping import Manifests
 
 INSTALL_HINT = (

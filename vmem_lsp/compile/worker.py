@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
 from ..lifetime import die_with_parent
+from ..results import ExampleResult, Origin, PhaseLimits
 from ..source.notebook import is_notebook, read_notebook
-from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_words, to_json
+from .protocol import PROTOCOL_VERSION, phase_words, to_json
 from .shipping import file_digest, workspaces_in
 
 

@@ -16,10 +16,10 @@ from ..compile.cache import ResultCache
 from ..compile.client import WorkerClient
 from ..compile.memory import worker_peak
 from ..compile.pool import ChipLanes, lanes_for
-from ..compile.protocol import ExampleResult
 from ..compile.ray_backend import BackendError, RayPool
 from ..config import Settings
 from ..engine import memory_for, run_example
+from ..results import ExampleResult
 from ..source.directives import Example
 
 

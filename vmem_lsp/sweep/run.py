@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..compile.cache import ResultCache
-from ..compile.protocol import ExampleResult
 from ..config import Settings
 from ..engine import Progress, make_workers, request_for
+from ..results import ExampleResult
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
 from .spec import Sweep, SweepError
 
