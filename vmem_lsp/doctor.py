@@ -21,10 +21,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import __version__
+from . import __version__, versions
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
-PINNED = ("jax", "jaxlib", "libtpu")
+PINNED = versions.COMPILER_PACKAGES
 START_SECONDS = 90.0  # a cold machine's first import of jax and libtpu
 URL_SECONDS = 10.0  # an object store's answer to one listing
 NO_COMPILE = "or check without a compiler: `vmem-lsp check --no-compile` (the layout model's estimates only)"
@@ -82,18 +82,6 @@ def installed_pins() -> dict[str, str] | None:
         return pins(requires("vmem-lsp"))
     except PackageNotFoundError:
         return None
-
-
-def local_versions() -> dict[str, str | None]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for name in PINNED:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = None
-    return found
 
 
 def install_command(pinned: dict[str, str]) -> str:
@@ -526,7 +514,7 @@ def diagnose(path: str, worker: str | None = None) -> dict:
     settings, rows, problem = settings_table(path, worker)
     checks: list[Check] = [Check("versions", "vmem-lsp", "info", f"vmem-lsp {__version__} ({sys.executable})")]
     pinned = installed_pins()
-    installed = local_versions()
+    installed = versions.installed(PINNED)
     checks += version_checks(installed, pinned, "here", judged=not settings.worker)
     if problem:
         checks.append(problem)

@@ -31,16 +31,15 @@ import logging
 import os
 import threading
 import uuid
-from importlib.metadata import PackageNotFoundError, version
 
 from ..results import ExampleResult
+from ..versions import COMPILER_PACKAGES, installed
 from .client import CheckRequest, project_root
 from .protocol import PROTOCOL_VERSION, result_from_dict
 from .shipping import file_digest, relocate
 
 log = logging.getLogger(__name__)
 
-CACHE_DIR_NAME = ".vmem_lsp_cache"
 PROJECT = "<project>"  # the project root, in keys and entries
 TRANSIENT = ("timeout", "crashed", "no_compiler", "memory", "cancelled")
 COMPILER_ENVIRONMENT = ("LIBTPU_INIT_ARGS", "XLA_FLAGS")
@@ -53,13 +52,7 @@ def compiler_environment(environ=None) -> dict:
 
 
 def tool_versions() -> dict:
-    found = {"protocol": PROTOCOL_VERSION}
-    for package in ("vmem-lsp", "jax", "jaxlib", "libtpu"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = None
-    return found
+    return {"protocol": PROTOCOL_VERSION, **installed(("vmem-lsp", *COMPILER_PACKAGES))}
 
 
 ENTRY_MAGIC = b"vmem-lsp-entry 1"

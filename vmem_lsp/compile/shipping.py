@@ -12,7 +12,9 @@ import hashlib
 import os
 import shutil
 
-SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", ".vmem_lsp_cache"}
+from ..config import CACHE_DIR_NAME
+
+SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", CACHE_DIR_NAME}
 MAX_FILES = 5000
 
 

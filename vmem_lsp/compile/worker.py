@@ -26,23 +26,13 @@ import time
 import traceback as tb
 import types
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 
 from ..lifetime import die_with_parent
 from ..results import ExampleResult, Origin, PhaseLimits
 from ..source.notebook import is_notebook, read_notebook
+from ..versions import installed
 from .protocol import PROTOCOL_VERSION, phase_words, to_json
 from .shipping import file_digest, workspaces_in
-
-
-def versions() -> dict:
-    found = {}
-    for package in ("jax", "jaxlib", "libtpu"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = None
-    return found
 
 
 def protocol_stream():
@@ -581,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
                 "hello": {
                     "protocol": PROTOCOL_VERSION,
                     "pid": os.getpid(),
-                    **versions(),
+                    **installed(),
                     **server.worker.capture.code_folders(),
                     "workspaces": os.path.abspath(workspaces_in(args.cache_dir)),
                 }
