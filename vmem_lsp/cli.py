@@ -633,7 +633,7 @@ def log_to_stderr() -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"]:  # its own options: --cache-dir, --max-seconds, ...
-        from .compile.worker import main as worker_main
+        from .compile.worker_server import main as worker_main
 
         return worker_main(argv[1:])
     args = build_parser().parse_args(argv)
