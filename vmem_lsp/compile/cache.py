@@ -5,8 +5,8 @@ scoped VMEM limit; whether the result carries the specs' origins), the jax /
 jaxlib / libtpu / vmem-lsp versions, and every variable of the environment
 that changes what the compiler is told:
 LIBTPU_INIT_ARGS (production jobs raise the scoped limit there), XLA_FLAGS and
-jax's JAX_* configuration. Measured before: with LIBTPU_INIT_ARGS raising the
-limit, a cached overflow was still served. Each entry records the digest of
+jax's JAX_* configuration (without LIBTPU_INIT_ARGS in the key, a job that
+raises the limit there would be served a cached overflow). Each entry records the digest of
 every user source file the example reached; a changed file invalidates it.
 Transient failures (timeouts, crashes, no compiler) are never cached.
 

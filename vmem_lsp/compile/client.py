@@ -294,8 +294,9 @@ class WorkerClient:
         returned event is set; past its share, stop it (the read loop then
         sees its end, and `_ended` says why). A remote worker is not watched.
         One thread per client, and nothing read before the first
-        WATCH_SECONDS: a trace-only request (vmem_lsp.fits) takes 4 ms, and a
-        thread and two /proc reads each were a fifth of that under load."""
+        WATCH_SECONDS: a trace-only request (vmem_lsp.fits) is so short that a
+        thread and two /proc reads each would be a large share of it under
+        load (bench/RESULTS.md)."""
         done = threading.Event()
         self.overrun, self.first_status, self.last_status, self.last_limits = None, {}, {}, {}
         if self.local_pid is None:

@@ -31,6 +31,7 @@ import time
 from .. import lifetime
 from ..results import ExampleResult, PhaseLimits
 from .client import CheckRequest, WorkerClient, project_root
+from .memory import DEFAULT_PEAK
 from .pool import retried
 from .shipping import Manifests
 
@@ -38,7 +39,6 @@ INSTALL_HINT = (
     "the Ray backend needs Ray, an optional extra: pip install 'vmem-lsp[ray]' "
     "(or pip install ray); without it, leave out --backend ray"
 )
-DEFAULT_WORKER_PEAK = int(1.2 * 2**30)  # bytes: one worker on a large compile (issue 21), before any measurement
 TASK_RETRIES = 3  # a lost worker or node; never an example's own failure
 
 
@@ -60,8 +60,8 @@ CONNECT_SECONDS = 5.0
 def unreachable(address: str | None, seconds: float = CONNECT_SECONDS) -> str | None:
     """Why nothing answers at a cluster's host:port, or None (it answers, or
     there is no address to try: none, "auto", "local"). Asked before
-    ray.init, which tries an address that is down for minutes (5.5 measured)
-    before it gives up."""
+    ray.init, which tries an address that is down for minutes before it
+    gives up."""
     if not address or address in ("auto", "local"):
         return None
     host, _, port = address.split("://", 1)[-1].rpartition(":")
@@ -167,7 +167,7 @@ class RayPool:
                     f"cannot reach the Ray cluster{f' at {address}' if address else ''}: {error}"
                 ) from None
         self.size = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
-        self.memory = memory or DEFAULT_WORKER_PEAK
+        self.memory = memory or DEFAULT_PEAK  # before any worker was measured here
         self.task = self.ray.remote(run_on_node).options(
             num_cpus=1, memory=self.memory, max_retries=TASK_RETRIES, retry_exceptions=False
         )
