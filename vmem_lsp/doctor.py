@@ -148,9 +148,9 @@ def worker_fix(command: list[str], configured: str | None, source: str | None) -
 
 def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check], object | None]:
     """The worker line, and the started client (None when it did not start)."""
-    from .compile.client import WorkerClient, WorkerError
+    from .compile.backend import WorkerError, doctor_worker
 
-    client = WorkerClient(settings.worker, start_timeout=START_SECONDS)
+    client = doctor_worker(settings, START_SECONDS)
     command = shlex.join(client.command)
     where = f"worker from {settings.worker_source or 'the settings'}" if settings.worker else "local worker"
     started = time.perf_counter()
@@ -192,7 +192,7 @@ def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check],
 
 def tiny_compiles(client, limits, chips) -> list[tuple[str, object, float]]:
     """(chip, result, seconds) of the tiny kernel compiled for each chip by `client`."""
-    from .compile.client import CheckRequest
+    from .compile.backend import CheckRequest
 
     folder = tempfile.mkdtemp(prefix="vmem-lsp-doctor-")
     path = os.path.join(folder, "vmem_doctor_kernel.py")
@@ -395,10 +395,10 @@ def url_check(url: str, hint: str) -> Check:
 
 
 def memory_check(settings) -> tuple[Check, dict]:
+    from .compile.backend import memory_for
     from .compile.memory import gb
-    from .compile.pool import memory_plan
 
-    plan = memory_plan(settings.cache_folder(), settings.jobs, settings.worker_memory, local=not settings.worker)
+    plan, _ = memory_for(settings, settings.jobs)
     share = gb(plan.share_bytes) if plan.share_bytes else "not watched"
     facts = {
         "jobs": plan.jobs,
@@ -431,12 +431,11 @@ def backend_check(settings, limits) -> Check | None:
             'backend = "ray", but ray is not installed',
             "pip install 'vmem-lsp[ray]', or set backend = \"local\"",
         )
-    from .compile.memory import worker_peak
-    from .compile.ray_backend import BackendError, RayPool
+    from .compile.backend import BackendError, cluster
 
     started = time.perf_counter()
     try:
-        pool = RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
+        pool = cluster(settings)
     except BackendError as error:
         return Check(
             "backend",

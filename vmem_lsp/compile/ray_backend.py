@@ -30,6 +30,7 @@ import time
 
 from .. import lifetime
 from ..results import ExampleResult, PhaseLimits
+from .backend import BackendError
 from .client import CheckRequest, WorkerClient, project_root
 from .memory import DEFAULT_PEAK
 from .pool import retried
@@ -40,10 +41,6 @@ INSTALL_HINT = (
     "(or pip install ray); without it, leave out --backend ray"
 )
 TASK_RETRIES = 3  # a lost worker or node; never an example's own failure
-
-
-class BackendError(RuntimeError):
-    """The Ray backend cannot run here: Ray is missing, or the cluster cannot be reached."""
 
 
 def import_ray():

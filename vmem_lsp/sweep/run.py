@@ -10,9 +10,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ..compile.backend import runner_for
 from ..compile.cache import ResultCache
 from ..config import Settings
-from ..engine import Progress, make_workers, request_for
+from ..engine import Progress, request_for
 from ..results import ExampleResult
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
 from .spec import Sweep, SweepError
@@ -62,7 +63,7 @@ def run_sweep(
     outcome = SweepOutcome(sweep)
     cache = ResultCache(settings.cache_folder(), enabled=use_cache)
     own = worker is None
-    worker = worker or make_workers(settings)
+    worker = worker or runner_for(settings)
     lanes = getattr(worker, "size", 1)
 
     def run(request) -> ExampleResult:
