@@ -20,8 +20,13 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import __version__, versions
+
+if TYPE_CHECKING:
+    from .compile.backend import Runner
+    from .results import ExampleResult, PhaseLimits
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 PINNED = versions.COMPILER_PACKAGES
@@ -120,7 +125,7 @@ def version_checks(
         elif have is None:
             fix = install_command(pinned) if pinned else f"pip install {name}"
         else:
-            fix = f"{install_command(pinned)} (another version can change the compiler's reports that vmem-lsp reads)"
+            fix = f"{install_command(pinned or {})} (another version can change the compiler's reports that vmem-lsp reads)"
         checks.append(Check("versions", name, "problem", message, fix))
     return checks
 
@@ -146,7 +151,7 @@ def worker_fix(command: list[str], configured: str | None, source: str | None) -
     return "reinstall vmem-lsp in this environment (pip install --force-reinstall vmem-lsp), then run doctor again"
 
 
-def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check], object | None]:
+def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check], Runner | None]:
     """The worker line, and the started client (None when it did not start)."""
     from .compile.backend import WorkerError, doctor_worker
 
@@ -190,7 +195,7 @@ def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check],
     return checks, client
 
 
-def tiny_compiles(client, limits, chips) -> list[tuple[str, object, float]]:
+def tiny_compiles(client: Runner, limits: PhaseLimits, chips) -> list[tuple[str, ExampleResult, float]]:
     """(chip, result, seconds) of the tiny kernel compiled for each chip by `client`."""
     from .compile.backend import CheckRequest
 
@@ -209,7 +214,7 @@ def tiny_compiles(client, limits, chips) -> list[tuple[str, object, float]]:
     return results
 
 
-def chip_checks(client, limits, pinned: dict[str, str] | None = None) -> list[Check]:
+def chip_checks(client: Runner, limits: PhaseLimits, pinned: dict[str, str] | None = None) -> list[Check]:
     """One tiny compile per chip, all in `client`'s one worker, each timed."""
     from .chips import CHIPS
 
@@ -415,7 +420,7 @@ def memory_check(settings) -> tuple[Check, dict]:
     ), facts
 
 
-def backend_check(settings, limits) -> Check | None:
+def backend_check(settings, limits: PhaseLimits) -> Check | None:
     """With backend "ray": the cluster reached, its nodes and CPUs, and the
     tiny kernel compiled there as a check's task would be (on whichever node
     Ray picks: a node without libtpu, or without this project's pins, says so)."""
@@ -451,8 +456,8 @@ def backend_check(settings, limits) -> Check | None:
         [(name, result, seconds)] = tiny_compiles(pool, limits, [settings.targets[0]])
     finally:
         pool.stop()
-    cluster = pool.address or "a local one (no ray-address, no RAY_ADDRESS)"
-    where = f"the Ray cluster {cluster}: {nodes} node{'s' * (nodes != 1)}, {pool.size} CPU{'s' * (pool.size != 1)}"
+    address = pool.address or "a local one (no ray-address, no RAY_ADDRESS)"
+    where = f"the Ray cluster {address}: {nodes} node{'s' * (nodes != 1)}, {pool.size} CPU{'s' * (pool.size != 1)}"
     if not result.error and result.calls and all(c.compiled for c in result.calls):
         return Check(
             "backend",

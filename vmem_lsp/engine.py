@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -73,9 +73,9 @@ class SourceFiles:
                     self.texts[path] = f.read()
             except (OSError, UnicodeDecodeError):
                 self.texts[path] = None
-            if is_notebook(path) and self.texts[path] is not None:
+            if is_notebook(path) and (read := self.texts[path]) is not None:
                 try:
-                    self.notebooks[path] = read_notebook(self.texts[path], path)
+                    self.notebooks[path] = read_notebook(read, path)
                     self.texts[path] = self.notebooks[path].module
                 except NotebookError as error:
                     self.problems[path], self.texts[path] = str(error), None
@@ -153,14 +153,16 @@ def gather_examples(files: list[str], settings: Settings, sources: SourceFiles, 
 
 def request_for(example: Example, target: str, settings: Settings) -> CheckRequest:
     limit = settings.scoped_limit_for(target)
-    common = dict(
+    return CheckRequest(
+        example.text,
+        target,
+        path=None if example.module else example.path,
+        module=example.module or None,
+        root=settings.root if example.module else None,
         compile=settings.compile,
         scoped_vmem_limit=limit,
         scoped_vmem_limit_source=settings.scoped_vmem_limit_source if limit else None,
     )
-    if example.module:
-        return CheckRequest(example.text, target, module=example.module, root=settings.root, **common)
-    return CheckRequest(example.text, target, path=example.path, **common)
 
 
 def run_example(
@@ -301,7 +303,7 @@ def diagnose(
     found: list[Diagnostic],
     results: list[tuple[Example, ExampleResult]],
     sources: SourceFiles,
-    extra: list[Diagnostic] = (),
+    extra: Sequence[Diagnostic] = (),
 ) -> list[Diagnostic]:
     """The diagnostics of compiled examples, as both faces show them: each
     example's on each chip mapped to source, the same finding once (a kernel
@@ -315,7 +317,7 @@ def unmerged(
     found: list[Diagnostic],
     results: list[tuple[Example, ExampleResult]],
     sources: SourceFiles,
-    extra: list[Diagnostic] = (),
+    extra: Sequence[Diagnostic] = (),
 ) -> list[Diagnostic]:
     """`diagnose` before chips are merged: what a shard hands `vmem-lsp merge`,
     whose chips another shard may hold."""

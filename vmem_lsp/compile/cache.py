@@ -163,7 +163,7 @@ class ResultCache:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def get(self, request: CheckRequest) -> ExampleResult | None:
-        if not self.enabled:
+        if self.store is None:
             return None
         key = self.key(request)
         data = self.store.read(key)
@@ -197,7 +197,7 @@ class ResultCache:
         return result
 
     def put(self, request: CheckRequest, result: ExampleResult) -> None:
-        if not self.enabled or result.error_kind in TRANSIENT:
+        if self.store is None or result.error_kind in TRANSIENT:
             return
         key = self.key(request)
         body = relative(dataclasses.asdict(result), project_root(request))

@@ -218,7 +218,7 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
                 walk(sub)
 
     walk(kernel_jaxpr)
-    unique = {}
+    unique: dict[tuple, Unseen] = {}
     for u in sorted(found, key=lambda u: -u.bytes):
         unique.setdefault((u.what, u.origin), u)
     return tuple(list(unique.values())[:most])
@@ -359,7 +359,7 @@ def raised_in_body(error: BaseException) -> Origin | None:
     for raised in (error, cause):
         frames = [f for f in traceback.extract_tb(getattr(raised, "__traceback__", None)) if is_user_file(f.filename)]
         if frames:
-            return Origin(frames[-1].filename, frames[-1].lineno)
+            return Origin(frames[-1].filename, frames[-1].lineno or 0)
     for file, line, _ in MLIR_LOCATION.findall(str(cause)) if cause is not None else ():
         if is_user_file(file) and os.path.isabs(file):
             return Origin(file, int(line))

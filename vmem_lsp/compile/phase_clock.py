@@ -65,7 +65,8 @@ class PhaseClock:
                 if self.request is None or self.phase is None or time.monotonic() < self.phase[2]:
                     continue
                 (ident, target, limits), (phase, kernel, _) = self.request, self.phase
-                where = self.where(sys._current_frames().get(main)) if phase in ("import", "trace") else None
+                frame = sys._current_frames().get(main) if main is not None else None
+                where = self.where(frame) if phase in ("import", "trace") else None
                 message = f"{phase_words(phase, kernel, target, limits.of(phase))}"
                 if where is not None:
                     message += f" (in {where[0]} at {os.path.basename(where[1].file)}:{where[1].line})"

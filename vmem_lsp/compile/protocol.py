@@ -37,11 +37,11 @@ def phase_doing(phase: str | None, kernel: str | None, target: str | None) -> st
         "trace": "running the example's Python",
         "lower": f"lowering kernel {kernel!r}{on}",
         "compile": f"compiling kernel {kernel!r}{on} in libtpu",
-    }.get(phase, "starting")
+    }.get(phase or "", "starting")
 
 
 def to_json(obj: Any) -> str:
-    return json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj)
+    return json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj)
 
 
 def _origin(d: dict | None) -> Origin | None:

@@ -17,7 +17,9 @@ import linecache
 import os
 import sys
 import sysconfig
+import weakref
 from dataclasses import dataclass
+from types import FrameType
 
 import jax
 from jax._src.pallas import core as pallas_core
@@ -58,7 +60,7 @@ def code_folders() -> dict:
 
 def user_frame(depth: int = 2):
     """The innermost frame of user code above the caller, or None."""
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     while frame is not None and not is_user_file(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
@@ -108,9 +110,14 @@ def recording(origins: bool):
         RECORDING = previous
 
 
+# The functions these hooks made: installing twice (a second Worker in one
+# process, the bench harness) must not wrap a wrapper.
+HOOKS: weakref.WeakSet = weakref.WeakSet()
+
+
 def _stamp_init(cls) -> None:
     original = cls.__init__
-    if getattr(original, "_vmem_lsp_stamped", False):
+    if original in HOOKS:
         return
 
     @functools.wraps(original)
@@ -123,7 +130,7 @@ def _stamp_init(cls) -> None:
         except (AttributeError, TypeError):
             pass  # a class with __slots__: no stamp, the call site is the fallback
 
-    init._vmem_lsp_stamped = True
+    HOOKS.add(init)
     cls.__init__ = init
 
 
@@ -146,7 +153,7 @@ def _origins(tree) -> tuple[Origin | None, ...]:
 
 
 def _wrap_pallas_call(original):
-    if getattr(original, "_vmem_lsp_wrapped", False):
+    if original in HOOKS:
         return original
 
     @functools.wraps(original)
@@ -171,7 +178,7 @@ def _wrap_pallas_call(original):
 
         return invoke
 
-    pallas_call._vmem_lsp_wrapped = True
+    HOOKS.add(pallas_call)
     return pallas_call
 
 
@@ -201,7 +208,7 @@ def _scoped_entries(types, kw_types) -> tuple:
 
 
 def _wrap_run_scoped(original):
-    if getattr(original, "_vmem_lsp_wrapped", False):
+    if original in HOOKS:
         return original
 
     @functools.wraps(original)
@@ -216,7 +223,7 @@ def _wrap_run_scoped(original):
             pass
         return original(f, *types, **kwargs)
 
-    run_scoped._vmem_lsp_wrapped = True
+    HOOKS.add(run_scoped)
     return run_scoped
 
 

@@ -109,8 +109,10 @@ class NodeWorker(WorkerClient):
         super().__init__(ship_source=True)
         self.project: Project | None = None
 
-    def _ship(self, request: CheckRequest):
-        self.manifests = self.project
+    def _ship(self, request: CheckRequest) -> tuple[str, dict] | None:
+        if self.project is None:
+            return None
+        self.texts = self.project  # the texts come from the object store, not this node's disk
         return self.project.root, self.project.manifest
 
 
@@ -184,6 +186,8 @@ class RayPool:
         a remote WorkerClient ships it (root: the pyproject root or the file's
         package root)."""
         root = project_root(request)
+        if root is None:
+            raise ValueError("a request for the Ray backend names a file or a project root")
         with self.lock:
             manifest = self.manifests.manifest(root)
             key = (root, tuple(sorted(manifest.items())))

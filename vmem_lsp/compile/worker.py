@@ -44,15 +44,15 @@ class Worker:
         self.baseline = set(sys.modules)
         self.base_path = list(sys.path)
         self.loaded: dict[str, str] = {}  # user files whose modules are loaded -> their digest then
-        self.by_path: dict[str, object] = {}  # modules loaded from a file path, kept with them
+        self.by_path: dict[str, types.ModuleType] = {}  # modules loaded from a file path, kept with them
         self.executed: set[str] = set()  # user files this process has ever run
         self.overridden = False  # the last request ran sent text in place of a file
         self.reran = False  # this request ran again a file run before
         # The user modules as the last request left them (and len(sys.modules) then):
         # the next request starts from them unless a file changed in between.
-        self.last_modules: dict[str, object] | None = None
+        self.last_modules: dict[str, types.ModuleType] | None = None
         self.last_count = 0
-        self.after: dict[str, object] | None = None  # this request's user modules once it ran
+        self.after: dict[str, types.ModuleType] | None = None  # this request's user modules once it ran
         self.digests: dict[str, str] = {}  # this request's digests of user files
         # A request without origins traced since the caches were last cleared: jax
         # keeps its traces, and a later request that wants origins would get that
@@ -84,6 +84,8 @@ class Worker:
             sys.path.insert(0, root)
         if module:
             return importlib.import_module(module)
+        if path is None:
+            raise ValueError("a check request names a path or a module")
         directory, name = module_name_for(path)
         sys.path.insert(0, directory)
         if is_notebook(path):
@@ -97,6 +99,8 @@ class Worker:
         elif name in sys.modules:  # a user file named like a loaded module (copy.py)
             name = f"__vmem_example_{name}"
         spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path} as a module")
         loaded = importlib.util.module_from_spec(spec)
         sys.modules[name] = loaded
         if source is None:
@@ -119,13 +123,13 @@ class Worker:
         exec(compile(source, path, "exec"), vars(loaded))
         return loaded
 
-    def user_deps(self, extra: list[str], modules: dict[str, object] | None = None) -> dict[str, str]:
+    def user_deps(self, extra: list[str], modules: dict[str, types.ModuleType] | None = None) -> dict[str, str]:
         """Digests of the user files the request reached: `extra` and those of
         `modules`, by default the user modules loaded now (kept as the
         request's: it ends here). A file is read once per request."""
         if modules is None:
             modules = self.after = self.user_modules()
-        files = set(extra) | {os.path.abspath(m.__file__) for m in modules.values()}
+        files = set(extra) | {os.path.abspath(m.__file__) for m in modules.values() if m.__file__}
         found = {}
         for f in sorted(files):
             if f not in self.digests and os.path.isfile(f):
@@ -134,13 +138,13 @@ class Worker:
                 found[f] = self.digests[f]
         return found
 
-    def user_modules(self) -> dict[str, object]:
+    def user_modules(self) -> dict[str, types.ModuleType]:
         """Modules loaded from user files (not jax, not installed packages), by name."""
-        found = {}
+        found: dict[str, types.ModuleType] = {}
         for name in set(sys.modules) - self.baseline:
             module = sys.modules.get(name)
             file = getattr(module, "__file__", None)
-            if file and "site-packages" not in file and self.provenance.is_user_file(file):
+            if module is not None and file and "site-packages" not in file and self.provenance.is_user_file(file):
                 found[name] = module
         return found
 
@@ -170,7 +174,7 @@ class Worker:
         finally:
             self.overridden = params.get("source") is not None
             now = self.after if self.after is not None else self.user_modules()
-            ran = {os.path.abspath(m.__file__) for name, m in now.items() if before.get(name) is not m}
+            ran = {os.path.abspath(m.__file__) for name, m in now.items() if m.__file__ and before.get(name) is not m}
             self.reran = bool(ran & self.executed)
             self.executed |= ran
             self.loaded = self.user_deps([], now)
@@ -217,7 +221,7 @@ class Worker:
                 self.bare_traces += 1
                 self.unstamped_imports = self.unstamped_imports or len(sys.modules) != count
         deps = self.user_deps([os.path.abspath(path)] if path else [])
-        if source is not None:  # the text was sent, not read: the disk says nothing of it
+        if source is not None and path:  # the text was sent, not read: the disk says nothing of it
             deps.pop(os.path.abspath(path), None)
         if not calls:
             return ExampleResult(
@@ -230,7 +234,7 @@ class Worker:
             return ExampleResult(target, kind, error=f"the example ran {error}", error_kind="timeout")
         frames = tb.extract_tb(error.__traceback__)
         user = [f for f in frames if self.provenance.is_user_file(f.filename)]
-        origin = Origin(user[-1].filename, user[-1].lineno) if user else None
+        origin = Origin(user[-1].filename, user[-1].lineno or 0) if user else None
         message = f"{what}: {type(error).__name__}: {error}".strip()
         return ExampleResult(
             target,

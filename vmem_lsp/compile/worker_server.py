@@ -17,6 +17,7 @@ import os
 import queue
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from ..lifetime import die_with_parent
 from ..results import ExampleResult, PhaseLimits
@@ -26,6 +27,9 @@ from .protocol import PROTOCOL_VERSION
 from .request_limits import Limits, OverTime, request_limits
 from .shipping import workspaces_in
 from .worker import Worker
+
+if TYPE_CHECKING:
+    from .shipping import Store
 
 
 def protocol_stream():
@@ -67,7 +71,7 @@ class Server:
         self.cache_folder = cache_folder
         self.worker = Worker()
         self.clock = PhaseClock(self.send, self.worker.provenance.is_user_file)
-        self.store = None
+        self.store: Store | None = None
 
     def send(self, message: dict) -> None:
         with self.out_lock:
@@ -87,7 +91,7 @@ class Server:
             self.send({"id": ident, "error": f"unknown method {method!r}"})
         return True
 
-    def shipped(self):
+    def shipped(self) -> Store:
         from .shipping import Store
 
         if self.store is None:
@@ -106,12 +110,13 @@ class Server:
             workspace = self.shipped().workspace(client_root, manifest)
             params = relocate_params(params, client_root, workspace)
         quiet = not params.get("origins", True) and not params.get("compile", True)
-        self.clock.begin(ident, params.get("target"), phase_limits, announce=not quiet)
+        target: str = params["target"]  # none: the request loop answers with the error
+        self.clock.begin(ident, target, phase_limits, announce=not quiet)
         try:
             with request_limits(self.limits):
                 result = plain(self.worker.check(params, self.clock.enter))
         except OverTime as error:
-            result = plain(ExampleResult(params.get("target"), None, error=str(error), error_kind="timeout"))
+            result = plain(ExampleResult(target, None, error=str(error), error_kind="timeout"))
         finally:
             self.clock.end()
         if workspace is not None:

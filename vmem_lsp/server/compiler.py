@@ -231,7 +231,8 @@ class CompileService:
             return run(request)
 
         def progress(example, fixes):
-            self._call(self.on_fixes, job, [(example, fixes)], False)
+            if self.on_fixes is not None:
+                self._call(self.on_fixes, job, [(example, fixes)], False)
 
         try:
             planned = plan(
