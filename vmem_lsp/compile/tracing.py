@@ -212,8 +212,9 @@ def extra(what, default, *args):
     """An analysis that adds to a verdict (program context, scoped buffers,
     large values, a body line) never stands in its way: its failure is a bug
     of ours, said on the worker's stderr (which the client logs) and counted
-    there, and the check goes on without it. (megablox gmm once passed a
-    Literal where a Var was expected, and every example of it 'raised'.)"""
+    there, and the check goes on without it. The case that forced it: in
+    megablox gmm a Literal stands where a Var is expected, and an analysis
+    that raised made every example of it 'raise'."""
     try:
         return what(*args)
     except Exception:
