@@ -261,7 +261,7 @@ def compile_whole(call_text: str, namespace: dict, device) -> tuple[bool, str | 
     (fits, compiler error text, compiled HLO text, seconds)."""
     import jax
 
-    from vmem_lsp.compile.capture import example_function
+    from vmem_lsp.compile.tracing import example_function
 
     run, shapes = example_function(call_text, namespace, device)
     return _compiled(lambda: jax.jit(run).lower(*shapes), device)
@@ -497,7 +497,9 @@ def explain(record: dict) -> list[str]:
 
 def measure_example(example, namespace: dict, target: str) -> list[dict]:
     from vmem_lsp.chips import chip
-    from vmem_lsp.compile.capture import kernel_name, target_device, trace_example
+    from vmem_lsp.compile.capture import kernel_name
+    from vmem_lsp.compile.devices import target_device
+    from vmem_lsp.compile.tracing import trace_example
 
     device = target_device(target)
     path = os.path.abspath(example.path)

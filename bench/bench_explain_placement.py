@@ -152,12 +152,13 @@ def case_directives() -> dict[str, int]:
 
 def run_pairs(pairs: list, work: Path) -> list:
     """(example, chip, result) of each (example, chip), as check runs one (cached in work/cache)."""
+    from vmem_lsp.compile.backend import runner_for
     from vmem_lsp.compile.cache import ResultCache
     from vmem_lsp.config import Settings
-    from vmem_lsp.engine import make_workers, run_example
+    from vmem_lsp.engine import run_example
 
     settings = Settings(jobs=1, cache_dir=str(work / "cache"), root=str(ROOT))
-    cache, worker = ResultCache(settings.cache_folder()), make_workers(settings)
+    cache, worker = ResultCache(settings.cache_folder()), runner_for(settings)
     try:
         return [(e, chip, run_example(e, chip, settings, cache, worker)[0]) for e, chip in pairs]
     finally:

@@ -31,7 +31,7 @@ from matmul import matmul  # noqa: E402
 
 import vmem_lsp  # noqa: E402
 from vmem_lsp import api  # noqa: E402
-from vmem_lsp.compile.capture import forget_own_traces  # noqa: E402
+from vmem_lsp.compile.tracing import forget_own_traces  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> float:

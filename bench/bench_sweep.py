@@ -28,8 +28,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from jax_ops import EXAMPLES, copy_with_example  # noqa: E402
 
+from vmem_lsp.compile.backend import runner_for  # noqa: E402
 from vmem_lsp.config import load_settings  # noqa: E402
-from vmem_lsp.engine import make_workers, request_for  # noqa: E402
+from vmem_lsp.engine import request_for  # noqa: E402
 from vmem_lsp.sweep.decide import Config, compiled_verdict  # noqa: E402
 from vmem_lsp.sweep.run import run_sweep  # noqa: E402
 from vmem_lsp.sweep.spec import parse_spec  # noqa: E402
@@ -87,7 +88,7 @@ def measure(name: str, targets: tuple, jobs: int, folder: Path) -> list[dict]:
     records = []
     with tempfile.TemporaryDirectory() as fresh, tempfile.TemporaryDirectory() as brute_cache:
         settings = dataclasses.replace(load_settings(str(ROOT)), targets=targets, jobs=jobs, cache_dir=fresh)
-        workers = make_workers(settings)
+        workers = runner_for(settings)
         try:
             outcome = run_sweep(sweep, settings, worker=workers)
             brute_settings = dataclasses.replace(settings, cache_dir=brute_cache)

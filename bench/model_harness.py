@@ -39,8 +39,9 @@ import families
 
 from vmem_lsp import layout
 from vmem_lsp.chips import CHIPS, chip
-from vmem_lsp.compile.protocol import CapturedCall, result_from_dict
+from vmem_lsp.compile.protocol import result_from_dict
 from vmem_lsp.report.parse import format_size, parse_report
+from vmem_lsp.results import CapturedCall
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "model_results.jsonl"
@@ -57,9 +58,9 @@ TARGETS_MET = {"verdict": 98.0, "allocations": 99.0, "total": 95.0}
 def worker_init() -> None:
     """Before any kernel is traced: let several libtpu loads coexist, and have jax's run_scoped
     record what each allocation is (a pipeline window and its buffers, or a run_scoped entry), as
-    the language server's worker does (capture.install_provenance)."""
+    the language server's worker does (provenance.install_provenance)."""
     os.environ["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
-    from vmem_lsp.compile.capture import install_provenance
+    from vmem_lsp.compile.provenance import install_provenance
 
     install_provenance()
 
@@ -128,7 +129,8 @@ def trace(case, target: str, patch=None) -> list:
     from jax.experimental import pallas as pl
     from jax.sharding import SingleDeviceSharding
 
-    from vmem_lsp.compile.capture import pallas_equations, target_device
+    from vmem_lsp.compile.devices import target_device
+    from vmem_lsp.compile.tracing import pallas_equations
 
     device = target_device(target)
     sharding = SingleDeviceSharding(device)
@@ -188,7 +190,8 @@ def family(record: dict) -> str:
 
 def measure(case, target: str) -> list[dict]:
     """One record per pallas_call of `case` on `target`."""
-    from vmem_lsp.compile.capture import compile_alone, describe, kernel_name, target_device
+    from vmem_lsp.compile.capture import compile_alone, describe, kernel_name
+    from vmem_lsp.compile.devices import target_device
 
     device = target_device(target)
     capacity = CHIPS[target].capacity

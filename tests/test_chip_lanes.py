@@ -17,8 +17,8 @@ import pytest
 import test_lifetime as lifetime_test
 
 from vmem_lsp.compile import pool
-from vmem_lsp.compile.protocol import ExampleResult
 from vmem_lsp.config import Settings
+from vmem_lsp.results import ExampleResult
 from vmem_lsp.server.compiler import CompileJob, CompileService
 from vmem_lsp.source.directives import Example
 from vmem_lsp.source.model import Span

@@ -252,8 +252,8 @@ def test_knobs_know_what_they_share_and_titles_say_so():
 def test_fixes_that_touch_only_the_example_rank_before_shared_ones():
     """The ranking, with a runner whose every compile fits: a shared variant
     that would leave more room still comes after the example's own."""
-    from vmem_lsp.compile.protocol import ExampleResult
     from vmem_lsp.fixes.search import Problem, Variant, verified_best
+    from vmem_lsp.results import ExampleResult
     from vmem_lsp.source.directives import find_examples
 
     text = (KERNELS / "shared_default.py").read_text()

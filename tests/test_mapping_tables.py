@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from vmem_lsp import budget, render
-from vmem_lsp.compile.protocol import CapturedCall, ExampleResult, Operand, Origin, Scratch
 from vmem_lsp.correlate import scratch_indices
 from vmem_lsp.diagnostics import merge_targets
 from vmem_lsp.engine import SourceFiles, diagnose
 from vmem_lsp.mapping import allocation_name, diagnostics_for
 from vmem_lsp.report.parse import parse_report
+from vmem_lsp.results import CapturedCall, ExampleResult, Operand, Origin, Scratch
 from vmem_lsp.source.directives import find_examples
 
 REPORTS = Path(__file__).parent / "data" / "reports"
@@ -314,8 +314,8 @@ def test_the_estimate_while_typing_says_when_it_is_only_a_lower_bound():
     model cannot place; typed blocks that fit by the windows alone, but not
     with that value, get VMEM006 on the dot's line, not a silent pass."""
     from vmem_lsp import views
-    from vmem_lsp.compile.protocol import Unseen
     from vmem_lsp.engine import analyse
+    from vmem_lsp.results import Unseen
     from vmem_lsp.source.locate import locate
 
     literal = SOURCE.replace("(n, 4096)", "(8, 4096)")

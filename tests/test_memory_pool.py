@@ -18,8 +18,8 @@ from conftest import EXAMPLES, ROOT
 
 from vmem_lsp.compile import memory, pool
 from vmem_lsp.compile.client import CheckRequest
-from vmem_lsp.compile.protocol import ExampleResult
 from vmem_lsp.config import ConfigError, Settings, apply
+from vmem_lsp.results import ExampleResult
 
 GB = memory.GB
 PEAK = memory.DEFAULT_PEAK  # 1.2 GB, before any measurement

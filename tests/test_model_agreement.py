@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from vmem_lsp import layout
-from vmem_lsp.compile.protocol import Operand
+from vmem_lsp.results import Operand
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))

@@ -101,7 +101,7 @@ def _prefetch_copy(idx_ref, x_ref, o_ref):
 
 
 def _constant(grid, index_map, prefetch: bool = False) -> bool:
-    from vmem_lsp.compile import capture
+    from vmem_lsp.compile import capture, tracing
 
     block = (8, 128)
     x = jax.ShapeDtypeStruct((64, 1024), jnp.float32)
@@ -121,7 +121,7 @@ def _constant(grid, index_map, prefetch: bool = False) -> bool:
             out_specs=pl.BlockSpec(block, lambda *a: (0, 0)),
         )(x)
         args = (x,)
-    (eqn,) = capture.pallas_equations(jax.make_jaxpr(f)(*args).jaxpr)
+    (eqn,) = tracing.pallas_equations(jax.make_jaxpr(f)(*args).jaxpr)
     op = next(o for o in capture.describe(eqn, None)["operands"] if o.role == "in")
     return op.constant_index
 

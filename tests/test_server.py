@@ -352,8 +352,8 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
     by a newer save, or the file closed, answers it at once."""
     from types import SimpleNamespace
 
-    from vmem_lsp.compile.protocol import CapturedCall, ExampleResult
     from vmem_lsp.fixes.edits import Fix, TextEdit
+    from vmem_lsp.results import CapturedCall, ExampleResult
     from vmem_lsp.server.convert import to_uri
     from vmem_lsp.server.handlers import code_action
     from vmem_lsp.server.options import Options

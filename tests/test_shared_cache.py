@@ -19,7 +19,7 @@ pytest.importorskip("s3fs")
 
 from vmem_lsp.compile.cache import ResultCache, seal, unseal  # noqa: E402
 from vmem_lsp.compile.client import CheckRequest  # noqa: E402
-from vmem_lsp.compile.protocol import ExampleResult  # noqa: E402
+from vmem_lsp.results import ExampleResult  # noqa: E402
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -186,7 +186,7 @@ def test_a_truncated_entry_is_counted_and_replaced_in_any_store(tmp_path, scheme
 def test_a_local_folder_never_imports_fsspec(tmp_path):
     code = (
         "import sys; from vmem_lsp.compile.cache import ResultCache; "
-        "from vmem_lsp.compile.client import CheckRequest; from vmem_lsp.compile.protocol import ExampleResult; "
+        "from vmem_lsp.compile.client import CheckRequest; from vmem_lsp.results import ExampleResult; "
         f"c = ResultCache({str(tmp_path)!r}); r = CheckRequest('f()', 'v6e', path='/k.py'); "
         "c.put(r, ExampleResult('v6e', 'TPU v6e')); assert c.get(r) is not None; "
         "assert 'fsspec' not in sys.modules, 'fsspec imported'"

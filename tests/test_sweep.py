@@ -255,11 +255,12 @@ CLEARING = """
 import json, sys
 sys.path.insert(0, {examples!r})
 from vmem_lsp.compile import worker
-from vmem_lsp.compile.worker import Worker, plain
+from vmem_lsp.compile.worker import Worker
+from vmem_lsp.compile.worker_server import plain
 w = Worker()
 clears = []
-forget = w.capture.forget_traces
-w.capture.forget_traces = lambda: clears.append(1) or forget()
+forget = w.provenance.forget_traces
+w.provenance.forget_traces = lambda: clears.append(1) or forget()
 
 
 def ask(bm):
@@ -290,7 +291,8 @@ import json, sys
 sys.path.insert(0, {examples!r})
 from jax._src import pjit
 from jax._src.interpreters import partial_eval as pe
-from vmem_lsp.compile.worker import Worker, plain
+from vmem_lsp.compile.worker import Worker
+from vmem_lsp.compile.worker_server import plain
 w = Worker()
 
 

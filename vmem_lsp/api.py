@@ -29,8 +29,8 @@ from .dtypes import COMPILER_DTYPES
 if TYPE_CHECKING:  # `import vmem_lsp` stays light: the engine is imported on first use
     from .compile.cache import ResultCache
     from .compile.client import CheckRequest
-    from .compile.protocol import ExampleResult, PhaseLimits
     from .config import Settings
+    from .results import ExampleResult, PhaseLimits
     from .source.directives import Example
 
 __all__ = ["Verdict", "fits", "prune"]
@@ -155,15 +155,12 @@ class Engine:
                         "function's module: guard the module's tuning code with "
                         '`if __name__ == "__main__":`'
                     )
-                from .compile.cache import ResultCache
+                from .compile.backend import cache_for, runner_for
                 from .config import load_settings
-                from .engine import local_workers
 
                 self.settings = load_settings(os.getcwd())
-                self.cache = ResultCache(self.settings.cache_folder())
-                # Local workers, sized and watched as the CLI's (a Ray task's overhead,
-                # 15 ms, is three of fits' traces: `backend` is not read here).
-                self.workers = local_workers(self.settings, pool=True)
+                self.cache = cache_for(self.settings)
+                self.workers = runner_for(self.settings, "tuner")
                 atexit.register(self.stop)
             return Ready(self.settings, self.cache, self.workers)
 

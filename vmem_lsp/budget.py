@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from . import layout, render
 from .chips import Chip, chip
-from .compile.protocol import CapturedCall, Operand
 from .correlate import part_indices
 from .report.model import Report
+from .results import CapturedCall, Operand
 from .source.model import Expr, KernelSite
 from .source.syntax import parse_quietly
 

@@ -306,11 +306,10 @@ def run_check(args) -> int:
     except ConfigError as error:
         print(f"vmem-lsp: {error}", file=sys.stderr)
         return EXIT_ERROR
-    from .compile.ray_backend import BackendError
-    from .engine import make_workers
+    from .compile.backend import BackendError, runner_for
 
     try:
-        worker = make_workers(settings)
+        worker = runner_for(settings)
     except BackendError as error:
         print(f"vmem-lsp: {error}", file=sys.stderr)
         return EXIT_ERROR
@@ -633,7 +632,7 @@ def log_to_stderr() -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"]:  # its own options: --cache-dir, --max-seconds, ...
-        from .compile.worker import main as worker_main
+        from .compile.backend import worker_main
 
         return worker_main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -10,8 +10,10 @@ import tomllib
 from dataclasses import dataclass, field, replace
 
 from .chips import DEFAULT_TARGETS, chip
-from .compile.protocol import PhaseLimits
 from .compile.shared_cache import is_url
+from .results import PhaseLimits
+
+CACHE_DIR_NAME = ".vmem_lsp_cache"  # the cache folder in a project's root; shipping never sends it
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Settings:
     config_path: str | None = None
 
     def cache_folder(self) -> str:
-        return self.cache_dir or os.path.join(self.root, ".vmem_lsp_cache")
+        return self.cache_dir or os.path.join(self.root, CACHE_DIR_NAME)
 
     def limits(self) -> PhaseLimits:
         return PhaseLimits(trace=self.trace_timeout, compile=self.timeout)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from . import layout
-from .compile.protocol import CapturedCall, Operand, Origin, Scoped
 from .report.model import Allocation
+from .results import CapturedCall, Operand, Origin, Scoped
 from .source.calls import call_at
 from .source.locate import LocateResult
 from .source.model import BlockSpecSite, KernelSite, ScratchSite, Span

@@ -20,11 +20,16 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from . import __version__
+from . import __version__, versions
+
+if TYPE_CHECKING:
+    from .compile.backend import Runner
+    from .results import ExampleResult, PhaseLimits
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
-PINNED = ("jax", "jaxlib", "libtpu")
+PINNED = versions.COMPILER_PACKAGES
 START_SECONDS = 90.0  # a cold machine's first import of jax and libtpu
 URL_SECONDS = 10.0  # an object store's answer to one listing
 NO_COMPILE = "or check without a compiler: `vmem-lsp check --no-compile` (the layout model's estimates only)"
@@ -84,18 +89,6 @@ def installed_pins() -> dict[str, str] | None:
         return None
 
 
-def local_versions() -> dict[str, str | None]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for name in PINNED:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = None
-    return found
-
-
 def install_command(pinned: dict[str, str]) -> str:
     wanted = [
         f"'jax[tpu]=={pinned['jax']}'" if name == "jax" else f"'{name}=={pinned[name]}'"
@@ -132,7 +125,7 @@ def version_checks(
         elif have is None:
             fix = install_command(pinned) if pinned else f"pip install {name}"
         else:
-            fix = f"{install_command(pinned)} (another version can change the compiler's reports that vmem-lsp reads)"
+            fix = f"{install_command(pinned or {})} (another version can change the compiler's reports that vmem-lsp reads)"
         checks.append(Check("versions", name, "problem", message, fix))
     return checks
 
@@ -158,11 +151,11 @@ def worker_fix(command: list[str], configured: str | None, source: str | None) -
     return "reinstall vmem-lsp in this environment (pip install --force-reinstall vmem-lsp), then run doctor again"
 
 
-def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check], object | None]:
+def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check], Runner | None]:
     """The worker line, and the started client (None when it did not start)."""
-    from .compile.client import WorkerClient, WorkerError
+    from .compile.backend import WorkerError, doctor_worker
 
-    client = WorkerClient(settings.worker, start_timeout=START_SECONDS)
+    client = doctor_worker(settings, START_SECONDS)
     command = shlex.join(client.command)
     where = f"worker from {settings.worker_source or 'the settings'}" if settings.worker else "local worker"
     started = time.perf_counter()
@@ -202,9 +195,9 @@ def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check],
     return checks, client
 
 
-def tiny_compiles(client, limits, chips) -> list[tuple[str, object, float]]:
+def tiny_compiles(client: Runner, limits: PhaseLimits, chips) -> list[tuple[str, ExampleResult, float]]:
     """(chip, result, seconds) of the tiny kernel compiled for each chip by `client`."""
-    from .compile.client import CheckRequest
+    from .compile.backend import CheckRequest
 
     folder = tempfile.mkdtemp(prefix="vmem-lsp-doctor-")
     path = os.path.join(folder, "vmem_doctor_kernel.py")
@@ -221,7 +214,7 @@ def tiny_compiles(client, limits, chips) -> list[tuple[str, object, float]]:
     return results
 
 
-def chip_checks(client, limits, pinned: dict[str, str] | None = None) -> list[Check]:
+def chip_checks(client: Runner, limits: PhaseLimits, pinned: dict[str, str] | None = None) -> list[Check]:
     """One tiny compile per chip, all in `client`'s one worker, each timed."""
     from .chips import CHIPS
 
@@ -407,10 +400,10 @@ def url_check(url: str, hint: str) -> Check:
 
 
 def memory_check(settings) -> tuple[Check, dict]:
+    from .compile.backend import memory_for
     from .compile.memory import gb
-    from .compile.pool import memory_plan
 
-    plan = memory_plan(settings.cache_folder(), settings.jobs, settings.worker_memory, local=not settings.worker)
+    plan, _ = memory_for(settings, settings.jobs)
     share = gb(plan.share_bytes) if plan.share_bytes else "not watched"
     facts = {
         "jobs": plan.jobs,
@@ -427,7 +420,7 @@ def memory_check(settings) -> tuple[Check, dict]:
     ), facts
 
 
-def backend_check(settings, limits) -> Check | None:
+def backend_check(settings, limits: PhaseLimits) -> Check | None:
     """With backend "ray": the cluster reached, its nodes and CPUs, and the
     tiny kernel compiled there as a check's task would be (on whichever node
     Ray picks: a node without libtpu, or without this project's pins, says so)."""
@@ -443,12 +436,11 @@ def backend_check(settings, limits) -> Check | None:
             'backend = "ray", but ray is not installed',
             "pip install 'vmem-lsp[ray]', or set backend = \"local\"",
         )
-    from .compile.memory import worker_peak
-    from .compile.ray_backend import BackendError, RayPool
+    from .compile.backend import BackendError, cluster
 
     started = time.perf_counter()
     try:
-        pool = RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
+        pool = cluster(settings)
     except BackendError as error:
         return Check(
             "backend",
@@ -464,8 +456,8 @@ def backend_check(settings, limits) -> Check | None:
         [(name, result, seconds)] = tiny_compiles(pool, limits, [settings.targets[0]])
     finally:
         pool.stop()
-    cluster = pool.address or "a local one (no ray-address, no RAY_ADDRESS)"
-    where = f"the Ray cluster {cluster}: {nodes} node{'s' * (nodes != 1)}, {pool.size} CPU{'s' * (pool.size != 1)}"
+    address = pool.address or "a local one (no ray-address, no RAY_ADDRESS)"
+    where = f"the Ray cluster {address}: {nodes} node{'s' * (nodes != 1)}, {pool.size} CPU{'s' * (pool.size != 1)}"
     if not result.error and result.calls and all(c.compiled for c in result.calls):
         return Check(
             "backend",
@@ -526,13 +518,13 @@ def diagnose(path: str, worker: str | None = None) -> dict:
     settings, rows, problem = settings_table(path, worker)
     checks: list[Check] = [Check("versions", "vmem-lsp", "info", f"vmem-lsp {__version__} ({sys.executable})")]
     pinned = installed_pins()
-    installed = local_versions()
+    installed = versions.installed(PINNED)
     checks += version_checks(installed, pinned, "here", judged=not settings.worker)
     if problem:
         checks.append(problem)
     worker_lines, client = worker_checks(settings, pinned)
     checks += worker_lines
-    from .compile.protocol import PhaseLimits
+    from .results import PhaseLimits
 
     limits = PhaseLimits(trace=min(settings.trace_timeout, 60.0), compile=min(settings.timeout, 120.0))
     if client is None:

@@ -14,19 +14,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from . import render, views
-from .compile.cache import ResultCache
-from .compile.client import CheckRequest, WorkerClient
-from .compile.memory import PeakLog, worker_peak
-from .compile.pool import WorkerPool, memory_plan
-from .compile.protocol import ExampleResult, PhaseLimits
+from .compile.backend import CheckRequest, ResultCache, Runner, cache_for, runner_for
 from .config import Settings
 from .diagnostics import Diagnostic, is_suppressed, merge_targets
 from .mapping import diagnostics_for
+from .results import ExampleResult, PhaseLimits
 from .shard import Shard, ShardWork, owns, pair_key, take
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
 from .source.locate import LocateResult, locate
@@ -76,9 +73,9 @@ class SourceFiles:
                     self.texts[path] = f.read()
             except (OSError, UnicodeDecodeError):
                 self.texts[path] = None
-            if is_notebook(path) and self.texts[path] is not None:
+            if is_notebook(path) and (read := self.texts[path]) is not None:
                 try:
-                    self.notebooks[path] = read_notebook(self.texts[path], path)
+                    self.notebooks[path] = read_notebook(read, path)
                     self.texts[path] = self.notebooks[path].module
                 except NotebookError as error:
                     self.problems[path], self.texts[path] = str(error), None
@@ -156,14 +153,16 @@ def gather_examples(files: list[str], settings: Settings, sources: SourceFiles, 
 
 def request_for(example: Example, target: str, settings: Settings) -> CheckRequest:
     limit = settings.scoped_limit_for(target)
-    common = dict(
+    return CheckRequest(
+        example.text,
+        target,
+        path=None if example.module else example.path,
+        module=example.module or None,
+        root=settings.root if example.module else None,
         compile=settings.compile,
         scoped_vmem_limit=limit,
         scoped_vmem_limit_source=settings.scoped_vmem_limit_source if limit else None,
     )
-    if example.module:
-        return CheckRequest(example.text, target, module=example.module, root=settings.root, **common)
-    return CheckRequest(example.text, target, path=example.path, **common)
 
 
 def run_example(
@@ -171,7 +170,7 @@ def run_example(
     target: str,
     settings: Settings,
     cache: ResultCache,
-    worker: WorkerClient,
+    worker: Runner,
     before_compile: Callable[[], None] | None = None,
 ) -> tuple[ExampleResult, bool]:
     """The result of one example on one target, from the cache when it holds
@@ -190,7 +189,7 @@ def run_example(
     return result, False
 
 
-def cached_runner(cache: ResultCache, worker: WorkerClient, limits: PhaseLimits):
+def cached_runner(cache: ResultCache, worker: Runner, limits: PhaseLimits) -> Callable[[CheckRequest], ExampleResult]:
     """worker.check through the cache: traces and verifying compiles of fixes repeat."""
 
     def run(request: CheckRequest) -> ExampleResult:
@@ -201,38 +200,6 @@ def cached_runner(cache: ResultCache, worker: WorkerClient, limits: PhaseLimits)
         return result
 
     return run
-
-
-def make_workers(settings: Settings):
-    """The local worker, or a pool when more than one job may run at once or
-    a remote worker should fall back to a local one; with backend "ray", the
-    Ray cluster (ray_backend.BackendError when it cannot be used)."""
-    if settings.backend == "ray":
-        from .compile.ray_backend import RayPool
-
-        # Each task asks Ray for what one worker was measured to peak at here.
-        return RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
-    return local_workers(settings)
-
-
-def memory_for(settings: Settings, jobs: int | None):
-    """The memory plan for `jobs` local workers (None: as many as fit), and
-    the log their measured peaks go to."""
-    plan = memory_plan(settings.cache_folder(), jobs, settings.worker_memory, local=not settings.worker)
-    return plan, PeakLog(settings.cache_folder())
-
-
-def local_workers(settings: Settings, pool: bool = False):
-    """As many workers as cores and memory allow, each local one watched
-    against its share (a worker command's memory is not this machine's:
-    --verbose says which); `pool`: a pool even of one, which hands each
-    thread's request to an idle worker (the tuner API's)."""
-    plan, peaks = memory_for(settings, settings.jobs)
-    if pool or plan.jobs > 1 or settings.worker_fallback:
-        return WorkerPool(
-            settings.worker, plan.jobs, fallback=settings.worker_fallback, share=plan.share_bytes, peaks=peaks
-        )
-    return WorkerClient(settings.worker, share=plan.share_bytes, peaks=peaks)
 
 
 class Progress:
@@ -258,8 +225,8 @@ def check(
     worker=None,
     shard: Shard | None = None,
 ) -> CheckOutcome:
-    """Every example under `paths` on every target; `worker` is a WorkerClient
-    or WorkerPool to reuse (else one is made and stopped here). With `shard`,
+    """Every example under `paths` on every target; `worker` is a runner to
+    reuse (compile.backend.runner_for; else one is made and stopped here). With `shard`,
     only its pairs and the diagnostics of the files it owns (shard.py)."""
     started = time.perf_counter()
     outcome = CheckOutcome()
@@ -268,9 +235,9 @@ def check(
     outcome.files = len(files)
     examples = gather_examples(files, settings, sources, outcome)
     outcome.examples = len(examples)
-    cache = ResultCache(settings.cache_folder(), enabled=use_cache)
+    cache = cache_for(settings, enabled=use_cache)
     own_worker = worker is None
-    worker = worker or make_workers(settings)
+    worker = worker or runner_for(settings)
     jobs = [(example, target) for example in examples for target in settings.targets]
     owned = files
     if shard is not None:
@@ -336,7 +303,7 @@ def diagnose(
     found: list[Diagnostic],
     results: list[tuple[Example, ExampleResult]],
     sources: SourceFiles,
-    extra: list[Diagnostic] = (),
+    extra: Sequence[Diagnostic] = (),
 ) -> list[Diagnostic]:
     """The diagnostics of compiled examples, as both faces show them: each
     example's on each chip mapped to source, the same finding once (a kernel
@@ -350,7 +317,7 @@ def unmerged(
     found: list[Diagnostic],
     results: list[tuple[Example, ExampleResult]],
     sources: SourceFiles,
-    extra: list[Diagnostic] = (),
+    extra: Sequence[Diagnostic] = (),
 ) -> list[Diagnostic]:
     """`diagnose` before chips are merged: what a shard hands `vmem-lsp merge`,
     whose chips another shard may hold."""
@@ -510,7 +477,7 @@ def find_fixes(outcome: CheckOutcome, settings: Settings, worker, use_cache: boo
     from .fixes.plan import plan
 
     sources = outcome.sources or SourceFiles()
-    run = cached_runner(ResultCache(settings.cache_folder(), enabled=use_cache), worker, settings.limits())
+    run = cached_runner(cache_for(settings, enabled=use_cache), worker, settings.limits())
     return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
 
 

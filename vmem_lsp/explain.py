@@ -24,8 +24,8 @@ from .report.model import Allocation, Report
 from .report.parse import parse_report
 
 if TYPE_CHECKING:  # the worker's and the locator's types, not imported to explain a log
-    from .compile.protocol import CapturedCall
     from .correlate import SitesOf
+    from .results import CapturedCall
     from .source.model import KernelSite, Span
 
 Candidate = tuple[str, "KernelSite", str]  # (path, site, the file's text)

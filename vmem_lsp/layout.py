@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .compile.protocol import CapturedCall, Operand, Scoped, Scratch
 from .dtypes import ITEM_BITS
+from .results import CapturedCall, Operand, Scoped, Scratch
 
 LANES = 128
 SUBLANES = 8

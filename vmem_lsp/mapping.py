@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 
 from . import layout, render
 from .chips import Chip, chip
-from .compile.protocol import CapturedCall, ExampleResult, Scoped
 from .correlate import (
     Anchor,
     Sources,
@@ -34,6 +33,7 @@ from .diagnostics import Diagnostic, Related, Subject
 from .render import Wording
 from .report.model import Allocation, Report
 from .report.parse import error_kind, parse_report
+from .results import CapturedCall, ExampleResult, Scoped
 from .source.directives import Example
 from .source.model import Span
 from .source.text import split_lines

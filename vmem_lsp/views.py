@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from . import budget as budgets
 from . import layout, render
 from .budget import Budget, KnownKernel, Part
-from .compile.protocol import ExampleResult
 from .correlate import SitesOf, kernel_site, spec_ordinals
 from .diagnostics import Diagnostic
 from .render import size as format_size
 from .report.parse import parse_report
+from .results import ExampleResult
 from .source.model import KernelSite, Span
 
 SiteKey = tuple  # (path, enclosing function, ordinal of the site within that function)

@@ -5,8 +5,8 @@ scoped VMEM limit; whether the result carries the specs' origins), the jax /
 jaxlib / libtpu / vmem-lsp versions, and every variable of the environment
 that changes what the compiler is told:
 LIBTPU_INIT_ARGS (production jobs raise the scoped limit there), XLA_FLAGS and
-jax's JAX_* configuration. Measured before: with LIBTPU_INIT_ARGS raising the
-limit, a cached overflow was still served. Each entry records the digest of
+jax's JAX_* configuration (without LIBTPU_INIT_ARGS in the key, a job that
+raises the limit there would be served a cached overflow). Each entry records the digest of
 every user source file the example reached; a changed file invalidates it.
 Transient failures (timeouts, crashes, no compiler) are never cached.
 
@@ -31,15 +31,15 @@ import logging
 import os
 import threading
 import uuid
-from importlib.metadata import PackageNotFoundError, version
 
+from ..results import ExampleResult
+from ..versions import COMPILER_PACKAGES, installed
 from .client import CheckRequest, project_root
-from .protocol import PROTOCOL_VERSION, ExampleResult, result_from_dict
+from .protocol import PROTOCOL_VERSION, result_from_dict
 from .shipping import file_digest, relocate
 
 log = logging.getLogger(__name__)
 
-CACHE_DIR_NAME = ".vmem_lsp_cache"
 PROJECT = "<project>"  # the project root, in keys and entries
 TRANSIENT = ("timeout", "crashed", "no_compiler", "memory", "cancelled")
 COMPILER_ENVIRONMENT = ("LIBTPU_INIT_ARGS", "XLA_FLAGS")
@@ -52,13 +52,7 @@ def compiler_environment(environ=None) -> dict:
 
 
 def tool_versions() -> dict:
-    found = {"protocol": PROTOCOL_VERSION}
-    for package in ("vmem-lsp", "jax", "jaxlib", "libtpu"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = None
-    return found
+    return {"protocol": PROTOCOL_VERSION, **installed(("vmem-lsp", *COMPILER_PACKAGES))}
 
 
 ENTRY_MAGIC = b"vmem-lsp-entry 1"
@@ -169,7 +163,7 @@ class ResultCache:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def get(self, request: CheckRequest) -> ExampleResult | None:
-        if not self.enabled:
+        if self.store is None:
             return None
         key = self.key(request)
         data = self.store.read(key)
@@ -203,7 +197,7 @@ class ResultCache:
         return result
 
     def put(self, request: CheckRequest, result: ExampleResult) -> None:
-        if not self.enabled or result.error_kind in TRANSIENT:
+        if self.store is None or result.error_kind in TRANSIENT:
             return
         key = self.key(request)
         body = relative(dataclasses.asdict(result), project_root(request))

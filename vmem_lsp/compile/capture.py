@@ -1,27 +1,18 @@
-"""Inside the worker: trace an example, find every pallas_call it reaches, and
-compile each one alone for a TPU target with no TPU attached.
+"""Capturing an example's calls, inside the worker: each pallas_call the
+trace reached is described (operands, scratch, scoped buffers, values the
+layout model cannot place, as `results.CapturedCall`) and compiled alone for
+a TPU target with no TPU attached; verdicts are kept by what decides them,
+so an edit elsewhere in the file compiles nothing again.
 
 Imports jax; only the worker process loads this module.
-
-Provenance: BlockSpec and scratch objects are stamped with the frame that made
-them, and pallas_call is wrapped to remember, per call, which spec made which
-operand. The traced jaxpr equation of a pallas_call carries the traceback of
-the frame that invoked it, which is the key back to that record.
 """
 
 from __future__ import annotations
 
-import ast
-import contextlib
-import functools
 import hashlib
-import itertools
-import linecache
 import math
 import os
 import re
-import sys
-import sysconfig
 import time
 import traceback
 from dataclasses import dataclass, replace
@@ -29,484 +20,15 @@ from dataclasses import dataclass, replace
 import jax
 import jax.numpy as jnp
 from jax._src import core as jax_core
-from jax._src import pjit as pjit_module
-from jax._src.interpreters import partial_eval as pe
-from jax._src.pallas import core as pallas_core
-from jax._src.pallas import pallas_call as pallas_call_module
 from jax._src.pallas import primitives as pallas_primitives
-from jax._src.pallas.mosaic import pipeline as pipeline_module
 from jax._src.pallas.pallas_call import pallas_call_p
-from jax.experimental import pallas as pl
-from jax.experimental import topologies
 from jax.sharding import SingleDeviceSharding
 
-from ..chips import chip
-from ..dtypes import COMPILER_DTYPES, DIRECTIVE_DTYPES
-from ..source.directives import SHAPE_FUNCTION, _ShapeLiterals, check_dims, compile_call, is_shape_literal
-from ..source.syntax import parse_quietly
-from ..source.text import char_column
-from .protocol import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
-
-JAX_DIR = os.path.dirname(jax.__file__) + os.sep
-JAXLIB_DIR = os.path.join(os.path.dirname(os.path.dirname(jax.__file__)), "jaxlib") + os.sep
-JAX_OPS_DIR = os.path.join(JAX_DIR, "experimental", "pallas", "ops") + os.sep
-OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-STDLIB_DIR = sysconfig.get_paths()["stdlib"] + os.sep
-
-
-def is_user_file(path: str) -> bool:
-    """Frames worth pointing at: the user's code and jax's shipped kernels,
-    not jax's machinery, this package, or the standard library."""
-    if path.startswith(JAX_OPS_DIR):
-        return True
-    return not (
-        path.startswith(JAX_DIR)
-        or path.startswith(JAXLIB_DIR)
-        or path.startswith(OWN_DIR)
-        or path.startswith(STDLIB_DIR)
-        or path.startswith("<")
-    )
-
-
-def code_folders() -> dict:
-    """For the client, which reads a crashed worker's faulthandler dump and
-    must tell user frames from ours with the same rule as is_user_file."""
-    return {"library_folders": [JAX_DIR, JAXLIB_DIR, OWN_DIR, STDLIB_DIR], "user_folders": [JAX_OPS_DIR]}
-
-
-def user_frame(depth: int = 2):
-    """The innermost frame of user code above the caller, or None."""
-    frame = sys._getframe(depth)
-    while frame is not None and not is_user_file(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame
-
-
-def user_origin(depth: int = 2) -> Origin | None:
-    """The innermost user frame above the caller, with the column of the call."""
-    frame = user_frame(depth + 1)
-    if frame is None:
-        return None
-    col = None
-    index = frame.f_lasti // 2
-    position = next(itertools.islice(frame.f_code.co_positions(), index, None), None) if index >= 0 else None
-    if position is not None and position[2] is not None:
-        line, _, col, _ = position  # Python counts the column in UTF-8 bytes; we, in code points
-        linecache.checkcache(frame.f_code.co_filename)  # the file may have changed since this worker read it
-        col = char_column(linecache.getline(frame.f_code.co_filename, line), col)
-    return Origin(frame.f_code.co_filename, frame.f_lineno, col)
-
-
-def traceback_origin(traceback) -> Origin | None:
-    if traceback is None:
-        return None
-    for frame in traceback.frames:
-        if is_user_file(frame.file_name):
-            return Origin(frame.file_name, frame.line_num)
-    return None
-
-
-# ---- provenance stamps ---------------------------------------------------
-
-ORIGIN_ATTR = "_vmem_lsp_origin"
-
-# Whether the hooks below record where user code made each spec and call: off
-# while a request that reads no origins traces (vmem_lsp.fits(compile=False):
-# the stamps cost about 0.3 ms of a 4.5 ms trace). Run_scoped's record of what
-# each allocation is stays on: the layout model reads it.
-RECORDING = True
-
-
-@contextlib.contextmanager
-def recording(origins: bool):
-    global RECORDING
-    previous, RECORDING = RECORDING, origins
-    try:
-        yield
-    finally:
-        RECORDING = previous
-
-
-def _stamp_init(cls) -> None:
-    original = cls.__init__
-    if getattr(original, "_vmem_lsp_stamped", False):
-        return
-
-    @functools.wraps(original)
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        if not RECORDING:
-            return
-        try:
-            object.__setattr__(self, ORIGIN_ATTR, user_origin())
-        except (AttributeError, TypeError):
-            pass  # a class with __slots__: no stamp, the call site is the fallback
-
-    init._vmem_lsp_stamped = True
-    cls.__init__ = init
-
-
-@dataclass(frozen=True)
-class Provenance:
-    call_origin: Origin | None
-    in_origins: tuple[Origin | None, ...]
-    out_origins: tuple[Origin | None, ...]
-    scratch_origins: tuple[Origin | None, ...]
-
-
-PROVENANCE: dict[tuple[str, int], Provenance] = {}
-
-
-def _origins(tree) -> tuple[Origin | None, ...]:
-    if tree is pallas_core.no_block_spec or tree is None:
-        return ()
-    leaves = jax.tree_util.tree_leaves(tree)
-    return tuple(getattr(leaf, ORIGIN_ATTR, None) for leaf in leaves)
-
-
-def _wrap_pallas_call(original):
-    if getattr(original, "_vmem_lsp_wrapped", False):
-        return original
-
-    @functools.wraps(original)
-    def pallas_call(kernel, out_shape=None, *, grid_spec=None, **kwargs):
-        if not RECORDING:
-            return original(kernel, out_shape, grid_spec=grid_spec, **kwargs)
-        get = (lambda name, default: getattr(grid_spec, name, default)) if grid_spec is not None else kwargs.get
-        provenance = Provenance(
-            call_origin=user_origin(),
-            in_origins=_origins(get("in_specs", pallas_core.no_block_spec)),
-            out_origins=_origins(get("out_specs", pallas_core.no_block_spec)),
-            scratch_origins=_origins(get("scratch_shapes", ())),
-        )
-        call = original(kernel, out_shape, grid_spec=grid_spec, **kwargs)
-
-        @functools.wraps(call)
-        def invoke(*args, **call_kwargs):
-            origin = user_origin()
-            if origin is not None:
-                PROVENANCE[(origin.file, origin.line)] = provenance
-            return call(*args, **call_kwargs)
-
-        return invoke
-
-    pallas_call._vmem_lsp_wrapped = True
-    return pallas_call
-
-
-# (file, line, allocations) of a run_scoped call in user code -> what each
-# allocation is: (kind, origin, buffers), or None for a semaphore or the like.
-# Kept across examples: jax caches traces, and a cached kernel's jaxpr still
-# points at the line whose record this is.
-SCOPED: dict[tuple[str, int, int], tuple] = {}
-
-
-def _scoped_entries(types, kw_types) -> tuple:
-    """What each flat allocation of a run_scoped call is: a pipeline's window
-    (a BufferedRef of emit_pipeline: its window_ref, made for the inner
-    BlockSpec that carries the user's origin) or a user's VMEM(...) entry."""
-    buffered = pipeline_module.BufferedRef
-    entries = []
-    items = jax.tree_util.tree_leaves((types, kw_types), is_leaf=lambda x: isinstance(x, buffered))
-    for item in items:
-        leaves = jax.tree_util.tree_leaves(item)
-        if isinstance(item, buffered):
-            kind = "pipeline_in" if item.buffer_type.is_input else "pipeline_out"
-            origin = getattr(item.spec, ORIGIN_ATTR, None)
-            entries += [(kind, origin, item.buffer_count) if leaf is item.window_ref else None for leaf in leaves]
-        else:
-            entries += [("run_scoped", getattr(leaf, ORIGIN_ATTR, None), 1) for leaf in leaves]
-    return tuple(entries)
-
-
-def _wrap_run_scoped(original):
-    if getattr(original, "_vmem_lsp_wrapped", False):
-        return original
-
-    @functools.wraps(original)
-    def run_scoped(f, *types, **kwargs):
-        try:
-            kw_types = {k: v for k, v in kwargs.items() if k != "collective_axes"}
-            entries = _scoped_entries(types, kw_types)
-            frame = user_frame()  # the key: file and line, no column
-            if frame is not None:
-                SCOPED[(frame.f_code.co_filename, frame.f_lineno, len(entries))] = entries
-        except Exception:  # provenance is a nicety: never in the way of the user's kernel
-            pass
-        return original(f, *types, **kwargs)
-
-    run_scoped._vmem_lsp_wrapped = True
-    return run_scoped
-
-
-def install_provenance() -> None:
-    """Patch jax so that specs and calls remember where user code made them.
-    Must run before user modules are imported (they may bind pallas_call)."""
-    _stamp_init(pallas_core.BlockSpec)
-    _stamp_init(pallas_core.MemoryRef)
-    wrapped = _wrap_pallas_call(pallas_call_module.pallas_call)
-    pallas_call_module.pallas_call = wrapped
-    pl.pallas_call = wrapped
-    scoped = _wrap_run_scoped(pallas_primitives.run_scoped)
-    pallas_primitives.run_scoped = scoped  # what emit_pipeline calls (pipeline.py: primitives.run_scoped)
-    pl.run_scoped = scoped
-
-
-def forget_traces() -> None:
-    """Drop jax's caches of traced functions, so that the next trace runs the
-    user's Python, and the hooks above, again: after a trace without origins,
-    jax would hand a request that wants them the unstamped trace (a jitted
-    kernel's trace is kept by its static arguments)."""
-    jax.clear_caches()
-    PROVENANCE.clear()
-
-
-# ---- devices ----------------------------------------------------------------
-
-
-@functools.cache
-def target_device(target: str):
-    topology = topologies.get_topology_desc(platform="tpu", topology_name=chip(target).topology)
-    return topology.devices[0]
-
-
-def trace_device(target: str):
-    """The target's compile-only device, or None where libtpu is absent (macOS):
-    a trace for the layout model needs no compiler."""
-    try:
-        return target_device(target)
-    except Exception:
-        return None
-
-
-# ---- tracing an example -------------------------------------------------------
-
-
-def _evaluator(node):
-    """A function of the example's scope that gives one part of the call:
-    a constant, a shape literal with whole-number dimensions and a name
-    directly, anything else by evaluating its compiled expression."""
-    if isinstance(node, ast.Constant):
-        value = node.value
-        return lambda scope: value
-    if is_shape_literal(node) and check_dims(node) is None:
-        dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        dtype, sizes = DIRECTIVE_DTYPES[node.value.id], tuple(d.value for d in dims)
-        return lambda scope: scope[SHAPE_FUNCTION](dtype, sizes)
-    if isinstance(node, ast.Name):
-        name = node.id
-        return lambda scope: scope[name] if name in scope else eval(name, scope)  # a builtin, or NameError
-    code = compile(ast.fix_missing_locations(ast.Expression(_SHAPES.visit(node))), "<vmem example>", "eval")
-    return lambda scope: eval(code, scope)
-
-
-_SHAPES = _ShapeLiterals()
-
-
-@functools.lru_cache(maxsize=1024)
-def call_plan(call_text: str):
-    """(callee, arguments, keywords) of an example call, each part an
-    evaluator of the scope. Kept by the call's text: a tuner asks for one
-    call over and over, and a check asks again for the example it checked;
-    the evaluators read the scope they are given, so one plan serves every
-    module and device."""
-    call = parse_quietly(call_text.strip(), mode="eval").body
-    if not isinstance(call, ast.Call):
-        call = compile_call(call_text)  # says why, as before
-    return (
-        _evaluator(call.func),
-        tuple(_evaluator(a) for a in call.args),
-        tuple((k.arg, _evaluator(k.value)) for k in call.keywords),
-    )
-
-
-def example_function(call_text: str, namespace: dict, device):
-    """Evaluate the example's callee and arguments; return (function, shapes)
-    where function takes the shape placeholders' arrays in order."""
-    sharding = SingleDeviceSharding(device) if device is not None else None
-    shapes: list[jax.ShapeDtypeStruct] = []
-
-    def make_shape(dtype_name, dims):
-        shape = jax.ShapeDtypeStruct(tuple(dims), jnp.dtype(dtype_name), sharding=sharding)
-        shapes.append(shape)
-        return shape
-
-    callee_of, args_of, keywords_of = call_plan(call_text)
-    scope = {**namespace, SHAPE_FUNCTION: make_shape}
-    callee = callee_of(scope)
-    args = [a(scope) for a in args_of]
-    kwargs = {k: v(scope) for k, v in keywords_of}
-    is_shape = lambda x: isinstance(x, jax.ShapeDtypeStruct)
-    leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=is_shape)
-    slots = [i for i, leaf in enumerate(leaves) if is_shape(leaf)]
-
-    def filled(arrays):
-        values = list(leaves)
-        for slot, array in zip(slots, arrays):
-            values[slot] = array
-        return jax.tree_util.tree_unflatten(tree, values)
-
-    def run(*arrays):
-        a, kw = filled(arrays)
-        return callee(*a, **kw)
-
-    if isinstance(callee, JITTED):
-
-        def traced(*arrays):
-            """The jitted callee's own jaxpr, without a trace of `run` around
-            it; jax keeps none of it (see forget_own_traces)."""
-            a, kw = filled(arrays)
-            try:
-                return callee.trace(*a, **kw).jaxpr
-            finally:
-                forget_own_traces(callee)
-
-        run.traced = traced
-    return run, [leaves[i] for i in slots]
-
-
-JITTED = type(jax.jit(lambda: None))  # what jax.jit gives (jaxlib's PjitFunction)
-
-
-def forget_own_traces(jitted) -> None:
-    """Drop what jax keeps of a jitted function's traces. jax files every
-    trace of one function under one hash (its static arguments, a tuner's
-    block sizes, are left out of it), so each new config's lookup compared
-    with all before it: the bundled matmul traced in 3.3 ms at first and in
-    4.0 ms after 300 configs. Evicting this function's entries (and jax's
-    small cache of argument shardings, keyed the same way) after each trace
-    held it at 3.0 ms, where clearing all of jax's caches every 32 traces
-    made the trace after each clearing cost 6.5 ms. Private parts of jax,
-    each used only if there: without them, the worker's periodic clearing
-    (Worker.check) still bounds the growth."""
-    fun = getattr(jitted, "_fun", None)
-    if fun is not None:
-        for cache in (getattr(pjit_module, "_infer_params_cached", None), getattr(pe, "trace_to_jaxpr", None)):
-            evict = getattr(cache, "evict_weakref", None)
-            if evict is not None:
-                evict(fun)
-    clear = getattr(getattr(pjit_module, "_process_in_axis_resources", None), "cache_clear", None)
-    if clear is not None:
-        clear()
-
-
-def pallas_equations(jaxpr, found=None):
-    """Every pallas_call equation in a jaxpr and the jaxprs nested in it."""
-    found = [] if found is None else found
-    for eqn in jaxpr.eqns:
-        if eqn.primitive is pallas_call_p:
-            found.append(eqn)
-        for sub in jax_core.jaxprs_in_params(eqn.params):
-            pallas_equations(sub, found)
-    return found
-
-
-# Primitives that call a jaxpr with their own operands, one for one: a value passed through
-# them is still what the program was given.
-CALLS = {
-    "jit": "jaxpr",
-    "pjit": "jaxpr",
-    "closed_call": "call_jaxpr",
-    "core_call": "call_jaxpr",
-    "remat": "jaxpr",
-    "checkpoint": "jaxpr",
-    "custom_jvp_call": "call_jaxpr",
-    "custom_vjp_call": "call_jaxpr",
-}
-
-
-# Operations that give another view of the same bytes: paged attention reshapes its arguments
-# before its pallas_call, and compiled in its program it needed what it needed alone (32.00M on v6e).
-VIEWS = ("reshape", "squeeze", "expand_dims", "bitcast_convert_type")
-
-
-def in_program(jaxpr) -> dict[int, tuple]:
-    """id() of each pallas_call equation whose operands are made, or whose
-    results are used, by other operations of the example's program -> (the
-    positions of those operands among its invars, of those results). Compiled
-    alone, such a kernel may differ from what the program needs: XLA can keep
-    a whole operand it produces in VMEM, outside the scoped limit, with no
-    window (bench/MODEL.md, isolated against whole program). A kernel that
-    takes the program's arguments and gives its results (the usual example)
-    compiles the same alone."""
-    found: dict[int, tuple] = {}
-
-    def walk(jaxpr, given: set, returned: set):
-        used = {v for eqn in jaxpr.eqns for v in eqn.invars if isinstance(v, jax_core.Var)}
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name in VIEWS and all(v in given for v in eqn.invars if isinstance(v, jax_core.Var)):
-                given |= set(eqn.outvars)  # a reshape of an argument is still the argument (a bitcast)
-                continue
-            if eqn.primitive is pallas_call_p:
-                made = tuple(n for n, v in enumerate(eqn.invars) if isinstance(v, jax_core.Var) and v not in given)
-                kept = tuple(n for n, v in enumerate(eqn.outvars) if v not in returned or v in used)
-                if made or kept:
-                    found[id(eqn)] = (made, kept)
-                continue
-            key = CALLS.get(eqn.primitive.name)
-            sub = eqn.params.get(key) if key else None
-            sub = getattr(sub, "jaxpr", sub)
-            if sub is not None and len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars):
-                walk(
-                    sub,
-                    {i for i, o in zip(sub.invars, eqn.invars) if isinstance(o, jax_core.Var) and o in given},
-                    {i for i, o in zip(sub.outvars, eqn.outvars) if o in returned and o not in used},
-                )
-                continue
-            for inner in jax_core.jaxprs_in_params(eqn.params):
-                walk(inner, set(), set())  # a loop, a branch: made and used in the program
-
-    walk(jaxpr, set(jaxpr.invars), {v for v in jaxpr.outvars if isinstance(v, jax_core.Var)})
-    return found
-
-
-def extra(what, default, *args):
-    """An analysis that adds to a verdict (program context, scoped buffers,
-    large values, a body line) never stands in its way: its failure is a bug
-    of ours, said on the worker's stderr (which the client logs) and counted
-    there, and the check goes on without it. (megablox gmm once passed a
-    Literal where a Var was expected, and every example of it 'raised'.)"""
-    try:
-        return what(*args)
-    except Exception:
-        EXTRA_FAILURES[0] += 1
-        print(
-            f"vmem-lsp internal error in {what.__name__} (#{EXTRA_FAILURES[0]}):\n{traceback.format_exc()}",
-            file=sys.stderr,
-        )
-        return default
-
-
-EXTRA_FAILURES = [0]
-
-
-def trace_example(call_text: str, namespace: dict, device, direct: bool = False):
-    """The unique pallas_call equations the example reaches; `device` is a
-    target device, a target name, or None (trace on the host). `direct`: a
-    jitted callee is traced by itself, not inside a trace of the call around
-    it (0.3 ms less of a 4 ms trace; for fits(compile=False), whose requests
-    want no origins)."""
-    if isinstance(device, str):
-        device = target_device(device)
-    run, shapes = example_function(call_text, namespace, device)
-    with jax.default_device(device) if device is not None else contextlib.nullcontext():
-        traced = getattr(run, "traced", None) if direct else None
-        closed = traced(*shapes) if traced is not None else jax.make_jaxpr(run)(*shapes)
-    unique, seen = [], set()
-    IN_PROGRAM.clear()
-    IN_PROGRAM.update(extra(in_program, {}, closed.jaxpr))
-    for eqn in pallas_equations(closed.jaxpr):
-        key = (id(eqn.params["jaxpr"]), tuple(str(v.aval) for v in eqn.invars))
-        if key not in seen:
-            seen.add(key)
-            unique.append(eqn)
-    return unique
-
-
-IN_PROGRAM: dict[int, tuple] = {}  # of the last trace: see in_program
-
-
-# ---- describing and compiling one call ------------------------------------------
+from ..dtypes import COMPILER_DTYPES
+from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
+from .devices import target_device, trace_device
+from .provenance import PROVENANCE, SCOPED, Provenance, is_user_file, recording, traceback_origin
+from .tracing import IN_PROGRAM, extra, trace_example
 
 
 def compiler_dtype(dtype) -> str:
@@ -536,11 +58,11 @@ def _constant_index(block_mapping, grid) -> bool:
     constants, axes of extent 1 and scalar-prefetch refs (read, never written,
     during the grid) do not change from step to step.
 
-    Measured (extent1-grid-v6e; the same on v5e): grid=(1, 8), blocks f32[4096,4096]
-    of larger arrays, an input with index map `lambda i, j: (i, 0)` is "single
-    buffered" and the output with `(i, j)` "has 2 buffering levels"; `(i * 2, 0)` and
-    a prefetched table's `(idx[i], 0)` were single buffered too. The compiler
-    sees the iteration bounds, not only literal indices."""
+    The case that decided it (extent1-grid-v6e, the same on v5e; bench/RESULTS.md):
+    with grid=(1, 8), an input whose index map is `lambda i, j: (i, 0)` is
+    "single buffered", the output's `(i, j)` "has 2 buffering levels", and
+    `(i * 2, 0)` and a prefetched table's `(idx[i], 0)` are single buffered too:
+    the compiler sees the iteration bounds, not only literal indices."""
     jaxpr = block_mapping.index_map_jaxpr.jaxpr
     varying = {id(v) for v, extent in zip(jaxpr.invars, grid) if not (isinstance(extent, int) and extent == 1)}
     for eqn in jaxpr.eqns:
@@ -618,9 +140,9 @@ def describe(eqn, provenance: Provenance | None) -> dict:
 def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
     """The VMEM buffers the kernel body allocates with run_scoped, at any
     depth (a pipeline inside a pipeline), in trace order, each with what made
-    it. Measured on pipeline-flat-v6e (emit_pipeline of a copy, blocks f32[1024,8192]):
-    the report listed one "scoped memory for ..." allocation of 64.00M per
-    inner BlockSpec, the run_scoped ref f32[2,1024,8192]."""
+    it. The compiler's report (pipeline-flat-v6e, emit_pipeline of a copy)
+    lists one "scoped memory for ..." allocation per inner BlockSpec, of the
+    run_scoped ref's (buffers, *block) shape."""
     found: list[Scoped] = []
     scopes = [0]
 
@@ -666,7 +188,7 @@ VREG_FILE_BYTES = 64 * 4096
 
 
 # Primitives whose big results the compiler stages in VMEM: a dot's result
-# (matmul-bf16-1024^3: 2.36M of internal scratch beside an f32[1024,1024] dot)
+# (matmul-bf16-1024^3: internal scratch beside its f32[1024,1024] dot)
 # and a transpose. A load, a store or an elementwise op of a block streams
 # through the registers (pipeline-flat-v6e: a copy of f32[1024,8192] blocks needed
 # nothing beyond its pipeline windows).
@@ -696,7 +218,7 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
                 walk(sub)
 
     walk(kernel_jaxpr)
-    unique = {}
+    unique: dict[tuple, Unseen] = {}
     for u in sorted(found, key=lambda u: -u.bytes):
         unique.setdefault((u.what, u.origin), u)
     return tuple(list(unique.values())[:most])
@@ -837,7 +359,7 @@ def raised_in_body(error: BaseException) -> Origin | None:
     for raised in (error, cause):
         frames = [f for f in traceback.extract_tb(getattr(raised, "__traceback__", None)) if is_user_file(f.filename)]
         if frames:
-            return Origin(frames[-1].filename, frames[-1].lineno)
+            return Origin(frames[-1].filename, frames[-1].lineno or 0)
     for file, line, _ in MLIR_LOCATION.findall(str(cause)) if cause is not None else ():
         if is_user_file(file) and os.path.isabs(file):
             return Origin(file, int(line))

@@ -19,9 +19,10 @@ import threading
 from dataclasses import dataclass
 
 from .. import lifetime
+from ..results import ExampleResult, Origin, PhaseLimits
 from . import memory
-from .protocol import PROTOCOL_VERSION, ExampleResult, Origin, PhaseLimits, phase_doing, phase_words, result_from_dict
-from .shipping import Manifests, relocate, workspace_folder
+from .protocol import PROTOCOL_VERSION, phase_doing, phase_words, result_from_dict
+from .shipping import Manifests, SourceTexts, relocate, workspace_folder
 from .worker import module_name_for
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,8 @@ def crash_frame(lines, hello: dict) -> tuple[str, Origin] | None:
     """(function, origin) of the innermost user frame of the crashing thread
     in the last faulthandler dump among `lines` ('File "x.py", line 14 in
     spin', most recent first)."""
-    frames, dumping = [], False
+    frames: list[tuple[str, Origin]] = []
+    dumping = False
     for line in lines:
         if line.startswith(("Current thread", "Thread 0x")):  # only the thread that crashed
             dumping = line.startswith("Current thread")
@@ -143,6 +145,7 @@ class WorkerClient:
         # A worker started by another command may run elsewhere: send it the source.
         self.ship_source = ship_source if ship_source is not None else self.command != default_command()
         self.manifests = Manifests()
+        self.texts: SourceTexts = self.manifests  # what a shipped file's text is read from
         self.blobs_sent = 0
         self.process: subprocess.Popen | None = None
         self.lines: queue.Queue = queue.Queue()
@@ -206,7 +209,7 @@ class WorkerClient:
         process, self.process = self.process, None
         if process is None:
             return
-        if process.poll() is None and not self.busy:
+        if process.poll() is None and not self.busy and process.stdin is not None:
             try:
                 process.stdin.write(json.dumps({"id": -1, "method": "shutdown"}) + "\n")
                 process.stdin.flush()
@@ -221,7 +224,8 @@ class WorkerClient:
         lifetime.forget(process)
         for stream in (process.stdin, process.stdout, process.stderr):
             try:
-                stream.close()
+                if stream is not None:
+                    stream.close()
             except OSError:
                 pass
 
@@ -256,7 +260,7 @@ class WorkerClient:
                 if "need" in message and shipped is not None:
                     root, manifest = shipped
                     by_sha = {sha: relative for relative, sha in manifest.items()}
-                    blobs = {sha: self.manifests.read(root, by_sha[sha]) for sha in message["need"]}
+                    blobs = {sha: self.texts.read(root, by_sha[sha]) for sha in message["need"]}
                     self._call("put", {"blobs": blobs}, limits)
                     self.blobs_sent += len(blobs)
                     message = self._call("check", params, limits)
@@ -267,7 +271,8 @@ class WorkerClient:
             self._saw_peak(request)
             if message.get("exiting"):  # over a limit: it answered, then ended itself
                 self.restarts += 1
-                self._kill(self.process)
+                if self.process is not None:
+                    self._kill(self.process)
                 self.process = None
             return self._out_of_memory(result_from_dict(message["result"])), bool(message.get("reran"))
         except WorkerError as error:
@@ -293,8 +298,9 @@ class WorkerClient:
         returned event is set; past its share, stop it (the read loop then
         sees its end, and `_ended` says why). A remote worker is not watched.
         One thread per client, and nothing read before the first
-        WATCH_SECONDS: a trace-only request (vmem_lsp.fits) takes 4 ms, and a
-        thread and two /proc reads each were a fifth of that under load."""
+        WATCH_SECONDS: a trace-only request (vmem_lsp.fits) is so short that a
+        thread and two /proc reads each would be a large share of it under
+        load (bench/RESULTS.md)."""
         done = threading.Event()
         self.overrun, self.first_status, self.last_status, self.last_limits = None, {}, {}, {}
         if self.local_pid is None:
@@ -392,9 +398,12 @@ class WorkerClient:
     def _call(self, method: str, params: dict, limits: PhaseLimits) -> dict:
         """Send one request and wait for its answer. Each phase message the
         worker sends restarts the wait with that phase's limit."""
+        stdin = self.process.stdin if self.process is not None else None
+        if stdin is None:
+            raise WorkerError("the worker is not running")
         self.next_id += 1
-        self.process.stdin.write(json.dumps({"id": self.next_id, "method": method, "params": params}) + "\n")
-        self.process.stdin.flush()
+        stdin.write(json.dumps({"id": self.next_id, "method": method, "params": params}) + "\n")
+        stdin.flush()
         while True:
             message = self._read(limits.of(self.phase.get("phase")) + GRACE_SECONDS, limits)
             if "phase" in message:
@@ -451,11 +460,10 @@ class WorkerClient:
         phase = self.phase.get("phase")
         message = f"the worker {how} while {phase_doing(phase, self.phase.get('kernel'), self.phase.get('target'))}"
         frame = crash_frame(self.stderr_log, self.hello or {}) if phase in ("import", "trace", None) else None
-        if frame is not None and self.shipped_root and (self.hello or {}).get("workspaces"):
+        workspaces = (self.hello or {}).get("workspaces")
+        if frame is not None and self.shipped_root and workspaces:
             # A remote worker's frame is in its workspace: this machine's file is the one meant.
-            moved = relocate(
-                frame[1].file, workspace_folder(self.hello["workspaces"], self.shipped_root), self.shipped_root
-            )
+            moved = relocate(frame[1].file, workspace_folder(workspaces, self.shipped_root), self.shipped_root)
             frame = frame[0], dataclasses.replace(frame[1], file=moved)
         if frame is not None:
             function, origin = frame

@@ -135,6 +135,7 @@ def cgroup_room(proc_cgroup: str | None = None, root: str = "/sys/fs/cgroup") ->
     leaves: v2 memory.max - memory.current, v1 limit_in_bytes - usage_in_bytes."""
     text = _read("/proc/self/cgroup") if proc_cgroup is None else proc_cgroup
     rooms = []
+    bases: tuple[str, ...]
     for line in (text or "").splitlines():
         _, controllers, path = line.split(":", 2)
         if controllers == "":

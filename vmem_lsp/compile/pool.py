@@ -10,9 +10,9 @@ import os
 import queue
 import threading
 
+from ..results import ExampleResult, PhaseLimits
 from . import memory
 from .client import CheckRequest, WorkerClient
-from .protocol import ExampleResult, PhaseLimits
 
 # A crash may be the machine's (a lost connection, libtpu's own); a limit
 # overrun is the example's own, and retrying it only doubles the wait for its
@@ -75,7 +75,6 @@ class WorkerPool:
         self.created: list[WorkerClient] = []
         self.lock = threading.Lock()
         self.fallback = WorkerClient() if fallback and command else None
-        self.fallbacks = 0
 
     @property
     def restarts(self) -> int:
@@ -98,8 +97,7 @@ class WorkerPool:
         finally:
             self.idle.put(worker)
         if result.error_kind == "crashed" and self.fallback is not None:
-            with self.lock:
-                self.fallbacks += 1
+            with self.lock:  # one fallback worker: the threads take turns
                 local = self.fallback.check(request, limits)
             if not local.error_kind:
                 return local

@@ -29,21 +29,18 @@ import threading
 import time
 
 from .. import lifetime
+from ..results import ExampleResult, PhaseLimits
+from .backend import BackendError
 from .client import CheckRequest, WorkerClient, project_root
+from .memory import DEFAULT_PEAK
 from .pool import retried
-from .protocol import ExampleResult, PhaseLimits
 from .shipping import Manifests
 
 INSTALL_HINT = (
     "the Ray backend needs Ray, an optional extra: pip install 'vmem-lsp[ray]' "
     "(or pip install ray); without it, leave out --backend ray"
 )
-DEFAULT_WORKER_PEAK = int(1.2 * 2**30)  # bytes: one worker on a large compile (issue 21), before any measurement
 TASK_RETRIES = 3  # a lost worker or node; never an example's own failure
-
-
-class BackendError(RuntimeError):
-    """The Ray backend cannot run here: Ray is missing, or the cluster cannot be reached."""
 
 
 def import_ray():
@@ -60,8 +57,8 @@ CONNECT_SECONDS = 5.0
 def unreachable(address: str | None, seconds: float = CONNECT_SECONDS) -> str | None:
     """Why nothing answers at a cluster's host:port, or None (it answers, or
     there is no address to try: none, "auto", "local"). Asked before
-    ray.init, which tries an address that is down for minutes (5.5 measured)
-    before it gives up."""
+    ray.init, which tries an address that is down for minutes before it
+    gives up."""
     if not address or address in ("auto", "local"):
         return None
     host, _, port = address.split("://", 1)[-1].rpartition(":")
@@ -112,8 +109,10 @@ class NodeWorker(WorkerClient):
         super().__init__(ship_source=True)
         self.project: Project | None = None
 
-    def _ship(self, request: CheckRequest):
-        self.manifests = self.project
+    def _ship(self, request: CheckRequest) -> tuple[str, dict] | None:
+        if self.project is None:
+            return None
+        self.texts = self.project  # the texts come from the object store, not this node's disk
         return self.project.root, self.project.manifest
 
 
@@ -167,7 +166,7 @@ class RayPool:
                     f"cannot reach the Ray cluster{f' at {address}' if address else ''}: {error}"
                 ) from None
         self.size = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
-        self.memory = memory or DEFAULT_WORKER_PEAK
+        self.memory = memory or DEFAULT_PEAK  # before any worker was measured here
         self.task = self.ray.remote(run_on_node).options(
             num_cpus=1, memory=self.memory, max_retries=TASK_RETRIES, retry_exceptions=False
         )
@@ -187,6 +186,8 @@ class RayPool:
         a remote WorkerClient ships it (root: the pyproject root or the file's
         package root)."""
         root = project_root(request)
+        if root is None:
+            raise ValueError("a request for the Ray backend names a file or a project root")
         with self.lock:
             manifest = self.manifests.manifest(root)
             key = (root, tuple(sorted(manifest.items())))

@@ -30,7 +30,7 @@ TEMPORARY_FOLDER = "tmp"
 
 def is_url(location: str | None) -> bool:
     """s3://bucket/prefix and the like; a Windows drive (C:\\) is two letters short of one."""
-    return bool(location) and URL.match(location) is not None
+    return location is not None and URL.match(location) is not None
 
 
 def protocol_of(url: str) -> str:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from typing import Protocol
 
-SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", ".vmem_lsp_cache"}
+from ..config import CACHE_DIR_NAME
+
+SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", CACHE_DIR_NAME}
 MAX_FILES = 5000
 
 
@@ -25,6 +28,13 @@ def file_digest(path: str) -> str:
         return digest(f.read())
 
 
+class SourceTexts(Protocol):
+    """Where the text of a file to ship is read: this machine's disk
+    (Manifests), or, on a Ray node, the object the driver put (ray_backend.Project)."""
+
+    def read(self, root: str, relative: str) -> str: ...
+
+
 class Manifests:
     """Client side: the manifest of a project folder, hashing only what changed."""
 
@@ -32,7 +42,7 @@ class Manifests:
         self.known: dict[str, tuple[float, int, str]] = {}  # path -> (mtime, size, sha)
 
     def manifest(self, root: str) -> dict[str, str]:
-        found = {}
+        found: dict[str, str] = {}
         for directory, subdirs, files in os.walk(root):
             subdirs[:] = [d for d in subdirs if d not in SKIP_DIRS and not d.startswith(".")]
             for name in files:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from ..budget import literal_int
 from ..chips import MiB
-from ..compile.protocol import CapturedCall
 from ..correlate import spec_in_site
+from ..results import CapturedCall
 from ..source.model import BlockSpecSite, Expr, KernelSite, Span
 from ..source.syntax import parse_quietly
 from ..source.text import node_span, split_lines

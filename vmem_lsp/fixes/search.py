@@ -14,10 +14,10 @@ from .. import budget as budgets
 from .. import render
 from ..chips import MiB, chip
 from ..compile.client import CheckRequest
-from ..compile.protocol import CapturedCall, ExampleResult, Operand
 from ..correlate import SitesOf, kernel_site, operand_named, spec_in_site
 from ..render import size as format_size
 from ..report.parse import parse_report
+from ..results import CapturedCall, ExampleResult, Operand
 from ..source.directives import Example
 from ..source.text import split_lines
 from . import rewrites

@@ -1,7 +1,7 @@
 """Compiling off the editor's loop: one background thread owns the workers,
 takes jobs from a queue, and hands results back to the loop. A newer job for
 a document supersedes its older one. A job's chips compile at once, each on
-its own worker, where there are cores for it (pool.lanes_for)."""
+its own worker, where there are cores for it (compile.backend.SaveRunners)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..compile.cache import ResultCache
-from ..compile.client import WorkerClient
-from ..compile.memory import worker_peak
-from ..compile.pool import ChipLanes, lanes_for
-from ..compile.protocol import ExampleResult
-from ..compile.ray_backend import BackendError, RayPool
+from ..compile.backend import BackendError, LaneRunner, ResultCache, SaveRunners, cache_for
 from ..config import Settings
-from ..engine import memory_for, run_example
+from ..engine import run_example
+from ..results import ExampleResult
 from ..source.directives import Example
 
 
@@ -65,8 +61,7 @@ class CompileService:
         self.current: CompileJob | None = None
         self.wakeup = threading.Condition()
         self.stopping = False
-        self.workers: ChipLanes | None = None
-        self.worker_command: str | None = None
+        self.runners = SaveRunners()
         self.thread = threading.Thread(target=self._run, name="vmem-lsp-compile", daemon=True)
         self.thread.start()
 
@@ -91,8 +86,7 @@ class CompileService:
             for job in [*self.pending.values(), *([self.current] if self.current else [])]:
                 job.cancelled.set()
             self.wakeup.notify()
-        if self.workers is not None:
-            self.workers.stop()
+        self.runners.stop()
         self.thread.join(timeout=5)
 
     # -- the thread ------------------------------------------------------------------
@@ -114,44 +108,21 @@ class CompileService:
             self.current = self.pending.pop(uri)
             return self.current
 
-    def _workers_for(self, settings: Settings) -> ChipLanes | RayPool:
-        """The lanes for these settings' chips, each worker they use started;
-        with backend "ray", the cluster (a lane per chip: all compile at once)."""
-        if settings.backend == "ray":
-            return self._ray_for(settings)
-        targets = tuple(settings.targets)
-        if self.workers is None or self.worker_command != settings.worker or isinstance(self.workers, RayPool):
-            if self.workers is not None:
-                self.workers.stop()
-            # Each local worker watched against its share of the memory here, as the CLI's
-            # are: an example that holds too much is stopped and said to, not left to swap.
-            plan, peaks = memory_for(settings, lanes_for(len(targets), settings.jobs))
-            self.workers = ChipLanes(settings.worker, share=plan.share_bytes, peaks=peaks)
-            self.worker_command = settings.worker
-        self.workers.grow(lanes_for(len(targets), settings.jobs))
-        idle = list({id(w): w for w in map(self.workers.worker, targets) if not w.running()}.values())
+    def _workers_for(self, settings: Settings) -> LaneRunner:
+        """The runner for these settings' chips (compile.backend.SaveRunners),
+        each local worker they use started; BackendError (no ray, no cluster)
+        ends the job with its message on the status."""
+        workers = self.runners.runner_for(settings, lambda state, message: self._emit(CompileEvent(state, message)))
+        idle = self.runners.unstarted(tuple(settings.targets))
         if idle:  # libtpu takes seconds to load: every worker loads it at once
             # Another chip's lane beside a running worker is no start of vmem-lsp: the status
             # says "starting" only when no worker runs yet (the editor reads it as a restart).
-            first = not any(w.running() for w in self.workers.workers)
+            first = not self.runners.any_running()
             with ThreadPoolExecutor(len(idle), thread_name_prefix="vmem-lsp-start") as starting:
                 list(starting.map(lambda w: self._start(w, first), idle))
-        return self.workers
+        return workers
 
-    def _ray_for(self, settings: Settings) -> RayPool:
-        """The Ray cluster of these settings, connected once; BackendError (no
-        ray, no cluster) ends the job with its message on the status."""
-        if not isinstance(self.workers, RayPool) or self.worker_command != ("ray", settings.ray_address):
-            if self.workers is not None:
-                self.workers.stop()
-                self.workers = None
-            self._emit(CompileEvent("starting", f"connecting to the Ray cluster {settings.ray_address or ''}".rstrip()))
-            self.workers = RayPool(settings.ray_address, memory=worker_peak(settings.cache_folder()))
-            self.worker_command = ("ray", settings.ray_address)
-            self._emit(CompileEvent("ready", f"compiling on Ray: {self.workers.size} CPUs"))
-        return self.workers
-
-    def _start(self, worker: WorkerClient, announce: bool = True) -> None:
+    def _start(self, worker, announce: bool = True) -> None:
         if announce:
             self._emit(CompileEvent("starting", "starting the TPU compiler worker"))
         try:
@@ -181,7 +152,7 @@ class CompileService:
         workers = self._workers_for(job.settings)
         if not job.examples:
             return
-        cache = ResultCache(job.settings.cache_folder(), enabled=job.use_cache)
+        cache = cache_for(job.settings, enabled=job.use_cache)
         targets = tuple(job.settings.targets)
         pairs = [(example, target) for example in job.examples for target in targets]
         total = len(pairs)
@@ -240,7 +211,7 @@ class CompileService:
             finally:  # told even when superseded or failed: requests waiting on the search go on
                 self._call(self.on_fixes, job, None if job.cancelled.is_set() else planned, True)
 
-    def _search_fixes(self, job: CompileJob, results, cache: ResultCache, workers: ChipLanes) -> list | None:
+    def _search_fixes(self, job: CompileJob, results, cache: ResultCache, workers: LaneRunner) -> list | None:
         """After the verdict is out: find fixes for what overflows, verified by
         compiling. The candidates are told (on_fixes(job, planned, False)) while
         they are compiled. None when a newer job stopped the search."""
@@ -260,7 +231,8 @@ class CompileService:
             return run(request)
 
         def progress(example, fixes):
-            self._call(self.on_fixes, job, [(example, fixes)], False)
+            if self.on_fixes is not None:
+                self._call(self.on_fixes, job, [(example, fixes)], False)
 
         try:
             planned = plan(

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from .. import views
 from ..budget import KnownKernel
-from ..compile.protocol import ExampleResult
 from ..diagnostics import Diagnostic, is_suppressed
 from ..engine import Analysis, SourceFiles, diagnose, headroom_warnings, overlaps, unreached_diagnostic
 from ..fixes.plan import overflowing
+from ..results import ExampleResult
 from ..source.directives import Example
 from ..source.locate import LocateResult, locate
 from ..source.model import KernelSite

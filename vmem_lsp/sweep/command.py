@@ -131,8 +131,9 @@ def run(args) -> int:
 
 def run_table(args, settings) -> int:
     """Each {target, example} entry compiled on its own chip; 1 if any overflows or cannot be checked."""
+    from ..compile.backend import runner_for
     from ..compile.cache import ResultCache
-    from ..engine import make_workers, run_example
+    from ..engine import run_example
     from .decide import Config, compiled_verdict
     from .spec import SweepError, one_config
 
@@ -149,7 +150,7 @@ def run_table(args, settings) -> int:
     from ..config import parse_targets
 
     cache = ResultCache(settings.cache_folder(), enabled=not args.no_cache)
-    worker = make_workers(settings)
+    worker = runner_for(settings)
     rows, code = [], EXIT_OK
     try:
         for entry in entries:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 
 from .. import budget as budgets
 from .. import layout, render
-from ..compile.protocol import CapturedCall, ExampleResult
 from ..report.parse import parse_report
+from ..results import CapturedCall, ExampleResult
 from .model_error import bound, kind_of, model_decides
 
 VMEM_FORMS = ("physical", "scoped", "single_allocation")

@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from .. import layout
-from ..compile.protocol import CapturedCall
+from ..results import CapturedCall
 
 TABLE = Path(__file__).with_name("model_error.json")
 PAD = 0.02  # of the limit, beyond the worst error measured: the corpus is finite

@@ -11,10 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from ..compile.backend import runner_for
 from ..compile.cache import ResultCache
-from ..compile.protocol import ExampleResult
 from ..config import Settings
-from ..engine import Progress, make_workers, request_for
+from ..engine import Progress, request_for
+from ..results import ExampleResult
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
 from .spec import Configs, SweepError
 
@@ -67,7 +68,7 @@ def run_sweep(
     outcome = SweepOutcome(sweep)
     cache = ResultCache(settings.cache_folder(), enabled=use_cache)
     own = worker is None
-    worker = worker or make_workers(settings)
+    worker = worker or runner_for(settings)
     lanes = getattr(worker, "size", 1)
 
     def run(request) -> ExampleResult:
