@@ -38,7 +38,7 @@ def _evaluator(node):
         return lambda scope: value
     if is_shape_literal(node) and check_dims(node) is None:
         dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        dtype, sizes = DIRECTIVE_DTYPES[node.value.id], tuple(cast(ast.Constant, d).value for d in dims)
+        dtype, sizes = DIRECTIVE_DTYPES[cast(ast.Name, node.value).id], tuple(cast(ast.Constant, d).value for d in dims)
         return lambda scope: scope[SHAPE_FUNCTION](dtype, sizes)
     if isinstance(node, ast.Name):
         name = node.id
@@ -57,7 +57,7 @@ def call_plan(call_text: str):
     call over and over, and a check asks again for the example it checked;
     the evaluators read the scope they are given, so one plan serves every
     module and device."""
-    call = cast(ast.Expression, parse_quietly(call_text.strip(), mode="eval")).body
+    call = parse_quietly(call_text.strip(), mode="eval").body
     if not isinstance(call, ast.Call):
         call = compile_call(call_text)  # says why, as before
     return (
