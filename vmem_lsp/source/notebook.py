@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from .model import Span
-from .text import line_and_column
+from .model import Span, TextEdit
+from .text import apply_edits, line_and_column
 
 SUFFIX = ".ipynb"
 
@@ -242,8 +242,6 @@ class Notebook(CellModule):
 
 
 def _edited(cell: CodeCell, edits) -> str:
-    from ..fixes.edits import TextEdit, apply_edits
-
     shift = cell.first_line - 1
     local = [
         TextEdit(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..compile.cache import ResultCache
 from ..compile.protocol import ExampleResult
 from ..config import Settings
-from ..engine import Progress, make_workers, request_for
+from ..engine import Progress, Silent, make_workers, request_for
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
 from .spec import Sweep, SweepError
 
@@ -57,7 +57,7 @@ def run_sweep(
 ) -> SweepOutcome:
     """Every config of `sweep` on every chip of `settings`; `progress` (engine.Progress)
     is told of the traces, then of the compiles."""
-    progress = progress or Progress()
+    progress = progress or Silent()
     started = time.perf_counter()
     outcome = SweepOutcome(sweep)
     cache = ResultCache(settings.cache_folder(), enabled=use_cache)
