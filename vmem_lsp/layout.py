@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .compile.protocol import CapturedCall, Operand, Scoped, Scratch
+from .compile.protocol import CapturedCall, Operand, Scoped
 from .dtypes import ITEM_BITS
 
 LANES = 128
@@ -182,10 +182,6 @@ def scoped_costs(call: CapturedCall) -> list[WindowCost]:
 
 def find_cost(costs: list[WindowCost], kind: str, index: int) -> WindowCost | None:
     return next((c for c in costs if c.kind == kind and c.index == index), None)
-
-
-def scratch_of(call: CapturedCall, index: int) -> Scratch | None:
-    return next((s for s in call.scratch if s.index == index), None)
 
 
 def match_scratch(costs: list[WindowCost], shape_text: str) -> WindowCost | None:
