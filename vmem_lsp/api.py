@@ -133,8 +133,8 @@ class Engine:
 
                 self.settings = load_settings(os.getcwd())
                 self.cache = ResultCache(self.settings.cache_folder())
-                # Local workers, sized and watched as the CLI's (a Ray task's overhead,
-                # 15 ms, is three of fits' traces: `backend` is not read here).
+                # Local workers, sized and watched as the CLI's (a Ray task's overhead
+                # is several of fits' traces: `backend` is not read here).
                 self.workers = local_workers(self.settings, pool=True)
                 atexit.register(self.stop)
         return self
@@ -151,7 +151,7 @@ ENGINE = Engine()
 
 def fits(fn, *args, target: str = "v6e", compile: bool = True, **kwargs) -> Verdict:
     """Whether `fn(*args, **kwargs)` fits in VMEM on `target`: with `compile`,
-    the TPU compiler's verdict; without, the layout model's (milliseconds)."""
+    the TPU compiler's verdict; without, the layout model's on a trace (no compile)."""
     from . import budget as budgets
     from .config import parse_targets
     from .sweep.decide import Config, compiled_verdict

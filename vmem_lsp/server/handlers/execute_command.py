@@ -23,12 +23,12 @@ def handle(ls, text=""):
 
 
 def explain(ls: VmemServer, text: str) -> dict:
-    from ...explain import explain_text, find_reports, placed, source_sites
+    from ...explain import Sources, explain_text, find_reports, placed, source_sites
 
     found = list(find_reports(text.splitlines(True)))
     root = ls.workspace.root_path
     paths = sorted({*ls.session.documents, *([root] if root else [])})
-    candidates = source_sites(paths, trace=False) if found else []  # tracing would hold the server
+    candidates = source_sites(paths, trace=False) if found else Sources([])  # tracing would hold the server
     diagnostics = [d for f in found for d in placed(f, None, FROM, candidates)]
     old = ls.session.contributions.get(ORIGIN, {})
     by_path: dict = {}
