@@ -40,7 +40,8 @@ import families
 from vmem_lsp import layout
 from vmem_lsp.chips import CHIPS, chip
 from vmem_lsp.compile.protocol import result_from_dict
-from vmem_lsp.report.parse import format_size, parse_report
+from vmem_lsp.render import size as format_size
+from vmem_lsp.report.parse import parse_report
 from vmem_lsp.results import CapturedCall
 
 HERE = Path(__file__).resolve().parent

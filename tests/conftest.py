@@ -124,7 +124,7 @@ def changed_outside(before: str, after: str, edits) -> list:
     gained, lost or moved outside the edits shows (two edits of one span, say).
     No diff is computed: a character diff of a 2,000-line jax module takes
     seconds, and it may align an insertion beside its edit rather than at it."""
-    from vmem_lsp.fixes.edits import offset
+    from vmem_lsp.source.text import offset
 
     regions = sorted(
         (offset(before, e.span.start_line, e.span.start_col), offset(before, e.span.end_line, e.span.end_col))

@@ -21,12 +21,13 @@ from jax_ops import EXAMPLES, OPS, TARGET, copy_with_example
 from vmem_lsp.chips import MiB
 from vmem_lsp.compile.client import CheckRequest
 from vmem_lsp.fixes import rewrites
-from vmem_lsp.fixes.edits import apply_edits, inverse_edits, offset
+from vmem_lsp.fixes.edits import inverse_edits
 from vmem_lsp.fixes.knobs import example_knobs
 from vmem_lsp.results import CapturedCall, Operand, Origin
 from vmem_lsp.source.directives import find_examples
 from vmem_lsp.source.locate import locate
 from vmem_lsp.source.model import BlockSpecSite, KernelSite
+from vmem_lsp.source.text import apply_edits, offset
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ import pytest
 from conftest import EXAMPLES, KERNELS, changed_outside, fixes_for, run_cli, run_json
 
 from vmem_lsp.engine import SourceFiles
-from vmem_lsp.fixes.edits import apply_edits, inverse_edits
+from vmem_lsp.fixes.edits import inverse_edits
+from vmem_lsp.source.text import apply_edits
 
 
 def copy(tmp_path, source):
@@ -179,9 +180,8 @@ def test_a_fix_keeps_windows_line_ends_and_replaces_the_file_whole(tmp_path):
 
 def test_a_file_changed_since_it_was_checked_is_not_fixed(tmp_path):
     """--fix writes over exactly the text it checked, or not at all."""
-    from vmem_lsp.cli import write_edits
-    from vmem_lsp.fixes.edits import TextEdit
-    from vmem_lsp.source.model import Span
+    from vmem_lsp.cli.fix import write_edits
+    from vmem_lsp.source.model import Span, TextEdit
 
     path = tmp_path / "k.py"
     checked = "BLOCK = 1024\n"
@@ -191,6 +191,32 @@ def test_a_file_changed_since_it_was_checked_is_not_fixed(tmp_path):
     assert path.read_text() == "BLOCK = 1024  # edited in the editor meanwhile\n"
     path.write_text(checked)
     assert write_edits(str(path), checked, [edit]) is None and path.read_text() == "BLOCK = 512\n"
+
+
+def test_a_file_that_could_not_be_read_is_neither_diffed_nor_written(tmp_path, capsys):
+    """A file whose text the check could not read (not UTF-8) has no text to diff or to compare
+    the disk with: --diff and --fix say so and go on, never an internal error."""
+    from vmem_lsp.cli.fix import apply_fixes
+    from vmem_lsp.engine import SourceFiles
+    from vmem_lsp.source.model import Span, TextEdit
+
+    unreadable, fine = tmp_path / "latin1.py", tmp_path / "k.py"
+    unreadable.write_bytes(b"# caf\xe9\nBLOCK = 1024\n")
+    fine.write_text("BLOCK = 1024\n")
+    edits = {
+        str(unreadable): [TextEdit(str(unreadable), Span(2, 8, 2, 12), "512")],
+        str(fine): [TextEdit(str(fine), Span(1, 8, 1, 12), "512")],
+    }
+    refused = f"{unreadable.name}: not fixed: it could not be read when it was checked"
+
+    assert apply_fixes(edits, SourceFiles(), write=False) == 1  # --diff
+    said = capsys.readouterr()
+    assert refused in said.err and "+BLOCK = 512" in said.out and "caf" not in said.out
+    assert fine.read_text() == "BLOCK = 1024\n"
+
+    assert apply_fixes(edits, SourceFiles(), write=True) == 1  # --fix
+    assert refused in capsys.readouterr().err
+    assert fine.read_text() == "BLOCK = 512\n" and unreadable.read_bytes() == b"# caf\xe9\nBLOCK = 1024\n"
 
 
 def test_a_block_size_passed_positionally_is_named_by_its_parameter(tmp_path):

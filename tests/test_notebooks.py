@@ -12,8 +12,7 @@ import pytest
 from conftest import EXAMPLES, run_cli, run_json
 from notebooks import write_notebook
 
-from vmem_lsp.fixes.edits import TextEdit
-from vmem_lsp.source.model import Span
+from vmem_lsp.source.model import Span, TextEdit
 from vmem_lsp.source.notebook import NotebookError, mask_magics, read_notebook
 
 # ---- the module a notebook makes --------------------------------------------------------------

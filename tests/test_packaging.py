@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 import pytest
 
 import vmem_lsp
-from vmem_lsp import cli
+from vmem_lsp.cli import compiler
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def test_version_says_not_installed_for_a_missing_package(monkeypatch):
         return version(name)
 
     monkeypatch.setattr(importlib.metadata, "version", version_without_libtpu)
-    lines = cli.version_text().splitlines()
+    lines = compiler.version_text().splitlines()
     assert lines[0] == f"vmem-lsp {vmem_lsp.__version__}"
     assert lines[3] == "libtpu not installed"
     assert lines[1] == f"jax {installed('jax')}"
@@ -156,7 +156,7 @@ def test_the_sdist_carries_what_the_tests_read(tmp_path):
     assert {
         "README.md",
         "pyproject.toml",
-        "vmem_lsp/cli.py",
+        "vmem_lsp/cli/__init__.py",
         "vmem_lsp/sweep/model_error.json",
         "editors/vscode/package.json",
     } <= names

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from vmem_lsp.render import size as format_size
 from vmem_lsp.report.model import Report, Shape
-from vmem_lsp.report.parse import error_kind, format_size, parse_report, parse_size
+from vmem_lsp.report.parse import error_kind, parse_report, parse_size
 
 DATA = Path(__file__).parent / "data" / "reports"
 FILES = sorted(DATA.glob("*.txt"))

@@ -352,7 +352,7 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
     by a newer save, or the file closed, answers it at once."""
     from types import SimpleNamespace
 
-    from vmem_lsp.fixes.edits import Fix, TextEdit
+    from vmem_lsp.fixes.edits import Fix
     from vmem_lsp.results import CapturedCall, ExampleResult
     from vmem_lsp.server.convert import to_uri
     from vmem_lsp.server.handlers import code_action
@@ -360,7 +360,7 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
     from vmem_lsp.server.session import Session
     from vmem_lsp.server.waiting import Waiters
     from vmem_lsp.source.directives import find_examples
-    from vmem_lsp.source.model import Span
+    from vmem_lsp.source.model import Span, TextEdit
 
     path = str(EXAMPLES / "copy_whole.py")
     text = (EXAMPLES / "copy_whole.py").read_text()

@@ -18,8 +18,7 @@ from notebooks import write_notebook
 from pygls.workspace.text_document import TextDocument
 from test_server import apply_text_edits, compiler_tier, estimate_tier
 
-from vmem_lsp.fixes.edits import TextEdit
-from vmem_lsp.source.model import Span
+from vmem_lsp.source.model import Span, TextEdit
 from vmem_lsp.source.notebook import open_notebook, read_notebook
 
 SEED = EXAMPLES / "copy_whole.py"

@@ -128,3 +128,14 @@ def test_configuration_example_holds_every_key_and_is_accepted():
     assert sorted(example) == sorted(table_names("key"))
     settings = apply(Settings(), example, "pyproject.toml")
     assert settings.targets == tuple(example["targets"]) and settings.worker == example["worker"]
+
+
+def test_every_pyproject_key_sets_a_settings_field():
+    """config.KEYS is the one list of [tool.vmem-lsp] keys: each sets the Settings field of its name."""
+    from vmem_lsp.config import KEYS, Settings, apply, field_of
+
+    names = {f.name for f in dataclasses.fields(Settings)}
+    assert {field_of(key) for key in KEYS} <= names
+    assert apply(Settings(), {"trace-timeout": 5, "worker": "ssh tpu"}, "/p/pyproject.toml") == Settings(
+        trace_timeout=5.0, worker="ssh tpu", worker_source="pyproject.toml", root=Settings().root
+    )

@@ -24,10 +24,11 @@ from test_edits_on_jax_ops import assert_intact, site_rewrites, whole_arrays
 
 from vmem_lsp.chips import MiB
 from vmem_lsp.fixes import rewrites
-from vmem_lsp.fixes.edits import TextEdit, apply_edits
 from vmem_lsp.fixes.knobs import constant_knobs, default_knobs, example_knobs
 from vmem_lsp.source.directives import find_examples
 from vmem_lsp.source.locate import locate
+from vmem_lsp.source.model import TextEdit
+from vmem_lsp.source.text import apply_edits
 
 PATH = "/work/kernel.py"
 

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from .dtypes import COMPILER_DTYPES
 
 if TYPE_CHECKING:  # `import vmem_lsp` stays light: the engine is imported on first use
-    from .compile.cache import ResultCache
-    from .compile.client import CheckRequest
+    from .compile.backend import CheckRequest, ResultCache
     from .config import Settings
     from .results import ExampleResult, PhaseLimits
     from .source.directives import Example
@@ -178,7 +177,7 @@ def fits(
     fn: Callable[..., object], *args: object, target: str = "v6e", compile: bool = True, **kwargs: object
 ) -> Verdict:
     """Whether `fn(*args, **kwargs)` fits in VMEM on `target`: with `compile`,
-    the TPU compiler's verdict; without, the layout model's (milliseconds)."""
+    the TPU compiler's verdict; without, the layout model's on a trace (no compile)."""
     from . import budget as budgets
     from .config import parse_targets
     from .sweep.decide import Config, compiled_verdict

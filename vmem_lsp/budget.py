@@ -21,8 +21,6 @@ from .results import CapturedCall, Operand
 from .source.model import Expr, KernelSite
 from .source.syntax import parse_quietly
 
-HEADROOM_WARNING = 0.10
-
 
 @dataclass(frozen=True)
 class Part:

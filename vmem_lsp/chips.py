@@ -1,8 +1,9 @@
 """Per-chip facts: how to get a compile-only device, and what VMEM it has.
 
-Capacities and scoped limits are as the compiler printed them here (DESIGN.md,
-"Facts from 254 real-kernel compiles"); they are used for messages and for the
-static model when no compiler report says otherwise.
+Capacities and scoped limits are as the compiler prints them in its reports
+(tests/data/reports holds captured ones: "127.94M" of v6e, "16.00M" scoped on
+v5e); they are used for messages and for the static model when no compiler
+report says otherwise.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ class Chip:
     topology: str  # what get_topology_desc accepts
     device_kind: str  # what the device reports
     capacity: int  # VMEM bytes the compiler can use (as it prints it)
-    capacity_text: str
     scoped_limit: int  # default scoped VMEM limit without vmem_limit_bytes
-    scoped_limit_text: str
 
     @property
     def label(self) -> str:
@@ -31,12 +30,12 @@ CHIPS: dict[str, Chip] = {
     c.name: c
     for c in (
         # v4 never printed E1001: its scoped limit is its capacity.
-        Chip("v4", "v4:2x2x1", "TPU v4", 16 * MiB, "16.00M", 16 * MiB, "16.00M"),
-        Chip("v5e", "v5e:2x2", "TPU v5 lite", 128 * MiB, "128.00M", 16 * MiB, "16.00M"),
+        Chip("v4", "v4:2x2x1", "TPU v4", 16 * MiB, 16 * MiB),
+        Chip("v5e", "v5e:2x2", "TPU v5 lite", 128 * MiB, 16 * MiB),
         # v5p and v6e print capacity 64 KiB under the physical size.
-        Chip("v5p", "v5p:2x2x1", "TPU v5", 64 * MiB - 64 * 1024, "63.94M", 16 * MiB, "16.00M"),
-        Chip("v6e", "v6e:2x2", "TPU v6 lite", 128 * MiB - 64 * 1024, "127.94M", 32 * MiB, "32.00M"),
-        Chip("v7x", "tpu7x:2x2x1", "TPU7x", 64 * MiB, "64.00M", 32 * MiB, "32.00M"),
+        Chip("v5p", "v5p:2x2x1", "TPU v5", 64 * MiB - 64 * 1024, 16 * MiB),
+        Chip("v6e", "v6e:2x2", "TPU v6 lite", 128 * MiB - 64 * 1024, 32 * MiB),
+        Chip("v7x", "tpu7x:2x2x1", "TPU7x", 64 * MiB, 32 * MiB),
     )
 }
 

@@ -7,7 +7,9 @@ import functools
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from .chips import DEFAULT_TARGETS, chip
 from .compile.shared_cache import is_url
@@ -97,67 +99,30 @@ def load_settings(start: str) -> Settings:
 
 
 def apply(settings: Settings, table: dict, where: str) -> Settings:
-    """Settings with the keys of one [tool.vmem-lsp]-shaped table applied."""
-    known = {
-        "targets",
-        "examples",
-        "timeout",
-        "trace-timeout",
-        "scoped-vmem-limit",
-        "worker",
-        "worker-fallback",
-        "jobs",
-        "worker-memory",
-        "cache-dir",
-        "exclude",
-        "require-examples",
-        "backend",
-        "ray-address",
-    }
-    unknown = set(table) - known
+    """Settings with the keys of one [tool.vmem-lsp]-shaped table applied: each
+    key sets its field (KEYS), and the field's X_source says `where`'s file name."""
+    unknown = set(table) - set(KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown [tool.vmem-lsp] keys: {', '.join(sorted(unknown))}")
-    changes = {}
-    if "targets" in table:
-        changes["targets"] = parse_targets(table["targets"])
-    if "examples" in table:
-        changes["examples"] = tuple(table["examples"])
-    if "timeout" in table:
-        changes["timeout"] = float(table["timeout"])
-    if "trace-timeout" in table:
-        changes["trace_timeout"] = float(table["trace-timeout"])
-    if "scoped-vmem-limit" in table:
-        changes["scoped_vmem_limit"] = parse_scoped_limits(table["scoped-vmem-limit"])
-        changes["scoped_vmem_limit_source"] = os.path.basename(where)
-    if "worker" in table:
-        changes["worker"] = table["worker"] or None
-        changes["worker_source"] = os.path.basename(where)
-    if "worker-fallback" in table:
-        changes["worker_fallback"] = bool(table["worker-fallback"])
-    if "jobs" in table:
-        changes["jobs"] = max(1, int(table["jobs"]))
-    if "worker-memory" in table:
-        changes["worker_memory"] = parse_memory(table["worker-memory"])
-    if "cache-dir" in table:
-        changes["cache_dir"] = cache_location(table["cache-dir"], settings.root)
-    if "exclude" in table:
-        changes["exclude"] = tuple(table["exclude"])
-    if "require-examples" in table:
-        changes["require_examples"] = bool(table["require-examples"])
-    if "backend" in table:
-        changes["backend"] = parse_backend(table["backend"])
-    if "ray-address" in table:
-        changes["ray_address"] = table["ray-address"] or None
+    changes: dict[str, Any] = {}
+    for key, value in table.items():
+        name = field_of(key)
+        changes[name] = KEYS[key](value, settings.root)
+        if f"{name}_source" in SOURCED:
+            changes[f"{name}_source"] = os.path.basename(where)
     return replace(settings, **changes)
+
+
+def field_of(key: str) -> str:
+    """The Settings field a [tool.vmem-lsp] key sets: its name, dashes as underscores."""
+    return key.replace("-", "_")
 
 
 def sources(table_keys, path: str | None) -> dict[str, str]:
     """Where each Settings field came from, before the command line: "pyproject.toml:<path>"
     for a field whose [tool.vmem-lsp] key is in `table_keys` (a field named X_source
     goes with X; root and config_path with the file itself), else "default"."""
-    from dataclasses import fields
-
-    keys = {key.replace("-", "_") for key in table_keys}
+    keys = {field_of(key) for key in table_keys}
     found = {}
     for f in fields(Settings):
         name = f.name.removesuffix("_source")
@@ -245,3 +210,31 @@ def parse_scoped_limits(value) -> tuple[tuple[str, int], ...]:
         return tuple(sorted((chip(name).name, parse_size(size)) for name, size in pairs))
     except ValueError as error:
         raise ConfigError(str(error)) from None
+
+
+Reader = Callable[[Any, str], Any]  # (the table's value, the project root) -> the field's value
+
+
+def _value(read: Callable[[Any], Any]) -> Reader:
+    """A reader that needs the value alone, not the project root."""
+    return lambda value, root: read(value)
+
+
+# The [tool.vmem-lsp] keys and how each value is read; each sets the field `field_of` names.
+KEYS: dict[str, Reader] = {
+    "targets": _value(parse_targets),
+    "examples": _value(tuple),
+    "timeout": _value(float),
+    "trace-timeout": _value(float),
+    "scoped-vmem-limit": _value(parse_scoped_limits),
+    "worker": _value(lambda value: value or None),
+    "worker-fallback": _value(bool),
+    "jobs": _value(lambda value: max(1, int(value))),
+    "worker-memory": _value(parse_memory),
+    "cache-dir": cache_location,  # a relative path is the project root's
+    "exclude": _value(tuple),
+    "require-examples": _value(bool),
+    "backend": _value(parse_backend),
+    "ray-address": _value(lambda value: value or None),
+}
+SOURCED = {f.name for f in fields(Settings) if f.name.endswith("_source")}  # where X was set, for X's messages

@@ -281,13 +281,6 @@ def folder_size(folder: str) -> tuple[int, int]:
     return size, count
 
 
-def human(size: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-
-
 def cache_check(settings) -> Check:
     folder = settings.cache_folder()
     from .compile.shared_cache import install_hint, is_url
@@ -313,8 +306,10 @@ def cache_check(settings) -> Check:
             f"cache folder {folder} is not a writable folder",
             "set cache-dir in [tool.vmem-lsp] (or --cache-dir) to a writable folder",
         )
+    from .render import size as size_text  # the form of every size vmem-lsp prints: 12.35M
+
     size, count = folder_size(folder)
-    return Check("cache", "cache", "ok", f"cache folder {folder}: {human(size)} in {count} files")
+    return Check("cache", "cache", "ok", f"cache folder {folder}: {size_text(size)} in {count} files")
 
 
 def iter_parents(path: str):

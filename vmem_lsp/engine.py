@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from . import render, views
 from .compile.backend import CheckRequest, ResultCache, Runner, cache_for, runner_for
@@ -202,9 +203,19 @@ def cached_runner(cache: ResultCache, worker: Runner, limits: PhaseLimits) -> Ca
     return run
 
 
-class Progress:
+class Progress(Protocol):
     """What a long run tells its face: a kernel about to compile, a kernel done.
-    The CLI draws a bar; this one says nothing."""
+    The CLI draws a bar (cli.common.ProgressBar); a run nobody watches gets `Silent`."""
+
+    def start(self, total: int) -> None: ...
+
+    def line(self, text: str) -> None: ...
+
+    def advance(self, where: str) -> None: ...
+
+
+class Silent:
+    """The Progress of a run nobody watches: it says nothing."""
 
     def start(self, total: int) -> None:
         pass
@@ -244,7 +255,7 @@ def check(
         plan, jobs = jobs, take(jobs, shard, settings.root)
         owned = [f for f in files if owns(shard, f, settings.root)]
         outcome.diagnostics = [d for d in outcome.diagnostics if owns(shard, d.path, settings.root)]
-    bar = progress or Progress()
+    bar = progress or Silent()
     bar.start(len(jobs))
 
     def run(numbered):

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from .dtypes import ITEM_BITS
-from .results import CapturedCall, Operand, Scoped, Scratch
+from .results import CapturedCall, Operand, Scoped
 
 LANES = 128
 SUBLANES = 8
@@ -182,10 +182,6 @@ def scoped_costs(call: CapturedCall) -> list[WindowCost]:
 
 def find_cost(costs: list[WindowCost], kind: str, index: int) -> WindowCost | None:
     return next((c for c in costs if c.kind == kind and c.index == index), None)
-
-
-def scratch_of(call: CapturedCall, index: int) -> Scratch | None:
-    return next((s for s in call.scratch if s.index == index), None)
 
 
 def match_scratch(costs: list[WindowCost], shape_text: str) -> WindowCost | None:

@@ -2,8 +2,8 @@
 
 Three layers, because each misses a case the others catch:
 - In the parent (`exit_with_children`): TERM, INT and HUP kill every child's
-  process group before the parent exits. Measured before this existed: a
-  `check` killed while an example spun left its worker at 100% CPU forever.
+  process group before the parent exits, else a `check` killed while an
+  example spins leaves its worker spinning after it.
 - In the child (`die_with_parent`): Linux's PR_SET_PDEATHSIG, the kernel's
   word that the parent is gone (SIGKILL of the parent included, when no
   handler runs), and a watchdog thread that polls the parent pid for systems

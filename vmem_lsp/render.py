@@ -13,10 +13,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .report.parse import format_size
+from .report.parse import UNITS
 from .source.notebook import cell_line, is_notebook
 
-size = format_size  # bytes as the compiler prints them: 64.00M, 512.0K
+
+def size(n: int) -> str:
+    """Bytes the way the compiler prints them (tsl's HumanReadableNumBytes), so texts compare equal:
+    whole bytes below 1K, K with one decimal, bigger units with two, each unit step truncating."""
+    sign, n = ("-", -n) if n < 0 else ("", n)
+    if n < 1024:
+        return f"{sign}{n}B"
+    unit = 1
+    while n >= 1024 * 1024 and unit < len(UNITS) - 1:
+        n //= 1024
+        unit += 1
+    return f"{sign}{n / 1024:.{1 if unit == 1 else 2}f}{UNITS[unit]}"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..results import ExampleResult, PhaseLimits
 from .cache import ResultCache
-from .client import CheckRequest, WorkerClient, WorkerError
+from .client import BackendError, CheckRequest, WorkerClient, WorkerError
 from .memory import MemoryPlan, PeakLog, worker_peak
 from .pool import ChipLanes, WorkerPool, lanes_for, memory_plan
 
@@ -48,11 +48,6 @@ __all__ = [
     "runner_for",
     "worker_main",
 ]
-
-
-class BackendError(RuntimeError):
-    """The backend the settings name cannot run here: Ray is missing, or its
-    cluster cannot be reached. Its message is the user's to read, as is."""
 
 
 class Runner(Protocol):

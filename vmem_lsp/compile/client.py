@@ -79,6 +79,11 @@ def project_root(request: CheckRequest) -> str | None:
     return module_name_for(request.path)[0] if request.path else None
 
 
+class BackendError(RuntimeError):
+    """The backend the settings name cannot run here: Ray is missing, or its
+    cluster cannot be reached. Its message is the user's to read, as is."""
+
+
 class WorkerError(Exception):
     def __init__(self, message: str, kind: str = "crashed", origin: Origin | None = None):
         super().__init__(message)

@@ -30,8 +30,7 @@ import time
 
 from .. import lifetime
 from ..results import ExampleResult, PhaseLimits
-from .backend import BackendError
-from .client import CheckRequest, WorkerClient, project_root
+from .client import BackendError, CheckRequest, WorkerClient, project_root
 from .memory import DEFAULT_PEAK
 from .pool import retried
 from .shipping import Manifests

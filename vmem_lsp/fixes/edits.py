@@ -1,20 +1,14 @@
-"""Text edits: the only way a fix touches a file. An edit replaces exactly the
-tokens it changes, so formatting and comments stay byte for byte."""
+"""Fixes, and the line ends and undo of their edits (source.model.TextEdit,
+applied by source.text.apply_edits). An edit replaces exactly the tokens it
+changes, so formatting and comments stay byte for byte."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
 
-from ..source.model import Span
-from ..source.text import line_and_column, line_start
-
-
-@dataclass(frozen=True)
-class TextEdit:
-    path: str
-    span: Span  # lines 1-based, columns 0-based, end exclusive
-    new_text: str
+from ..source.model import Span, TextEdit
+from ..source.text import apply_edits, line_and_column, offset
 
 
 @dataclass(frozen=True)
@@ -25,21 +19,6 @@ class Fix:
     verified: bool  # compiled on every target, and it fits
     estimated_total: dict  # target -> bytes the layout model expects after the fix
     compiles: int = 0  # compiles spent finding and verifying it
-
-
-def offset(text: str, line: int, col: int) -> int:
-    """The string index of (line, col) in text: lines end at \\n, \\r\\n or \\r, columns count code points."""
-    return line_start(text, line) + col
-
-
-def apply_edits(text: str, edits: list[TextEdit]) -> str:
-    """`text` with non-overlapping edits applied (from the end, so spans stay valid)."""
-    ordered = sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col), reverse=True)
-    for edit in ordered:
-        start = offset(text, edit.span.start_line, edit.span.start_col)
-        end = offset(text, edit.span.end_line, edit.span.end_col)
-        text = text[:start] + edit.new_text + text[end:]
-    return text
 
 
 BARE_NEWLINE = re.compile(r"(?<!\r)\n")

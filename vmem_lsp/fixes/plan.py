@@ -10,7 +10,7 @@ from collections.abc import Callable
 from ..correlate import SitesOf
 from ..source.directives import Example
 from ..source.text import split_lines
-from .edits import Fix, apply_edits
+from .edits import Fix
 from .search import Problem, Runner, find_fixes
 
 
@@ -54,14 +54,6 @@ def plan(
         )
         planned.append((example, find_fixes(problem)))
     return planned
-
-
-def apply_fix(texts: dict, fix: Fix) -> dict:
-    """New texts of the files a fix touches, given their current texts."""
-    changed = {}
-    for path in {e.path for e in fix.edits}:
-        changed[path] = apply_edits(texts[path], [e for e in fix.edits if e.path == path])
-    return changed
 
 
 def unified_diff(path: str, before: str, after: str, label: str) -> str:

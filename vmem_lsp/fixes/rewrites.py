@@ -13,10 +13,10 @@ from ..budget import literal_int
 from ..chips import MiB
 from ..correlate import spec_in_site
 from ..results import CapturedCall
-from ..source.model import BlockSpecSite, Expr, KernelSite, Span
+from ..source.model import BlockSpecSite, Expr, KernelSite, Span, TextEdit
 from ..source.syntax import parse_quietly
-from ..source.text import node_span, split_lines
-from .edits import TextEdit, offset, position
+from ..source.text import node_span, offset, split_lines
+from .edits import position
 
 TPU_ALIAS = re.compile(
     r"^\s*(?:from\s+jax\.experimental\.pallas\s+import\s+tpu\s+as\s+(\w+)"

@@ -19,9 +19,10 @@ from ..render import size as format_size
 from ..report.parse import parse_report
 from ..results import CapturedCall, ExampleResult, Operand
 from ..source.directives import Example
-from ..source.text import split_lines
+from ..source.model import TextEdit
+from ..source.text import apply_edits, split_lines
 from . import rewrites
-from .edits import Fix, TextEdit, apply_edits
+from .edits import Fix
 from .knobs import Knob, constant_knobs, default_knobs, example_knobs, keyword_knobs
 
 Runner = Callable[[CheckRequest], ExampleResult]

@@ -92,19 +92,6 @@ def parse_size(s: str) -> int:
     return round(float(m[1]) * 1024 ** UNITS.index(m[2]))
 
 
-def format_size(n: int) -> str:
-    """Bytes the way the compiler prints them (tsl's HumanReadableNumBytes), so texts compare equal:
-    whole bytes below 1K, K with one decimal, bigger units with two, each unit step truncating."""
-    sign, n = ("-", -n) if n < 0 else ("", n)
-    if n < 1024:
-        return f"{sign}{n}B"
-    unit = 1
-    while n >= 1024 * 1024 and unit < len(UNITS) - 1:
-        n //= 1024
-        unit += 1
-    return f"{sign}{n / 1024:.{1 if unit == 1 else 2}f}{UNITS[unit]}"
-
-
 def parse_shape(s: str) -> Shape | None:
     """The first typed shape in `s` ("f32[4096,4096]{1,0:T(8,128)}" -> f32[4096,4096]), if any."""
     m = SHAPE_TEXT.search(s)

@@ -1,10 +1,10 @@
 """Python's full garbage collections, kept away from hovers. A full
 collection walks every object the server holds: the imported libraries and
-the sites of every open document. With a few hundred documents open that
-took 50-80 ms, and one landing during a hover made it the slowest of a load
-run. So what the server holds for long is frozen (out of the collector's
-walks): once after start-up, and again at quiet moments, after a full
-collection that unfreezes first so that no garbage is kept frozen."""
+the sites of every open document, so with hundreds of documents open one
+that lands during a hover makes it the slowest of a load run. So what the
+server holds for long is frozen (out of the collector's walks): once after
+start-up, and again at quiet moments, after a full collection that
+unfreezes first so that no garbage is kept frozen."""
 
 from __future__ import annotations
 

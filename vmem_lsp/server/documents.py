@@ -1,8 +1,8 @@
 """Keeping open documents in step with didChange. pygls applies an
 incremental change by splitting the whole document into lines and writing
-every line back, in Python: about a millisecond per keystroke in a
-2,600-line kernel file, which queued hovers behind a fast typist. Here a
-change costs a search for its two line starts and one string splice."""
+every line back, in Python: a cost that grows with the file, paid on every
+keystroke, so on a long kernel file hovers queue behind a fast typist. Here
+a change costs a search for its two line starts and one string splice."""
 
 from __future__ import annotations
 

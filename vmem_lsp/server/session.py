@@ -27,7 +27,6 @@ class Document:
     located: LocateResult = field(default_factory=lambda: LocateResult(()))
     examples: list[Example] = field(default_factory=list)
     estimates: list[Diagnostic] = field(default_factory=list)  # the static tier, for `version`
-    analysed_version: int | None = None
     verdict: list[Diagnostic] = field(default_factory=list)  # the compiler tier, for `compiled_version`
     compiled_version: int | None = None
     budgets: dict = field(default_factory=dict)  # SiteKey -> {target: Budget}, as shown
@@ -112,7 +111,6 @@ class Session:
         if doc is None or doc.version != analysis.version:
             return False
         doc.located, doc.examples, doc.estimates = analysis.located, analysis.examples, analysis.estimates
-        doc.analysed_version = analysis.version
         if doc.compiled_version != analysis.version:
             doc.budgets = analysis.budgets
         return True

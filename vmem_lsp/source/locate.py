@@ -1,8 +1,8 @@
 """Find every pallas_call of a Python source, and what decides its VMEM use, without running it.
 
 Speed is the design constraint: a language server relocates on every edit, and a
-full libcst parse of a 2,600-line kernel file, with positions, costs half a
-second. So the work is split by what each tool does cheaply, one module a layer:
+full libcst parse of a long kernel file, with positions, takes far longer than a
+keystroke may. So the work is split by what each tool does cheaply, one module a layer:
 
 * statements.py: `ast` (fast, C) splits the module into top-level statements,
   surviving syntax errors statement by statement; after an edit, only the
@@ -73,8 +73,8 @@ def locate(source: str, path: str) -> LocateResult:
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Parsing allocates tens of thousands of tracked objects, and the collections they trigger
-    walk the whole heap (100 ms becomes 100-250 ms). Nothing a call allocates is cyclic (see
-    `_Binding` in nameflow.py), so reference counting frees it all without the collector."""
+    walk the whole heap, which can more than double a locate. Nothing a call allocates is cyclic
+    (see `_Binding` in nameflow.py), so reference counting frees it all without the collector."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -1,4 +1,5 @@
-"""What the locator finds in a source file: plain data, no libcst objects.
+"""What the locator finds in a source file, and the edits that change one:
+plain data, no libcst objects.
 
 Lines are 1-based and columns 0-based (as libcst's CodeRange and Python's ast);
 the LSP and SARIF edges convert.
@@ -18,6 +19,16 @@ class Span:
 
     def contains_line(self, line: int) -> bool:
         return self.start_line <= line <= self.end_line
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """`span` of the file at `path` replaced by `new_text`: the only way a fix,
+    a template or a notebook cell's change touches a text (source.text.apply_edits)."""
+
+    path: str
+    span: Span  # lines 1-based, columns 0-based, end exclusive
+    new_text: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,13 +26,10 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from .model import Span
-from .text import line_and_column
-
-if TYPE_CHECKING:
-    from ..fixes.edits import TextEdit
+from .model import Span, TextEdit
+from .text import apply_edits, line_and_column
 
 SUFFIX = ".ipynb"
 
@@ -287,9 +284,7 @@ class Notebook(CellModule[CodeCell]):
         return raw
 
 
-def _edited(cell: CodeCell, edits: Iterable[TextEdit]) -> str:
-    from ..fixes.edits import TextEdit, apply_edits
-
+def _edited(cell: CodeCell, edits) -> str:
     shift = cell.first_line - 1
     local = [
         TextEdit(

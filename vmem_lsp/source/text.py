@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .model import Span
+from .model import Span, TextEdit
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 LINE_WITH_END = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -50,6 +50,21 @@ def line_and_column(text: str, index: int) -> tuple[int, int]:
     for match in LINE_BREAK.finditer(text, 0, index):
         line, start = line + 1, match.end()
     return line, index - start
+
+
+def offset(text: str, line: int, col: int) -> int:
+    """The string index of (line, col) in text: lines end at \\n, \\r\\n or \\r, columns count code points."""
+    return line_start(text, line) + col
+
+
+def apply_edits(text: str, edits: list[TextEdit]) -> str:
+    """`text` with non-overlapping edits applied (from the end, so spans stay valid)."""
+    ordered = sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col), reverse=True)
+    for edit in ordered:
+        start = offset(text, edit.span.start_line, edit.span.start_col)
+        end = offset(text, edit.span.end_line, edit.span.end_col)
+        text = text[:start] + edit.new_text + text[end:]
+    return text
 
 
 def char_column(line: str, byte_column: int) -> int:

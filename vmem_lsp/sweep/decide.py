@@ -60,7 +60,6 @@ class Config:
     costs: tuple = ()  # per call: sorted (kind, index, bytes) of the model's windows, scratch, scoped
     verdict: Verdict | None = None
     compiled: ExampleResult | None = None
-    implied_by: int | None = None  # the config whose compile decided this one by monotonicity
 
 
 def legal_blocks(call: CapturedCall) -> bool:
@@ -243,7 +242,7 @@ class Plan:
                 self.monotone = False
                 for item in self.items:
                     if item.verdict is not None and item.verdict.decided_by == "monotonicity":
-                        item.verdict, item.implied_by = None, None
+                        item.verdict = None
             elif self.monotone:
                 for item in chosen:
                     self.imply(item)
@@ -303,9 +302,6 @@ class Plan:
                     decided_by="monotonicity",
                     why=f"no block smaller than {describe(item.config)}, which overflows",
                 )
-            else:
-                continue
-            other.implied_by = item.number
 
     def consistent(self) -> bool:
         """No compiled config that fits is at least as large as one that overflows."""

@@ -8,7 +8,7 @@ import io
 import json
 from itertools import groupby
 
-from ..report.parse import format_size
+from ..render import size
 from .decide import Verdict, describe
 from .run import S, SweepOutcome
 from .spec import Sweep
@@ -22,15 +22,12 @@ def fits_word(v: Verdict) -> str:
     return {True: "fits", False: "over", None: "?"}[v.fits]
 
 
-def size(value: int | None) -> str:
-    return "" if value is None else format_size(value) if value >= 0 else "-" + format_size(-value)
-
-
 def row(v: Verdict) -> tuple[str, ...]:
     who = v.decided_by if v.decided_by in ("compiler", "undecided") else f"{v.decided_by}: {v.why}"
     if v.decided_by == "error":
         who = f"error: {v.error or v.why}"[:120]
-    return (describe(v.config), fits_word(v), size(v.used), size(v.limit), size(v.headroom), who)
+    sizes = ("" if n is None else size(n) for n in (v.used, v.limit, v.headroom))
+    return (describe(v.config), fits_word(v), *sizes, who)
 
 
 def summary(outcome: SweepOutcome[S]) -> str:

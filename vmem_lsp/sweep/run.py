@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 from ..compile.backend import runner_for
 from ..compile.cache import ResultCache
 from ..config import Settings
-from ..engine import Progress, request_for
+from ..engine import Progress, Silent, request_for
 from ..results import ExampleResult
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
 from .spec import Configs, SweepError
@@ -63,7 +63,7 @@ def run_sweep(
 ) -> SweepOutcome[S]:
     """Every config of `sweep` on every chip of `settings`; `progress` (engine.Progress)
     is told of the traces, then of the compiles."""
-    progress = progress or Progress()
+    progress = progress or Silent()
     started = time.perf_counter()
     outcome = SweepOutcome(sweep)
     cache = ResultCache(settings.cache_folder(), enabled=use_cache)

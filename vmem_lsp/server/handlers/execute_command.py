@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from ..app import VmemServer
 
 EXPLAIN = "vmemLsp.explain"
-COMMANDS = [EXPLAIN]
 FROM = "the pasted text"  # the "log" the diagnostics say they come from
 ORIGIN = "<vmem-lsp explain>"  # the session's contribution key for them
 

@@ -7,8 +7,10 @@ import dataclasses
 import json
 import os
 import sys
+from typing import Any
 
-from ..cli import EXIT_ERROR, EXIT_FOUND, EXIT_OK, emit
+from .common import EXIT_ERROR, EXIT_FOUND, EXIT_OK, emit, progress_bar
+from .compiler import start_workers
 
 
 def add_parser(commands) -> None:
@@ -38,13 +40,15 @@ def add_parser(commands) -> None:
     sweep.add_argument("--cache-dir", help="where compile results are kept")
     sweep.add_argument("--no-cache", action="store_true", help="compile everything again")
     sweep.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    sweep.set_defaults(run=run)
 
 
 def settings_for(args):
+    """pyproject's settings for this folder, overridden by the command line."""
     from ..config import cache_location, load_settings, parse_targets
 
     settings = load_settings(os.getcwd())
-    changes: dict = {}
+    changes: dict[str, Any] = {}
     if args.target:
         changes["targets"] = parse_targets(args.target)
     if args.cache_dir:
@@ -57,7 +61,7 @@ def settings_for(args):
 def sweeps_for(args, settings) -> list:
     """The sweeps the arguments name, or SweepError."""
     from ..source.directives import sweep_axes
-    from .spec import SweepError, parse_spec, sweeps_in
+    from ..sweep.spec import SweepError, parse_spec, sweeps_in
 
     found = []
     for spec in args.specs:
@@ -82,7 +86,7 @@ def sweeps_for(args, settings) -> list:
 
 def run(args) -> int:
     from ..config import ConfigError
-    from .spec import SweepError, check_size
+    from ..sweep.spec import SweepError, check_size
 
     try:
         settings = settings_for(args)
@@ -97,15 +101,13 @@ def run(args) -> int:
     except (SweepError, OSError) as error:
         print(f"vmem-lsp sweep: {error}", file=sys.stderr)
         return EXIT_ERROR
-    from .output import FORMATS, plot
-    from .run import run_sweep
+    from ..sweep.output import FORMATS, plot
+    from ..sweep.run import run_sweep
 
     budget = args.budget_compiles
     rendered, code = [], EXIT_OK
-    from ..cli import ProgressBar
-
     for sweep in sweeps:
-        bar = ProgressBar("config") if sys.stderr.isatty() else None
+        bar = progress_bar("config")
         try:
             outcome = run_sweep(sweep, settings, budget=budget, use_cache=not args.no_cache, progress=bar)
         except SweepError as error:
@@ -131,11 +133,10 @@ def run(args) -> int:
 
 def run_table(args, settings) -> int:
     """Each {target, example} entry compiled on its own chip; 1 if any overflows or cannot be checked."""
-    from ..compile.backend import runner_for
-    from ..compile.cache import ResultCache
+    from ..compile.backend import cache_for
     from ..engine import run_example
-    from .decide import Config, compiled_verdict
-    from .spec import SweepError, one_config
+    from ..sweep.decide import Config, compiled_verdict
+    from ..sweep.spec import SweepError, one_config
 
     try:
         with open(args.table, encoding="utf-8") as f:
@@ -149,8 +150,10 @@ def run_table(args, settings) -> int:
         return EXIT_ERROR
     from ..config import parse_targets
 
-    cache = ResultCache(settings.cache_folder(), enabled=not args.no_cache)
-    worker = runner_for(settings)
+    cache = cache_for(settings, enabled=not args.no_cache)
+    worker = start_workers(settings)
+    if worker is None:
+        return EXIT_ERROR
     rows, code = [], EXIT_OK
     try:
         for entry in entries:
@@ -175,12 +178,12 @@ def run_table(args, settings) -> int:
 
 
 def table_text(rows: list[dict]) -> str:
-    from ..report.parse import format_size
+    from ..render import size
 
     lines = []
     for r in rows:
         word = "fits" if r.get("fits") else "error" if r.get("fits") is None else "OVER"
-        figures = f" {format_size(r['used'])} of {format_size(r['limit'])}" if r.get("used") and r.get("limit") else ""
+        figures = f" {size(r['used'])} of {size(r['limit'])}" if r.get("used") and r.get("limit") else ""
         lines.append(
             f"{r['target']:4s} {word:5s}{figures}  {r['example']}" + (f"  ({r['error']})" if r.get("error") else "")
         )
