@@ -44,8 +44,24 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
+EXIT_PIPE_CLOSED = 128 + 13  # as a shell reports a command ended by SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The command's exit code. A reader that stops early (`vmem-lsp check . | head`) ends the
+    command quietly, as it would a C tool: no traceback about the closed pipe."""
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:
+        import os
+
+        # Python flushes stdout again at exit; point it at nothing so that flush cannot raise.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["worker"]:  # its own options: --cache-dir, --max-seconds, ...
         return run_worker(argv[1:])
     args = build_parser().parse_args(argv)
@@ -54,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     exit_with_children()  # a signal to us reaches every worker we started
     try:
         return args.run(args)
+    except BrokenPipeError:
+        raise
     except Exception as error:  # an internal error: say so, exit 2, never a silent 0 or a 1 that blames the code
         import traceback
 
