@@ -126,3 +126,34 @@ def test_readme_test_command_is_the_one_ci_runs():
     _, (_, test) = first_block(README.read_text())
     runs = [line for line in ci_lines() if line.startswith(".venv/bin/python -m pytest")]
     assert runs == [test.split(" && ")[1]]
+
+
+def unnamed_modules(page: str, package: pathlib.Path) -> list[str]:
+    """The package's modules (paths below the package, `compile/backend.py`) that `page` does
+    not name; a package's `__init__.py` counts as named when its folder is, e.g. `source/`."""
+    missing = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative in page:
+            continue
+        if path.name == "__init__.py" and (
+            path.parent == package or f"{path.parent.relative_to(package).as_posix()}/" in page
+        ):
+            continue
+        # a handler named in the handlers/ row by its file name
+        if relative.startswith("server/handlers/") and f"`{path.name}`" in page:
+            continue
+        missing.append(relative)
+    return missing
+
+
+def test_architecture_names_every_module():
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert unnamed_modules(page, ROOT / "vmem_lsp") == []
+
+
+def test_a_module_left_out_of_the_architecture_is_seen(tmp_path):
+    (tmp_path / "compile").mkdir()
+    for name in ("__init__.py", "engine.py", "compile/__init__.py", "compile/backend.py", "compile/new.py"):
+        (tmp_path / name).write_text("")
+    assert unnamed_modules("`engine.py` and `compile/backend.py` in compile/", tmp_path) == ["compile/new.py"]
