@@ -117,11 +117,6 @@ def test_readme_sets_up_as_ci_does():
 
 
 @needs_ci
-@pytest.mark.xfail(
-    strict=True,
-    reason="the README runs `pytest -n 2 -q`, .ci/run still `pytest -q`; once .ci/run runs the README's "
-    "command this passes, and the mark goes",
-)
 def test_readme_test_command_is_the_one_ci_runs():
     _, (_, test) = first_block(README.read_text())
     runs = [line for line in ci_lines() if line.startswith(".venv/bin/python -m pytest")]
