@@ -47,38 +47,12 @@ def timed_locate(text: str, path: str):
     return located, (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000
 
 
-def rss_mb(pid: int | str = "self") -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far, all its threads."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
-    return found
-
-
 # ---- in the server ------------------------------------------------------------------------
+
+
+def own_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
 
 
 def serve_timed(out: str) -> int:
@@ -213,7 +187,7 @@ def serve_traced(out: str, edits: int) -> int:
         publishes[0] += 1
         if publishes[0] in (1, edits + 1):
             gc.collect()
-            taken[publishes[0]] = (tracemalloc.take_snapshot(), rss_mb(), tracemalloc.get_traced_memory()[0])
+            taken[publishes[0]] = (tracemalloc.take_snapshot(), own_rss_mb(), tracemalloc.get_traced_memory()[0])
 
     app.VmemServer.publish = publish
     try:
@@ -281,7 +255,8 @@ async def drive(edits: int, out: str, memory: bool) -> dict:
         editor = Editor(client, target)
         editor.open()
         await wait_for(lambda: published, timeout=60, what="first publish")
-        parsers = children_of(pid)
+        rss_mb, cpu_seconds = bench_server.rss_mb, bench_server.cpu_seconds
+        parsers = bench_server.children_of(pid)
         opened = {"server": rss_mb(pid), **{f"parser {p}": rss_mb(p) for p in parsers}}
         cpu_before = {"server": cpu_seconds(pid), **{f"parser {p}": cpu_seconds(p) for p in parsers}}
         rng, latencies = random.Random(0), []
