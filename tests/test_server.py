@@ -718,12 +718,15 @@ async def test_the_parser_process_is_replaced_when_killed_and_given_up_when_it_c
 async def test_notifications_leave_no_future_behind(tmp_path):
     """pygls keeps the future of each notification that a generator or a
     coroutine handles (didOpen, every didChange) until an answer takes it out,
-    and a notification gets none: the server grew with every keystroke."""
+    and a notification gets none: the server grew with every keystroke. And a
+    shutdown while one is pending (a file opened just before) still answers."""
     from vmem_lsp.server.app import build_server
+
+    written: list[bytes] = []
 
     class Sink:
         def write(self, data):
-            pass
+            written.append(data)
 
         def close(self):
             pass
@@ -748,5 +751,12 @@ async def test_notifications_leave_no_future_behind(tmp_path):
         document = server.session.documents[str(tmp_path / "k.py")]
         await wait_for(lambda: document.analysed_version == 29 and not server.protocol._request_futures, timeout=30)
         assert server.internal_errors == 0
+        other = types.TextDocumentItem((tmp_path / "other.py").as_uri(), "python", 1, "y = 1\n")
+        server.protocol.handle_message(
+            types.DidOpenTextDocumentNotification(params=types.DidOpenTextDocumentParams(other))
+        )
+        server.protocol.handle_message(types.ShutdownRequest(id=2))
+        answer = await wait_for(lambda: next((w for w in written if b'"id": 2' in w), None), timeout=30)
+        assert b'"error"' not in answer and b'"result": null' in answer, answer
     finally:
         server.stop_background()

@@ -36,7 +36,8 @@ class VmemProtocol(LanguageServerProtocol):
             then = callback
 
             def callback(future, msg_id=msg_id):
-                self._request_futures.pop(msg_id, None)
+                if not future.cancelled():  # shutdown cancels what is pending while it walks them
+                    self._request_futures.pop(msg_id, None)
                 then(future)
 
         return super()._execute_handler(msg_id, handler, callback, args, kwargs)
