@@ -2,7 +2,9 @@
 same texts: bench_server's typing (a space at the end of a random non-empty line) on the largest jax ops
 file, one long-lived locator each, so that load on the machine falls on both alike.
 
-    .venv/bin/python bench/ab_locate.py [--edits 200] [--base REV]
+    .venv/bin/python bench/ab_locate.py [--edits 200] [--base REV | --tree REV]
+
+Wall and CPU time (`time.process_time`) of each locate; on a shared machine the CPU figures move less.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def largest_ops_file() -> Path:
 def row(label: str, values: list[float]) -> str:
     values = sorted(values)
     return (
-        f"{label:10s} p50 {statistics.median(values):6.2f}  p95 {values[int(0.95 * (len(values) - 1))]:6.2f}  "
+        f"{label:12s} p50 {statistics.median(values):6.2f}  p95 {values[int(0.95 * (len(values) - 1))]:6.2f}  "
         f"mean {statistics.fmean(values):6.2f} ms"
     )
 
@@ -42,6 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--edits", type=int, default=200)
     parser.add_argument("--base", default=BEFORE_CACHES)
+    parser.add_argument("--tree", help="before is all of vmem_lsp/source at this revision")
     parser.add_argument("--only", choices=("before", "now"), help="time one of them alone")
     args = parser.parse_args()
     path = largest_ops_file()
@@ -52,17 +55,18 @@ def main() -> None:
         lines[line] += " "
         texts.append("\n".join(lines))
     with tempfile.TemporaryDirectory() as folder:
-        before, _ = build(Path(folder), "vmem_before", args.base, None)
+        before, _ = build(Path(folder), "vmem_before", args.base, None, args.tree)
         now, _ = build(Path(folder), "vmem_now", None, None)
-        times: dict[str, list[float]] = {"before": [], "now": []}
+        times: dict[str, list[float]] = {"before": [], "now": [], "before [cpu]": [], "now [cpu]": []}
         for number, text in enumerate(texts):
             for label, module in (("before", before), ("now", now)):
                 if args.only not in (None, label):
                     continue
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 module.locate(text, str(path))
                 if number:  # the open is left out, as in bench_server
                     times[label].append((time.perf_counter() - started) * 1000)
+                    times[label + " [cpu]"].append((time.process_time() - cpu) * 1000)
     print(f"locate in-process, {args.edits} edits to {path.name}, in turn (load {os.getloadavg()[0]:.2f}):")
     for label, values in times.items():
         if values:

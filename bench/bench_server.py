@@ -39,12 +39,44 @@ def largest_ops_file() -> Path:
     return max(files, key=lambda p: len(p.read_text().splitlines()))
 
 
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+def rss_mb(pid: int | str = "self") -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far, all its threads: a figure that
+    moves much less with other work on the machine than wall time does."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes `pid` started: the server's parser (and multiprocessing's resource tracker)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def insert_char(client, editor: Editor, rng: random.Random) -> None:
@@ -91,6 +123,8 @@ async def static_latency(work: Path, edits: int, memory_edits: int) -> None:
         editor.open()
         await wait_for(lambda: published, what="first publish")
         pid = client._server.pid
+        children = children_of(pid)
+        cpu = [cpu_seconds(pid), sum(cpu_seconds(c) for c in children)]
         rng = random.Random(0)
         latencies = []
         for _ in range(edits):
@@ -101,15 +135,22 @@ async def static_latency(work: Path, edits: int, memory_edits: int) -> None:
             arrived = next(t for t, v in published if v == version)
             latencies.append((arrived - sent) * 1000)
             await asyncio.sleep(0.02)
+        server_cpu = (cpu_seconds(pid) - cpu[0]) * 1000 / edits
+        parser_cpu = (sum(cpu_seconds(c) for c in children) - cpu[1]) * 1000 / edits
         latencies.sort()
         p50 = statistics.median(latencies)
         p95 = latencies[int(0.95 * (len(latencies) - 1))]
         lines = len(editor.text.splitlines())
         print(
             f"static tier, didChange -> publishDiagnostics, {edits} edits to {largest_ops_file().name} "
-            f"({lines} lines), debounce 0: p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {latencies[-1]:.1f} ms"
+            f"({lines} lines), debounce 0: p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {latencies[-1]:.1f} ms ({load()})"
         )
+        print(f"CPU per edit (all threads, /proc): server {server_cpu:.2f} ms, its parser {parser_cpu:.2f} ms")
         before = rss_mb(pid)
+        print(
+            f"RSS after {edits} edits: server {before:.1f} MB, its parser {sum(rss_mb(c) for c in children):.1f} MB "
+            "(with multiprocessing's resource tracker)"
+        )
         for i in range(memory_edits):
             insert_char(client, editor, rng)
             if i % 50 == 49:
@@ -220,7 +261,7 @@ async def main() -> None:
         help="[tool.vmem-lsp] jobs for the compile figures (1: one worker, the chips one after another)",
     )
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
+    print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M:%S')}; {load()}")
     if not args.skip_static:
         with tempfile.TemporaryDirectory() as work:
             await static_latency(Path(work), args.edits, args.memory_edits)

@@ -1,11 +1,12 @@
 """The locator with its caches against the locator before them, on many texts fed as an editor would.
 
-    .venv/bin/python bench/check_locate_equivalence.py [--base REV] [--positions N] [--plant FAULT]
+    .venv/bin/python bench/check_locate_equivalence.py [--base REV | --tree REV] [--positions N] [--plant FAULT]
 
 Two copies of vmem_lsp/source are imported side by side: the reference, whose
 statements.py, prepass.py, pieces.py and locate.py come from `--base` (by
 default the commit before the caches; sites.py's site_calls as it was there),
-and the working tree's. Each text (jax's Pallas ops, examples/,
+and the working tree's (`--tree REV`: the reference is all of vmem_lsp/source
+at REV, for a change to any of the locator's modules). Each text (jax's Pallas ops, examples/,
 tests/data/kernels/, every .py of vmem_lsp/ and tests/) is located, then
 edited at N lines each (type a character, insert a line in column 0 or
 indented, delete a line, cut a line in half, split it in two, then undo; and
@@ -36,18 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MINE = ("statements.py", "prepass.py", "pieces.py", "locate.py")
 BEFORE_CACHES = "de72336^"  # the commit before the locator's caches
-SITE_CALLS_NOW = (
-    "    def own_calls() -> tuple[cst.Call, ...]:      # kept with the parse: libcst's visit rebuilds every node\n"
-    """        visitor = _OwnCalls(statement)
-        statement.visit(visitor)
-        return tuple(visitor.calls)
-    calls = piece.remember("own calls", statement, own_calls)
-"""
-)
-SITE_CALLS_BEFORE = """    visitor = _OwnCalls(statement)
-    statement.visit(visitor)
-    calls = visitor.calls
-"""
+SITE_CALLS_NOW = '    calls = piece.remember("own calls", statement, lambda: _own_calls(statement, piece))\n'
+SITE_CALLS_BEFORE = "    calls = _own_calls(statement, piece)\n"
 PLANTS = {  # file -> (what is there, what breaks it)
     "shift": ("statements.py", "    if shift == 0:\n", "    if True:\n"),
     "starts": (
@@ -64,13 +55,27 @@ PLANTS = {  # file -> (what is there, what breaks it)
 }
 
 
-def build(folder: Path, name: str, base: str | None, plant: str | None):
-    """A copy of vmem_lsp/source as the package `name`, with MINE from `base` (None: as in the tree)."""
+def build(folder: Path, name: str, base: str | None, plant: str | None, tree: str | None = None):
+    """A copy of vmem_lsp/source as the package `name`, with MINE from `base` (None: as in the tree),
+    or all of it as at `tree`."""
     package = folder / name
     shutil.copytree(ROOT / "vmem_lsp" / "source", package / "source")
     (package / "__init__.py").write_text("")
     shutil.copy(ROOT / "vmem_lsp" / "dtypes.py", package / "dtypes.py")
-    if base is not None:
+    if tree is not None:
+        listed = subprocess.run(
+            ["git", "ls-tree", "--name-only", tree, "vmem_lsp/source/"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        for file in listed:
+            text = subprocess.run(
+                ["git", "show", f"{tree}:{file}"], cwd=ROOT, check=True, capture_output=True, text=True
+            )
+            (package / "source" / Path(file).name).write_text(text.stdout)
+    elif base is not None:
         for file in MINE:
             text = subprocess.run(
                 ["git", "show", f"{base}:vmem_lsp/source/{file}"], cwd=ROOT, check=True, capture_output=True, text=True
@@ -151,13 +156,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", default=BEFORE_CACHES, help="the revision of the reference's own files")
     parser.add_argument("--positions", type=int, default=6, help="lines edited per file (plus its pallas_call lines)")
+    parser.add_argument("--tree", help="the reference is all of vmem_lsp/source at this revision instead")
     parser.add_argument("--plant", choices=sorted(PLANTS))
     parser.add_argument("--limit", type=int, help="only the first N files")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
-        reference, _ = build(Path(folder), "vmem_reference", args.base, None)
+        reference, _ = build(Path(folder), "vmem_reference", args.base, None, args.tree)
         new, new_statements = build(Path(folder), "vmem_new", None, args.plant)
         rng = random.Random(args.seed)
         files = corpus()[: args.limit]

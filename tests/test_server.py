@@ -713,3 +713,50 @@ async def test_the_parser_process_is_replaced_when_killed_and_given_up_when_it_c
     for _ in range(6):
         assert len(locator(source, "matmul.py").sites) == 1
     assert len(starts) == Locator.TRIES
+
+
+async def test_notifications_leave_no_future_behind(tmp_path):
+    """pygls keeps the future of each notification that a generator or a
+    coroutine handles (didOpen, every didChange) until an answer takes it out,
+    and a notification gets none: the server grew with every keystroke. And a
+    shutdown while one is pending (a file opened just before) still answers."""
+    from vmem_lsp.server.app import build_server
+
+    written: list[bytes] = []
+
+    class Sink:
+        def write(self, data):
+            written.append(data)
+
+        def close(self):
+            pass
+
+    server = build_server()
+    server.protocol.set_writer(Sink())
+    options = {"debounceMs": 0, "compileOnOpen": False}
+    initialize = types.InitializeParams(types.ClientCapabilities(), initialization_options=options)
+    server.protocol.handle_message(types.InitializeRequest(id=1, params=initialize))
+    server.protocol.handle_message(types.InitializedNotification(params=types.InitializedParams()))
+    uri = (tmp_path / "k.py").as_uri()
+    item = types.TextDocumentItem(uri, "python", 1, "x = 1\n")
+    server.protocol.handle_message(types.DidOpenTextDocumentNotification(params=types.DidOpenTextDocumentParams(item)))
+    try:
+        for version in range(2, 30):
+            change = types.TextDocumentContentChangeWholeDocument(text=f"x = {version}\n")
+            document = types.VersionedTextDocumentIdentifier(version=version, uri=uri)
+            server.protocol.handle_message(
+                types.DidChangeTextDocumentNotification(params=types.DidChangeTextDocumentParams(document, [change]))
+            )
+            await asyncio.sleep(0.01)
+        document = server.session.documents[str(tmp_path / "k.py")]
+        await wait_for(lambda: document.analysed_version == 29 and not server.protocol._request_futures, timeout=30)
+        assert server.internal_errors == 0
+        other = types.TextDocumentItem((tmp_path / "other.py").as_uri(), "python", 1, "y = 1\n")
+        server.protocol.handle_message(
+            types.DidOpenTextDocumentNotification(params=types.DidOpenTextDocumentParams(other))
+        )
+        server.protocol.handle_message(types.ShutdownRequest(id=2))
+        answer = await wait_for(lambda: next((w for w in written if b'"id": 2' in w), None), timeout=30)
+        assert b'"error"' not in answer and b'"result": null' in answer, answer
+    finally:
+        server.stop_background()

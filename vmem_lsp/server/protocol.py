@@ -1,10 +1,12 @@
 """pygls' language server protocol, with two costs taken off the message
 loop: didChange applied by one splice (documents.py) instead of pygls'
 rewrite of every line, and Python's full garbage collections moved to quiet
-moments (collector.py); and the position encoding chosen as ruff chooses it
-(convert.py)."""
+moments (collector.py); the position encoding chosen as ruff chooses it
+(convert.py); and no future kept per notification."""
 
 from __future__ import annotations
+
+from functools import partial
 
 from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol
@@ -23,6 +25,22 @@ class VmemProtocol(LanguageServerProtocol):
     def handle_message(self, message):
         self.collector.message_arrived()
         return super().handle_message(message)
+
+    def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):
+        """pygls files the future of every handler it runs under an id: a
+        request's, taken out when it is answered, or one it makes up (for a
+        notification, and for each handler a generator hands on to: didOpen,
+        didChange), which nothing took out: each keystroke left Futures and
+        their locks in the server for good. Those go once done."""
+        if not (isinstance(callback, partial) and callback.func == self._send_handler_result):
+            then = callback
+
+            def callback(future, msg_id=msg_id):
+                if not future.cancelled():  # shutdown cancels what is pending while it walks them
+                    self._request_futures.pop(msg_id, None)
+                then(future)
+
+        return super()._execute_handler(msg_id, handler, callback, args, kwargs)
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):

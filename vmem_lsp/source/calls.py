@@ -43,12 +43,13 @@ def call_at(text: str, line: int, col: int | None) -> tuple[Span, Span | None] |
     return next((found for (at, _), found in sorted(calls.items()) if at == line), None)
 
 
-@functools.lru_cache(maxsize=256)
 @functools.lru_cache(maxsize=4)
 def _lines(text: str) -> tuple[str, ...]:
     """A text's lines, split once for all its sites: VMEM020 asks for every
     pallas_call of a file on each keystroke (a str keeps its hash, so a repeat
-    costs a lookup)."""
+    costs a lookup). Only the last few texts: each entry keeps a whole
+    version of the file alive, and its lines, and a server is typed into
+    for hours."""
     return tuple(split_lines(text))
 
 
@@ -69,6 +70,14 @@ def kernel_name(text: str, span: Span) -> str | None:
                 lines[span.end_line - 1][: span.end_col],
             ]
         )
+    return _kernel_name_of(written)
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel_name_of(written: str) -> str | None:
+    """The kernel name of a call as written, cached by the call's own text: a
+    keystroke elsewhere in the file asks again with the same call, and a key
+    of the whole file's text would keep every version typed alive."""
     try:
         node = parse_quietly(f"({written})", mode="eval").body
     except (SyntaxError, ValueError):

@@ -605,8 +605,11 @@ def _merge(*envs: Env) -> Env:
         return envs[0]
     merged = {}
     for name in {name for env in envs for name in env}:
-        bindings = unique((env[name] for env in envs if name in env), key=id)
-        merged[name] = bindings[0] if len(bindings) == 1 else _Joined(name, bindings)
+        found = [env[name] for env in envs if name in env]
+        first = found[0]
+        # Most names are bound alike on every path (set before the branch): no join to build.
+        same = all(binding is first for binding in found)
+        merged[name] = first if same else _Joined(name, unique(found, key=id))
     return merged
 
 

@@ -50,31 +50,44 @@ class SiteCall:
     notes: tuple[str, ...] = ()
 
 
-class _OwnCalls(cst.CSTVisitor):
-    """The calls of a statement outside its nested blocks (those are statements of their own)."""
-
-    def __init__(self, root: cst.CSTNode):
-        super().__init__()
-        self.root = root
-        self.calls: list[cst.Call] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if node is not self.root and isinstance(node, _NOT_OWN):
-            return False
+def _own_calls(statement: cst.CSTNode, piece: Piece) -> tuple[cst.Call, ...]:
+    """The calls of a statement outside its nested blocks (those are statements of their own), in the
+    order a visit meets them: outer before inner, then left to right. Read off the positions the piece
+    has of every node, not by a visit: libcst rebuilds every node it visits, and a 40-line pallas_call
+    statement costs as much to visit as to parse. A node's span holds its children's, but for the
+    decorators of a def or a class, which come before it (and before the block it starts)."""
+    positions = piece.parsed.positions
+    first, last = _span_of(statement, positions)
+    calls, blocks = [], []
+    for node in positions:
+        if node is statement or not isinstance(node, (cst.Call, *_NOT_OWN)):
+            continue
+        start, end = _span_of(node, positions)
+        if not first <= start <= end <= last:
+            continue
         if isinstance(node, cst.Call):
-            self.calls.append(node)
-        return True
+            calls.append((start, end, node))
+        elif (start, end) != (first, last):  # an equal span: a block around the statement
+            blocks.append((start, end))
+    calls.sort(key=lambda call: (call[0], -call[1][0], -call[1][1]))
+    return tuple(node for start, end, node in calls if not any(a <= start and end <= b for a, b in blocks))
+
+
+def _span_of(node: cst.CSTNode, positions) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A node's span with everything it holds: a def's decorators, a block's first def's."""
+    where = positions[node]
+    start = (where.start.line, where.start.column)
+    first = node.body[0] if isinstance(node, cst.IndentedBlock) and node.body else node
+    decorators = getattr(first, "decorators", ())
+    if decorators:
+        start = min(start, (positions[decorators[0]].start.line, positions[decorators[0]].start.column))
+    return start, (where.end.line, where.end.column)
 
 
 def site_calls(file: File, statement: cst.CSTNode, piece: Piece, scope: Scope) -> Iterator[SiteCall]:
     """pallas_call(...); partial(pallas_call, ...) unless it is called later (then that call is the site)."""
 
-    def own_calls() -> tuple[cst.Call, ...]:  # kept with the parse: libcst's visit rebuilds every node
-        visitor = _OwnCalls(statement)
-        statement.visit(visitor)
-        return tuple(visitor.calls)
-
-    calls = piece.remember("own calls", statement, own_calls)
+    calls = piece.remember("own calls", statement, lambda: _own_calls(statement, piece))
     names = file.names
     partials = {id(c) for c in calls if _is_partial_of_pallas(c, names)}
     called = {id(c.func) for c in calls if id(c.func) in partials}
