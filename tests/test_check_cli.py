@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 import jax.experimental.pallas.ops.tpu.flash_attention as flash_module
-from conftest import EXAMPLES, KERNELS, ROOT, line_of, run_cli, run_json, without_libtpu
+from support import EXAMPLES, KERNELS, ROOT, line_of
+from support.cli import run_cli, run_json, without_libtpu
 
 
 def by(diagnostics, target=None, **where):

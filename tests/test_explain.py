@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from support import ROOT
 
 from vmem_lsp.explain import find_reports
 from vmem_lsp.report.parse import parse_report
@@ -238,8 +238,8 @@ def test_two_kernels_the_report_fits_alike_are_said_as_a_tie_not_guessed(tmp_pat
 async def test_the_editor_command_explains_a_pasted_report_and_marks_the_lines(tmp_path):
     """workspace/executeCommand vmemLsp.explain, as the VS Code command and Neovim call it."""
 
-    from lsp_client import running_server, wait_for
     from lsprotocol import types
+    from support.lsp_client import running_server, wait_for
 
     # The report names its kernel "f" (the capture script's); the block shapes, written out, decide.
     (tmp_path / "copy_whole.py").write_text(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import EXAMPLES, KERNELS, changed_outside, fixes_for, run_cli, run_json
+from support import EXAMPLES, KERNELS
+from support.cli import run_cli, run_json
+from support.fixes import changed_outside, fixes_for
 
 from vmem_lsp.engine import SourceFiles
 from vmem_lsp.fixes.edits import apply_edits, inverse_edits

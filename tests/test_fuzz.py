@@ -13,10 +13,10 @@ from pathlib import Path
 
 import jax.experimental.pallas.ops.tpu as ops
 import pytest
-from fuzz_properties import check_directive, check_locate, check_report, check_splice
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lsp_client import lsp_lines, utf16_columns
+from support.fuzz_properties import check_directive, check_locate, check_report, check_splice
+from support.lsp_client import lsp_lines, utf16_columns
 
 REPORTS = sorted((Path(__file__).parent / "data" / "reports").glob("*.txt"))
 OPS_FILES = sorted(Path(ops.__path__[0]).rglob("*.py"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from capture_golden import GOLDEN, capture, differences

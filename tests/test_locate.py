@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jax.experimental.pallas.ops.tpu as jax_tpu_ops
 import pytest
-from fuzz_properties import ast_site_count, name_of
+from support.fuzz_properties import ast_site_count, name_of
 
 from vmem_lsp.source.locate import LocateResult, clear_cache, locate
 from vmem_lsp.source.model import BlockSpecSite, Expr, KernelSite, Span

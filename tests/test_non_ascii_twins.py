@@ -18,8 +18,10 @@ import tokenize
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, fixes_for, run_cli
-from test_unicode_edits import LETTERS, ascii_twin
+from support import EXAMPLES
+from support.cli import run_cli
+from support.fixes import fixes_for
+from support.twins import LETTERS, ascii_twin
 
 from vmem_lsp.config import Settings
 from vmem_lsp.engine import check

@@ -9,8 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, run_cli, run_json
-from notebooks import write_notebook
+from support import EXAMPLES
+from support.cli import run_cli, run_json
+from support.notebooks import write_notebook
 
 from vmem_lsp.fixes.edits import TextEdit
 from vmem_lsp.source.model import Span

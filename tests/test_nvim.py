@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLES, ROOT, line_of
+from support import EXAMPLES, ROOT, line_of
 
 NVIM = shutil.which("nvim")
 pytestmark = pytest.mark.skipif(

@@ -8,7 +8,8 @@ tests/data/reports/pipeline-*.txt and run-scoped-v6e.txt."""
 from __future__ import annotations
 
 import pytest
-from conftest import KERNELS, line_of, run_json
+from support import KERNELS, line_of
+from support.cli import run_json
 
 PIPELINES = KERNELS / "pipelines.py"
 
@@ -107,7 +108,7 @@ def test_a_fits_the_model_cannot_vouch_for_is_a_warning_not_a_silent_pass(tmp_pa
 def test_a_quick_fix_shrinks_the_blocks_of_the_inner_specs(tmp_path):
     """flat's only knob is the example's bm, which sizes the emit_pipeline's
     inner BlockSpecs: halving it is found, and verified by the compiler."""
-    from conftest import fixes_for
+    from support.fixes import fixes_for
 
     copy = tmp_path / "flat_only.py"
     copy.write_text(

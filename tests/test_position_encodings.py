@@ -12,9 +12,9 @@ import sys
 
 import attrs
 import pytest
-from lsp_client import PUSH_CAPABILITIES, Editor, lsp_lines, running_server, wait_for
 from lsprotocol import types
 from pytest_lsp import make_test_lsp_client
+from support.lsp_client import PUSH_CAPABILITIES, Editor, lsp_lines, running_server, wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,12 +11,20 @@ from pathlib import Path
 import attrs
 import nbformat
 import pytest
-from conftest import EXAMPLES, line_of, run_cli
-from lsp_client import PULL_CAPABILITIES, PUSH_CAPABILITIES, running_server, wait_for
 from lsprotocol import types
-from notebooks import write_notebook
 from pygls.workspace.text_document import TextDocument
-from test_server import apply_text_edits, compiler_tier, estimate_tier
+from support import EXAMPLES, line_of
+from support.cli import run_cli
+from support.lsp_client import (
+    PULL_CAPABILITIES,
+    PUSH_CAPABILITIES,
+    apply_text_edits,
+    compiler_tier,
+    estimate_tier,
+    running_server,
+    wait_for,
+)
+from support.notebooks import write_notebook
 
 from vmem_lsp.fixes.edits import TextEdit
 from vmem_lsp.source.model import Span

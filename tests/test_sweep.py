@@ -9,7 +9,8 @@ import sys
 import time
 
 import pytest
-from conftest import EXAMPLES, ROOT, line_of, run_cli
+from support import EXAMPLES, ROOT, line_of
+from support.cli import run_cli
 
 from vmem_lsp.source.directives import Example
 from vmem_lsp.source.model import Span

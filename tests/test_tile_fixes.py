@@ -11,7 +11,8 @@ import shutil
 from types import SimpleNamespace
 
 import pytest
-from conftest import KERNELS, line_of, run_cli, run_json
+from support import KERNELS, line_of
+from support.cli import run_cli, run_json
 
 KERNEL = KERNELS / "literal_untileable.py"
 TARGETS = "v5e,v6e"

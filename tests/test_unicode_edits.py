@@ -20,7 +20,8 @@ import tokenize
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_edits_on_jax_ops import assert_intact, site_rewrites, whole_arrays
+from support.fixes import assert_intact, site_rewrites, whole_arrays
+from support.twins import LETTERS, TEXT_CHARS, ascii_twin
 
 from vmem_lsp.chips import MiB
 from vmem_lsp.fixes import rewrites
@@ -31,49 +32,8 @@ from vmem_lsp.source.locate import locate
 
 PATH = "/work/kernel.py"
 
-# Identifier letters and their ASCII twins, one code point each; all NFKC
-# stable (Python normalizes identifiers, `𝔘` would read as `U`). Two
-# outside the BMP: 4 UTF-8 bytes, 2 UTF-16 units.
-LETTERS = {
-    "a": "ä",
-    "o": "ö",
-    "u": "ü",
-    "s": "ß",
-    "e": "é",
-    "n": "ñ",
-    "c": "ç",
-    "l": "ł",
-    "d": "đ",
-    "h": "ħ",
-    "w": "ω",
-    "z": "ж",
-    "y": "я",
-    "k": "中",
-    "q": "𐐀",
-    "r": "𠀀",
-    "O": "Ö",
-    "A": "Ä",
-    "U": "Ü",
-    "B": "Ω",
-    "L": "Ł",
-    "K": "Ж",
-    "C": "Ç",
-}
-# What strings and comments hold: non-ASCII and astral characters, a
-# combining accent, tabs, what str.splitlines breaks at, and the keywords a
-# text search would take for code.
-TEXT_CHARS = "abc =(),:\tüßЖ中𝔘😀𠀀\u0301\x85\u2028\u2029\x0c\x0b\x1c"
+# What strings and comments hold besides: the keywords a text search would take for code.
 DECOYS = ("out_shape=", "in_specs=[", "grid_spec=(", "compiler_params=", "(", ")")
-TWIN = str.maketrans(
-    {
-        **{u: a for a, u in LETTERS.items()},
-        **{c: "x" for c in TEXT_CHARS if not c.isascii() and c not in LETTERS.values()},
-    }
-)
-
-
-def ascii_twin(text: str) -> str:
-    return text.translate(TWIN)
 
 
 @st.composite
