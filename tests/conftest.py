@@ -9,17 +9,20 @@ what it started."""
 
 from __future__ import annotations
 
+import dis
+import importlib
 import multiprocessing.process
 import os
 import socket
 import subprocess
+import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.cli import run_json
-from support.tiers import COMPILER, FAST, KINDS, SLOW, starts
+from support.tiers import COMPILER, FAST, KINDS, SLOW, STARTERS, starts
 
 TESTS = Path(__file__).resolve().parent
 
@@ -46,29 +49,47 @@ def _unwrapped(function):
     return function
 
 
+def _imported(code: types.CodeType) -> list:
+    """The modules a function imports in its body (`from support.lsp_client
+    import running_server` inside a test): tests/support and vmem_lsp are
+    imported to look, anything else only if already loaded."""
+    found = []
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "IMPORT_NAME":
+            name = instruction.argval
+            module = sys.modules.get(name)
+            if module is None and name.split(".")[0] in ("support", "vmem_lsp"):
+                module = importlib.import_module(name)
+            if module is not None:
+                found.append(module)
+    return found
+
+
 def kinds_reached(function, seen: set | None = None) -> set[str]:
-    """The kinds of process `function` starts: the tags of the helpers it
-    names, followed through the functions of tests/ it calls (a test
-    module's own helper that calls run_cli starts the CLI too); and COMPILER
-    when it names subprocess or multiprocessing but reaches no tagged helper."""
+    """The kinds of process `function` starts: its own tag and those of the
+    helpers it names (support.tiers.starts; STARTERS for other packages'),
+    followed through the functions of tests/ it calls (a test module's own
+    helper that calls run_cli starts the CLI too); and COMPILER when it names
+    subprocess or multiprocessing but reaches no tagged helper."""
     seen = set() if seen is None else seen
     function = _unwrapped(function)
     code, names = getattr(function, "__code__", None), getattr(function, "__globals__", None)
     if code is None or names is None or code in seen:
         return set()
     seen.add(code)
-    kinds, raw = set(), False
+    kinds, raw = {getattr(function, "tier", None)} & set(KINDS), False
     for each in _code_objects(code):
+        modules = _imported(each)
+        raw = raw or any(m.__name__.split(".")[0] in ("subprocess", "multiprocessing") for m in modules)
         for name in each.co_names:
+            if name in STARTERS:
+                kinds.add(STARTERS[name])
             target = names.get(name)
-            if (
-                target is subprocess
-                or target is multiprocessing.process
-                or getattr(target, "__name__", "")
-                in (
-                    "subprocess",
-                    "multiprocessing",
-                )
+            for module in modules if target is None else ():
+                target = getattr(module, name, None) if target is None else target
+            if isinstance(target, types.ModuleType) and target.__name__.split(".")[0] in (
+                "subprocess",
+                "multiprocessing",
             ):
                 raw = True
             if not isinstance(target, (types.FunctionType, type)):

@@ -14,6 +14,8 @@ from support import ROOT
 sys.path.insert(0, str(ROOT / "scripts"))
 from capture_golden import GOLDEN, capture, differences
 
+pytestmark = pytest.mark.compiler  # scripts/capture_golden.py runs the CLI
+
 HOW_TO_RECAPTURE = """\
 The CLI's output differs from the golden files in tests/data/golden/ (diff: stored -> now).
 If this change of output is not intended, it is a regression: fix the code.

@@ -172,6 +172,7 @@ def test_leave_one_family_out_is_measured(family_rows):
     assert any(r["lofo"]["verdict"] < r["verdict"] for r in flash)
 
 
+@pytest.mark.compiler  # model_harness compiles in its own processes
 def test_live_sample_agrees(tmp_path):
     """A small sample compiled now, on every chip, with the real compiler: the first case of each
     family (held-out families included), so 14 cases. The "large" family is left to the full run:

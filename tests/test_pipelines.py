@@ -46,6 +46,7 @@ def at(diagnostics, code: str, line: int) -> list[dict]:
     return [d for d in diagnostics if d["code"] == code and d["range"]["start_line"] == line]
 
 
+@pytest.mark.compiler  # the fixtures, taken by name at run time, run the CLI
 @pytest.mark.parametrize("tier", ["compiled", "modelled"])
 def test_every_inner_blockspec_of_an_overflowing_pipeline_is_marked_on_its_own_line(tier, request):
     """Each inner BlockSpec holds half the total: each gets a VMEM001 at its

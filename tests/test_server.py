@@ -670,6 +670,7 @@ async def test_random_typing_and_requests_never_take_the_server_down(tmp_path):
     assert final == 601 and len(shown) >= 5 and shown == expected
 
 
+@pytest.mark.compiler  # the server's parser runs in a process of its own
 async def test_the_parser_process_is_replaced_when_killed_and_given_up_when_it_cannot_start():
     import signal
 

@@ -199,6 +199,7 @@ def test_fits_and_prune_from_a_tuner_script(tmp_path):
     assert kept == [256, 512]
 
 
+@pytest.mark.compiler  # vmem_lsp.fits traces in a worker
 def test_a_trace_only_fits_is_the_models_verdict_and_a_check_after_it_keeps_its_origins(tmp_path, monkeypatch):
     """fits(compile=False) asks the worker for no origins (the provenance hooks
     cost 0.3 ms of the 5 ms target): its verdict is still the one a trace with

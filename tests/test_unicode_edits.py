@@ -18,6 +18,7 @@ import ast
 import io
 import tokenize
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.fixes import assert_intact, site_rewrites, whole_arrays
@@ -155,9 +156,7 @@ def every_edit(source: str) -> list[tuple[str, list[TextEdit] | None]]:
     return made
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(kernel_modules())
-def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins(source):
+def assert_twins(source: str) -> None:
     twin = ascii_twin(source)
     assert twin.isascii() and len(twin) == len(source)
     made, expected = every_edit(source), every_edit(twin)
@@ -169,6 +168,20 @@ def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins(source):
         if edits:
             assert_intact(source, edits, label)
             assert on_boundaries(source, edits) == [], label
+
+
+# A few modules in the fast tier, many in the full run: each module is a whole set of rewrites.
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kernel_modules())
+def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins(source):
+    assert_twins(source)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kernel_modules())
+def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins_on_many_modules(source):
+    assert_twins(source)
 
 
 def test_knobs_on_a_non_ascii_constant_edit_its_number():

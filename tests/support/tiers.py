@@ -15,6 +15,11 @@ from typing import TypeVar
 COMPILER, EDITOR, CLUSTER, SLOW, FAST = "compiler", "editor", "cluster", "slow", "fast"
 KINDS = (COMPILER, EDITOR, CLUSTER)
 
+# What other packages' names start, by name: vmem_lsp's worker client (tests make one
+# themselves to hold a worker across requests) and pytest-lsp's client, which a test
+# starts itself when it must see the server's answer to `initialize`.
+STARTERS = {"WorkerClient": COMPILER, "make_test_lsp_client": EDITOR}
+
 T = TypeVar("T")
 
 
