@@ -1,5 +1,5 @@
-"""Compile errors other than VMEM overflows on the line that causes them
-(issue 17), through the CLI as a user runs it, with the real compiler."""
+"""Compile errors other than VMEM overflows on the line that causes them,
+through the CLI as a user runs it, with the real compiler."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every code action on jax's own Pallas TPU kernels (issue 8, point 3): applied
+"""Every code action on jax's own Pallas TPU kernels: applied
 to each file of jax/experimental/pallas/ops/tpu it leaves a file that parses,
 differs only in the intended tokens, and comes back byte for byte by undo.
 

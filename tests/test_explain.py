@@ -1,4 +1,4 @@
-"""`vmem-lsp explain` (issue 18): the reports in a job's log found among
+"""`vmem-lsp explain`: the reports in a job's log found among
 other lines, parsed as `check` parses them, and explained; no compiler."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CLI's text, JSON and SARIF output, pinned (issue 14, "Behaviour kept"):
+"""The CLI's text, JSON and SARIF output, pinned:
 examples/ and copies of four jax ops kernels, checked on v5e and v6e by the real
 CLI and compiler, against tests/data/golden/, captured before the refactor by
 scripts/capture_golden.py. What the script normalises (paths, seconds, vmem-lsp's

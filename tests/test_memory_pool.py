@@ -1,4 +1,4 @@
-"""Issue 21, item 4: a pool sized by memory as well as cores, and a worker
+"""A pool sized by memory as well as cores, and a worker
 over its memory share reported as such ("needed more than N GB"), not as a
 crash. The sizing from numbers, the readers against a fake /proc and cgroup
 tree, and the real CLI under a share and under a per-process limit."""

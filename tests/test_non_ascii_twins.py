@@ -1,10 +1,10 @@
 """The bundled examples and their non-ASCII twins get the same verdict and the
-same fixes (issue 12, part 5), with the real compiler. A twin renames names
+same fixes, with the real compiler. A twin renames names
 to non-ASCII and astral ones of the same length, puts a string statement
 with astral text before the tokens of each simple statement's line and a
 non-ASCII comment after each line of code; its ASCII twin (test_unicode_edits)
 has every token at the same line and code-point column, so diagnostics and
-fixes must be equal but for the renamed text. The issue's case is here too:
+fixes must be equal but for the renamed text. The case that forced the rule is here too:
 `BLÖCK = 1024` used in matmul's example is shrunk to `BLÖCK = 512`, as
 `BLOCK` is."""
 
@@ -47,7 +47,7 @@ SOURCES = {
         MATMUL.replace("\n            pl.BlockSpec((bk, bn)", " pl.BlockSpec((bk, bn)"),
         renamed("matmul", "bk", "kk"),
     ),
-    # The issue's case: a module constant used in the example.
+    # The case that forced the rule: a module constant used in the example.
     "matmul_constant.py": (
         MATMUL.replace("import functools\n", "import functools\n\nBLOCK = 1024\n", 1).replace(
             "bk=1024, bn=1024)", "bk=BLOCK, bn=1024)"

@@ -1,4 +1,4 @@
-"""Kernels whose body allocates the VMEM (issue 15): pltpu.emit_pipeline's
+"""Kernels whose body allocates the VMEM: pltpu.emit_pipeline's
 windows and pl.run_scoped's buffers, compiled by the real compiler and traced
 for the layout model, through the CLI as a user runs it.
 
@@ -126,7 +126,7 @@ def test_a_quick_fix_shrinks_the_blocks_of_the_inner_specs(tmp_path):
 
 
 def test_a_kernel_fed_by_its_program_says_its_figure_is_for_the_kernel_alone(tmp_path):
-    """Issue 15 item 6: compiled alone, produced's kernel needs 24.00M of v5e's
+    """Compiled alone, produced's kernel needs 24.00M of v5e's
     16.00M; in its program XLA keeps the operand it makes whole in VMEM and
     the kernel needs 16.00M. The message says so; plain's, which takes the
     example's own arrays and compiles the same in its program, does not."""

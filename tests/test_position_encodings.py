@@ -1,4 +1,4 @@
-"""Position encodings at the LSP edge (issue 12, part 5): the server counts
+"""Position encodings at the LSP edge: the server counts
 columns in code points and speaks the encoding negotiated at initialize,
 chosen as ruff chooses (UTF-8, then UTF-32, then UTF-16). The real server
 over stdio, with the real compiler, on a kernel whose lines hold non-ASCII

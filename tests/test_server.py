@@ -285,7 +285,7 @@ async def asked_on_the_first_verdict(tmp_path, capabilities):
 
 
 async def test_quick_fixes_are_ready_when_the_squiggles_are(tmp_path):
-    """Issue 12: a client that asks at once upon the compiler's first squiggle
+    """A client that asks at once upon the compiler's first squiggle
     is answered with fixes, not "No code actions available", and the one
     marked preferred is compiler-verified."""
     async with asked_on_the_first_verdict(tmp_path, BARE_CAPABILITIES) as (_, editor, actions):

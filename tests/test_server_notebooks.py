@@ -1,4 +1,4 @@
-"""Notebooks in the language server (issue 19, item 4): LSP 3.17 notebook
+"""Notebooks in the language server: LSP 3.17 notebook
 document sync, driven over stdio as an editor drives it. A notebook is one
 module inside; diagnostics, hovers, hints and quick fixes land on its cells."""
 

@@ -1,4 +1,4 @@
-"""A cache-dir that is a URL (issue 21): a real S3-compatible server (moto's
+"""A cache-dir that is a URL: a real S3-compatible server (moto's
 server mode, on a free port of this machine), the real CLI as a subprocess and
 the real compiler, as CI shards would share one bucket."""
 

@@ -1,4 +1,4 @@
-"""`vmem-lsp sweep` and the tuner API (issue 20): the real compiler, the CLI as a
+"""`vmem-lsp sweep` and the tuner API: the real compiler, the CLI as a
 subprocess, the API from a script as a tuner runs it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13: the server runs nobody's code uninvited. The real server over
+"""The server runs nobody's code uninvited. The real server over
 stdio, a folder that is not trusted, examples that would leave a marker."""
 
 from __future__ import annotations

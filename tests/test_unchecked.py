@@ -1,4 +1,4 @@
-"""No silent passes (issue 16): a pallas_call that no example reaches is
+"""No silent passes: a pallas_call that no example reaches is
 reported, in the CLI run as a subprocess and in the server over stdio."""
 
 from __future__ import annotations

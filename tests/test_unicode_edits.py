@@ -1,4 +1,4 @@
-"""Edits that are right on any text (issue 12, part 5). Python's ast counts
+"""Edits that are right on any text. Python's ast counts
 columns in UTF-8 bytes, vmem-lsp in code points: on a line with non-ASCII
 text before a token, a byte column points past it (a shrink once turned
 `BLÖCK = 512` into `BLÖCK = 5256x = BLÖCK`).
@@ -185,7 +185,7 @@ def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins_on_many_modules(sour
 
 
 def test_knobs_on_a_non_ascii_constant_edit_its_number():
-    """The issue's case: a shrink of `BLÖCK = 1024` writes `BLÖCK = 512`."""
+    """The case that forced the rule: a shrink of `BLÖCK = 1024` writes `BLÖCK = 512`."""
     source = "BLÖCK = 1024\n\n# vmem: f(f32[8, 8], bk=BLÖCK, tag='ü𝔘', bm=1024)\ndef f(x, bk=1, tag='', bm=1): ...\n"
     [knob] = constant_knobs(PATH, source)
     assert apply_edits(source, [TextEdit(PATH, knob.span, "512")]).startswith("BLÖCK = 512\n\n")
