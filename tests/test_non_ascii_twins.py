@@ -131,7 +131,7 @@ def translated(value):
     return value
 
 
-def test_the_issues_constant_is_shrunk_where_it_is_written(tmp_path):
+def test_a_non_ascii_constant_is_shrunk_where_it_is_written(tmp_path):
     """`--diff` on matmul with `BLÖCK = 1024` in its example offers the shrink
     of that constant, as it does for `BLOCK`, and writes `BLÖCK = 512`."""
     source, renames = SOURCES["matmul_constant.py"]
