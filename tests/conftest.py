@@ -49,20 +49,24 @@ def _unwrapped(function):
     return function
 
 
-def _imported(code: types.CodeType) -> list:
+def _imported(code: types.CodeType) -> list[types.ModuleType]:
     """The modules a function imports in its body (`from support.lsp_client
-    import running_server` inside a test): tests/support and vmem_lsp are
-    imported to look, anything else only if already loaded."""
+    import running_server` inside a test): tests/support is imported to look,
+    anything else is looked at only if loaded already."""
     found = []
     for instruction in dis.get_instructions(code):
         if instruction.opname == "IMPORT_NAME":
             name = instruction.argval
             module = sys.modules.get(name)
-            if module is None and name.split(".")[0] in ("support", "vmem_lsp"):
+            if module is None and name.split(".")[0] == "support":
                 module = importlib.import_module(name)
             if module is not None:
                 found.append(module)
     return found
+
+
+def _spawns(module: types.ModuleType) -> bool:
+    return module.__name__.split(".")[0] in ("subprocess", "multiprocessing")
 
 
 def kinds_reached(function, seen: set | None = None) -> set[str]:
@@ -80,25 +84,21 @@ def kinds_reached(function, seen: set | None = None) -> set[str]:
     kinds, raw = {getattr(function, "tier", None)} & set(KINDS), False
     for each in _code_objects(code):
         modules = _imported(each)
-        raw = raw or any(m.__name__.split(".")[0] in ("subprocess", "multiprocessing") for m in modules)
+        raw = raw or any(_spawns(m) for m in modules)
         for name in each.co_names:
             if name in STARTERS:
                 kinds.add(STARTERS[name])
             target = names.get(name)
-            for module in modules if target is None else ():
-                target = getattr(module, name, None) if target is None else target
-            if isinstance(target, types.ModuleType) and target.__name__.split(".")[0] in (
-                "subprocess",
-                "multiprocessing",
-            ):
-                raw = True
-            if not isinstance(target, (types.FunctionType, type)):
-                continue
-            tier = getattr(target, "tier", None)
-            if tier in KINDS:
-                kinds.add(tier)
-            elif isinstance(target, types.FunctionType) and Path(target.__code__.co_filename).is_relative_to(TESTS):
-                kinds |= kinds_reached(target, seen)
+            if target is None:
+                target = next((getattr(m, name) for m in modules if hasattr(m, name)), None)
+            if isinstance(target, types.ModuleType):
+                raw = raw or _spawns(target)
+            elif isinstance(target, (types.FunctionType, type)):
+                tier = getattr(target, "tier", None)
+                if tier in KINDS:
+                    kinds.add(tier)
+                elif isinstance(target, types.FunctionType) and Path(target.__code__.co_filename).is_relative_to(TESTS):
+                    kinds |= kinds_reached(target, seen)
     if raw and not kinds:
         kinds.add(COMPILER)
     return kinds
