@@ -25,6 +25,7 @@ from support.cli import run_json
 from support.tiers import COMPILER, FAST, KINDS, SLOW, STARTERS, starts
 
 TESTS = Path(__file__).resolve().parent
+SPAWNS = "spawns"  # starts a process of no tagged kind: COMPILER, unless its module or a mark says which
 
 
 # ---- tiers ------------------------------------------------------------------------------------
@@ -73,18 +74,19 @@ def kinds_reached(function, seen: set | None = None) -> set[str]:
     """The kinds of process `function` starts: its own tag and those of the
     helpers it names (support.tiers.starts; STARTERS for other packages'),
     followed through the functions of tests/ it calls (a test module's own
-    helper that calls run_cli starts the CLI too); and COMPILER when it names
-    subprocess or multiprocessing but reaches no tagged helper."""
+    helper that calls run_cli starts the CLI too); and SPAWNS when it names
+    subprocess or multiprocessing itself."""
     seen = set() if seen is None else seen
     function = _unwrapped(function)
     code, names = getattr(function, "__code__", None), getattr(function, "__globals__", None)
     if code is None or names is None or code in seen:
         return set()
     seen.add(code)
-    kinds, raw = {getattr(function, "tier", None)} & set(KINDS), False
+    kinds = {getattr(function, "tier", None)} & set(KINDS)
     for each in _code_objects(code):
         modules = _imported(each)
-        raw = raw or any(_spawns(m) for m in modules)
+        if any(_spawns(m) for m in modules):
+            kinds.add(SPAWNS)
         for name in each.co_names:
             if name in STARTERS:
                 kinds.add(STARTERS[name])
@@ -92,15 +94,14 @@ def kinds_reached(function, seen: set | None = None) -> set[str]:
             if target is None:
                 target = next((getattr(m, name) for m in modules if hasattr(m, name)), None)
             if isinstance(target, types.ModuleType):
-                raw = raw or _spawns(target)
+                if _spawns(target):
+                    kinds.add(SPAWNS)
             elif isinstance(target, (types.FunctionType, type)):
                 tier = getattr(target, "tier", None)
                 if tier in KINDS:
                     kinds.add(tier)
                 elif isinstance(target, types.FunctionType) and Path(target.__code__.co_filename).is_relative_to(TESTS):
                     kinds |= kinds_reached(target, seen)
-    if raw and not kinds:
-        kinds.add(COMPILER)
     return kinds
 
 
@@ -128,6 +129,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             elif found and definition.scope == "module" and group is None:
                 group = item.nodeid.split("::")[0]
         marked = {m.name for m in item.iter_markers()}
+        if SPAWNS in kinds:
+            kinds.discard(SPAWNS)
+            if not (kinds | marked) & set(KINDS):
+                kinds.add(COMPILER)
         for kind in sorted(kinds - marked):
             item.add_marker(kind)
         if not (marked | kinds) & {*KINDS, SLOW}:
