@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import ROOT
+from support import ROOT, line_of
 
 from vmem_lsp.explain import find_reports
 from vmem_lsp.report.parse import parse_report
@@ -255,7 +255,8 @@ async def test_the_editor_command_explains_a_pasted_report_and_marks_the_lines(t
             lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "VMEM001"],
             what="the report's windows on copy_whole.py",
         )
-        assert {d.range.start.line + 1 for d in found} == {18, 19}
+        specs = {line_of(tmp_path / "copy_whole.py", "in_specs="), line_of(tmp_path / "copy_whole.py", "out_specs=")}
+        assert {d.range.start.line + 1 for d in found} == specs
         assert all("from the report in the pasted text, line 1" in d.message for d in found)
         none = await client.workspace_execute_command_async(types.ExecuteCommandParams("vmemLsp.explain", ["hi"]))
         assert none["reports"] == 0 and "No VMEM report" in none["markdown"]
