@@ -94,7 +94,7 @@ def kinds_reached(function, seen: set | None = None) -> set[str]:
     if code is None or names is None or code in seen:
         return set()
     seen.add(code)
-    kinds = {getattr(function, "tier", None)} & set(KINDS)
+    kinds: set[str] = {kind for kind in KINDS if getattr(function, "tier", None) == kind}
     for each in _code_objects(code):
         modules = _imported(each)
         if any(_spawns(m) for m in modules):
