@@ -173,7 +173,7 @@ def small_in_a_row(x, y):
 
 def corpus(folder: Path, probes: bool = True) -> list[Path]:
     sys.path.insert(0, str(ROOT / "tests"))
-    from jax_ops import EXAMPLES, copy_with_example
+    from support.jax_ops import EXAMPLES, copy_with_example
 
     files = sorted((ROOT / "examples").glob("*.py")) + sorted((ROOT / "tests/data/kernels").glob("*.py"))
     files += [copy_with_example(name, example, folder) for name, example in EXAMPLES.items()]

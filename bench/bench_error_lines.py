@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from jax_ops import EXAMPLES, OPS  # noqa: E402
+from support.jax_ops import EXAMPLES, OPS  # noqa: E402
 
 from vmem_lsp.source.locate import locate  # noqa: E402
 

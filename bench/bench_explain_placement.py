@@ -83,7 +83,7 @@ class Outcome:
 
 def corpus_files(work: Path) -> list[str]:
     """examples/, the test kernels with examples, and jax's kernels copied with theirs."""
-    from jax_ops import EXAMPLES, copy_with_example
+    from support.jax_ops import EXAMPLES, copy_with_example
 
     kernels = [
         p

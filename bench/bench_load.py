@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_server import insert_char, largest_ops_file, rss_mb  # noqa: E402
-from lsp_client import Editor, running_server, wait_for  # noqa: E402
 from lsprotocol import types  # noqa: E402
+from support.lsp_client import Editor, running_server, wait_for  # noqa: E402
 
 
 async def run(edits: int, documents: int, typing: int) -> dict:

@@ -48,10 +48,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 import nbformat  # noqa: E402
-from lsp_client import PUSH_CAPABILITIES, wait_for  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook  # noqa: E402
 from pytest_lsp import make_test_lsp_client  # noqa: E402
+from support.lsp_client import PUSH_CAPABILITIES, wait_for  # noqa: E402
 
 from vmem_lsp.source.notebook import open_notebook  # noqa: E402
 

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from lsp_client import (  # noqa: E402
+from support.lsp_client import (  # noqa: E402
     BARE_CAPABILITIES,
     RESOLVE_CAPABILITIES,
     Editor,

@@ -82,7 +82,7 @@ def main() -> int:
 
     import boto3
     from moto.server import ThreadedMotoServer
-    from ray_cluster import Cluster
+    from support.ray_cluster import Cluster
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs each request
 

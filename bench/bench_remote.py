@@ -88,7 +88,7 @@ def ssh_overhead(work: Path, folder: Path) -> None:
         print("SSH: skipped (needs root and openssh-server)")
         return
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_remote import Sshd
+    from support.sshd import Sshd
 
     (work / "ssh").mkdir()
     server = Sshd(work / "ssh")

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from lsp_client import Editor, running_server, wait_for  # noqa: E402
 from lsprotocol import types  # noqa: E402
+from support.lsp_client import Editor, running_server, wait_for  # noqa: E402
 
 
 def largest_ops_file() -> Path:

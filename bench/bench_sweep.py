@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from jax_ops import EXAMPLES, copy_with_example  # noqa: E402
+from support.jax_ops import EXAMPLES, copy_with_example  # noqa: E402
 
 from vmem_lsp.compile.backend import runner_for  # noqa: E402
 from vmem_lsp.config import load_settings  # noqa: E402

@@ -226,9 +226,9 @@ async def drive(edits: int, out: str, memory: bool) -> dict:
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(ROOT / "tests"))
     import bench_server
-    from lsp_client import PUSH_CAPABILITIES, Editor, wait_for
     from lsprotocol import types
     from pytest_lsp import make_test_lsp_client
+    from support.lsp_client import PUSH_CAPABILITIES, Editor, wait_for
 
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)

@@ -31,8 +31,8 @@ REGRESSIONS = Path(__file__).resolve().parent / "regressions"  # inputs that onc
 sys.path.insert(0, str(ROOT / "tests"))
 
 with atheris.instrument_imports(include=["vmem_lsp"]):
-    from fuzz_properties import check_directive, check_locate, check_report, check_splice
     from lsprotocol import types
+    from support.fuzz_properties import check_directive, check_locate, check_report, check_splice
 
 
 def text_of(data: bytes) -> str:

@@ -1,63 +1,103 @@
-"""Shared helpers: run the real CLI as a subprocess, as a user or CI would."""
+"""Fixtures and hooks only; what the tests share otherwise is in tests/support.
+
+The tiers are chosen here, by what a test uses, not by lists of files: a
+test is marked with the kind of every process its fixtures and the functions
+it calls start (helpers say which with support.tiers.starts), and with its
+module's `pytestmark`. A test with no kind is `fast`, and a guard makes that a
+fact: a fast test that starts a process or listens on a socket fails, naming
+what it started."""
 
 from __future__ import annotations
 
-import json
+import multiprocessing.process
 import os
+import socket
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli import run_json
+from support.tiers import COMPILER, FAST, KINDS, SLOW, SPAWNS, TESTS, kinds_reached, starts, unwrapped
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-KERNELS = ROOT / "tests" / "data" / "kernels"
-
-
-def run_cli(
-    *args: str, cwd: Path = ROOT, timeout: float = 900, env: dict | None = None, inherit: bool = True
-) -> subprocess.CompletedProcess:
-    """The CLI as a subprocess; `env` adds to this process's environment, or
-    with `inherit=False` is the whole of it."""
-    base = {**os.environ} if inherit else {}
-    return subprocess.run(
-        [sys.executable, "-m", "vmem_lsp", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**base, "PYTHONUNBUFFERED": "1", **(env or {})},
-    )
+# ---- tiers ------------------------------------------------------------------------------------
 
 
-def hide(folder: Path, package: str) -> str:
-    """`folder`, for PYTHONPATH, with a `package` that raises ImportError: as if it were not installed."""
-    (folder / package).mkdir(parents=True, exist_ok=True)
-    (folder / package / "__init__.py").write_text(f"raise ImportError('{package} hidden by the test')\n")
-    return str(folder)
+def _fixture_functions(item: pytest.Item) -> Iterator:
+    """The definitions of the fixtures of tests/ that `item` uses, directly or through another fixture."""
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        for definition in info.name2fixturedefs.get(name, ()) if info else ():
+            code = getattr(unwrapped(definition.func), "__code__", None)
+            if code is not None and Path(code.co_filename).is_relative_to(TESTS):
+                yield definition
 
 
-def without_libtpu(folder: Path) -> dict:
-    """An environment in which libtpu cannot be imported, as on macOS: a
-    package of that name on PYTHONPATH that raises ImportError, and none of
-    the TPU_* / LIBTPU variables a test that imported libtpu in this process
-    left behind (jax would load the library from TPU_LIBRARY_PATH)."""
-    hide(folder, "libtpu")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_") and "LIBTPU" not in k}
-    return {**env, "PYTHONPATH": str(folder)}
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        kinds = kinds_reached(getattr(item, "function", None))
+        group = None
+        for definition in _fixture_functions(item):
+            found = kinds_reached(definition.func)
+            kinds |= found
+            # One process per scope, not per xdist worker: the tests that share a session or module
+            # fixture that starts one run on one worker (pytest -n 2 --dist loadgroup).
+            if found and definition.scope == "session":
+                group = group or definition.argname
+            elif found and definition.scope == "module" and group is None:
+                group = item.nodeid.split("::")[0]
+        marked = {m.name for m in item.iter_markers()}
+        if SPAWNS in kinds:
+            kinds.discard(SPAWNS)
+            if not (kinds | marked) & {*KINDS, FAST}:
+                kinds.add(COMPILER)
+        for kind in sorted(kinds - marked):
+            item.add_marker(kind)
+        if not (marked | kinds) & {*KINDS, SLOW}:
+            item.add_marker(FAST)
+        if group is not None and "xdist_group" not in marked:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
-def run_json(*args: str, **kw) -> tuple[subprocess.CompletedProcess, dict]:
-    done = run_cli(*args, "--format", "json", **kw)
-    assert done.stdout, done.stderr
-    return done, json.loads(done.stdout)
+# The calls that start a process or a server, each replaced in a fast test by one that fails.
+_STARTS = [
+    (subprocess.Popen, "_execute_child"),
+    (os, "fork"),
+    (os, "forkpty"),
+    (os, "posix_spawn"),
+    (os, "posix_spawnp"),
+    (os, "system"),
+    (multiprocessing.process.BaseProcess, "start"),
+    (socket.socket, "listen"),
+]
 
 
-def line_of(path: Path, needle: str, nth: int = 0) -> int:
-    """1-based number of the nth line of `path` that contains `needle`."""
-    hits = [i for i, text in enumerate(path.read_text().splitlines(), 1) if needle in text]
-    return hits[nth]
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """In a fast test (its setup, call and teardown), starting a process or a server fails."""
+    if item.get_closest_marker(FAST) is None:
+        return (yield)
+
+    def refuse(what: str):
+        def refused(*args, **kwargs):
+            raise AssertionError(
+                f"{item.nodeid} is marked fast but starts a process or a server ({what}): tag the helper "
+                "that does with support.tiers.starts, or mark the test with its kind"
+            )
+
+        return refused
+
+    saved = [(owner, name, getattr(owner, name)) for owner, name in _STARTS if hasattr(owner, name)]
+    for owner, name, _ in saved:
+        setattr(owner, name, refuse(f"{getattr(owner, '__name__', owner)}.{name}"))
+    try:
+        return (yield)
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+# ---- fixtures ---------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -74,6 +114,7 @@ def own_config_folder(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+@starts(COMPILER)
 def worker():
     """One compile worker for a test module: starting one imports jax and libtpu."""
     from vmem_lsp.compile.client import WorkerClient
@@ -92,68 +133,3 @@ def cache_dir(tmp_path_factory) -> Path:
 def examples_check(cache_dir):
     """One cold run over examples/ on v5e and v6e, shared by the tests that read it."""
     return run_json("check", "examples", "--target", "v5e,v6e", "--cache-dir", str(cache_dir))
-
-
-def fixes_for(path, targets, cache, sources=None, worker=None) -> list:
-    """[(example, fixes)] for the overflowing examples under `path`, with a real
-    worker: `worker` when given (a module's tests share one: starting one
-    imports jax), else one of its own."""
-    from vmem_lsp.compile.cache import ResultCache
-    from vmem_lsp.compile.client import WorkerClient
-    from vmem_lsp.config import Settings
-    from vmem_lsp.engine import SourceFiles, cached_runner, check
-    from vmem_lsp.fixes.plan import plan
-
-    settings = Settings(targets=targets, cache_dir=str(cache))
-    sources = sources or SourceFiles()
-    own = worker is None
-    worker = worker or WorkerClient()
-    try:
-        outcome = check([str(path)], settings, worker=worker)
-        run = cached_runner(ResultCache(settings.cache_folder()), worker, settings.limits())
-        return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
-    finally:
-        if own:
-            worker.stop()
-
-
-def changed_outside(before: str, after: str, edits) -> list:
-    """The pieces of `before` outside every edit that `after` lost: [] when the
-    two differ only in the edited tokens. The pieces must appear in `after` in
-    order, the first at its start and the last at its end, so a character
-    gained, lost or moved outside the edits shows (two edits of one span, say).
-    No diff is computed: a character diff of a 2,000-line jax module takes
-    seconds, and it may align an insertion beside its edit rather than at it."""
-    from vmem_lsp.source.text import offset
-
-    regions = sorted(
-        (offset(before, e.span.start_line, e.span.start_col), offset(before, e.span.end_line, e.span.end_col))
-        for e in edits
-    )
-    pieces, at = [], 0
-    for start, end in regions:
-        pieces.append(before[at : max(start, at)])
-        at = max(at, end)
-    pieces.append(before[at:])
-    lost = []
-    if not after.startswith(pieces[0]):
-        lost.append(pieces[0][-60:])
-    found = len(pieces[0])
-    for piece in pieces[1:-1]:
-        index = after.find(piece, found)
-        if index < 0:
-            lost.append(piece[:60])
-        else:
-            found = index + len(piece)
-    if len(pieces) > 1 and not (after.endswith(pieces[-1]) and len(after) - len(pieces[-1]) >= found):
-        lost.append(pieces[-1][:60])
-    if len(pieces) == 1 and after != before:
-        lost.append(before[:60])
-    return lost
-
-
-def overlapping(edits) -> list:
-    """Pairs of edits whose spans overlap or coincide: an editor applies a
-    workspace edit only when its edits are disjoint."""
-    spans = sorted(((e.span.start_line, e.span.start_col), (e.span.end_line, e.span.end_col), e) for e in edits)
-    return [(a[2], b[2]) for a, b in zip(spans, spans[1:]) if b[0] < a[1] or a[:2] == b[:2]]

@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 import jax.experimental.pallas.ops.tpu.flash_attention as flash_module
-from conftest import EXAMPLES, KERNELS, ROOT, line_of, run_cli, run_json, without_libtpu
+from support import EXAMPLES, KERNELS, ROOT, line_of
+from support.cli import run_cli, run_json, without_libtpu
 
 
 def by(diagnostics, target=None, **where):
@@ -185,7 +186,7 @@ def test_misbehaving_examples_are_reported_and_the_check_goes_on(tmp_path):
     assert "must be a call" in only("# vmem: 42")
     assert "ValueError: this example raises on purpose (raised at tests/data/kernels/misbehaving.py:22)" in only(
         "# vmem: raises("
-    )  # where it raised, in the text too (issue 14)
+    )  # where it raised, in the text too
     assert "the example's Python did not return within 20 s (in hangs at misbehaving.py:27)" in only("# vmem: hangs(")
     assert "exited with code 3 while running the example's Python" in only("# vmem: exits(")
     segfault = only("# vmem: segfaults(")
@@ -390,7 +391,7 @@ def test_a_module_that_registers_on_import_is_checked_again_after_an_edit(tmp_pa
 
 
 def test_the_cache_answers_only_for_the_same_compiler_flags(tmp_path):
-    """Issue 12: production jobs raise the scoped limit in LIBTPU_INIT_ARGS; a
+    """Production jobs raise the scoped limit in LIBTPU_INIT_ARGS; a
     verdict cached without it must not be served with it."""
     cache = str(tmp_path / "cache")
     args = ("check", str(EXAMPLES / "matmul.py"), "--target", "v5e", "--cache-dir", cache)
@@ -424,7 +425,7 @@ def test_the_scoped_limit_is_a_setting_and_messages_say_where_it_was_set(tmp_pat
 
 
 def test_a_slow_compile_is_limited_by_the_compile_limit_and_named():
-    """Issue 12: the trace limit covers the example's Python only; a kernel's
+    """The trace limit covers the example's Python only; a kernel's
     compile gets the compile limit, and its message names the kernel."""
     done, report = run_json(
         "check",

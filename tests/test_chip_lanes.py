@@ -14,7 +14,16 @@ import time
 from pathlib import Path
 
 import pytest
-import test_lifetime as lifetime_test
+from support.processes import (
+    SPINS,
+    describe,
+    environment,
+    kill_and_expect_nothing_left,
+    lsp_message,
+    started,
+    tagged,
+    wait_for_file,
+)
 
 from vmem_lsp.compile import pool
 from vmem_lsp.config import Settings
@@ -131,10 +140,10 @@ def test_lanes_for():
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_both_workers_die_with_the_server(tmp_path, how):
     """test_lifetime's serve test with two chips: the server, its parser and a worker per chip, all gone."""
-    tag, env, mark = lifetime_test.environment(tmp_path)
+    tag, env, mark = environment(tmp_path)
     source = tmp_path / "spins.py"
-    source.write_text(lifetime_test.SPINS.read_text())
-    with lifetime_test.started(
+    source.write_text(SPINS.read_text())
+    with started(
         [sys.executable, "-m", "vmem_lsp", "serve"],
         tag,
         cwd=tmp_path,
@@ -173,16 +182,16 @@ def test_both_workers_die_with_the_server(tmp_path, how):
                 },
             },
         ):
-            server.stdin.write(lifetime_test.lsp_message(message))
+            server.stdin.write(lsp_message(message))
         server.stdin.flush()
-        lifetime_test.wait_for(mark)
+        wait_for_file(mark)
         workers = lambda: [
             p
-            for p in lifetime_test.tagged(tag)
+            for p in tagged(tag)
             if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[2:4] == [b"vmem_lsp", b"worker"]
         ]
         deadline = time.monotonic() + 60
         while len(workers()) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(workers()) == 2, lifetime_test.describe(lifetime_test.tagged(tag))
-        lifetime_test.kill_and_expect_nothing_left(server, how, tag)
+        assert len(workers()) == 2, describe(tagged(tag))
+        kill_and_expect_nothing_left(server, how, tag)

@@ -1,12 +1,13 @@
-"""Compile errors other than VMEM overflows on the line that causes them
-(issue 17), through the CLI as a user runs it, with the real compiler."""
+"""Compile errors other than VMEM overflows on the line that causes them,
+through the CLI as a user runs it, with the real compiler."""
 
 from __future__ import annotations
 
 import shutil
 
 import pytest
-from conftest import KERNELS, line_of, run_cli, run_json
+from support import KERNELS, line_of
+from support.cli import run_cli, run_json
 
 UNTILEABLE = KERNELS / "untileable.py"
 
@@ -185,8 +186,8 @@ def test_a_window_mosaic_numbers_after_a_prefetch_operand_lands_on_its_blockspec
 
 @pytest.mark.asyncio
 async def test_the_editor_marks_the_blockspec_and_offers_the_verified_legal_size(tmp_path):
-    from lsp_client import Editor, running_server, wait_for
     from lsprotocol import types
+    from support.lsp_client import Editor, running_server, wait_for
 
     path = tmp_path / "untileable.py"
     shutil.copy(UNTILEABLE, path)
@@ -217,7 +218,7 @@ async def test_the_editor_marks_the_blockspec_and_offers_the_verified_legal_size
 # (4, 1024) of bf16, named "args[2]" after the tuple of group metadata) gets the nearest legal
 # tiling, verified by the compiler, written where the number is: the example's `tiling=`.
 def test_gmm_with_an_illegal_tiling_is_fixed_by_a_verified_legal_tiling(tmp_path):
-    from jax_ops import EXAMPLES, copy_with_example
+    from support.jax_ops import EXAMPLES, copy_with_example
 
     example = EXAMPLES["megablox/gmm.py"].replace("tiling=(1024, 1024, 1024)", "tiling=(4, 1024, 1024)")
     assert example != EXAMPLES["megablox/gmm.py"]

@@ -11,7 +11,8 @@ import shutil
 from importlib.metadata import version
 
 import pytest
-from conftest import hide, run_cli, without_libtpu
+from support.cli import hide, run_cli, without_libtpu
+from support.tiers import CLUSTER, starts
 
 from vmem_lsp.chips import CHIPS
 from vmem_lsp.config import Settings, sources
@@ -174,6 +175,7 @@ def test_pins():
 
 
 @pytest.fixture(scope="module")
+@starts(CLUSTER)
 def s3_endpoint():
     """A real S3-compatible server (moto's server mode) on a free port: (environment, boto3 client)."""
     moto_server = pytest.importorskip("moto.server")

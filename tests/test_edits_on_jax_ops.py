@@ -1,4 +1,4 @@
-"""Every code action on jax's own Pallas TPU kernels (issue 8, point 3): applied
+"""Every code action on jax's own Pallas TPU kernels: applied
 to each file of jax/experimental/pallas/ops/tpu it leaves a file that parses,
 differs only in the intended tokens, and comes back byte for byte by undo.
 
@@ -11,23 +11,18 @@ why in PART_A_ONLY, and a test holds each reason to what the worker answers."""
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 
 import pytest
-from conftest import changed_outside, fixes_for, overlapping, run_json
-from jax_ops import EXAMPLES, OPS, TARGET, copy_with_example
+from support.cli import run_json
+from support.fixes import assert_intact, fixes_for, site_rewrites
+from support.jax_ops import EXAMPLES, OPS, TARGET, copy_with_example
 
-from vmem_lsp.chips import MiB
 from vmem_lsp.compile.client import CheckRequest
-from vmem_lsp.fixes import rewrites
-from vmem_lsp.fixes.edits import inverse_edits
 from vmem_lsp.fixes.knobs import example_knobs
-from vmem_lsp.results import CapturedCall, Operand, Origin
 from vmem_lsp.source.directives import find_examples
 from vmem_lsp.source.locate import locate
-from vmem_lsp.source.model import BlockSpecSite, KernelSite
-from vmem_lsp.source.text import apply_edits, offset
+from vmem_lsp.source.text import apply_edits
 
 
 @dataclass(frozen=True)
@@ -87,68 +82,8 @@ def test_every_kernel_file_has_an_example_or_a_reason():
     assert kernel_files() == sorted({*EXAMPLES, *PART_A_ONLY})
 
 
-def assert_intact(before: str, edits: list, what: str) -> None:
-    """The edits leave Python, touch nothing outside their spans, are
-    disjoint, leave no line ending in a space, and undo restores every byte."""
-    after = apply_edits(before, edits)
-    try:
-        ast.parse(after)
-    except SyntaxError as error:
-        pytest.fail(f"{what}: {error}")
-    assert changed_outside(before, after, edits) == [], what
-    assert overlapping(edits) == [], what
-    assert trailing_spaces(after) <= trailing_spaces(before), what
-    assert apply_edits(after, inverse_edits(before, edits)) == before, what
-
-
-def trailing_spaces(text: str) -> int:
-    return sum(1 for line in text.splitlines() if line != line.rstrip())
-
-
 # ---- part A: every rewrite at every site, no compiler ---------------------------------------
 # The edits are made to the text of jax's files, read in place: nothing is written.
-
-
-def traced_as(site: KernelSite, spec: BlockSpecSite) -> CapturedCall:
-    """A call as the worker would capture it, with one operand made by `spec`:
-    its origin is how the fixes find that spec among alternatives (paged
-    attention's q_block_spec has six)."""
-    origin = Origin(site.path, spec.span.start_line, spec.span.start_col)
-    operand = Operand(spec.role, spec.index or 0, 0, "f32", (4096, 4096), (512, 512), None, None, False, origin)
-    return CapturedCall("kernel", None, None, (8, 8), 0, (operand,), (), None, False, None, 0.0)
-
-
-def whole_arrays(site: KernelSite) -> CapturedCall:
-    """A single-step call whose every window is its whole array: what
-    introduce_grid asks of the compiled call before it looks at the source."""
-    operands = tuple(
-        Operand(s.role, s.index or 0, i, "f32", (4096, 512), (4096, 512), None, None, False, None)
-        for i, s in enumerate((*site.in_specs, *site.out_specs))
-    )
-    return CapturedCall("kernel", None, None, (), 0, operands, (), None, False, None, 0.0)
-
-
-def within(edits: list, spec: BlockSpecSite, source: str) -> bool:
-    """Every edit starts inside the spec's BlockSpec(...)."""
-    start, end = (
-        offset(source, spec.span.start_line, spec.span.start_col),
-        offset(source, spec.span.end_line, spec.span.end_col),
-    )
-    return all(start <= offset(source, e.span.start_line, e.span.start_col) <= end for e in edits)
-
-
-def site_rewrites(site: KernelSite, source: str) -> list[tuple[str, list | None]]:
-    """(label, edits or None) of every rewrite the fixes can make at one site."""
-    made = [("set_vmem_limit", rewrites.set_vmem_limit(site, source, 100 * MiB))]
-    for spec in (*site.in_specs, *site.out_specs):
-        edits = rewrites.single_buffer(site, traced_as(site, spec), spec.role, spec.index or 0, source)
-        assert edits is None or within(edits, spec, source), (spec, edits)  # the spec it was asked for
-        made.append((f"single_buffer {spec.role}[{spec.index}] line {spec.span.start_line}", edits))
-    for label, edits, _ in rewrites.literal_block_sizes(site, whole_arrays(site), source):
-        made.append((label, edits))
-    for rows, edits in rewrites.introduce_grid(site, whole_arrays(site), source):
-        made.append((f"introduce_grid {rows}", edits))
-    return made
 
 
 @pytest.mark.parametrize("name", sorted(str(p.relative_to(OPS)) for p in OPS.rglob("*.py")))

@@ -1,4 +1,4 @@
-"""`vmem-lsp explain` (issue 18): the reports in a job's log found among
+"""`vmem-lsp explain`: the reports in a job's log found among
 other lines, parsed as `check` parses them, and explained; no compiler."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from support import ROOT, line_of
 
 from vmem_lsp.explain import find_reports
 from vmem_lsp.report.parse import parse_report
@@ -238,8 +238,8 @@ def test_two_kernels_the_report_fits_alike_are_said_as_a_tie_not_guessed(tmp_pat
 async def test_the_editor_command_explains_a_pasted_report_and_marks_the_lines(tmp_path):
     """workspace/executeCommand vmemLsp.explain, as the VS Code command and Neovim call it."""
 
-    from lsp_client import running_server, wait_for
     from lsprotocol import types
+    from support.lsp_client import running_server, wait_for
 
     # The report names its kernel "f" (the capture script's); the block shapes, written out, decide.
     (tmp_path / "copy_whole.py").write_text(
@@ -255,7 +255,8 @@ async def test_the_editor_command_explains_a_pasted_report_and_marks_the_lines(t
             lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "VMEM001"],
             what="the report's windows on copy_whole.py",
         )
-        assert {d.range.start.line + 1 for d in found} == {18, 19}
+        specs = {line_of(tmp_path / "copy_whole.py", "in_specs="), line_of(tmp_path / "copy_whole.py", "out_specs=")}
+        assert {d.range.start.line + 1 for d in found} == specs
         assert all("from the report in the pasted text, line 1" in d.message for d in found)
         none = await client.workspace_execute_command_async(types.ExecuteCommandParams("vmemLsp.explain", ["hi"]))
         assert none["reports"] == 0 and "No VMEM report" in none["markdown"]

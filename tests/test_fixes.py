@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import EXAMPLES, KERNELS, changed_outside, fixes_for, run_cli, run_json
+from support import EXAMPLES, KERNELS
+from support.cli import run_cli, run_json
+from support.fixes import changed_outside, fixes_for
 
 from vmem_lsp.engine import SourceFiles
 from vmem_lsp.fixes.edits import inverse_edits
@@ -24,7 +26,7 @@ def test_matmul_fix_compiles_on_v5e(tmp_path):
     done = run_cli("check", str(path), "--target", "v5e", "--fix", "--no-cache")
     after = path.read_text()
     assert after != before and "fixed: Shrink blocks" in done.stderr, done.stderr
-    # The recheck after the fix compiles nothing: the fix search compiled that kernel already (issue 14).
+    # The recheck after the fix compiles nothing: the fix search compiled that kernel already.
     assert "(0 compiled, 1 already compiled by this run, 0 cached" in done.stdout, done.stdout
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert len(changed) == 1 and changed[0][0].startswith("# vmem: matmul(")  # only the example's numbers
@@ -220,7 +222,7 @@ def test_a_file_that_could_not_be_read_is_neither_diffed_nor_written(tmp_path, c
 
 
 def test_a_block_size_passed_positionally_is_named_by_its_parameter(tmp_path):
-    """Issue 14: fix titles read `arg4=512` where the example passed a block
+    """Fix titles read `arg4=512` where the example passed a block
     size by position; the function's own parameter names it."""
     path = tmp_path / "matmul.py"
     path.write_text(
@@ -236,7 +238,7 @@ def test_a_block_size_passed_positionally_is_named_by_its_parameter(tmp_path):
 
 
 def test_a_default_that_other_callers_share_is_set_by_the_example_and_offered_last(tmp_path):
-    """Issue 15: `add`'s bm=4096 default is also what `model_step` runs with.
+    """`add`'s bm=4096 default is also what `model_step` runs with.
     The first fixes add bm= to the example; editing the default comes after,
     and its title says that it changes a shared default."""
     path = tmp_path / "shared_default.py"

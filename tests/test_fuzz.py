@@ -13,10 +13,10 @@ from pathlib import Path
 
 import jax.experimental.pallas.ops.tpu as ops
 import pytest
-from fuzz_properties import check_directive, check_locate, check_report, check_splice
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lsp_client import lsp_lines, utf16_columns
+from support.fuzz_properties import check_directive, check_locate, check_report, check_splice
+from support.lsp_client import lsp_lines, utf16_columns
 
 REPORTS = sorted((Path(__file__).parent / "data" / "reports").glob("*.txt"))
 OPS_FILES = sorted(Path(ops.__path__[0]).rglob("*.py"))
@@ -158,8 +158,9 @@ def test_locator_on_kernels_built_from_pieces(text):
     check_locate(text)
 
 
-def test_locator_on_every_ops_file_cut_at_random_points():
-    """Half-typed files: every jax ops/tpu file cut at 40 random points, at 10
+@pytest.mark.parametrize("points, lines", [(8, 2), pytest.param(40, 10, marks=pytest.mark.slow)])
+def test_locator_on_every_ops_file_cut_at_random_points(points, lines):
+    """Half-typed files: every jax ops/tpu file cut at random points, at
     random line starts (those prefixes mostly parse, so the site count is
     checked against ast's) and whole; each answer comes back, without an
     internal error, and in bounded time."""
@@ -168,7 +169,9 @@ def test_locator_on_every_ops_file_cut_at_random_points():
     for path in OPS_FILES:
         text = path.read_text()
         line_starts = [0] + [i + 1 for i, char in enumerate(text) if char == "\n"]
-        cuts = rng.sample(range(len(text)), min(40, len(text))) + rng.sample(line_starts, min(10, len(line_starts)))
+        cuts = rng.sample(range(len(text)), min(points, len(text))) + rng.sample(
+            line_starts, min(lines, len(line_starts))
+        )
         for cut in sorted(cuts) + [len(text)]:
             started = time.perf_counter()
             check_locate(text[:cut], str(path))
@@ -253,6 +256,7 @@ def test_a_form_feed_does_not_start_a_line():
     assert apply_change("a\fb\u2028c\nd", change, PositionCodec()) == "a\fb\u2028c\n#d"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="atheris is installed on Linux only")
 @pytest.mark.parametrize(
     "target, runs", [("report", 5000), ("locate", 300), ("directives", 5000), ("did_change", 5000)]

@@ -1,4 +1,4 @@
-"""The CLI's text, JSON and SARIF output, pinned (issue 14, "Behaviour kept"):
+"""The CLI's text, JSON and SARIF output, pinned:
 examples/ and copies of four jax ops kernels, checked on v5e and v6e by the real
 CLI and compiler, against tests/data/golden/, captured before the refactor by
 scripts/capture_golden.py. What the script normalises (paths, seconds, vmem-lsp's
@@ -9,10 +9,12 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from capture_golden import GOLDEN, capture, differences
+
+pytestmark = pytest.mark.compiler  # scripts/capture_golden.py runs the CLI
 
 HOW_TO_RECAPTURE = """\
 The CLI's output differs from the golden files in tests/data/golden/ (diff: stored -> now).

@@ -17,9 +17,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLES, ROOT
-from lsp_client import Editor, running_server, wait_for
 from lsprotocol import types
+from support import EXAMPLES, ROOT
+from support.lsp_client import Editor, running_server, wait_for
 
 FAULTS = ROOT / "tests" / "data" / "faults"
 PLANTED = "IndexError: planted by tests/data/faults/sitecustomize.py"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import EXAMPLES
-from lsp_client import Editor, running_server, wait_for
+from support import EXAMPLES
+from support.lsp_client import Editor, running_server, wait_for
 
 pytestmark = pytest.mark.asyncio
 

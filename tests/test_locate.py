@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jax.experimental.pallas.ops.tpu as jax_tpu_ops
 import pytest
-from fuzz_properties import ast_site_count, name_of
+from support.fuzz_properties import ast_site_count, name_of
 
 from vmem_lsp.source.locate import LocateResult, clear_cache, locate
 from vmem_lsp.source.model import BlockSpecSite, Expr, KernelSite, Span
@@ -891,10 +891,11 @@ def test_odd_inputs_never_raise(source):
     assert result.internal_error is None, result.internal_error
 
 
+@pytest.mark.parametrize("count", [10, pytest.param(50, marks=pytest.mark.slow)], ids=lambda n: f"{n}-cuts")
 @pytest.mark.parametrize("path", [p for p in JAX_FILES if "pallas_call" in p.read_text()], ids=lambda p: p.name)
-def test_every_prefix_of_a_jax_kernel_file_never_raises(path):
+def test_every_prefix_of_a_jax_kernel_file_never_raises(path, count):
     source = path.read_text()
-    cuts = random.Random(path.name).sample(range(len(source)), 50)
+    cuts = random.Random(path.name).sample(range(len(source)), count)
     for cut in cuts:
         result = locate(source[:cut], str(path))
         assert result.internal_error is None, (cut, result.internal_error)

@@ -334,7 +334,7 @@ def test_the_estimate_while_typing_says_when_it_is_only_a_lower_bound():
     ]
 
 
-# ---- compile errors other than VMEM: on the line that causes them (issue 17) -------------------
+# ---- compile errors other than VMEM: on the line that causes them -----------------------------
 
 
 def blocked_call(text: str | None, dtype: str, block, full, fits: bool = False) -> CapturedCall:

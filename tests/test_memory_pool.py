@@ -1,4 +1,4 @@
-"""Issue 21, item 4: a pool sized by memory as well as cores, and a worker
+"""A pool sized by memory as well as cores, and a worker
 over its memory share reported as such ("needed more than N GB"), not as a
 crash. The sizing from numbers, the readers against a fake /proc and cgroup
 tree, and the real CLI under a share and under a per-process limit."""
@@ -14,7 +14,7 @@ import textwrap
 import uuid
 
 import pytest
-from conftest import EXAMPLES, ROOT
+from support import EXAMPLES, ROOT
 
 from vmem_lsp.compile import memory, pool
 from vmem_lsp.compile.client import CheckRequest
@@ -277,7 +277,7 @@ async def test_the_servers_workers_are_watched_too(tmp_path):
     """The language server's workers (a lane per chip) each have a share: the
     hog is squiggled with what it needed, the example beside it is checked,
     and no worker outlives the server."""
-    from lsp_client import Editor, running_server, wait_for
+    from support.lsp_client import Editor, running_server, wait_for
 
     folder = project(tmp_path, 'worker-memory = "1.5GB"\n')
     async with running_server(folder) as client:

@@ -4,7 +4,7 @@ Fast tests check the model's rules on the compiler facts recorded in
 bench/model_results.jsonl (made by bench/model_harness.py), by kernel family: the
 families the model was written against (training), each of them again with the
 fitted constants refitted without it (leave one family out), and the families added
-afterwards (held out, issue 15 item 7). One live test compiles a small deterministic
+afterwards (held out). One live test compiles a small deterministic
 sample of bench/model_corpus.py on every chip and asserts the agreement targets on it.
 """
 
@@ -147,7 +147,7 @@ def test_held_out_verdicts_do_not_regress(family_rows):
 
 
 def test_held_out_verdicts_meet_the_target(family_rows):
-    """Issue 15's target on the families the model never saw: the --no-compile verdict agrees
+    """The target on the families the model never saw: the --no-compile verdict agrees
     with the compiler in >= 99% of records per chip."""
     for s in model_harness.chip_summary(family_rows):
         assert s["held_out"]["verdict"] >= model_harness.HELD_OUT_TARGET, s
@@ -172,6 +172,7 @@ def test_leave_one_family_out_is_measured(family_rows):
     assert any(r["lofo"]["verdict"] < r["verdict"] for r in flash)
 
 
+@pytest.mark.compiler  # model_harness compiles in its own processes
 def test_live_sample_agrees(tmp_path):
     """A small sample compiled now, on every chip, with the real compiler: the first case of each
     family (held-out families included), so 14 cases. The "large" family is left to the full run:

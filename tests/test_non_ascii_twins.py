@@ -1,10 +1,10 @@
 """The bundled examples and their non-ASCII twins get the same verdict and the
-same fixes (issue 12, part 5), with the real compiler. A twin renames names
+same fixes, with the real compiler. A twin renames names
 to non-ASCII and astral ones of the same length, puts a string statement
 with astral text before the tokens of each simple statement's line and a
 non-ASCII comment after each line of code; its ASCII twin (test_unicode_edits)
 has every token at the same line and code-point column, so diagnostics and
-fixes must be equal but for the renamed text. The issue's case is here too:
+fixes must be equal but for the renamed text. The case that forced the rule is here too:
 `BLÖCK = 1024` used in matmul's example is shrunk to `BLÖCK = 512`, as
 `BLOCK` is."""
 
@@ -18,8 +18,10 @@ import tokenize
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, fixes_for, run_cli
-from test_unicode_edits import LETTERS, ascii_twin
+from support import EXAMPLES
+from support.cli import run_cli
+from support.fixes import fixes_for
+from support.twins import LETTERS, ascii_twin
 
 from vmem_lsp.config import Settings
 from vmem_lsp.engine import check
@@ -45,7 +47,7 @@ SOURCES = {
         MATMUL.replace("\n            pl.BlockSpec((bk, bn)", " pl.BlockSpec((bk, bn)"),
         renamed("matmul", "bk", "kk"),
     ),
-    # The issue's case: a module constant used in the example.
+    # The case that forced the rule: a module constant used in the example.
     "matmul_constant.py": (
         MATMUL.replace("import functools\n", "import functools\n\nBLOCK = 1024\n", 1).replace(
             "bk=1024, bn=1024)", "bk=BLOCK, bn=1024)"
@@ -129,7 +131,7 @@ def translated(value):
     return value
 
 
-def test_the_issues_constant_is_shrunk_where_it_is_written(tmp_path):
+def test_a_non_ascii_constant_is_shrunk_where_it_is_written(tmp_path):
     """`--diff` on matmul with `BLÖCK = 1024` in its example offers the shrink
     of that constant, as it does for `BLOCK`, and writes `BLÖCK = 512`."""
     source, renames = SOURCES["matmul_constant.py"]

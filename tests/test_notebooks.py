@@ -1,4 +1,4 @@
-"""Notebooks (issue 19): the code cells make one module; positions go back to
+"""Notebooks: the code cells make one module; positions go back to
 cells at the edges; --fix edits a cell's source and no other byte."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, run_cli, run_json
-from notebooks import write_notebook
+from support import EXAMPLES
+from support.cli import run_cli, run_json
+from support.notebooks import write_notebook
 
 from vmem_lsp.source.model import Span, TextEdit
 from vmem_lsp.source.notebook import NotebookError, mask_magics, read_notebook
@@ -112,7 +113,7 @@ def cell_text(report_path: str, where: dict, name: str):
 
 
 def test_the_examples_split_across_cells_give_the_diagnostics_of_the_py_files(tmp_path, examples_check, cache_dir):
-    """Issue 19's target: the same diagnostics, on the right cells and lines."""
+    """A notebook gets the diagnostics of its .py files, on the right cells and lines."""
     files = sorted(EXAMPLES.glob("*.py"))
     where = write_notebook(files, tmp_path / "nb.ipynb")
     done, report = run_json("check", "nb.ipynb", "--target", "v5e,v6e", "--cache-dir", str(cache_dir), cwd=tmp_path)
@@ -186,7 +187,7 @@ def test_fix_edits_only_the_cell_it_fixes_and_keeps_every_other_byte(tmp_path, c
 
 
 def test_fix_on_a_notebook_vscode_wrote_changes_only_the_fixed_cells_source(tmp_path, cache_dir):
-    """`--fix` on a notebook written by VS Code's own serializer (issue 19, items 3 and 5).
+    """`--fix` on a notebook written by VS Code's own serializer.
 
     tests/data/notebooks/ holds what the VS Code UI test saved, copied out by the project's own
     script, never typed by hand:

@@ -10,12 +10,16 @@ import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLES, ROOT, line_of
+from support import EXAMPLES, ROOT, line_of
 
 NVIM = shutil.which("nvim")
-pytestmark = pytest.mark.skipif(
-    NVIM is None and not os.environ.get("VMEM_REQUIRE_TOOLS"), reason="Neovim is not installed (apt-get install neovim)"
-)
+pytestmark = [
+    pytest.mark.editor,
+    pytest.mark.skipif(
+        NVIM is None and not os.environ.get("VMEM_REQUIRE_TOOLS"),
+        reason="Neovim is not installed (apt-get install neovim)",
+    ),
+]
 
 
 def run_nvim(script: str, tmp_path, **env) -> dict:

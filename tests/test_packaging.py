@@ -1,4 +1,4 @@
-"""What a release is made of (issue 22): `vmem-lsp --version`, one version in every place that
+"""What a release is made of: `vmem-lsp --version`, one version in every place that
 states it, and an sdist that carries what the tests read (tests/data, examples/).
 scripts/build_artifacts.sh builds the artifacts; .ci/run installs the wheel in a fresh venv."""
 

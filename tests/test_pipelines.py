@@ -1,4 +1,4 @@
-"""Kernels whose body allocates the VMEM (issue 15): pltpu.emit_pipeline's
+"""Kernels whose body allocates the VMEM: pltpu.emit_pipeline's
 windows and pl.run_scoped's buffers, compiled by the real compiler and traced
 for the layout model, through the CLI as a user runs it.
 
@@ -8,7 +8,8 @@ tests/data/reports/pipeline-*.txt and run-scoped-v6e.txt."""
 from __future__ import annotations
 
 import pytest
-from conftest import KERNELS, line_of, run_json
+from support import KERNELS, line_of
+from support.cli import run_json
 
 PIPELINES = KERNELS / "pipelines.py"
 
@@ -45,6 +46,7 @@ def at(diagnostics, code: str, line: int) -> list[dict]:
     return [d for d in diagnostics if d["code"] == code and d["range"]["start_line"] == line]
 
 
+@pytest.mark.compiler  # the fixtures, taken by name at run time, run the CLI
 @pytest.mark.parametrize("tier", ["compiled", "modelled"])
 def test_every_inner_blockspec_of_an_overflowing_pipeline_is_marked_on_its_own_line(tier, request):
     """Each inner BlockSpec holds half the total: each gets a VMEM001 at its
@@ -107,7 +109,7 @@ def test_a_fits_the_model_cannot_vouch_for_is_a_warning_not_a_silent_pass(tmp_pa
 def test_a_quick_fix_shrinks_the_blocks_of_the_inner_specs(tmp_path):
     """flat's only knob is the example's bm, which sizes the emit_pipeline's
     inner BlockSpecs: halving it is found, and verified by the compiler."""
-    from conftest import fixes_for
+    from support.fixes import fixes_for
 
     copy = tmp_path / "flat_only.py"
     copy.write_text(
@@ -124,7 +126,7 @@ def test_a_quick_fix_shrinks_the_blocks_of_the_inner_specs(tmp_path):
 
 
 def test_a_kernel_fed_by_its_program_says_its_figure_is_for_the_kernel_alone(tmp_path):
-    """Issue 15 item 6: compiled alone, produced's kernel needs 24.00M of v5e's
+    """Compiled alone, produced's kernel needs 24.00M of v5e's
     16.00M; in its program XLA keeps the operand it makes whole in VMEM and
     the kernel needs 16.00M. The message says so; plain's, which takes the
     example's own arrays and compiles the same in its program, does not."""

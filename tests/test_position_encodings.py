@@ -1,4 +1,4 @@
-"""Position encodings at the LSP edge (issue 12, part 5): the server counts
+"""Position encodings at the LSP edge: the server counts
 columns in code points and speaks the encoding negotiated at initialize,
 chosen as ruff chooses (UTF-8, then UTF-32, then UTF-16). The real server
 over stdio, with the real compiler, on a kernel whose lines hold non-ASCII
@@ -12,9 +12,9 @@ import sys
 
 import attrs
 import pytest
-from lsp_client import PUSH_CAPABILITIES, Editor, lsp_lines, running_server, wait_for
 from lsprotocol import types
 from pytest_lsp import make_test_lsp_client
+from support.lsp_client import PUSH_CAPABILITIES, Editor, lsp_lines, running_server, wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import KERNELS, line_of, run_json
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from support import KERNELS, line_of
+from support.cli import run_json
 
 from vmem_lsp.report.parse import parse_report
 

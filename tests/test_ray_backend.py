@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, hide, run_cli
+from support import EXAMPLES, ROOT
+from support.cli import hide, run_cli
 
 ray = pytest.importorskip("ray", reason="the test extras install ray")
-from ray_cluster import Cluster  # noqa: E402  (after the skip: it needs ray's CLI)
+from support.ray_cluster import Cluster  # noqa: E402  (after the skip: it needs ray's CLI)
 
 SLOW = ROOT / "tests" / "data" / "ray" / "slow.py"
 
@@ -217,7 +218,7 @@ def test_doctor_compiles_its_tiny_kernel_on_the_cluster(cluster, tmp_path):
 async def test_the_language_server_compiles_on_ray(cluster, tmp_path):
     """The editor's settings backend "ray" and rayAddress: the save's compile
     runs as Ray tasks and its verdict is on the BlockSpec, as the local worker's is."""
-    from lsp_client import Editor, running_server, wait_for
+    from support.lsp_client import Editor, running_server, wait_for
 
     work = tmp_path / "project"
     work.mkdir()

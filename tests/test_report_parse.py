@@ -56,7 +56,7 @@ EXPECTED_FORM = {
     "pipeline-in-a-row-v6e": "physical",
     "pipeline-buffered1-v6e": "physical",
     "run-scoped-v6e": "physical",
-    # Compile errors other than memory (issue 17): tests/data/reports/ERRORS.md.
+    # Compile errors other than memory: tests/data/reports/ERRORS.md.
     "err-block-jax-v6e": "block_shape",
     "err-block-rank1-v6e": "block_shape",
     "err-block-mosaic-v6e": "block_shape",

@@ -9,19 +9,23 @@ import shutil
 import time
 
 import pytest
-from conftest import EXAMPLES, line_of, run_cli
-from lsp_client import (
+from lsprotocol import types
+from support import EXAMPLES, line_of
+from support.cli import run_cli
+from support.lsp_client import (
     BARE_CAPABILITIES,
     PULL_CAPABILITIES,
     RESOLVE_CAPABILITIES,
     Editor,
+    apply_text_edits,
     ask_on_verdict,
+    compiler_tier,
+    estimate_tier,
     lsp_lines,
     running_server,
     utf16_columns,
     wait_for,
 )
-from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio
 
@@ -53,14 +57,6 @@ def project(tmp_path, *files, targets=("v6e",)):
     for name in files:
         shutil.copy(EXAMPLES / name, tmp_path / name)
     return tmp_path
-
-
-def compiler_tier(diagnostics):
-    return [d for d in diagnostics if d.data and d.data.get("tier") == "compiler"]
-
-
-def estimate_tier(diagnostics):
-    return [d for d in diagnostics if d.data and d.data.get("tier") == "estimate"]
 
 
 def block_range(path, needle, shape="(n, m)"):
@@ -200,7 +196,7 @@ async def test_settings_choose_targets_and_the_worker_leaves_no_process(tmp_path
 
 async def test_library_kernel_diagnostics_are_published_to_the_library_file_and_cleared(tmp_path):
     import jax.experimental.pallas.ops.tpu.flash_attention as flash
-    from conftest import KERNELS
+    from support import KERNELS
 
     work = project(tmp_path, targets=("v5e",))
     shutil.copy(KERNELS / "flash_user.py", work / "flash_user.py")
@@ -234,18 +230,6 @@ async def test_a_crashing_example_is_reported_once_and_the_worker_restarted(tmp_
         good.open()
         await wait_for(lambda: compiler_tier(good.diagnostics()), what="a compile after the restart")
         assert len([m for m in client.messages if "restarted" in m.message]) == 1
-
-
-def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
-    """What an editor does with a WorkspaceEdit's text edits."""
-    lines = text.split("\n")
-    starts = [0]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
-    at = lambda p: starts[p.line] + p.character
-    for edit in sorted(edits, key=lambda e: at(e.range.start), reverse=True):
-        text = text[: at(edit.range.start)] + edit.new_text + text[at(edit.range.end) :]
-    return text
 
 
 async def test_quick_fix_is_verified_and_clears_the_errors(tmp_path):
@@ -301,7 +285,7 @@ async def asked_on_the_first_verdict(tmp_path, capabilities):
 
 
 async def test_quick_fixes_are_ready_when_the_squiggles_are(tmp_path):
-    """Issue 12: a client that asks at once upon the compiler's first squiggle
+    """A client that asks at once upon the compiler's first squiggle
     is answered with fixes, not "No code actions available", and the one
     marked preferred is compiler-verified."""
     async with asked_on_the_first_verdict(tmp_path, BARE_CAPABILITIES) as (_, editor, actions):
@@ -686,6 +670,7 @@ async def test_random_typing_and_requests_never_take_the_server_down(tmp_path):
     assert final == 601 and len(shown) >= 5 and shown == expected
 
 
+@pytest.mark.compiler  # the server's parser runs in a process of its own
 async def test_the_parser_process_is_replaced_when_killed_and_given_up_when_it_cannot_start():
     import signal
 

@@ -1,4 +1,4 @@
-"""Notebooks in the language server (issue 19, item 4): LSP 3.17 notebook
+"""Notebooks in the language server: LSP 3.17 notebook
 document sync, driven over stdio as an editor drives it. A notebook is one
 module inside; diagnostics, hovers, hints and quick fixes land on its cells."""
 
@@ -11,12 +11,20 @@ from pathlib import Path
 import attrs
 import nbformat
 import pytest
-from conftest import EXAMPLES, line_of, run_cli
-from lsp_client import PULL_CAPABILITIES, PUSH_CAPABILITIES, running_server, wait_for
 from lsprotocol import types
-from notebooks import write_notebook
 from pygls.workspace.text_document import TextDocument
-from test_server import apply_text_edits, compiler_tier, estimate_tier
+from support import EXAMPLES, line_of
+from support.cli import run_cli
+from support.lsp_client import (
+    PULL_CAPABILITIES,
+    PUSH_CAPABILITIES,
+    apply_text_edits,
+    compiler_tier,
+    estimate_tier,
+    running_server,
+    wait_for,
+)
+from support.notebooks import write_notebook
 
 from vmem_lsp.source.model import Span, TextEdit
 from vmem_lsp.source.notebook import open_notebook, read_notebook

@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, run_cli
+from support import EXAMPLES
+from support.cli import run_cli
 
 TARGETS = ("v5e", "v6e")
 

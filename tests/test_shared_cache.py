@@ -1,4 +1,4 @@
-"""A cache-dir that is a URL (issue 21): a real S3-compatible server (moto's
+"""A cache-dir that is a URL: a real S3-compatible server (moto's
 server mode, on a free port of this machine), the real CLI as a subprocess and
 the real compiler, as CI shards would share one bucket."""
 
@@ -12,7 +12,9 @@ import threading
 import uuid
 
 import pytest
-from conftest import EXAMPLES, run_cli
+from support import EXAMPLES
+from support.cli import run_cli
+from support.tiers import CLUSTER, starts
 
 moto_server = pytest.importorskip("moto.server")
 pytest.importorskip("s3fs")
@@ -25,6 +27,7 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 
 
 @pytest.fixture(scope="module")
+@starts(CLUSTER)
 def s3():
     """(environment for a process that uses the bucket, a boto3 client)."""
     import boto3

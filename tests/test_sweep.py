@@ -1,4 +1,4 @@
-"""`vmem-lsp sweep` and the tuner API (issue 20): the real compiler, the CLI as a
+"""`vmem-lsp sweep` and the tuner API: the real compiler, the CLI as a
 subprocess, the API from a script as a tuner runs it."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import sys
 import time
 
 import pytest
-from conftest import EXAMPLES, ROOT, line_of, run_cli
+from support import EXAMPLES, ROOT, line_of
+from support.cli import run_cli
 
 from vmem_lsp.source.directives import Example
 from vmem_lsp.source.model import Span
@@ -198,6 +199,7 @@ def test_fits_and_prune_from_a_tuner_script(tmp_path):
     assert kept == [256, 512]
 
 
+@pytest.mark.compiler  # vmem_lsp.fits traces in a worker
 def test_a_trace_only_fits_is_the_models_verdict_and_a_check_after_it_keeps_its_origins(tmp_path, monkeypatch):
     """fits(compile=False) asks the worker for no origins (the provenance hooks
     cost 0.3 ms of the 5 ms target): its verdict is still the one a trace with

@@ -1,5 +1,5 @@
-"""Blocks the TPU cannot tile, written as numbers in the BlockSpecs themselves
-(issue 17, item 4), through the CLI as a user runs it, with the real
+"""Blocks the TPU cannot tile, written as numbers in the BlockSpecs themselves,
+through the CLI as a user runs it, with the real
 compiler: VMEM030 on the BlockSpec's line, a compiler-verified fix that writes
 a legal size where the numbers are and recounts the grid, and a file that
 compiles clean once it is applied. One kernel has non-ASCII and astral text
@@ -11,7 +11,8 @@ import shutil
 from types import SimpleNamespace
 
 import pytest
-from conftest import KERNELS, line_of, run_cli, run_json
+from support import KERNELS, line_of
+from support.cli import run_cli, run_json
 
 KERNEL = KERNELS / "literal_untileable.py"
 TARGETS = "v5e,v6e"

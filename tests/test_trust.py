@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 
-from conftest import EXAMPLES, run_cli
+from support import EXAMPLES
+from support.cli import run_cli
 
 from vmem_lsp.trust import trusted_by
 

@@ -1,4 +1,4 @@
-"""Issue 13: the server runs nobody's code uninvited. The real server over
+"""The server runs nobody's code uninvited. The real server over
 stdio, a folder that is not trusted, examples that would leave a marker."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import asyncio
 import shutil
 
 import pytest
-from conftest import EXAMPLES, run_cli
-from lsp_client import PUSH_CAPABILITIES, Editor, running_server, wait_for
 from lsprotocol import types
+from support import EXAMPLES
+from support.cli import run_cli
+from support.lsp_client import PUSH_CAPABILITIES, Editor, running_server, wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,4 +1,4 @@
-"""No silent passes (issue 16): a pallas_call that no example reaches is
+"""No silent passes: a pallas_call that no example reaches is
 reported, in the CLI run as a subprocess and in the server over stdio."""
 
 from __future__ import annotations
@@ -6,10 +6,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import EXAMPLES, line_of, run_cli, run_json
-from jax_ops import OPS
-from lsp_client import Editor, running_server, wait_for
 from lsprotocol import types
+from support import EXAMPLES, line_of
+from support.cli import run_cli, run_json
+from support.jax_ops import OPS
+from support.lsp_client import Editor, running_server, wait_for
 
 from vmem_lsp.source.locate import locate
 
@@ -158,7 +159,7 @@ def test_shapes_from_the_projects_tests_make_an_example_that_compiles(tmp_path):
 
 @pytest.mark.asyncio
 async def test_the_add_example_action_inserts_a_snippet_where_the_client_takes_one(tmp_path):
-    from lsp_client import PUSH_CAPABILITIES
+    from support.lsp_client import PUSH_CAPABILITIES
 
     path = bare_matmul(tmp_path)
     capabilities = types.ClientCapabilities(

@@ -1,4 +1,4 @@
-"""Edits that are right on any text (issue 12, part 5). Python's ast counts
+"""Edits that are right on any text. Python's ast counts
 columns in UTF-8 bytes, vmem-lsp in code points: on a line with non-ASCII
 text before a token, a byte column points past it (a shrink once turned
 `BLÖCK = 512` into `BLÖCK = 5256x = BLÖCK`).
@@ -18,9 +18,11 @@ import ast
 import io
 import tokenize
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_edits_on_jax_ops import assert_intact, site_rewrites, whole_arrays
+from support.fixes import assert_intact, site_rewrites, whole_arrays
+from support.twins import LETTERS, TEXT_CHARS, ascii_twin
 
 from vmem_lsp.chips import MiB
 from vmem_lsp.fixes import rewrites
@@ -32,49 +34,8 @@ from vmem_lsp.source.text import apply_edits
 
 PATH = "/work/kernel.py"
 
-# Identifier letters and their ASCII twins, one code point each; all NFKC
-# stable (Python normalizes identifiers, `𝔘` would read as `U`). Two
-# outside the BMP: 4 UTF-8 bytes, 2 UTF-16 units.
-LETTERS = {
-    "a": "ä",
-    "o": "ö",
-    "u": "ü",
-    "s": "ß",
-    "e": "é",
-    "n": "ñ",
-    "c": "ç",
-    "l": "ł",
-    "d": "đ",
-    "h": "ħ",
-    "w": "ω",
-    "z": "ж",
-    "y": "я",
-    "k": "中",
-    "q": "𐐀",
-    "r": "𠀀",
-    "O": "Ö",
-    "A": "Ä",
-    "U": "Ü",
-    "B": "Ω",
-    "L": "Ł",
-    "K": "Ж",
-    "C": "Ç",
-}
-# What strings and comments hold: non-ASCII and astral characters, a
-# combining accent, tabs, what str.splitlines breaks at, and the keywords a
-# text search would take for code.
-TEXT_CHARS = "abc =(),:\tüßЖ中𝔘😀𠀀\u0301\x85\u2028\u2029\x0c\x0b\x1c"
+# What strings and comments hold besides: the keywords a text search would take for code.
 DECOYS = ("out_shape=", "in_specs=[", "grid_spec=(", "compiler_params=", "(", ")")
-TWIN = str.maketrans(
-    {
-        **{u: a for a, u in LETTERS.items()},
-        **{c: "x" for c in TEXT_CHARS if not c.isascii() and c not in LETTERS.values()},
-    }
-)
-
-
-def ascii_twin(text: str) -> str:
-    return text.translate(TWIN)
 
 
 @st.composite
@@ -196,9 +157,7 @@ def every_edit(source: str) -> list[tuple[str, list[TextEdit] | None]]:
     return made
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(kernel_modules())
-def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins(source):
+def assert_twins(source: str) -> None:
     twin = ascii_twin(source)
     assert twin.isascii() and len(twin) == len(source)
     made, expected = every_edit(source), every_edit(twin)
@@ -212,8 +171,22 @@ def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins(source):
             assert on_boundaries(source, edits) == [], label
 
 
+# A few modules in the fast tier, many in the full run: each module is a whole set of rewrites.
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kernel_modules())
+def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins(source):
+    assert_twins(source)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kernel_modules())
+def test_every_rewrite_on_non_ascii_text_is_its_ascii_twins_on_many_modules(source):
+    assert_twins(source)
+
+
 def test_knobs_on_a_non_ascii_constant_edit_its_number():
-    """The issue's case: a shrink of `BLÖCK = 1024` writes `BLÖCK = 512`."""
+    """The case that forced the rule: a shrink of `BLÖCK = 1024` writes `BLÖCK = 512`."""
     source = "BLÖCK = 1024\n\n# vmem: f(f32[8, 8], bk=BLÖCK, tag='ü𝔘', bm=1024)\ndef f(x, bk=1, tag='', bm=1): ...\n"
     [knob] = constant_knobs(PATH, source)
     assert apply_edits(source, [TextEdit(PATH, knob.span, "512")]).startswith("BLÖCK = 512\n\n")

@@ -71,7 +71,7 @@ mkdir -p "$RUN/ws" "$RUN/user-data/User" "$RUN/extensions" "$OUT"
 cp "$REPO/examples/copy_whole.py" "$RUN/ws/"
 cp "$REPO/tests/data/kernels/untileable.py" "$RUN/ws/"   # a block shape the TPU cannot tile (VMEM030)
 # The seed's overflow as a Jupyter notebook: copy_whole.py cut into cells, written by nbformat.
-(cd "$REPO/tests" && "$PYTHON" -c 'import sys; from pathlib import Path; from notebooks import write_notebook
+(cd "$REPO/tests" && "$PYTHON" -c 'import sys; from pathlib import Path; from support.notebooks import write_notebook
 write_notebook([Path(sys.argv[1])], Path(sys.argv[2]))' "$REPO/examples/copy_whole.py" "$RUN/ws/copy_whole.ipynb") \
   || die "writing copy_whole.ipynb failed (is nbformat installed in $PYTHON?)"
 printf '[tool.vmem-lsp]\ntargets = ["v6e"]\n' > "$RUN/ws/pyproject.toml"

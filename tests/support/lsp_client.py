@@ -12,6 +12,8 @@ from pathlib import Path
 from lsprotocol import types
 from pytest_lsp import make_test_lsp_client
 
+from support.tiers import EDITOR, starts
+
 PUSH_CAPABILITIES = types.ClientCapabilities(
     text_document=types.TextDocumentClientCapabilities(
         publish_diagnostics=types.PublishDiagnosticsClientCapabilities(related_information=True),
@@ -78,6 +80,7 @@ def ask_on_verdict(client, uri: str, version: int | None = None) -> asyncio.Futu
     return answer
 
 
+@starts(EDITOR)
 @asynccontextmanager
 async def running_server(
     workdir: Path,
@@ -157,3 +160,23 @@ async def wait_for(predicate, timeout: float = 240, what: str = "condition"):
             return value
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def compiler_tier(diagnostics):
+    return [d for d in diagnostics if d.data and d.data.get("tier") == "compiler"]
+
+
+def estimate_tier(diagnostics):
+    return [d for d in diagnostics if d.data and d.data.get("tier") == "estimate"]
+
+
+def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """What an editor does with a WorkspaceEdit's text edits."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    at = lambda p: starts[p.line] + p.character
+    for edit in sorted(edits, key=lambda e: at(e.range.start), reverse=True):
+        text = text[: at(edit.range.start)] + edit.new_text + text[at(edit.range.end) :]
+    return text

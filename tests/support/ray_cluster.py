@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from support.tiers import CLUSTER, starts
+
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
@@ -21,6 +23,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@starts(CLUSTER)
 class Cluster:
     def __init__(self, env: dict | None = None):
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"} if env is None else env
