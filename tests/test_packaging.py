@@ -61,12 +61,14 @@ def test_version_does_not_import_jax():
 def test_version_says_not_installed_for_a_missing_package(monkeypatch):
     import importlib.metadata
 
+    from vmem_lsp import versions
+
     def version_without_libtpu(name):
         if name == "libtpu":
             raise importlib.metadata.PackageNotFoundError(name)
         return version(name)
 
-    monkeypatch.setattr(importlib.metadata, "version", version_without_libtpu)
+    monkeypatch.setattr(versions, "version", version_without_libtpu)
     lines = compiler.version_text().splitlines()
     assert lines[0] == f"vmem-lsp {vmem_lsp.__version__}"
     assert lines[3] == "libtpu not installed"

@@ -357,7 +357,7 @@ async def test_a_waiting_quick_fix_request_is_released_when_its_search_ends_stop
         session=session,
         waiters=waiters,
         path_of=lambda uri: path,
-        client_capabilities=None,
+        client_capabilities=types.ClientCapabilities(),
         client_supports=lambda *names: False,
         window_show_message=shown.append,
         positions=lambda: SimpleNamespace(
@@ -734,7 +734,7 @@ async def test_notifications_leave_no_future_behind(tmp_path):
             )
             await asyncio.sleep(0.01)
         document = server.session.documents[str(tmp_path / "k.py")]
-        await wait_for(lambda: document.analysed_version == 29 and not server.protocol._request_futures, timeout=30)
+        await wait_for(lambda: document.version == 29 and not server.protocol._request_futures, timeout=30)
         assert server.internal_errors == 0
         other = types.TextDocumentItem((tmp_path / "other.py").as_uri(), "python", 1, "y = 1\n")
         server.protocol.handle_message(
