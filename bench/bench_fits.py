@@ -57,7 +57,7 @@ def main() -> None:
     started = time.perf_counter()
     vmem_lsp.fits(matmul, x, x, target="v6e", compile=False, bm=configs[0][0], bk=configs[0][1], bn=configs[0][2])
     first = time.perf_counter() - started
-    worker = api.ENGINE.workers.created[0].hello["pid"]
+    worker = api.ENGINE.ready().workers.created[0].hello["pid"]
     medians = []
     for run in range(args.runs):
         times = []

@@ -19,7 +19,7 @@ from support.processes import (
     describe,
     environment,
     kill_and_expect_nothing_left,
-    lsp_message,
+    open_over_stdio,
     started,
     tagged,
     wait_for_file,
@@ -152,38 +152,7 @@ def test_both_workers_die_with_the_server(tmp_path, how):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as server:
-        for message in (
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "processId": None,
-                    "rootUri": tmp_path.as_uri(),
-                    "capabilities": {},
-                    "initializationOptions": {
-                        "targets": list(CHIPS),
-                        "cache": False,
-                        "trustedFolders": [str(tmp_path)],
-                    },
-                },
-            },
-            {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-            {
-                "jsonrpc": "2.0",
-                "method": "textDocument/didOpen",
-                "params": {
-                    "textDocument": {
-                        "uri": source.as_uri(),
-                        "languageId": "python",
-                        "version": 1,
-                        "text": source.read_text(),
-                    }
-                },
-            },
-        ):
-            server.stdin.write(lsp_message(message))
-        server.stdin.flush()
+        open_over_stdio(server, tmp_path, source, list(CHIPS), process_id=None)
         wait_for_file(mark)
         workers = lambda: [
             p

@@ -18,7 +18,7 @@ from support.processes import (
     describe,
     environment,
     kill_and_expect_nothing_left,
-    lsp_message,
+    open_over_stdio,
     started,
     tagged,
     wait_for_file,
@@ -66,34 +66,7 @@ def test_serve_leaves_nothing_behind(tmp_path, how):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as server:
-        for message in (
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "processId": os.getpid(),
-                    "rootUri": tmp_path.as_uri(),
-                    "capabilities": {},
-                    "initializationOptions": {"targets": ["v6e"], "cache": False, "trustedFolders": [str(tmp_path)]},
-                },
-            },
-            {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-            {
-                "jsonrpc": "2.0",
-                "method": "textDocument/didOpen",
-                "params": {
-                    "textDocument": {
-                        "uri": source.as_uri(),
-                        "languageId": "python",
-                        "version": 1,
-                        "text": source.read_text(),
-                    }
-                },
-            },
-        ):
-            server.stdin.write(lsp_message(message))
-        server.stdin.flush()
+        open_over_stdio(server, tmp_path, source, ["v6e"], process_id=os.getpid())
         wait_for_file(mark)
         deadline = time.monotonic() + 30  # the parser process, too, is up by now
         while len(tagged(tag)) < 3 and time.monotonic() < deadline:

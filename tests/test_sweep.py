@@ -230,21 +230,27 @@ def test_a_trace_only_fits_is_the_models_verdict_and_a_check_after_it_keeps_its_
         verdicts = []
         for config in (dict(bm=1024, bk=1024, bn=1024), dict(bm=2048, bk=8192, bn=2048)):
             verdict = api.fits(matmul, x, x, target="v6e", compile=False, **config)
-            request = api.fits_request(api.example_for(matmul, (x, x), config), "v6e", engine.settings, False)
+            request = api.fits_request(api.example_for(matmul, (x, x), config), "v6e", engine.ready().settings, False)
             assert (request.compile, request.origins) == (False, False)
-            traced = engine.workers.check(dataclasses.replace(request, origins=True), engine.settings.limits())
+            traced = engine.ready().workers.check(
+                dataclasses.replace(request, origins=True), engine.ready().settings.limits()
+            )
             assert [o.origin.line for o in traced.calls[0].operands] == specs
             assert verdict == api.model_verdict(traced, "v6e")
             verdicts.append(verdict.fits)
         assert verdicts == [True, False]
 
         example = api.example_for(matmul, (x, x), dict(bm=512, bk=512, bn=512))
-        request = api.fits_request(example, "v6e", engine.settings, False)
-        bare = engine.workers.check(request, engine.settings.limits())
+        request = api.fits_request(example, "v6e", engine.ready().settings, False)
+        bare = engine.ready().workers.check(request, engine.ready().settings.limits())
         assert [o.origin for o in bare.calls[0].operands] == [None, None, None] and bare.error is None
-        engine.cache.put(request, bare)
+        engine.ready().cache.put(request, bare)
         checked, cached = run_example(
-            example, "v6e", dataclasses.replace(engine.settings, compile=False), engine.cache, engine.workers
+            example,
+            "v6e",
+            dataclasses.replace(engine.ready().settings, compile=False),
+            engine.ready().cache,
+            engine.ready().workers,
         )
         assert not cached
         assert [o.origin.line for o in checked.calls[0].operands] == specs

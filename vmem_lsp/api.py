@@ -22,14 +22,14 @@ import os
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from .dtypes import COMPILER_DTYPES
 
 if TYPE_CHECKING:  # `import vmem_lsp` stays light: the engine is imported on first use
-    from .compile.backend import CheckRequest, ResultCache
+    from .compile.backend import CheckRequest, ResultCache, Runner
     from .config import Settings
-    from .results import ExampleResult, PhaseLimits
+    from .results import ExampleResult
     from .source.directives import Example
 
 __all__ = ["Verdict", "fits", "prune"]
@@ -120,20 +120,13 @@ def source_path(fn: Callable[..., object]) -> str:
     return path
 
 
-class Workers(Protocol):
-    """The worker pool, as the API uses it (engine.local_workers makes it)."""
-
-    def check(self, request: CheckRequest, limits: PhaseLimits | float) -> ExampleResult: ...
-    def stop(self) -> None: ...
-
-
 @dataclass(frozen=True)
 class Ready:
     """The engine's parts, once made."""
 
     settings: Settings
     cache: ResultCache
-    workers: Workers
+    workers: Runner
 
 
 class Engine:
@@ -141,13 +134,11 @@ class Engine:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.workers: Workers | None = None
-        self.settings: Settings | None = None
-        self.cache: ResultCache | None = None
+        self.parts: Ready | None = None
 
     def ready(self) -> Ready:
         with self.lock:
-            if self.workers is None or self.settings is None or self.cache is None:
+            if self.parts is None:
                 if os.environ.get(WORKER_ENV):
                     raise RuntimeError(
                         "vmem_lsp.fits was called inside the vmem-lsp worker, which imports the "
@@ -157,17 +148,16 @@ class Engine:
                 from .compile.backend import cache_for, runner_for
                 from .config import load_settings
 
-                self.settings = load_settings(os.getcwd())
-                self.cache = cache_for(self.settings)
-                self.workers = runner_for(self.settings, "tuner")
+                settings = load_settings(os.getcwd())
+                self.parts = Ready(settings, cache_for(settings), runner_for(settings, "tuner"))
                 atexit.register(self.stop)
-            return Ready(self.settings, self.cache, self.workers)
+            return self.parts
 
     def stop(self) -> None:
         with self.lock:
-            if self.workers is not None:
-                self.workers.stop()
-                self.workers = None
+            if self.parts is not None:
+                self.parts.workers.stop()
+                self.parts = None
 
 
 ENGINE = Engine()

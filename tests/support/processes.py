@@ -100,3 +100,21 @@ def kill_and_expect_nothing_left(process: subprocess.Popen, how: str, tag: str) 
 def lsp_message(body: dict) -> bytes:
     data = json.dumps(body).encode()
     return b"Content-Length: %d\r\n\r\n" % len(data) + data
+
+
+def open_over_stdio(
+    server: subprocess.Popen, root: Path, source: Path, targets: list[str], process_id: int | None
+) -> None:
+    """initialize (trusting `root`, no cache), initialized and didOpen of `source`, written raw to the
+    server's stdin as an editor would: a test that kills the server reads no answer."""
+    options = {"targets": targets, "cache": False, "trustedFolders": [str(root)]}
+    params = {"processId": process_id, "rootUri": root.as_uri(), "capabilities": {}, "initializationOptions": options}
+    document = {"uri": source.as_uri(), "languageId": "python", "version": 1, "text": source.read_text()}
+    for message in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": document}},
+    ):
+        assert server.stdin is not None
+        server.stdin.write(lsp_message(message))
+    server.stdin.flush()

@@ -65,9 +65,9 @@ def apply_fixes(edits_by_path: dict, sources, write: bool) -> int:
     the text the check read (`sources`, an engine.SourceFiles). A file whose text
     could not be read is left alone and said so: there is nothing to diff or to
     compare the disk with. Returns how many files change."""
-    from ..fixes.edits import apply_edits
     from ..fixes.plan import unified_diff
     from ..render import display_path
+    from ..source.text import apply_edits
 
     changed = 0
     for path, edits in sorted(edits_by_path.items()):
@@ -94,8 +94,9 @@ def write_edits(path: str, checked: str, edits: list) -> str | None:
     import shutil
     import tempfile
 
-    from ..fixes.edits import apply_edits, in_line_endings
+    from ..fixes.edits import in_line_endings
     from ..source.notebook import NotebookError, is_notebook, read_notebook
+    from ..source.text import apply_edits
 
     try:
         with open(path, encoding="utf-8", newline="") as f:
