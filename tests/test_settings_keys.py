@@ -23,6 +23,7 @@ CONFIGURATION = ROOT / "docs" / "configuration.md"
 NOT_IN_PYPROJECT = {
     "scoped_vmem_limit_source": "where scoped-vmem-limit was set, for messages",
     "worker_source": "where worker was set, for the stderr notice and doctor",
+    "python_source": "where python was set (or how it was found), for messages and doctor",
     "compile": "--no-compile only: a project cannot turn the compiler off for everyone",
     "root": "the folder of the pyproject.toml itself",
     "config_path": "the pyproject.toml itself",

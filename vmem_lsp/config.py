@@ -28,6 +28,8 @@ class Settings:
     scoped_vmem_limit_source: str | None = None  # where that was set, for messages
     worker: str | None = None  # worker command; None: a local subprocess
     worker_source: str | None = None  # where it was set: "pyproject.toml", "--worker", ...
+    python: str | None = None  # the local worker's interpreter (a path, or a venv folder); None: found
+    python_source: str | None = None  # where it was set: "pyproject.toml", "--python", the editor
     worker_fallback: bool = False  # when that worker dies, compile with a local one
     backend: str = "local"  # "local": worker processes here; "ray": tasks on a Ray cluster
     ray_address: str | None = None  # the cluster for backend "ray"; None: RAY_ADDRESS, else a local one
@@ -229,6 +231,7 @@ KEYS: dict[str, Reader] = {
     "scoped-vmem-limit": _value(parse_scoped_limits),
     "worker": _value(lambda value: value or None),
     "worker-fallback": _value(bool),
+    "python": _value(lambda value: str(value) or None),  # relative: the project root's
     "jobs": _value(lambda value: max(1, int(value))),
     "worker-memory": _value(parse_memory),
     "cache-dir": cache_location,  # a relative path is the project root's

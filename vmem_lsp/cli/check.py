@@ -60,6 +60,12 @@ def add_parser(commands) -> None:
         action="store_true",
         help="when the configured worker dies (a lost SSH connection), compile locally",
     )
+    check.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the Python the worker compiles in, with its jax and libtpu (default: VIRTUAL_ENV, "
+        "else .venv in the project root, else vmem-lsp's own)",
+    )
     check.add_argument("--jobs", "-j", type=int, help="workers at once (default: cores minus one)")
     check.add_argument(
         "--backend",
@@ -146,6 +152,8 @@ def settings_for(args):
             changes.update(worker=None, worker_source=None)
         else:
             print(f"using worker from pyproject.toml: {settings.worker}", file=sys.stderr)
+    if args.python:
+        changes.update(python=os.path.abspath(args.python), python_source="--python")
     if args.cache_dir:
         changes["cache_dir"] = cache_location(args.cache_dir, os.getcwd())  # a URL stays one
     if args.no_compile:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from ..results import ExampleResult, PhaseLimits
 from .cache import ResultCache
 from .client import BackendError, CheckRequest, WorkerClient, WorkerError
+from .interpreter import Interpreter, find_python, probe, unusable, worker_command
 from .memory import MemoryPlan, PeakLog, worker_peak
 from .pool import ChipLanes, WorkerPool, lanes_for, memory_plan
 
@@ -44,8 +45,10 @@ __all__ = [
     "cache_for",
     "cluster",
     "doctor_worker",
+    "local_interpreter",
     "memory_for",
     "runner_for",
+    "worker_command_for",
     "worker_main",
 ]
 
@@ -71,9 +74,35 @@ class LaneRunner(Runner, Protocol):
     def lane(self, target: str) -> int: ...
 
 
+def local_interpreter(settings: Settings) -> Interpreter:
+    """The Python a local worker of these settings runs in (compile/interpreter.py)."""
+    return find_python(settings.python, settings.python_source, settings.root)
+
+
+def local_command(settings: Settings) -> list[str]:
+    """The command of a local worker in the settings' interpreter; BackendError when that
+    interpreter cannot run one (no jax, no libtpu, too old a Python), with the fix."""
+    interpreter = local_interpreter(settings)
+    if not interpreter.own and (why := unusable(interpreter, probe(interpreter.path))):
+        raise BackendError(why)
+    return worker_command(interpreter)
+
+
+def worker_command_for(settings: Settings) -> str | list[str]:
+    """The worker command the settings name (an SSH command), else a local worker's."""
+    return settings.worker or local_command(settings)
+
+
+def compiler_versions(settings: Settings) -> dict[str, str | None] | None:
+    """jax, jaxlib and libtpu of the settings' local interpreter when it is not vmem-lsp's
+    own (None: this environment's), for the cache's key."""
+    interpreter = local_interpreter(settings)
+    return None if settings.worker or interpreter.own else probe(interpreter.path).packages
+
+
 def cache_for(settings: Settings, enabled: bool = True) -> ResultCache:
     """The cache in front of every runner: the settings' folder or URL."""
-    return ResultCache(settings.cache_folder(), enabled=enabled)
+    return ResultCache(settings.cache_folder(), enabled=enabled, compiler=compiler_versions(settings))
 
 
 def memory_for(settings: Settings, jobs: int | None) -> tuple[MemoryPlan, PeakLog]:
@@ -98,10 +127,11 @@ def runner_for(settings: Settings, purpose: Literal["check", "tuner"] = "check")
     # share (a worker command's memory is not this machine's: --verbose says which).
     plan, peaks = memory_for(settings, settings.jobs)
     if purpose == "tuner" or plan.jobs > 1 or settings.worker_fallback:
+        fallback = local_command(settings) if settings.worker and settings.worker_fallback else None
         return WorkerPool(
-            settings.worker, plan.jobs, fallback=settings.worker_fallback, share=plan.share_bytes, peaks=peaks
+            worker_command_for(settings), plan.jobs, fallback=fallback, share=plan.share_bytes, peaks=peaks
         )
-    return WorkerClient(settings.worker, share=plan.share_bytes, peaks=peaks)
+    return WorkerClient(worker_command_for(settings), share=plan.share_bytes, peaks=peaks)
 
 
 def cluster(settings: Settings) -> RayPool:
@@ -116,7 +146,7 @@ def cluster(settings: Settings) -> RayPool:
 def doctor_worker(settings: Settings, start_timeout: float) -> WorkerClient:
     """One worker of the settings (the configured command, else a local one),
     not started: doctor starts it by hand to time and explain the start."""
-    return WorkerClient(settings.worker, start_timeout=start_timeout)
+    return WorkerClient(worker_command_for(settings), start_timeout=start_timeout)
 
 
 class SaveRunners:
@@ -137,7 +167,9 @@ class SaveRunners:
         """The runner for these settings; `tell(state, message)` hears a
         cluster being reached ("starting", then "ready"). BackendError when
         the cluster cannot be used."""
-        key = ("ray", settings.ray_address) if settings.backend == "ray" else ("local", settings.worker)
+        key = (
+            ("ray", settings.ray_address) if settings.backend == "ray" else ("local", str(worker_command_for(settings)))
+        )
         if self.runner is None or self.made_for != key:
             self.stop()
             if settings.backend == "ray":
@@ -147,7 +179,10 @@ class SaveRunners:
                 tell("ready", f"compiling on Ray: {pool.size} CPUs")
             else:
                 plan, peaks = memory_for(settings, lanes_for(len(settings.targets), settings.jobs))
-                self.runner, self.made_for = ChipLanes(settings.worker, share=plan.share_bytes, peaks=peaks), key
+                self.runner, self.made_for = (
+                    ChipLanes(worker_command_for(settings), share=plan.share_bytes, peaks=peaks),
+                    key,
+                )
         if isinstance(self.runner, ChipLanes):
             self.runner.grow(lanes_for(len(settings.targets), settings.jobs))
         return self.runner

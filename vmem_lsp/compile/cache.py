@@ -51,8 +51,10 @@ def compiler_environment(environ=None) -> dict:
     return {k: v for k, v in sorted(environ.items()) if k in COMPILER_ENVIRONMENT or k.startswith("JAX_")}
 
 
-def tool_versions() -> dict:
-    return {"protocol": PROTOCOL_VERSION, **installed(("vmem-lsp", *COMPILER_PACKAGES))}
+def tool_versions(compiler: dict[str, str | None] | None = None) -> dict:
+    """What the key holds of the tools: vmem-lsp's and the compiler's versions (`compiler`:
+    those of the worker's interpreter when it is not this one)."""
+    return {"protocol": PROTOCOL_VERSION, **installed(("vmem-lsp", *COMPILER_PACKAGES)), **(compiler or {})}
 
 
 ENTRY_MAGIC = b"vmem-lsp-entry 1"
@@ -141,9 +143,9 @@ def absolute(value, root: str | None):
 
 
 class ResultCache:
-    def __init__(self, directory: str, enabled: bool = True):
+    def __init__(self, directory: str, enabled: bool = True, compiler: dict[str, str | None] | None = None):
         self.directory = directory
-        self.versions = tool_versions()
+        self.versions = tool_versions(compiler)
         self.environment = compiler_environment()
         self.store = open_store(directory) if enabled else None
         self.enabled = self.store is not None

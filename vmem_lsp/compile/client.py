@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from .. import lifetime
 from ..results import ExampleResult, Origin, PhaseLimits
 from . import memory
+from .interpreter import is_local_command
 from .protocol import PROTOCOL_VERSION, phase_doing, phase_words, result_from_dict
 from .shipping import Manifests, SourceTexts, relocate, workspace_folder
 from .worker import module_name_for
@@ -148,7 +149,7 @@ class WorkerClient:
         self.command = batch_mode(shlex.split(command) if isinstance(command, str) else (command or default_command()))
         self.start_timeout = start_timeout
         # A worker started by another command may run elsewhere: send it the source.
-        self.ship_source = ship_source if ship_source is not None else self.command != default_command()
+        self.ship_source = ship_source if ship_source is not None else not is_local_command(self.command)
         self.manifests = Manifests()
         self.texts: SourceTexts = self.manifests  # what a shipped file's text is read from
         self.blobs_sent = 0

@@ -64,7 +64,7 @@ class WorkerPool:
         self,
         command=None,
         size: int | None = None,
-        fallback: bool = False,
+        fallback: list[str] | None = None,
         share: int | None = None,
         peaks: memory.PeakLog | None = None,
     ):
@@ -74,7 +74,8 @@ class WorkerPool:
         self.idle: queue.Queue = queue.Queue()
         self.created: list[WorkerClient] = []
         self.lock = threading.Lock()
-        self.fallback = WorkerClient() if fallback and command else None
+        # When the (remote) command's worker dies, a local one (its command) takes the request.
+        self.fallback = WorkerClient(fallback) if fallback and command else None
 
     @property
     def restarts(self) -> int:
