@@ -45,6 +45,7 @@ class CheckOutcome:
     compiles: int = 0  # example x target pairs the worker compiled (at least one kernel)
     reused: int = 0  # pairs it answered from kernels it had compiled before in this run (a --fix recheck)
     cache_hits: int = 0
+    failed: int = 0  # pairs the worker answered with an error (not cached): neither compiled nor traced
     seconds: float = 0.0
     internal_errors: list = field(default_factory=list)  # (path, traceback): bugs of ours, not the files'
     sources: SourceFiles | None = None  # the texts checked and the sites located in them
@@ -279,7 +280,10 @@ def check(
         outcome.cache_hits += cached
         reused = not cached and result.calls and all(c.reused for c in result.calls)
         outcome.reused += bool(reused)
-        outcome.compiles += not (cached or reused)
+        # A pair whose example raised (or whose capture failed) compiled nothing: it is not counted as compiled.
+        ran = bool(result.calls) and not result.error
+        outcome.compiles += not (cached or reused) and ran
+        outcome.failed += not cached and not ran
         outcome.results.append((example, target, result))
     # Where an example of a file could not run (it raised, the worker was refused), VMEM010 says
     # so on it; what it would have reached is not known, so that file's kernels get no VMEM020.
@@ -523,6 +527,6 @@ def example_templates(outcome: CheckOutcome, settings: Settings) -> list:
 
 
 def exit_code(outcome: CheckOutcome) -> int:
-    if outcome.internal_errors:
+    if outcome.internal_errors or any(result.error_kind == "internal" for _, _, result in outcome.results):
         return 2
     return 1 if any(d.severity == "error" for d in outcome.diagnostics) else 0

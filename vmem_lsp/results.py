@@ -131,6 +131,8 @@ class ExampleResult:
     device_kind: str | None
     calls: tuple[CapturedCall, ...] = ()
     error: str | None = None  # the example could not be traced or compiled
-    error_kind: str | None = None  # "import" | "raised" | "timeout" | "crashed" | "no_compiler" | "no_kernel"
+    # "import" | "raised" | "timeout" | "crashed" | "no_compiler" | "no_kernel" | "internal" (a bug of ours)
+    error_kind: str | None = None
     error_origin: Origin | None = None
     deps: dict[str, str] = field(default_factory=dict)  # user source files reached -> sha256
+    losses: tuple[str, ...] = ()  # what the worker's jax lacks, in the user's words (compile/jax_compat.py)

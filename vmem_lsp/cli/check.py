@@ -242,6 +242,7 @@ def run(args) -> int:
         rendered = render(args.format, outcome.diagnostics, summary, outcome.sources.notebook)
     emit(rendered, args.output)
     report_internal_errors(outcome)
+    report_losses(outcome)
     return exit_code(outcome)
 
 
@@ -254,6 +255,7 @@ def summary_line(args, outcome, settings) -> str:
         f"{'s' * (outcome.examples != 1)} on {', '.join(settings.targets)} "
         f"({outcome.compiles} {'compiled' if settings.compile else 'traced (layout model only)'}, "
         + (f"{outcome.reused} already compiled by this run, " if outcome.reused else "")
+        + (f"{outcome.failed} not checked, " if outcome.failed else "")
         + f"{outcome.cache_hits} cached, {outcome.seconds:.1f} s)"
         + (f"; {outcome.unchecked} kernel{'s' * (outcome.unchecked != 1)} not checked" if outcome.unchecked else "")
         + (
@@ -262,6 +264,16 @@ def summary_line(args, outcome, settings) -> str:
             else ""
         )
     )
+
+
+def report_losses(outcome) -> None:
+    """What the worker's jax lacks (compile/jax_compat.py), once per run, on
+    stderr: the report's formats stay what their readers parse."""
+    seen: dict[str, None] = {}
+    for _, _, result in outcome.results:
+        seen.update(dict.fromkeys(result.losses))
+    for loss in seen:
+        print(f"vmem-lsp: {loss}", file=sys.stderr)
 
 
 def report_internal_errors(outcome) -> None:

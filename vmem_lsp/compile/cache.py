@@ -41,7 +41,7 @@ from .shipping import file_digest, relocate
 log = logging.getLogger(__name__)
 
 PROJECT = "<project>"  # the project root, in keys and entries
-TRANSIENT = ("timeout", "crashed", "no_compiler", "memory", "cancelled")
+TRANSIENT = ("timeout", "crashed", "no_compiler", "memory", "cancelled", "internal")
 COMPILER_ENVIRONMENT = ("LIBTPU_INIT_ARGS", "XLA_FLAGS")
 
 

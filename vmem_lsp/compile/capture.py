@@ -19,15 +19,14 @@ from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
-from jax._src import core as jax_core
-from jax._src.pallas import primitives as pallas_primitives
-from jax._src.pallas.pallas_call import pallas_call_p
 from jax.sharding import SingleDeviceSharding
 
 from ..dtypes import COMPILER_DTYPES
 from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
+from . import jax_compat
 from .devices import target_device, trace_device
 from .provenance import PROVENANCE, SCOPED, Provenance, is_user_file, recording, traceback_origin
+from .request_limits import OverTime
 from .tracing import IN_PROGRAM, extra, trace_example
 
 
@@ -66,9 +65,9 @@ def _constant_index(block_mapping, grid) -> bool:
     jaxpr = block_mapping.index_map_jaxpr.jaxpr
     varying = {id(v) for v, extent in zip(jaxpr.invars, grid) if not (isinstance(extent, int) and extent == 1)}
     for eqn in jaxpr.eqns:
-        if any(id(v) in varying for v in eqn.invars if not isinstance(v, jax_core.Literal)):
+        if any(id(v) in varying for v in eqn.invars if not isinstance(v, jax_compat.Literal)):
             varying.update(id(v) for v in eqn.outvars)
-    return not any(id(v) in varying for v in jaxpr.outvars if not isinstance(v, jax_core.Literal))
+    return not any(id(v) in varying for v in jaxpr.outvars if not isinstance(v, jax_compat.Literal))
 
 
 def _vmem_limit(compiler_params) -> int | None:
@@ -105,10 +104,10 @@ def describe(eqn, provenance: Provenance | None) -> dict:
                 role="in" if is_input else "out",
                 index=index,
                 operand=prefetch + index if is_input else index,
-                dtype=compiler_dtype(bm.array_aval.dtype),
-                full_shape=tuple(bm.array_aval.shape),
+                dtype=compiler_dtype(jax_compat.array_aval(bm).dtype),
+                full_shape=tuple(jax_compat.array_aval(bm).shape),
                 block_shape=_block_sizes(bm.block_shape),
-                memory_space=_memory_space(bm.block_aval),
+                memory_space=_memory_space(jax_compat.block_aval(bm)),
                 buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
                 constant_index=_constant_index(bm, mapping.grid),
                 origin=_pick(prov.in_origins if is_input else prov.out_origins, index),
@@ -123,7 +122,7 @@ def describe(eqn, provenance: Provenance | None) -> dict:
             _memory_space(a),
             _pick(prov.scratch_origins, i),
         )
-        for i, a in enumerate(mapping.scratch_avals)
+        for i, a in enumerate(jax_compat.scratch_avals(eqn))
     ]
     grid = tuple(int(g) if isinstance(g, int) else -1 for g in mapping.grid)
     return dict(
@@ -148,7 +147,7 @@ def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
 
     def walk(jaxpr, parent):
         for eqn in jaxpr.eqns:
-            if eqn.primitive is pallas_primitives.run_scoped_p:
+            if jax_compat.run_scoped_p is not None and eqn.primitive is jax_compat.run_scoped_p:
                 scope = scopes[0]
                 scopes[0] += 1
                 body = eqn.params["jaxpr"]
@@ -176,7 +175,7 @@ def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
                     )
                 walk(body, scope)
                 continue
-            for sub in jax_core.jaxprs_in_params(eqn.params):
+            for sub in jax_compat.jaxprs_in_params(eqn.params):
                 walk(sub, parent)
 
     walk(kernel_jaxpr, -1)
@@ -214,7 +213,7 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
                 if size > VREG_FILE_BYTES:
                     what = f"{compiler_dtype(aval.dtype)}[{','.join(str(int(d)) for d in aval.shape)}] from {eqn.primitive.name}"
                     found.append(Unseen(what, size, traceback_origin(eqn.source_info.traceback)))
-            for sub in jax_core.jaxprs_in_params(eqn.params):
+            for sub in jax_compat.jaxprs_in_params(eqn.params):
                 walk(sub)
 
     walk(kernel_jaxpr)
@@ -250,7 +249,7 @@ def body_origin(text: str | None, kernel_jaxpr) -> Origin | None:
             here = traceback_origin(eqn.source_info.traceback) or around
             if eqn.primitive.name == found[1]:
                 return here
-            for sub in jax_core.jaxprs_in_params(eqn.params):
+            for sub in jax_compat.jaxprs_in_params(eqn.params):
                 if (origin := first(sub, here)) is not None:
                     return origin
         return None
@@ -276,7 +275,7 @@ def fingerprint(eqn) -> str:
     parts = [
         str(eqn.params["jaxpr"]),
         repr(mapping.grid),
-        repr(mapping.scratch_avals),
+        repr(jax_compat.scratch_avals(eqn)),
         repr((mapping.num_index_operands, mapping.num_inputs, mapping.num_outputs)),
         repr(eqn.params.get("compiler_params")),
         repr(eqn.params.get("input_output_aliases")),
@@ -286,7 +285,7 @@ def fingerprint(eqn) -> str:
     for bm in mapping.block_mappings:
         parts += [
             repr(bm.block_shape),
-            str(bm.array_aval),
+            str(jax_compat.array_aval(bm)),
             str(bm.transformed_block_aval),
             str(bm.index_map_jaxpr),
             repr(bm.pipeline_mode),
@@ -342,7 +341,7 @@ def _compile(eqn, device, compiler_options: dict | None, on_phase) -> Verdict:
     try:
         with jax.default_device(device):
             on_phase("lower", name)
-            lowered = jax.jit(named(name, lambda *a: pallas_call_p.bind(*a, **params))).lower(*args)
+            lowered = jax.jit(named(name, lambda *a: jax_compat.require_pallas_call().bind(*a, **params))).lower(*args)
             on_phase("compile", name)
             lowered.compile(compiler_options=compiler_options or None)
         return Verdict(True, None, None, time.perf_counter() - started)
@@ -406,29 +405,38 @@ def capture_calls(
     with recording(origins):
         traced = trace_example(call_text, namespace, device, direct=not origins)
     for eqn in traced:
-        invoke_origin = traceback_origin(eqn.source_info.traceback)
-        provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
-        key = verdict_key(eqn, device, compiler_options) if compile else None  # the fingerprint, once
-        reused = key in VERDICTS
-        verdict = compile_alone(eqn, device, compiler_options, on_phase, key) if compile else Verdict(True, None)
-        fits, text, seconds = verdict.fits, verdict.text, verdict.seconds
-        described = describe(eqn, provenance)
-        own_limit = described["vmem_limit_bytes"]
-        calls.append(
-            CapturedCall(
-                name=kernel_name(eqn),
-                call_origin=provenance.call_origin if provenance else invoke_origin,
-                invoke_origin=invoke_origin,
-                fits=fits,
-                compiler_text=text,
-                compile_seconds=round(seconds, 3),
-                compiled=compile,
-                reused=reused,
-                scoped_limit=own_limit or limit,
-                error_origin=None if fits else verdict.origin or extra(body_origin, None, text, eqn.params["jaxpr"]),
-                in_program=program_made(eqn, described["operands"]),
-                scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
-                **described,
+        try:
+            invoke_origin = traceback_origin(eqn.source_info.traceback)
+            provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
+            key = verdict_key(eqn, device, compiler_options) if compile else None  # the fingerprint, once
+            reused = key in VERDICTS
+            verdict = compile_alone(eqn, device, compiler_options, on_phase, key) if compile else Verdict(True, None)
+            fits, text, seconds = verdict.fits, verdict.text, verdict.seconds
+            described = describe(eqn, provenance)
+            own_limit = described["vmem_limit_bytes"]
+            calls.append(
+                CapturedCall(
+                    name=kernel_name(eqn),
+                    call_origin=provenance.call_origin if provenance else invoke_origin,
+                    invoke_origin=invoke_origin,
+                    fits=fits,
+                    compiler_text=text,
+                    compile_seconds=round(seconds, 3),
+                    compiled=compile,
+                    reused=reused,
+                    scoped_limit=own_limit or limit,
+                    error_origin=None
+                    if fits
+                    else verdict.origin or extra(body_origin, None, text, eqn.params["jaxpr"]),
+                    in_program=program_made(eqn, described["operands"]),
+                    scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
+                    **described,
+                )
             )
-        )
+        except (OverTime, MemoryError):  # the request's limits, not our bug
+            raise
+        except Exception as error:  # the trace is done: what fails now is vmem-lsp's own reading of jax
+            raise jax_compat.CompatError(
+                jax_compat.internal_message(error, "capturing the example's kernels")
+            ) from error
     return calls

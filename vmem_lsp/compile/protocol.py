@@ -14,7 +14,7 @@ from typing import Any
 
 from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch, Unseen
 
-PROTOCOL_VERSION = 6  # raised whenever a message or a result's fields change: the hello refuses a mismatch
+PROTOCOL_VERSION = 7  # raised whenever a message or a result's fields change: the hello refuses a mismatch
 
 
 def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:
@@ -81,4 +81,6 @@ def result_from_dict(d: dict) -> ExampleResult:
         )
         for c in d.get("calls", ())
     )
-    return ExampleResult(**{**d, "calls": calls, "error_origin": _origin(d.get("error_origin"))})
+    return ExampleResult(
+        **{**d, "calls": calls, "error_origin": _origin(d.get("error_origin")), "losses": tuple(d.get("losses", ()))}
+    )

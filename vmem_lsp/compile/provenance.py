@@ -17,19 +17,17 @@ import linecache
 import os
 import sys
 import sysconfig
+import traceback
 import weakref
 from dataclasses import dataclass
 from types import FrameType
 
 import jax
-from jax._src.pallas import core as pallas_core
-from jax._src.pallas import pallas_call as pallas_call_module
-from jax._src.pallas import primitives as pallas_primitives
-from jax._src.pallas.mosaic import pipeline as pipeline_module
 from jax.experimental import pallas as pl
 
 from ..results import Origin
 from ..source.text import char_column
+from . import jax_compat
 
 JAX_DIR = os.path.dirname(jax.__file__) + os.sep
 JAXLIB_DIR = os.path.join(os.path.dirname(os.path.dirname(jax.__file__)), "jaxlib") + os.sep
@@ -146,7 +144,7 @@ PROVENANCE: dict[tuple[str, int], Provenance] = {}
 
 
 def _origins(tree) -> tuple[Origin | None, ...]:
-    if tree is pallas_core.no_block_spec or tree is None:
+    if tree is None or (jax_compat.no_block_spec is not None and tree is jax_compat.no_block_spec):
         return ()
     leaves = jax.tree_util.tree_leaves(tree)
     return tuple(getattr(leaf, ORIGIN_ATTR, None) for leaf in leaves)
@@ -163,8 +161,8 @@ def _wrap_pallas_call(original):
         get = (lambda name, default: getattr(grid_spec, name, default)) if grid_spec is not None else kwargs.get
         provenance = Provenance(
             call_origin=user_origin(),
-            in_origins=_origins(get("in_specs", pallas_core.no_block_spec)),
-            out_origins=_origins(get("out_specs", pallas_core.no_block_spec)),
+            in_origins=_origins(get("in_specs", jax_compat.no_block_spec)),
+            out_origins=_origins(get("out_specs", jax_compat.no_block_spec)),
             scratch_origins=_origins(get("scratch_shapes", ())),
         )
         call = original(kernel, out_shape, grid_spec=grid_spec, **kwargs)
@@ -193,15 +191,16 @@ def _scoped_entries(types, kw_types) -> tuple:
     """What each flat allocation of a run_scoped call is: a pipeline's window
     (a BufferedRef of emit_pipeline: its window_ref, made for the inner
     BlockSpec that carries the user's origin) or a user's VMEM(...) entry."""
-    buffered = pipeline_module.BufferedRef
+    buffered = jax_compat.BufferedRef
     entries = []
     items = jax.tree_util.tree_leaves((types, kw_types), is_leaf=lambda x: isinstance(x, buffered))
     for item in items:
         leaves = jax.tree_util.tree_leaves(item)
-        if isinstance(item, buffered):
-            kind = "pipeline_in" if item.buffer_type.is_input else "pipeline_out"
-            origin = getattr(item.spec, ORIGIN_ATTR, None)
-            entries += [(kind, origin, item.buffer_count) if leaf is item.window_ref else None for leaf in leaves]
+        if buffered is not None and isinstance(item, buffered):
+            is_input, spec, count, window = jax_compat.buffered(item)
+            kind = "pipeline_in" if is_input else "pipeline_out"
+            origin = getattr(spec, ORIGIN_ATTR, None)
+            entries += [(kind, origin, count) if leaf is window else None for leaf in leaves]
         else:
             entries += [("run_scoped", getattr(leaf, ORIGIN_ATTR, None), 1) for leaf in leaves]
     return tuple(entries)
@@ -219,8 +218,9 @@ def _wrap_run_scoped(original):
             frame = user_frame()  # the key: file and line, no column
             if frame is not None:
                 SCOPED[(frame.f_code.co_filename, frame.f_lineno, len(entries))] = entries
-        except Exception:  # provenance is a nicety: never in the way of the user's kernel
-            pass
+        except Exception:  # provenance is a nicety: never in the way of the user's kernel, but said
+            jax_compat.lose("scoped_origins")
+            traceback.print_exc(file=sys.stderr)
         return original(f, *types, **kwargs)
 
     HOOKS.add(run_scoped)
@@ -229,15 +229,22 @@ def _wrap_run_scoped(original):
 
 def install_provenance() -> None:
     """Patch jax so that specs and calls remember where user code made them.
-    Must run before user modules are imported (they may bind pallas_call)."""
-    _stamp_init(pallas_core.BlockSpec)
-    _stamp_init(pallas_core.MemoryRef)
-    wrapped = _wrap_pallas_call(pallas_call_module.pallas_call)
-    pallas_call_module.pallas_call = wrapped
-    pl.pallas_call = wrapped
-    scoped = _wrap_run_scoped(pallas_primitives.run_scoped)
-    pallas_primitives.run_scoped = scoped  # what emit_pipeline calls (pipeline.py: primitives.run_scoped)
-    pl.run_scoped = scoped
+    Must run before user modules are imported (they may bind pallas_call).
+    A part this jax lacks is a loss (jax_compat.detect), not a failure."""
+    if jax_compat.BlockSpec is not None:
+        _stamp_init(jax_compat.BlockSpec)
+    if jax_compat.MemoryRef is not None:
+        _stamp_init(jax_compat.MemoryRef)
+    calls = jax_compat.pallas_call_module
+    if calls is not None and hasattr(calls, "pallas_call"):
+        wrapped = _wrap_pallas_call(calls.pallas_call)
+        calls.pallas_call = wrapped
+        pl.pallas_call = wrapped
+    primitives = jax_compat.pallas_primitives
+    if primitives is not None and hasattr(primitives, "run_scoped"):
+        scoped = _wrap_run_scoped(primitives.run_scoped)
+        primitives.run_scoped = scoped  # what emit_pipeline calls (pipeline.py: primitives.run_scoped)
+        pl.run_scoped = scoped
 
 
 def forget_traces() -> None:

@@ -17,15 +17,12 @@ from typing import cast
 
 import jax
 import jax.numpy as jnp
-from jax._src import core as jax_core
-from jax._src import pjit as pjit_module
-from jax._src.interpreters import partial_eval as pe
-from jax._src.pallas.pallas_call import pallas_call_p
 from jax.sharding import SingleDeviceSharding
 
 from ..dtypes import DIRECTIVE_DTYPES
 from ..source.directives import SHAPE_FUNCTION, _ShapeLiterals, check_dims, compile_call, is_shape_literal
 from ..source.syntax import parse_quietly
+from . import jax_compat
 from .devices import target_device
 
 
@@ -128,12 +125,10 @@ def forget_own_traces(jitted) -> None:
     each used only if there: without them, the worker's periodic clearing
     (Worker.check) still bounds the growth."""
     fun = getattr(jitted, "_fun", None)
+    caches, clear = jax_compat.trace_caches()
     if fun is not None:
-        for cache in (getattr(pjit_module, "_infer_params_cached", None), getattr(pe, "trace_to_jaxpr", None)):
-            evict = getattr(cache, "evict_weakref", None)
-            if evict is not None:
-                evict(fun)
-    clear = getattr(getattr(pjit_module, "_process_in_axis_resources", None), "cache_clear", None)
+        for cache in caches:
+            cache.evict_weakref(fun)
     if clear is not None:
         clear()
 
@@ -142,9 +137,9 @@ def pallas_equations(jaxpr, found=None):
     """Every pallas_call equation in a jaxpr and the jaxprs nested in it."""
     found = [] if found is None else found
     for eqn in jaxpr.eqns:
-        if eqn.primitive is pallas_call_p:
+        if eqn.primitive is jax_compat.require_pallas_call():
             found.append(eqn)
-        for sub in jax_core.jaxprs_in_params(eqn.params):
+        for sub in jax_compat.jaxprs_in_params(eqn.params):
             pallas_equations(sub, found)
     return found
 
@@ -180,13 +175,13 @@ def in_program(jaxpr) -> dict[int, tuple]:
     found: dict[int, tuple] = {}
 
     def walk(jaxpr, given: set, returned: set):
-        used = {v for eqn in jaxpr.eqns for v in eqn.invars if isinstance(v, jax_core.Var)}
+        used = {v for eqn in jaxpr.eqns for v in eqn.invars if isinstance(v, jax_compat.Var)}
         for eqn in jaxpr.eqns:
-            if eqn.primitive.name in VIEWS and all(v in given for v in eqn.invars if isinstance(v, jax_core.Var)):
+            if eqn.primitive.name in VIEWS and all(v in given for v in eqn.invars if isinstance(v, jax_compat.Var)):
                 given |= set(eqn.outvars)  # a reshape of an argument is still the argument (a bitcast)
                 continue
-            if eqn.primitive is pallas_call_p:
-                made = tuple(n for n, v in enumerate(eqn.invars) if isinstance(v, jax_core.Var) and v not in given)
+            if eqn.primitive is jax_compat.require_pallas_call():
+                made = tuple(n for n, v in enumerate(eqn.invars) if isinstance(v, jax_compat.Var) and v not in given)
                 kept = tuple(n for n, v in enumerate(eqn.outvars) if v not in returned or v in used)
                 if made or kept:
                     found[id(eqn)] = (made, kept)
@@ -197,14 +192,14 @@ def in_program(jaxpr) -> dict[int, tuple]:
             if sub is not None and len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars):
                 walk(
                     sub,
-                    {i for i, o in zip(sub.invars, eqn.invars) if isinstance(o, jax_core.Var) and o in given},
+                    {i for i, o in zip(sub.invars, eqn.invars) if isinstance(o, jax_compat.Var) and o in given},
                     {i for i, o in zip(sub.outvars, eqn.outvars) if o in returned and o not in used},
                 )
                 continue
-            for inner in jax_core.jaxprs_in_params(eqn.params):
+            for inner in jax_compat.jaxprs_in_params(eqn.params):
                 walk(inner, set(), set())  # a loop, a branch: made and used in the program
 
-    walk(jaxpr, set(jaxpr.invars), {v for v in jaxpr.outvars if isinstance(v, jax_core.Var)})
+    walk(jaxpr, set(jaxpr.invars), {v for v in jaxpr.outvars if isinstance(v, jax_compat.Var)})
     return found
 
 

@@ -7,6 +7,7 @@ worker_server.py; the caps on a request, request_limits.py.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -37,9 +38,11 @@ def module_name_for(path: str) -> tuple[str, str]:
 
 class Worker:
     def __init__(self):
-        from . import capture, devices, provenance  # jax: loaded here, in the worker process only
+        from . import capture, devices, jax_compat, provenance  # jax: loaded here, in the worker process only
 
-        self.capture, self.devices, self.provenance = capture, devices, provenance
+        self.capture, self.devices, self.provenance, self.compat = capture, devices, provenance, jax_compat
+        # Failures raised in these files are vmem-lsp's own, not the example's.
+        self.own_files = {os.path.abspath(m.__file__ or "") for m in (capture, provenance, jax_compat)}
         provenance.install_provenance()
         self.baseline = set(sys.modules)
         self.base_path = list(sys.path)
@@ -170,7 +173,9 @@ class Worker:
             before = self.last_modules
         self.after, self.digests = None, {}
         try:
-            return self._check(params, on_phase)
+            result = self._check(params, on_phase)
+            losses = self.compat.losses()
+            return dataclasses.replace(result, losses=losses) if losses else result
         finally:
             self.overridden = params.get("source") is not None
             now = self.after if self.after is not None else self.user_modules()
@@ -213,7 +218,11 @@ class Worker:
                 on_phase=on_phase,
                 origins=origins,
             )
+        except self.compat.CompatError as error:
+            return self.internal(target, kind, str(error), path)
         except BaseException as error:
+            if self.raised_by_us(error):
+                return self.internal(target, kind, self.compat.internal_message(error, "tracing the example"), path)
             return self.failure(target, kind, "raised", "the example raised", error, path)
         finally:
             if not origins:
@@ -229,9 +238,34 @@ class Worker:
             )
         return ExampleResult(target, kind, calls=tuple(calls), deps=deps)
 
+    def raised_by_us(self, error: BaseException) -> bool:
+        """The innermost frame is in vmem-lsp's capture or hooks: a jax whose
+        internals moved (jax 0.7.2's GridMapping without scratch_avals), not
+        the user's code, which is always deeper than the hooks that call it."""
+        frames = tb.extract_tb(error.__traceback__)
+        return (
+            not isinstance(error, OverTime | MemoryError)
+            and bool(frames)
+            and (os.path.abspath(frames[-1].filename) in self.own_files)
+        )
+
+    def internal(self, target, kind, message: str, path) -> ExampleResult:
+        """Our bug: said on the worker's stderr whole, and as its own kind."""
+        print(message, file=sys.stderr)
+        tb.print_exc(file=sys.stderr)
+        return ExampleResult(
+            target,
+            kind,
+            error=message,
+            error_kind="internal",
+            deps=self.user_deps([os.path.abspath(path)] if path else []),
+        )
+
     def failure(self, target, kind, error_kind, what, error, path) -> ExampleResult:
         if isinstance(error, OverTime):
             return ExampleResult(target, kind, error=f"the example ran {error}", error_kind="timeout")
+        if (missing := self.compat.undeclared_dependency(error)) is not None:
+            return ExampleResult(target, kind, error=missing, error_kind=error_kind)
         frames = tb.extract_tb(error.__traceback__)
         user = [f for f in frames if self.provenance.is_user_file(f.filename)]
         origin = Origin(user[-1].filename, user[-1].lineno or 0) if user else None
