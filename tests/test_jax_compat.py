@@ -94,3 +94,22 @@ def test_a_failure_of_our_own_capture_is_an_internal_error_naming_jax_and_is_not
     assert "scratch_avals" in done.stdout and "the example raised" not in done.stdout
     summary = done.stdout.strip().splitlines()[-1]
     assert "(0 compiled, 1 not checked, 0 cached" in summary, summary
+
+
+def test_an_error_raised_in_our_hooks_is_ours_and_one_raised_deeper_in_user_code_is_not(tmp_path):
+    from vmem_lsp.compile.worker import raised_in
+
+    ours, user = str(tmp_path / "capture.py"), str(tmp_path / "kernel.py")
+    user_code = compile("def kernel():\n    raise ValueError('the user')\n", user, "exec")
+    hook_code = compile(
+        "def hook(f):\n    return f()\ndef broken():\n    return object().scratch_avals\n", ours, "exec"
+    )
+    scope: dict = {}
+    exec(user_code, scope)
+    exec(hook_code, scope)
+    for call, expected in ((lambda: scope["hook"](scope["kernel"]), False), (scope["broken"], True)):
+        try:
+            call()
+        except Exception as error:
+            assert raised_in(error, {ours}) is expected
+    assert raised_in(MemoryError(), {ours}) is False

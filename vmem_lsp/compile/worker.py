@@ -239,15 +239,7 @@ class Worker:
         return ExampleResult(target, kind, calls=tuple(calls), deps=deps)
 
     def raised_by_us(self, error: BaseException) -> bool:
-        """The innermost frame is in vmem-lsp's capture or hooks: a jax whose
-        internals moved (jax 0.7.2's GridMapping without scratch_avals), not
-        the user's code, which is always deeper than the hooks that call it."""
-        frames = tb.extract_tb(error.__traceback__)
-        return (
-            not isinstance(error, OverTime | MemoryError)
-            and bool(frames)
-            and (os.path.abspath(frames[-1].filename) in self.own_files)
-        )
+        return raised_in(error, self.own_files)
 
     def internal(self, target, kind, message: str, path) -> ExampleResult:
         """Our bug: said on the worker's stderr whole, and as its own kind."""
@@ -278,6 +270,17 @@ class Worker:
             error_origin=origin,
             deps=self.user_deps([os.path.abspath(path)] if path else []),
         )
+
+
+def raised_in(error: BaseException, files: set[str]) -> bool:
+    """The innermost frame is in one of `files`, vmem-lsp's capture and hooks:
+    a jax whose internals moved (jax 0.7.2's GridMapping without
+    scratch_avals), not the user's code, which is always deeper than the hooks
+    that call it. The request's own limits are never ours."""
+    if isinstance(error, OverTime | MemoryError):
+        return False
+    frames = tb.extract_tb(error.__traceback__)
+    return bool(frames) and os.path.abspath(frames[-1].filename) in files
 
 
 SCOPED_FLAG = re.compile(r"--xla_tpu_scoped_vmem_limit_kib=(\d+)")
