@@ -117,3 +117,10 @@ def test_an_error_raised_in_our_hooks_is_ours_and_one_raised_deeper_in_user_code
         except Exception as error:
             assert raised_in(error, {ours}) is expected
     assert raised_in(MemoryError(), {ours}) is False
+    # a hook handing on arguments the wrapped function does not take: the user's TypeError
+    wrapper = compile("def invoke(f, **kw):\n    return f(**kw)\n", ours, "exec")
+    exec(wrapper, scope)
+    try:
+        scope["invoke"](scope["kernel"], check_rep=True)
+    except TypeError as error:
+        assert raised_in(error, {ours}) is False

@@ -280,7 +280,15 @@ def raised_in(error: BaseException, files: set[str]) -> bool:
     if isinstance(error, OverTime | MemoryError):
         return False
     frames = tb.extract_tb(error.__traceback__)
-    return bool(frames) and os.path.abspath(frames[-1].filename) in files
+    if not frames or os.path.abspath(frames[-1].filename) not in files:
+        return False
+    # A hook's call of what it wraps fails there when the user's arguments do not
+    # fit (pl.pallas_call(..., check_rep=True): a TypeError raised at our line).
+    return not (isinstance(error, TypeError) and frames[-1].name in PASS_THROUGH)
+
+
+# The provenance hooks' functions that hand the user's arguments on to jax (provenance.py).
+PASS_THROUGH = {"pallas_call", "invoke", "run_scoped", "init"}
 
 
 SCOPED_FLAG = re.compile(r"--xla_tpu_scoped_vmem_limit_kib=(\d+)")
