@@ -117,16 +117,9 @@ def version_checks(found: dict[str, str | None], where: str, python: str | None,
 def interpreter_checks(settings) -> tuple[list[Check], dict[str, str | None] | None]:
     """Which Python a local worker runs in (where it was found) and its compiler's
     versions (read from its metadata, not imported)."""
-    from .compile.backend import local_interpreter
-    from .compile.interpreter import probe
+    from .compile.backend import local_compiler
 
-    interpreter = local_interpreter(settings)
-    if interpreter.own:
-        found: dict[str, str | None] | None = versions.installed(PINNED)
-        error = None
-    else:
-        answer = probe(interpreter.path)
-        found, error = answer.packages, answer.error
+    interpreter, found, error = local_compiler(settings)
     line = Check("versions", "python", "info", f"the worker's Python: {interpreter.path} (from {interpreter.source})")
     if error:
         return [

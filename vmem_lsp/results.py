@@ -134,3 +134,4 @@ class ExampleResult:
     error_kind: str | None = None  # "import" | "raised" | "timeout" | "crashed" | "no_compiler" | "no_kernel"
     error_origin: Origin | None = None
     deps: dict[str, str] = field(default_factory=dict)  # user source files reached -> sha256
+    libtpu: str | None = None  # the worker's libtpu (its hello): whose chip figures apply

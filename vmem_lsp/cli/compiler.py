@@ -24,24 +24,18 @@ def version_text(path: str = ".") -> str:
 
 def worker_version_line(path: str) -> str:
     from .. import versions
-    from ..compile.backend import local_interpreter
-    from ..compile.interpreter import probe
+    from ..compile.backend import local_compiler
     from ..config import ConfigError, load_settings
 
     try:
         settings = load_settings(path)
-    except ConfigError as error:
-        return f"worker: the settings cannot be read: {error}"
+    except ConfigError as bad:
+        return f"worker: the settings cannot be read: {bad}"
     if settings.worker:
         return f"worker: the command {settings.worker!r} (its versions: vmem-lsp doctor)"
-    interpreter = local_interpreter(settings)
-    if interpreter.own:
-        found: dict[str, str | None] = versions.installed()
-    else:
-        answer = probe(interpreter.path)
-        if answer.error or answer.packages is None:
-            return f"worker's Python: {interpreter.path} ({interpreter.source}): {answer.error}"
-        found = answer.packages
+    interpreter, found, why = local_compiler(settings)
+    if why or found is None:
+        return f"worker's Python: {interpreter.path} ({interpreter.source}): {why}"
     jax, libtpu = found.get("jax"), found.get("libtpu")
     said = f"jax {jax or 'not installed'}, libtpu {libtpu or 'not installed'}"
     if versions.in_tested_range(jax, libtpu):
