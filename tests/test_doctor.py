@@ -264,3 +264,20 @@ def test_pair_jax_refuses_is_a_problem_and_not_compiled(tmp_path):
     assert refused and all("jax refuses this libtpu" in c["message"] for c in refused), refused
     compiler = next(c for c in report["checks"] if c["name"] == "compiler")
     assert compiler["status"] == "info" and "not a tested pair" in compiler["message"]
+
+
+OLD_LIBTPU = Path("/work/envs/jax-0.7.2-py3.11/bin/python")
+
+
+@pytest.mark.skipif(not OLD_LIBTPU.exists(), reason="no jax 0.7.2 environment")
+def test_a_chip_an_old_libtpu_does_not_know_is_said_so(tmp_path):
+    """libtpu 0.0.23 has no v7x ("Invalid TPU external name: TPU7x"): said as such, not as
+    "libtpu is not available"; outside the supported range is information."""
+    done = run_cli("doctor", str(project(tmp_path)), "--python", str(OLD_LIBTPU), "--format", "json", timeout=180)
+    report = json.loads(done.stdout)
+    v7x = next(c for c in report["checks"] if c["section"] == "chips" and c["name"] == "v7x")
+    assert v7x["status"] == "info" and "libtpu 0.0.23 does not know this chip" in v7x["message"], v7x
+    assert "not available" not in v7x["message"]
+    assert report["chips"]["v7x"] == {"compiled": False, "known": False, "seconds": v7x["seconds"]}
+    compiler = next(c for c in report["checks"] if c["name"] == "compiler")
+    assert compiler["status"] == "info" and "outside the supported range" in compiler["message"]
