@@ -90,7 +90,9 @@ def version_checks(found: dict[str, str | None], where: str, python: str | None,
             checks.append(Check("versions", "compiler", "info", message + " (the worker command compiles; see below)"))
         return checks
     if versions.in_tested_range(jax, libtpu):
-        checks.append(Check("versions", "compiler", "ok", f"{said} {where}: a tested pair"))
+        checks.append(
+            Check("versions", "compiler", "ok", f"{said} {where}: a tested pair (supported: {versions.range_text()})")
+        )
     elif versions.supported(jax):
         checks.append(
             Check(
