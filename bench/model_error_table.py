@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from importlib.metadata import version
 from pathlib import Path
 
 from model_harness import captured_call, compare, compiler_total, load, usable
@@ -49,9 +50,11 @@ def main() -> None:
         }
         b = bounds[kind][target]
         print(f"{kind:10s} {target:5s} {b['records']:7d} {b['low']:+8.4f} {b['high']:+8.4f}")
-    TABLE.write_text(
-        json.dumps({"source": f"bench/{Path(args.source).name}", "bounds": bounds}, indent=1, sort_keys=True) + "\n"
-    )
+    # Keyed by the libtpu that compiled the records (this environment's): the bounds of
+    # other versions stay as they were measured.
+    tables = json.loads(TABLE.read_text()) if TABLE.exists() else {}
+    tables[version("libtpu")] = {"source": f"bench/{Path(args.source).name}", "bounds": bounds}
+    TABLE.write_text(json.dumps(tables, indent=1, sort_keys=True) + "\n")
     print(f"wrote {TABLE}")
 
 

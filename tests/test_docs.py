@@ -19,7 +19,7 @@ HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
 
 # What the first command must do on a fresh machine: a venv, vmem-lsp and what running it needs
 # (not the test extras: ray, moto, atheris... are no part of checking a kernel), and a first check.
-SETUP = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/vmem-lsp check examples/"
+SETUP = "python3 -m venv .venv && .venv/bin/pip install -e '.[tpu]' && .venv/bin/vmem-lsp check examples/"
 # The sdist carries the docs and the tests but not .ci/: from an unpacked sdist there is no CI to agree with.
 needs_ci = pytest.mark.skipif(not CI.exists(), reason="no .ci/run here (an unpacked sdist)")
 

@@ -9,14 +9,15 @@ import json
 import re
 import shutil
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 from support.cli import hide, run_cli, without_libtpu
 from support.tiers import CLUSTER, starts
 
+from vmem_lsp import versions
 from vmem_lsp.chips import CHIPS
 from vmem_lsp.config import Settings, sources
-from vmem_lsp.doctor import pins
 
 CHECK_KEYS = {"section", "name", "status", "message", "fix", "seconds"}
 
@@ -38,8 +39,8 @@ def test_all_well(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     for name in CHIPS:  # each chip compiled, in one worker, and timed
         assert re.search(rf"^  ok +{name}: compiled in \d+\.\d s", done.stdout, re.MULTILINE), done.stdout
-    for name in ("jax", "jaxlib", "libtpu"):
-        assert f"{name} {version(name)} here (pinned {version(name)})" in done.stdout
+    said = ", ".join(f"{name} {version(name)}" for name in ("jax", "jaxlib", "libtpu"))
+    assert f"{said} there: a tested pair" in done.stdout, done.stdout
     assert re.search(r"the local worker started and speaks protocol \d+", done.stdout)
     assert f"cache folder {root / '.vmem_lsp_cache'}" in done.stdout
     assert re.search(r"\d+ jobs?, each worker's share", done.stdout)
@@ -70,8 +71,8 @@ def test_json_report(tmp_path):
     assert report["ok"] is True and report["exit_code"] == 0 and report["problems"] == []
     for check in report["checks"]:
         assert set(check) == CHECK_KEYS and check["status"] in ("ok", "problem", "info")
-    assert report["versions"]["pinned"] == {n: version(n) for n in ("jax", "jaxlib", "libtpu")}
-    assert report["versions"]["installed"] == report["versions"]["pinned"]
+    assert report["versions"]["installed"] == {n: version(n) for n in ("jax", "jaxlib", "libtpu")}
+    assert report["versions"]["tested"] is True
     assert set(report["chips"]) == set(CHIPS)
     assert all(chip["compiled"] and chip["seconds"] >= 0 for chip in report["chips"].values())
     assert report["memory"]["jobs"] >= 1 and report["memory"]["reason"]
@@ -160,20 +161,6 @@ def test_sources():
     assert set(sources([], None).values()) == {"default"}
 
 
-def test_pins():
-    assert pins(
-        [
-            "jax[tpu]==0.10.2",
-            "jaxlib==0.10.2",
-            "libtpu==0.0.42.1",
-            's3fs>=2023.1.0; extra == "s3"',
-            'ray==2.60.0; extra == "test"',
-            "tqdm==4.70.1",
-        ]
-    ) == {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1", "tqdm": "4.70.1"}
-    assert pins(None) == {}
-
-
 @pytest.fixture(scope="module")
 @starts(CLUSTER)
 def s3_endpoint():
@@ -227,17 +214,70 @@ def test_shared_cache_reachable_or_its_bucket_missing(tmp_path, s3_endpoint):
 def test_version_checks():
     from vmem_lsp.doctor import version_checks
 
-    pinned = {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1"}
-    checks = {
-        c.name: c
-        for c in version_checks({"jax": "0.9.0", "jaxlib": "0.10.2", "libtpu": None}, pinned, "here", judged=True)
-    }
-    assert checks["jaxlib"].status == "ok"
-    assert (
-        checks["jax"].status == "problem"
-        and checks["jax"].message == "jax 0.9.0 here, but vmem-lsp is pinned to 0.10.2"
-    )
-    assert checks["jax"].fix.startswith("pip install 'jax[tpu]==0.10.2' 'jaxlib==0.10.2' 'libtpu==0.0.42.1'")
-    assert checks["libtpu"].status == "problem" and "--no-compile" in checks["libtpu"].fix
+    def statuses(found, judged=True):
+        return [(c.status, c.message) for c in version_checks(found, "there", "/p/python", judged)]
+
+    [(status, message)] = statuses({"jax": "0.12.0.1", "jaxlib": "0.12.0.1", "libtpu": "0.0.50.1"})
+    assert status == "ok" and "there: a tested pair (supported: jax 0.8.0 to <0.13)" in message
+    # Outside the tested pairs, or the supported range: information, never a problem.
+    [(status, message)] = statuses({"jax": "0.12.0.1", "jaxlib": "0.12.0.1", "libtpu": "0.0.52"})
+    assert status == "info" and "not a tested pair" in message
+    [(status, message)] = statuses({"jax": "0.6.2", "jaxlib": "0.6.2", "libtpu": "0.0.17.1"})
+    assert status == "info" and "outside the supported range" in message
+    [(status, message)] = statuses({"jax": "0.12.0.1", "jaxlib": "0.12.0.1", "libtpu": None})
+    assert status == "problem" and message.startswith("libtpu not installed there")
     # A worker command compiles elsewhere: what is installed here is information only.
-    assert {c.status for c in version_checks({"jax": "0.9.0"}, pinned, "here", judged=False)} == {"info"}
+    assert {status for status, _ in statuses({"jax": None}, judged=False)} == {"info"}
+
+
+def test_tested_range():
+    assert versions.in_tested_range("0.12.0.1", "0.0.50.1") and versions.in_tested_range("0.10.2", "0.0.42.1")
+    assert not versions.in_tested_range("0.12.0.1", "0.0.52") and not versions.in_tested_range(None, None)
+    assert versions.supported(versions.OLDEST_JAX) and versions.supported("0.12.0.1")
+    assert not versions.supported("0.7.2") and not versions.supported("0.13.0") and not versions.supported(None)
+
+
+ENV_0_12 = Path("/work/envs/jax-0.12.0.1-py3.12/bin/python")
+REFUSED_PAIR = Path("/work/envs/jax-0.10.2-libtpu0.0.37-py3.11/bin/python")
+
+
+@pytest.mark.skipif(not ENV_0_12.exists(), reason="no jax 0.12.0.1 environment")
+def test_healthy_0_12_environment_exits_0(tmp_path):
+    """The worker in a pure jax[tpu]==0.12.0.1 venv (nothing of vmem-lsp there): a tested
+    pair, every chip compiled, exit 0."""
+    done = run_cli("doctor", str(project(tmp_path)), "--python", str(ENV_0_12), timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"the worker's Python: {ENV_0_12} (from --python)" in done.stdout
+    assert "jax 0.12.0.1, jaxlib 0.12.0.1, libtpu 0.0.50.1 there: a tested pair" in done.stdout
+    for name in CHIPS:
+        assert re.search(rf"^  ok +{name}: compiled in \d+\.\d s", done.stdout, re.MULTILINE), done.stdout
+
+
+@pytest.mark.skipif(not REFUSED_PAIR.exists(), reason="no jax 0.10.2 + libtpu 0.0.37 environment")
+def test_pair_jax_refuses_is_a_problem_and_not_compiled(tmp_path):
+    """jax 0.10.2 with libtpu 0.0.37: jax refuses the old libtpu; no chip counts as compiled."""
+    done = run_cli("doctor", str(project(tmp_path)), "--python", str(REFUSED_PAIR), "--format", "json", timeout=180)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert not any(chip["compiled"] for chip in report["chips"].values()), report["chips"]
+    refused = [c for c in report["checks"] if c["section"] == "chips" and c["status"] == "problem"]
+    assert refused and all("jax refuses this libtpu" in c["message"] for c in refused), refused
+    compiler = next(c for c in report["checks"] if c["name"] == "compiler")
+    assert compiler["status"] == "info" and "not a tested pair" in compiler["message"]
+
+
+OLD_LIBTPU = Path("/work/envs/jax-0.7.2-py3.11/bin/python")
+
+
+@pytest.mark.skipif(not OLD_LIBTPU.exists(), reason="no jax 0.7.2 environment")
+def test_a_chip_an_old_libtpu_does_not_know_is_said_so(tmp_path):
+    """libtpu 0.0.23 has no v7x ("Invalid TPU external name: TPU7x"): said as such, not as
+    "libtpu is not available"; outside the supported range is information."""
+    done = run_cli("doctor", str(project(tmp_path)), "--python", str(OLD_LIBTPU), "--format", "json", timeout=180)
+    report = json.loads(done.stdout)
+    v7x = next(c for c in report["checks"] if c["section"] == "chips" and c["name"] == "v7x")
+    assert v7x["status"] == "info" and "libtpu 0.0.23 does not know this chip" in v7x["message"], v7x
+    assert "not available" not in v7x["message"]
+    assert report["chips"]["v7x"] == {"compiled": False, "known": False, "seconds": v7x["seconds"]}
+    compiler = next(c for c in report["checks"] if c["name"] == "compiler")
+    assert compiler["status"] == "info" and "outside the supported range" in compiler["message"]

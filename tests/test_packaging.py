@@ -37,13 +37,15 @@ def test_version_names_vmem_lsp_jax_jaxlib_and_libtpu(tmp_path):
         [sys.executable, "-m", "vmem_lsp", "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
+    assert done.stdout.splitlines()[:4] == [
         f"vmem-lsp {vmem_lsp.__version__}",
         f"jax {installed('jax')}",
         f"jaxlib {installed('jaxlib')}",
         f"libtpu {installed('libtpu')}",
     ]
     assert installed("jax") != "not installed"  # the tests run with jax[tpu]: the line shows a version
+    # Then the Python a worker of this folder runs in (vmem-lsp's own here) and its compiler's pair.
+    assert done.stdout.splitlines()[4].startswith(f"worker's Python: {sys.executable} (vmem-lsp's own): jax ")
 
 
 def test_version_does_not_import_jax():

@@ -62,9 +62,12 @@ def scoped_limit(call: CapturedCall, target: Chip) -> int:
     return min(call.vmem_limit_bytes or call.scoped_limit or target.scoped_limit, target.capacity)
 
 
-def from_compile(call: CapturedCall, report: Report | None, target_name: str) -> Budget:
-    """The budget a compile established: exact where the report lists allocations."""
-    target = chip(target_name)
+def from_compile(
+    call: CapturedCall, report: Report | None, target_name: str | Chip, libtpu: str | None = None
+) -> Budget:
+    """The budget a compile established: exact where the report lists allocations. The chip's
+    figures are `libtpu`'s (or those of the Chip given)."""
+    target = target_name if isinstance(target_name, Chip) else chip(target_name, libtpu)
     costs = [part_for_cost(c) for c in layout.window_costs(call, target.name)]
     modelled = sum(p.bytes for p in costs)
     if report is None or report.form not in ("physical", "scoped", "single_allocation"):
@@ -135,6 +138,7 @@ class KnownKernel:
     spec_ordinals: dict = field(default_factory=dict)  # (role, index) -> position in the site's spec tuple
     internal: dict = field(default_factory=dict)  # target -> compiler-internal bytes last seen
     names: dict = field(default_factory=dict)  # name -> the value it had in the compiled block shapes and grid
+    libtpu: str | None = None  # the compiler that compiled it: its chip figures bound the estimate
 
 
 _OPERATORS = {
@@ -242,7 +246,7 @@ def _edited(op: Operand, site: KernelSite, known: KnownKernel) -> Operand:
 def estimate(site: KernelSite, known: KnownKernel, target_name: str) -> Budget:
     """The budget of the site as it is written now, from the last compile's
     dtypes and array shapes and the literals the user has since typed."""
-    target = chip(target_name)
+    target = chip(target_name, known.libtpu)
     call = known.call
     operands = tuple(_edited(op, site, known) for op in call.operands)
     limit = literal_limit(site) or call.vmem_limit_bytes

@@ -3,12 +3,15 @@
 Capacities and scoped limits are as the compiler prints them in its reports
 (tests/data/reports holds captured ones: "127.94M" of v6e, "16.00M" scoped on
 v5e); they are used for messages and for the static model when no compiler
-report says otherwise.
+report says otherwise. They depend on the libtpu (v7x lost 64 KiB): versions.py
+keeps them per libtpu version, and `chip(name, libtpu)` gives that compiler's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .versions import DEFAULT_LIBTPU, chip_figures
 
 MiB = 1 << 20
 
@@ -26,26 +29,35 @@ class Chip:
         return f"TPU {self.name}"
 
 
-CHIPS: dict[str, Chip] = {
-    c.name: c
-    for c in (
-        # v4 never printed E1001: its scoped limit is its capacity.
-        Chip("v4", "v4:2x2x1", "TPU v4", 16 * MiB, 16 * MiB),
-        Chip("v5e", "v5e:2x2", "TPU v5 lite", 128 * MiB, 16 * MiB),
-        # v5p and v6e print capacity 64 KiB under the physical size.
-        Chip("v5p", "v5p:2x2x1", "TPU v5", 64 * MiB - 64 * 1024, 16 * MiB),
-        Chip("v6e", "v6e:2x2", "TPU v6 lite", 128 * MiB - 64 * 1024, 32 * MiB),
-        Chip("v7x", "tpu7x:2x2x1", "TPU7x", 64 * MiB, 32 * MiB),
-    )
-}
+# name, topology, device kind; the figures of the libtpu assumed when none is known.
+_NAMES = (
+    ("v4", "v4:2x2x1", "TPU v4"),
+    ("v5e", "v5e:2x2", "TPU v5 lite"),
+    ("v5p", "v5p:2x2x1", "TPU v5"),
+    ("v6e", "v6e:2x2", "TPU v6 lite"),
+    ("v7x", "tpu7x:2x2x1", "TPU7x"),
+)
+
+
+def _with_figures(name: str, topology: str, kind: str, libtpu: str | None) -> Chip:
+    capacity, scoped = chip_figures(name, libtpu) or (0, 0)
+    return Chip(name, topology, kind, capacity, scoped)
+
+
+CHIPS: dict[str, Chip] = {n: _with_figures(n, t, k, DEFAULT_LIBTPU) for n, t, k in _NAMES}
 
 DEFAULT_TARGETS = ("v5e", "v6e")
 
 
-def chip(name: str) -> Chip:
-    """The chip called `name` (case-insensitive; "tpu7x" is accepted for v7x)."""
+def chip(name: str, libtpu: str | None = None) -> Chip:
+    """The chip called `name` (case-insensitive; "tpu7x" is accepted for v7x), with the
+    capacity and scoped limit `libtpu` prints (None: the default libtpu's)."""
     key = name.strip().lower()
     key = {"tpu7x": "v7x", "v5litepod": "v5e", "v6lite": "v6e"}.get(key, key)
     if key not in CHIPS:
         raise ValueError(f"unknown target {name!r}: choose from {', '.join(CHIPS)}")
-    return CHIPS[key]
+    found = CHIPS[key]
+    if libtpu is None:
+        return found
+    capacity, scoped = chip_figures(found.name, libtpu) or (found.capacity, found.scoped_limit)
+    return replace(found, capacity=capacity, scoped_limit=scoped)

@@ -1,6 +1,6 @@
 """`vmem-lsp doctor [PATH]`: what this machine can do, each problem with its fix.
 
-Versions against the pins of the installed vmem-lsp, the worker command (does
+The worker's Python and its compiler's versions against the tested range, the worker command (does
 it start and say hello), one tiny compile per chip in that one worker (libtpu
 loads once), the cache folder, the memory sizing, and the settings in force
 with where each came from. Exit 0 when all is well, 1 when something is wrong
@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -64,70 +63,76 @@ class Check:
 
 # ---- versions ----------------------------------------------------------------------
 
-REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*(?:\[[^\]]*\])?\s*==\s*([^;,\s]+)\s*(?:;(.*))?$")
+REFUSED = "requires a libtpu version"  # jax's own refusal of a libtpu it was not built with
+UNKNOWN_CHIP = "Invalid TPU external name"  # a libtpu older than the chip
 
 
-def pins(requirements: list[str] | None) -> dict[str, str]:
-    """{"jax": "0.10.2", ...}: the `==` pins among requirements (as
-    importlib.metadata.requires gives them), leaving out the extras'."""
-    found = {}
-    for line in requirements or ():
-        match = REQUIREMENT.match(line)
-        if match and "extra" not in (match[3] or ""):
-            found[match[1].lower().replace("_", "-")] = match[2]
-    return found
+def install_command(python: str | None = None) -> str:
+    return (
+        f"{python + ' -m ' if python else ''}pip install 'jax[tpu]>={versions.OLDEST_JAX},<{versions.NEWEST_JAX_BELOW}'"
+    )
 
 
-def installed_pins() -> dict[str, str] | None:
-    """The pins of the installed vmem-lsp (its metadata, not a checkout's
-    pyproject.toml); None when its metadata is not found."""
-    from importlib.metadata import PackageNotFoundError, requires
-
-    try:
-        return pins(requires("vmem-lsp"))
-    except PackageNotFoundError:
-        return None
-
-
-def install_command(pinned: dict[str, str]) -> str:
-    wanted = [
-        f"'jax[tpu]=={pinned['jax']}'" if name == "jax" else f"'{name}=={pinned[name]}'"
-        for name in PINNED
-        if name in pinned
-    ]
-    return f"pip install {' '.join(wanted)}"
-
-
-def version_checks(
-    found: dict[str, str | None], pinned: dict[str, str] | None, where: str, judged: bool
-) -> list[Check]:
-    """A line per package: `found` against `pinned`; `judged` False: information
-    only (the compiles run elsewhere, by a worker command)."""
+def version_checks(found: dict[str, str | None], where: str, python: str | None, judged: bool) -> list[Check]:
+    """The compiler's versions `found` where the worker runs: a missing jax or libtpu is a
+    problem (when `judged`: the compiles run there); a version outside the tested pairs,
+    or outside the supported range, is information: the verdicts are that compiler's."""
+    jax, libtpu = found.get("jax"), found.get("libtpu")
+    said = ", ".join(f"{name} {found.get(name) or 'not installed'}" for name in PINNED)
     checks = []
-    for name in PINNED:
-        have, want = found.get(name), (pinned or {}).get(name)
-        pin = f" (pinned {want})" if want else " (not pinned: vmem-lsp's metadata not found)" if pinned is None else ""
-        if have is None:
-            message = f"{name} not installed {where}{pin}"
-        elif want and have != want:
-            message = f"{name} {have} {where}, but vmem-lsp is pinned to {want}"
+    missing = [name for name in ("jax", "libtpu") if not found.get(name)]
+    if missing:
+        message = f"{' and '.join(missing)} not installed {where} ({said})"
+        if judged:
+            fix = f"{install_command(python)} (libtpu is Linux-only), {NO_COMPILE}"
+            checks.append(Check("versions", "compiler", "problem", message, fix))
         else:
-            checks.append(Check("versions", name, "ok", f"{name} {have} {where}{pin}"))
-            continue
-        if not judged:
-            checks.append(Check("versions", name, "info", message + " (the worker command compiles; see below)"))
-            continue
-        if have is None and name == "libtpu":
-            fix = (
-                f"{install_command(pinned or {}) if pinned else 'pip install libtpu'} "
-                f"(libtpu is Linux-only), {NO_COMPILE}"
+            checks.append(Check("versions", "compiler", "info", message + " (the worker command compiles; see below)"))
+        return checks
+    if versions.in_tested_range(jax, libtpu):
+        checks.append(
+            Check("versions", "compiler", "ok", f"{said} {where}: a tested pair (supported: {versions.range_text()})")
+        )
+    elif versions.supported(jax):
+        checks.append(
+            Check(
+                "versions",
+                "compiler",
+                "info",
+                f"{said} {where}: in the supported range ({versions.range_text()}) but not a tested pair "
+                f"({versions.tested_text()}): the verdicts are this compiler's",
             )
-        elif have is None:
-            fix = install_command(pinned) if pinned else f"pip install {name}"
-        else:
-            fix = f"{install_command(pinned or {})} (another version can change the compiler's reports that vmem-lsp reads)"
-        checks.append(Check("versions", name, "problem", message, fix))
+        )
+    else:
+        checks.append(
+            Check(
+                "versions",
+                "compiler",
+                "info",
+                f"{said} {where}: outside the supported range ({versions.range_text()}): "
+                "some kernels may not be traced, or their errors land on the pallas_call line",
+            )
+        )
     return checks
+
+
+def interpreter_checks(settings) -> tuple[list[Check], dict[str, str | None] | None]:
+    """Which Python a local worker runs in (where it was found) and its compiler's
+    versions (read from its metadata, not imported)."""
+    from .compile.backend import local_compiler
+
+    interpreter, found, error = local_compiler(settings)
+    line = Check("versions", "python", "info", f"the worker's Python: {interpreter.path} (from {interpreter.source})")
+    if error:
+        return [
+            dataclasses.replace(
+                line,
+                status="problem",
+                message=f"the worker's Python {interpreter.path} (from {interpreter.source}) cannot be run: {error}",
+                fix="point the python setting (or --python) at an interpreter that has jax[tpu]",
+            )
+        ], None
+    return [line, *version_checks(found or {}, "there", interpreter.path, judged=not settings.worker)], found
 
 
 # ---- the worker and the chips ---------------------------------------------------------
@@ -151,7 +156,7 @@ def worker_fix(command: list[str], configured: str | None, source: str | None) -
     return "reinstall vmem-lsp in this environment (pip install --force-reinstall vmem-lsp), then run doctor again"
 
 
-def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check], Runner | None]:
+def worker_checks(settings) -> tuple[list[Check], Runner | None]:
     """The worker line, and the started client (None when it did not start)."""
     from .compile.backend import WorkerError, doctor_worker
 
@@ -189,9 +194,8 @@ def worker_checks(settings, pinned: dict[str, str] | None) -> tuple[list[Check],
         )
     ]
     if settings.worker:  # it may run elsewhere: its versions are the ones that compile
-        for check in version_checks({n: hello.get(n) for n in PINNED}, pinned, "on the worker", True):
-            if check.status == "problem":
-                checks.append(dataclasses.replace(check, section="worker", name=f"worker {check.name}"))
+        for check in version_checks({n: hello.get(n) for n in PINNED}, "on the worker", None, True):
+            checks.append(dataclasses.replace(check, section="worker", name=f"worker {check.name}"))
     return checks, client
 
 
@@ -214,12 +218,27 @@ def tiny_compiles(client: Runner, limits: PhaseLimits, chips) -> list[tuple[str,
     return results
 
 
-def chip_checks(client: Runner, limits: PhaseLimits, pinned: dict[str, str] | None = None) -> list[Check]:
+def compile_error(result: ExampleResult) -> str | None:
+    """Why the tiny kernel was not compiled, or None when it compiled and fits: a compile
+    the compiler rejected (jax refusing its libtpu) is no compile."""
+    if result.error:
+        return result.error
+    if not result.calls:
+        return "traced, but no pallas_call was reached"
+    for call in result.calls:
+        if not call.compiled:
+            return "traced, but not compiled"
+        if not call.fits or call.compiler_text:
+            return call.compiler_text or "the compiler rejected it"
+    return None
+
+
+def chip_checks(client: Runner, limits: PhaseLimits, libtpu: str | None = None) -> list[Check]:
     """One tiny compile per chip, all in `client`'s one worker, each timed."""
     from .chips import CHIPS
 
     results = tiny_compiles(client, limits, CHIPS)
-    install = install_command(pinned) if pinned and "libtpu" in pinned else "pip install 'jax[tpu]'"
+    install = install_command()
     missing = [name for name, result, _ in results if result.error_kind == "no_compiler"]
     if missing and len(missing) == len(results):
         return [
@@ -234,8 +253,8 @@ def chip_checks(client: Runner, limits: PhaseLimits, pinned: dict[str, str] | No
         ]
     checks = []
     for name, result, seconds in results:
-        compiled = not result.error and result.calls and all(c.compiled for c in result.calls)
-        if compiled:
+        why = compile_error(result)
+        if why is None:
             checks.append(
                 Check(
                     "chips",
@@ -246,11 +265,35 @@ def chip_checks(client: Runner, limits: PhaseLimits, pinned: dict[str, str] | No
                 )
             )
             continue
-        what = result.error or "traced, but not compiled"
+        what = why.strip().splitlines()[0] if why.strip() else why
+        if UNKNOWN_CHIP in why:
+            checks.append(
+                Check(
+                    "chips",
+                    name,
+                    "info",
+                    f"{name}: libtpu {libtpu or '(version unknown)'} does not know this chip ({what})",
+                    "a newer libtpu knows it (a newer jax[tpu])",
+                    round(seconds, 2),
+                )
+            )
+            continue
+        if REFUSED in why:
+            checks.append(
+                Check(
+                    "chips",
+                    name,
+                    "problem",
+                    f"{name}: jax refuses this libtpu: {what}",
+                    f"install the libtpu this jax pairs with: {install_command()}",
+                    round(seconds, 2),
+                )
+            )
+            continue
         fix = (
             f"install libtpu where the worker runs ({install}), {NO_COMPILE}"
             if result.error_kind == "no_compiler"
-            else "run with another libtpu (the pinned one), or report it with this line"
+            else f"run with a tested pair ({versions.tested_text()}), or report it with this line"
         )
         checks.append(
             Check(
@@ -453,7 +496,7 @@ def backend_check(settings, limits: PhaseLimits) -> Check | None:
         pool.stop()
     address = pool.address or "a local one (no ray-address, no RAY_ADDRESS)"
     where = f"the Ray cluster {address}: {nodes} node{'s' * (nodes != 1)}, {pool.size} CPU{'s' * (pool.size != 1)}"
-    if not result.error and result.calls and all(c.compiled for c in result.calls):
+    if compile_error(result) is None:
         return Check(
             "backend",
             "ray",
@@ -467,7 +510,7 @@ def backend_check(settings, limits: PhaseLimits) -> Check | None:
         "problem",
         f"{where}; the tiny compile for {name} failed there after "
         f"{seconds:.1f} s: {result.error or 'traced, but not compiled'}",
-        'install vmem-lsp with jax[tpu] (the pinned versions) on every node, or set backend = "local"',
+        f'install vmem-lsp with {install_command()} on every node, or set backend = "local"',
         round(seconds, 2),
     )
 
@@ -476,7 +519,7 @@ def plain(value):
     return [plain(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
-def settings_table(path: str, worker: str | None):
+def settings_table(path: str, worker: str | None, python: str | None = None):
     """(settings, [(field, value, source)], problem): the settings `check PATH`
     would use, each field's source ("pyproject.toml:<path>", "--worker", "default")."""
     from .config import ConfigError, Settings, _read_toml, find_pyproject, load_settings, sources
@@ -496,6 +539,9 @@ def settings_table(path: str, worker: str | None):
             f"the settings cannot be read: {error}; showing the defaults",
             f"fix [tool.vmem-lsp] in {pyproject}",
         )
+    if python:
+        settings = dataclasses.replace(settings, python=python, python_source="--python")
+        where.update(python="--python", python_source="--python")
     if worker:
         settings = dataclasses.replace(settings, worker=worker, worker_source="--worker")
         where.update(worker="--worker", worker_source="--worker")
@@ -508,16 +554,15 @@ def settings_table(path: str, worker: str | None):
 # ---- the run -------------------------------------------------------------------------------
 
 
-def diagnose(path: str, worker: str | None = None) -> dict:
+def diagnose(path: str, worker: str | None = None, python: str | None = None) -> dict:
     started = time.perf_counter()
-    settings, rows, problem = settings_table(path, worker)
+    settings, rows, problem = settings_table(path, worker, python)
     checks: list[Check] = [Check("versions", "vmem-lsp", "info", f"vmem-lsp {__version__} ({sys.executable})")]
-    pinned = installed_pins()
-    installed = versions.installed(PINNED)
-    checks += version_checks(installed, pinned, "here", judged=not settings.worker)
+    interpreter_lines, installed = interpreter_checks(settings)
+    checks += interpreter_lines
     if problem:
         checks.append(problem)
-    worker_lines, client = worker_checks(settings, pinned)
+    worker_lines, client = worker_checks(settings)
     checks += worker_lines
     from .results import PhaseLimits
 
@@ -534,7 +579,8 @@ def diagnose(path: str, worker: str | None = None) -> dict:
         )
     else:
         try:
-            checks += chip_checks(client, limits, pinned)
+            hello = getattr(client, "hello", None) or {}
+            checks += chip_checks(client, limits, hello.get("libtpu") or (installed or {}).get("libtpu"))
         finally:
             client.stop()
     checks.append(cache_check(settings))
@@ -549,6 +595,7 @@ def diagnose(path: str, worker: str | None = None) -> dict:
     chips = {
         name: {
             "compiled": name in tried and tried[name].status == "ok",
+            "known": name not in tried or UNKNOWN_CHIP not in tried[name].message,
             "seconds": tried[name].seconds if name in tried else None,
         }
         for name in CHIPS
@@ -562,7 +609,8 @@ def diagnose(path: str, worker: str | None = None) -> dict:
         "checks": [dataclasses.asdict(c) for c in checks],
         "versions": {
             "installed": installed,
-            "pinned": {n: v for n, v in (pinned or {}).items() if n in PINNED} if pinned is not None else None,
+            "tested": installed is not None and versions.in_tested_range(installed.get("jax"), installed.get("libtpu")),
+            "range": versions.range_text(),
         },
         "chips": chips,
         "memory": memory_facts,
@@ -614,7 +662,7 @@ def run(args) -> int:
         print(f"vmem-lsp doctor: no such file or folder: {args.path}", file=sys.stderr)
         return EXIT_ERROR
     try:
-        report = diagnose(args.path, args.worker)
+        report = diagnose(args.path, args.worker, getattr(args, "python", None))
     except Exception as error:  # doctor's own bug: exit 2, never a 1 that blames the machine
         import traceback
 

@@ -297,7 +297,7 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
     verdict, every figure marked as its estimate. None when it fits."""
     from .budget import from_compile
 
-    b = from_compile(call, None, target.name)
+    b = from_compile(call, None, target)
     if b.total <= b.limit:
         return None
     need = render.needs(
@@ -361,7 +361,7 @@ def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> 
     """All diagnostics one example's result on one target gives."""
     if result.error:
         return [error_diagnostic(example, result, result.error)]
-    target = chip(result.target)
+    target = chip(result.target, result.libtpu)
     found = []
     for number, call in enumerate(result.calls):
         if call.compiled and call.fits:
@@ -392,7 +392,7 @@ def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Examp
     line that computes it, else the pallas_call."""
     from .budget import from_compile
 
-    b = from_compile(call, None, target.name)
+    b = from_compile(call, None, target)
     unseen = layout.unseen_could_overflow(call, b.total, b.limit)
     if unseen is None:
         return []

@@ -136,3 +136,4 @@ class ExampleResult:
     error_origin: Origin | None = None
     deps: dict[str, str] = field(default_factory=dict)  # user source files reached -> sha256
     losses: tuple[str, ...] = ()  # what the worker's jax lacks, in the user's words (compile/jax_compat.py)
+    libtpu: str | None = None  # the worker's libtpu (its hello): whose chip figures apply

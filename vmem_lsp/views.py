@@ -52,7 +52,7 @@ def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
                 continue
             key = key_of(site, sites_of(site.path).sites)
             report = None if call.fits else parse_report(call.compiler_text or "")
-            compiled = budgets.from_compile(call, report, result.target)
+            compiled = budgets.from_compile(call, report, result.target, result.libtpu)
             learned.budgets.setdefault(key, {})[result.target] = compiled
             learned.sites[key] = site
             previous = learned.known.get(key)
@@ -61,7 +61,9 @@ def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
             if internal_part:
                 internal[result.target] = internal_part.bytes
             ordinals = spec_ordinals(call, site)
-            learned.known[key] = KnownKernel(call, ordinals, internal, budgets.names_shown(call, site, ordinals))
+            learned.known[key] = KnownKernel(
+                call, ordinals, internal, budgets.names_shown(call, site, ordinals), result.libtpu
+            )
     return learned
 
 

@@ -9,14 +9,42 @@ import sys
 from .. import __version__
 
 
-def version_text() -> str:
-    """vmem-lsp's version and the installed jax, jaxlib and libtpu (from their metadata: jax is not imported)."""
+def version_text(path: str = ".") -> str:
+    """vmem-lsp's version and the installed jax, jaxlib and libtpu (from their metadata: jax
+    is not imported), then the Python a local worker of `path`'s settings runs in and its
+    compiler's versions, against the tested pairs: that compiler is the one that checks."""
     from ..versions import installed
 
     lines = [f"vmem-lsp {__version__}"]
     for name, found in installed().items():
         lines.append(f"{name} {found}" if found else f"{name} not installed")
+    lines.append(worker_version_line(path))
     return "\n".join(lines)
+
+
+def worker_version_line(path: str) -> str:
+    from .. import versions
+    from ..compile.backend import local_compiler
+    from ..config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(path)
+    except ConfigError as bad:
+        return f"worker: the settings cannot be read: {bad}"
+    if settings.worker:
+        return f"worker: the command {settings.worker!r} (its versions: vmem-lsp doctor)"
+    interpreter, found, why = local_compiler(settings)
+    if why or found is None:
+        return f"worker's Python: {interpreter.path} ({interpreter.source}): {why}"
+    jax, libtpu = found.get("jax"), found.get("libtpu")
+    said = f"jax {jax or 'not installed'}, libtpu {libtpu or 'not installed'}"
+    if versions.in_tested_range(jax, libtpu):
+        verdict = "a tested pair"
+    elif versions.supported(jax):
+        verdict = f"not a tested pair ({versions.tested_text()})"
+    else:
+        verdict = f"outside the supported range ({versions.range_text()})"
+    return f"worker's Python: {interpreter.path} ({interpreter.source}): {said}, {verdict}"
 
 
 def add_worker_parser(commands) -> None:

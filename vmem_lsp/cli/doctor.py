@@ -12,6 +12,7 @@ def add_parser(commands) -> None:
     doctor.add_argument("path", nargs="?", default=".", metavar="PATH", help="the project (default: this folder)")
     doctor.add_argument("--format", choices=("text", "json"), default="text")
     doctor.add_argument("--worker", help="try this worker command instead of the configured one")
+    doctor.add_argument("--python", help="the worker's Python (a venv's interpreter or folder), as check's --python")
     doctor.set_defaults(run=run)
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "cache_for",
     "cluster",
     "doctor_worker",
+    "local_compiler",
     "local_interpreter",
     "memory_for",
     "runner_for",
@@ -91,6 +92,19 @@ def local_command(settings: Settings) -> list[str]:
 def worker_command_for(settings: Settings) -> str | list[str]:
     """The worker command the settings name (an SSH command), else a local worker's."""
     return settings.worker or local_command(settings)
+
+
+def local_compiler(settings: Settings) -> tuple[Interpreter, dict[str, str | None] | None, str | None]:
+    """(interpreter, its jax/jaxlib/libtpu versions, why it could not be asked) of a local
+    worker of these settings, without starting one: for --version, doctor and the chip
+    figures of that compiler."""
+    from ..versions import installed
+
+    interpreter = local_interpreter(settings)
+    if interpreter.own:
+        return interpreter, installed(), None
+    answer = probe(interpreter.path)
+    return interpreter, answer.packages, answer.error
 
 
 def compiler_versions(settings: Settings) -> dict[str, str | None] | None:

@@ -280,7 +280,10 @@ class WorkerClient:
                 if self.process is not None:
                     self._kill(self.process)
                 self.process = None
-            return self._out_of_memory(result_from_dict(message["result"])), bool(message.get("reran"))
+            result = result_from_dict(message["result"])
+            if result.libtpu is None and self.hello:  # the chip figures of the compiler that answered
+                result = dataclasses.replace(result, libtpu=self.hello.get("libtpu"))
+            return self._out_of_memory(result), bool(message.get("reran"))
         except WorkerError as error:
             self.restarts += 1
             if self.process is not None:

@@ -19,10 +19,20 @@ def target_device(target: str):
     return topology.devices[0]
 
 
+_ERRORS: dict[str, str] = {}  # target -> why libtpu gave no device for it
+
+
 def trace_device(target: str):
-    """The target's compile-only device, or None where libtpu is absent (macOS):
-    a trace for the layout model needs no compiler."""
+    """The target's compile-only device, or None where libtpu is absent (macOS), or
+    does not know the chip (v7x on libtpu 0.0.23: "Invalid TPU external name"): a trace
+    for the layout model needs no compiler. Why is kept for device_error."""
     try:
         return target_device(target)
-    except Exception:
+    except Exception as error:
+        _ERRORS[target] = f"{type(error).__name__}: {error}".strip()
         return None
+
+
+def device_error(target: str) -> str | None:
+    """What libtpu said when it gave no device for `target`, if it said anything."""
+    return _ERRORS.get(target)

@@ -192,13 +192,15 @@ class Worker:
         compile = params.get("compile", True)
         device = self.devices.trace_device(target)
         if device is None and compile:
-            return ExampleResult(
-                target,
-                None,
-                error=f"no TPU compiler for {target}: libtpu is not "
-                f"available here (install jax[tpu] on Linux, or use --no-compile)",
-                error_kind="no_compiler",
-            )
+            said = getattr(self.devices, "device_error", lambda _: None)(target) or ""
+            if "Invalid TPU external name" in said:  # a libtpu older than the chip
+                error = f"no TPU compiler for {target}: this libtpu does not know {target} ({said.splitlines()[0]})"
+            else:
+                error = (
+                    f"no TPU compiler for {target}: libtpu is not "
+                    f"available here (install jax[tpu] on Linux, or use --no-compile)"
+                )
+            return ExampleResult(target, None, error=error, error_kind="no_compiler")
         kind = device.device_kind if device is not None else None
         source = params.get("source")
         try:

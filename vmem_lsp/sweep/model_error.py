@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import layout
 from ..results import CapturedCall
+from ..versions import facts_for
 
 TABLE = Path(__file__).with_name("model_error.json")
 PAD = 0.02  # of the limit, beyond the worst error measured: the corpus is finite
@@ -45,14 +46,15 @@ class ErrorBound:
 
 
 @cache
-def table() -> dict:
-    """{kind: {chip: ErrorBound}} from model_error.json."""
-    raw = json.loads(TABLE.read_text())
+def table(libtpu: str | None = None) -> dict:
+    """{kind: {chip: ErrorBound}} from model_error.json, whose bounds are keyed by the libtpu
+    that compiled their records: those of `libtpu` (versions.facts_for: the nearest older)."""
+    raw = facts_for(json.loads(TABLE.read_text()), libtpu)
     return {kind: {chip: ErrorBound(**bound) for chip, bound in chips.items()} for kind, chips in raw["bounds"].items()}
 
 
-def bound(kind: str, target: str) -> ErrorBound | None:
-    return table().get(kind, {}).get(target)
+def bound(kind: str, target: str, libtpu: str | None = None) -> ErrorBound | None:
+    return table(libtpu).get(kind, {}).get(target)
 
 
 def model_decides(total: int, exact: int, limit: int, bound: ErrorBound | None) -> bool | None:
