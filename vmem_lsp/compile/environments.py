@@ -196,7 +196,13 @@ def build(version: str, base: str, folder: str, top: str, name: str, say: Say, e
                 say(f"jax {version}: {what}")
                 log.write(f"$ {' '.join(command)}\n")
                 log.flush()
-                done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                done = subprocess.run(
+                    command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=None if environ is None else dict(environ),
+                )
                 if done.returncode != 0:
                     raise EnvironmentFailed(
                         f"cannot make the environment for jax {version}: {what} failed: "
