@@ -115,3 +115,18 @@ def test_check_with_the_next_jax_reports_both_verdicts_and_the_difference_on_its
     assert len(overflow) == 1 and "jax" not in overflow[0]["facts"], overflow
     assert "128.00M of 127.94M" in overflow[0]["message"] and "with jax" not in overflow[0]["message"]
     assert f"compilers: {ours[:-1]}, the project's), jax {NEXT} (libtpu 0.0.50.1, managed)" in report["summary"]
+
+
+def test_versions_are_release_numbers_only():
+    """A pyproject's `jax` list reaches pip's command line: nothing but a release number passes."""
+    assert environments.parse_versions(["0.12.0.1", "0.11.2,0.12.0.1"]) == ("0.12.0.1", "0.11.2")
+    assert environments.parse_versions("0.10.2") == ("0.10.2",)
+    for bad in ("0.12; rm -rf ~", "latest", "0.12.*", ">=0.11", "--index-url=x"):
+        with pytest.raises(ValueError):
+            environments.parse_versions([bad])
+    assert environments.python_needed("0.10.2") == (3, 11) and environments.python_needed("0.11.0") == (3, 12)
+
+
+def test_the_environments_root_is_the_variable_else_the_user_cache():
+    assert environments.root({"VMEM_JAX_ENVS": "/ci/envs"}) == "/ci/envs"
+    assert environments.root({"XDG_CACHE_HOME": "/c", "HOME": "/h"}) == "/c/vmem-lsp/envs"
