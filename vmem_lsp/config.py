@@ -39,6 +39,7 @@ class Settings:
     exclude: tuple[str, ...] = (".venv", "venv", ".git", "__pycache__", "node_modules", "build", "dist")
     compile: bool = True  # False: the layout model's verdict alone (no libtpu)
     require_examples: bool = False  # a pallas_call no example reaches is an error, not a warning
+    jax: tuple[str, ...] = ()  # jax versions to check with too, each in a managed environment
     root: str = field(default_factory=os.getcwd)  # the folder of the pyproject.toml, or cwd
     config_path: str | None = None
 
@@ -148,6 +149,16 @@ def parse_backend(value) -> str:
     return value
 
 
+def parse_jax(value) -> tuple[str, ...]:
+    """`jax = ["0.12.0.1"]` or `--jax 0.12.0.1,0.11.2`: release numbers, each once."""
+    from .compile.environments import parse_versions
+
+    try:
+        return parse_versions(value)
+    except ValueError as error:
+        raise ConfigError(f"jax: {error}") from None
+
+
 def parse_targets(value) -> tuple[str, ...]:
     names = value.split(",") if isinstance(value, str) else list(value)
     try:
@@ -239,5 +250,6 @@ KEYS: dict[str, Reader] = {
     "require-examples": _value(bool),
     "backend": _value(parse_backend),
     "ray-address": _value(lambda value: value or None),
+    "jax": _value(parse_jax),
 }
 SOURCED = {f.name for f in fields(Settings) if f.name.endswith("_source")}  # where X was set, for X's messages

@@ -349,3 +349,21 @@ def not_checked(target: str | None, error: str, raised_at: str | None) -> str:
 def at(path: str, line: int) -> str:
     """`path:line`; in a notebook, `path:cell N:line`, as the outputs give positions."""
     return f"{display_path(path)}:{(is_notebook(path) and cell_line(path, line)) or line}"
+
+
+def compiler_label(jax: str | None, libtpu: str | None, whose: str | None = None) -> str:
+    """`jax 0.12.0.1 (libtpu 0.0.50.1)`: which compiler said it; with `whose`, which
+    environment it is in (`jax 0.10.2 (libtpu 0.0.42.1, the project's)`)."""
+    return f"jax {jax or 'unknown'} (libtpu {libtpu or 'unknown'}{f', {whose}' if whose else ''})"
+
+
+def only_with(compilers: list[str], message: str) -> str:
+    """A diagnostic that some of the compilers checked with give, and the others do not."""
+    return f"with {', '.join(compilers)}: {message}"
+
+
+def verdict_differs(good: list[str], bad: list[str], overflow: bool, message: str) -> str:
+    """A kernel that fits (or compiles) with some compilers and overflows (or fails) with
+    the others: the news a jax upgrade brings, ahead of the failing compiler's message."""
+    fits, fails = ("fits", "overflows") if overflow else ("compiles", "fails")
+    return f"{fits} with {', '.join(good)}, {fails} with {', '.join(bad)}: {message}"

@@ -66,6 +66,13 @@ def add_parser(commands) -> None:
         help="the Python the worker compiles in, with its jax and libtpu (default: VIRTUAL_ENV, "
         "else .venv in the project root, else vmem-lsp's own)",
     )
+    check.add_argument(
+        "--jax",
+        action="append",
+        metavar="VERSION",
+        help="check with this jax (and the libtpu its [tpu] extra picks) too, in an environment vmem-lsp "
+        "makes once and keeps; repeatable or comma-separated; reports what changes from the project's own",
+    )
     check.add_argument("--jobs", "-j", type=int, help="workers at once (default: cores minus one)")
     check.add_argument(
         "--backend",
@@ -127,7 +134,7 @@ def shard_arg(text: str):
 
 def settings_for(args):
     """pyproject's settings for the first PATH, overridden by the command line."""
-    from ..config import cache_location, load_settings, parse_scoped_limits, parse_targets
+    from ..config import cache_location, load_settings, parse_jax, parse_scoped_limits, parse_targets
 
     settings = load_settings(args.paths[0])
     changes: dict[str, Any] = {}
@@ -152,6 +159,8 @@ def settings_for(args):
             changes.update(worker=None, worker_source=None)
         else:
             print(f"using worker from pyproject.toml: {settings.worker}", file=sys.stderr)
+    if args.jax:
+        changes["jax"] = parse_jax(args.jax)
     if args.python:
         changes.update(python=os.path.abspath(args.python), python_source="--python")
     if args.cache_dir:
@@ -205,6 +214,8 @@ def run(args) -> int:
     except ConfigError as error:
         print(f"vmem-lsp: {error}", file=sys.stderr)
         return EXIT_ERROR
+    if settings.jax:
+        return run_across(args, settings)
     worker = start_workers(settings)
     if worker is None:
         return EXIT_ERROR
@@ -244,6 +255,79 @@ def run(args) -> int:
     report_internal_errors(outcome)
     report_losses(outcome)
     return exit_code(outcome)
+
+
+def run_across(args, settings) -> int:
+    """`check --jax X`: the check with the project's own compiler, then with each listed
+    jax in its managed environment, reported as one (compilers.across)."""
+    import time
+
+    from ..compile.backend import BackendError, compilers_for
+    from ..compilers import CompilerRun, across
+    from ..engine import compiled_chips, exit_code
+    from ..output import render
+
+    if args.shard or args.fix or args.diff or args.add_examples:
+        print(
+            "vmem-lsp: --jax compares whole checks; not with --shard, --fix, --diff or --add-examples", file=sys.stderr
+        )
+        return EXIT_ERROR
+    if settings.worker or settings.backend == "ray":
+        print(
+            "vmem-lsp: --jax compiles in environments on this machine; not with a worker command or Ray",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    say = lambda text: print(f"vmem-lsp: {text}", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    try:
+        compilers = compilers_for(settings, say)
+    except BackendError as error:
+        print(f"vmem-lsp: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    runs, outcomes = [], []
+    for compiler, each in compilers:
+        if len(compilers) > 1:
+            say(f"checking with {compiler.described}")
+        worker = start_workers(each)
+        if worker is None:
+            return EXIT_ERROR
+        try:
+            outcome = checked(args, each, worker)
+        finally:
+            worker.stop()
+        outcomes.append(outcome)
+        pairs = [(example, result) for example, _, result in outcome.results]
+        runs.append(CompilerRun(compiler, outcome.diagnostics, compiled_chips(pairs)))
+    combined = dataclasses.replace(
+        outcomes[0],
+        diagnostics=across(runs),
+        compiles=sum(o.compiles for o in outcomes),
+        reused=sum(o.reused for o in outcomes),
+        cache_hits=sum(o.cache_hits for o in outcomes),
+        seconds=time.perf_counter() - started,
+        internal_errors=list(dict.fromkeys(e for o in outcomes for e in o.internal_errors)),
+    )
+    summary = summary_line(args, combined, settings) + compilers_clause(runs, combined.diagnostics)
+    if args.format == "json":
+        from ..output.formats import json_text
+
+        extra = {"compilers": [run.compiler.as_dict() for run in runs]}
+        rendered = json_text(combined.diagnostics, summary, combined.sources.notebook, extra)
+    else:
+        rendered = render(args.format, combined.diagnostics, summary, combined.sources.notebook)
+    emit(rendered, args.output)
+    report_internal_errors(combined)
+    return exit_code(combined)
+
+
+def compilers_clause(runs, diagnostics) -> str:
+    """The summary's end under --jax: which compilers ran, and how many findings differ."""
+    from ..compilers import differences
+
+    ran = ", ".join(run.compiler.described for run in runs)
+    differ = differences(diagnostics)
+    return f"; compilers: {ran}; {differ} diagnostic{'s' * (differ != 1)} not alike on all of them"
 
 
 def summary_line(args, outcome, settings) -> str:

@@ -20,12 +20,15 @@ Nothing here imports jax or Ray until a runner needs it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from ..compilers import Compiler
 from ..results import ExampleResult, PhaseLimits
 from .cache import ResultCache
 from .client import BackendError, CheckRequest, WorkerClient, WorkerError
+from .environments import EnvironmentFailed, ensure
 from .interpreter import Interpreter, find_python, probe, unusable, worker_command
 from .memory import MemoryPlan, PeakLog, worker_peak
 from .pool import ChipLanes, WorkerPool, lanes_for, memory_plan
@@ -44,6 +47,7 @@ __all__ = [
     "WorkerError",
     "cache_for",
     "cluster",
+    "compilers_for",
     "doctor_worker",
     "local_compiler",
     "local_interpreter",
@@ -112,6 +116,33 @@ def compiler_versions(settings: Settings) -> dict[str, str | None] | None:
     own (None: this environment's), for the cache's key."""
     interpreter = local_interpreter(settings)
     return None if settings.worker or interpreter.own else probe(interpreter.path).packages
+
+
+def own_compiler(settings: Settings) -> Compiler:
+    """The jax and libtpu of the settings' local interpreter: the project's compiler."""
+    packages = probe(local_interpreter(settings).path).packages or {}
+    return Compiler(packages.get("jax"), packages.get("libtpu"), "the project's")
+
+
+def compilers_for(settings: Settings, say: Callable[[str], None]) -> list[tuple[Compiler, Settings]]:
+    """(compiler, the settings that compile with it) for the project's own compiler, then
+    each jax version of `settings.jax` in its managed environment (compile/environments.py),
+    made when missing (`say` hears its progress). A version that is the project's own is
+    checked once. BackendError, naming the version, when an environment cannot be made."""
+    own = own_compiler(settings)
+    runs = [(own, settings)]
+    for version in settings.jax:
+        if version == own.jax:
+            say(f"jax {version} is the project's own: checked once")
+            continue
+        try:
+            managed = ensure(version, say)
+        except EnvironmentFailed as error:
+            raise BackendError(str(error)) from None
+        compiler = Compiler(version, managed.packages.get("libtpu"), "managed")
+        source = f"the managed environment of jax {version}"
+        runs.append((compiler, dataclasses.replace(settings, python=managed.python, python_source=source, jax=())))
+    return runs
 
 
 def cache_for(settings: Settings, enabled: bool = True) -> ResultCache:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .. import lifetime
 from ..results import ExampleResult, Origin, PhaseLimits
 from . import memory
-from .interpreter import is_local_command
+from .interpreter import is_local_command, worker_environment
 from .protocol import PROTOCOL_VERSION, phase_doing, phase_words, result_from_dict
 from .shipping import Manifests, SourceTexts, relocate, workspace_folder
 from .worker import module_name_for
@@ -178,6 +178,7 @@ class WorkerClient:
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> dict:
         env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+        env = worker_environment(self.command, env)
         self.process = lifetime.spawn(
             self.command,
             stdin=subprocess.PIPE,

@@ -116,6 +116,17 @@ def is_local_command(command: list[str]) -> bool:
     return command[1:3] == ["-m", "vmem_lsp"] and command[3:] == ["worker"] or command[1:3] == ["-c", BOOTSTRAP]
 
 
+def worker_environment(command: list[str], environ: dict[str, str]) -> dict[str, str]:
+    """The environment a worker of `command` starts with. A worker in another interpreter
+    must load that interpreter's libtpu: importing libtpu here (the tuner API, doctor)
+    sets TPU_LIBRARY_PATH to this environment's libtpu.so, which the child would inherit and
+    load under a jax it does not match (the compile fails on fields that libtpu does not know)."""
+    library = environ.get("TPU_LIBRARY_PATH", "")
+    if command[1:3] == ["-c", BOOTSTRAP] and library.startswith(os.path.join(sys.prefix, "")):
+        return {k: v for k, v in environ.items() if k != "TPU_LIBRARY_PATH"}
+    return environ
+
+
 def probe(path: str) -> Probe:
     """Ask the interpreter at `path` for its version and its jax, jaxlib and libtpu; kept
     until the interpreter's file or its site-packages change (a pip install)."""
