@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from ..results import ExampleResult, PhaseLimits
 from .cache import ResultCache
 from .client import BackendError, CheckRequest, WorkerClient, WorkerError
-from .interpreter import Interpreter, find_python, probe, unusable, worker_command
+from .interpreter import Interpreter, PythonNotFound, find_python, probe, unusable, worker_command
 from .memory import MemoryPlan, PeakLog, worker_peak
 from .pool import ChipLanes, WorkerPool, lanes_for, memory_plan
 
@@ -75,8 +75,12 @@ class LaneRunner(Runner, Protocol):
 
 
 def local_interpreter(settings: Settings) -> Interpreter:
-    """The Python a local worker of these settings runs in (compile/interpreter.py)."""
-    return find_python(settings.python, settings.python_source, settings.root)
+    """The Python a local worker of these settings runs in (compile/interpreter.py);
+    BackendError when the configured one is not there."""
+    try:
+        return find_python(settings.python, settings.python_source, settings.root)
+    except PythonNotFound as error:
+        raise BackendError(str(error)) from None
 
 
 def local_command(settings: Settings) -> list[str]:
@@ -96,8 +100,13 @@ def worker_command_for(settings: Settings) -> str | list[str]:
 def compiler_versions(settings: Settings) -> dict[str, str | None] | None:
     """jax, jaxlib and libtpu of the settings' local interpreter when it is not vmem-lsp's
     own (None: this environment's), for the cache's key."""
-    interpreter = local_interpreter(settings)
-    return None if settings.worker or interpreter.own else probe(interpreter.path).packages
+    if settings.worker:
+        return None
+    try:
+        interpreter = local_interpreter(settings)
+    except BackendError:  # said when the workers start, which comes next
+        return None
+    return None if interpreter.own else probe(interpreter.path).packages
 
 
 def cache_for(settings: Settings, enabled: bool = True) -> ResultCache:
