@@ -20,6 +20,8 @@ Nothing here imports jax or Ray until a runner needs it.
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -29,6 +31,8 @@ from .client import BackendError, CheckRequest, WorkerClient, WorkerError
 from .interpreter import Interpreter, PythonNotFound, find_python, probe, unusable, worker_command
 from .memory import MemoryPlan, PeakLog, worker_peak
 from .pool import ChipLanes, WorkerPool, lanes_for, memory_plan
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -87,9 +91,20 @@ def local_command(settings: Settings) -> list[str]:
     """The command of a local worker in the settings' interpreter; BackendError when that
     interpreter cannot run one (no jax, no libtpu, too old a Python), with the fix."""
     interpreter = local_interpreter(settings)
-    if not interpreter.own and (why := unusable(interpreter, probe(interpreter.path))):
-        raise BackendError(why)
+    if not interpreter.own:
+        found = probe(interpreter.path)
+        if why := unusable(interpreter, found):
+            raise BackendError(why)
+        _announce(interpreter, tuple(sorted((found.packages or {}).items())))
     return worker_command(interpreter)
+
+
+@functools.lru_cache(maxsize=16)
+def _announce(interpreter: Interpreter, packages: tuple) -> None:
+    """Once per interpreter and its versions (--verbose, the server's log): which compiler
+    the verdicts come from, when it is not vmem-lsp's own."""
+    versions = ", ".join(f"{name} {version}" for name, version in packages)
+    logger.info("compiling in %s (from %s): %s", interpreter.path, interpreter.source, versions)
 
 
 def worker_command_for(settings: Settings) -> str | list[str]:
