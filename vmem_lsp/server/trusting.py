@@ -53,7 +53,7 @@ def project_python(settings: Settings) -> str | None:
     """The interpreter of the project's own choosing the worker would start in (its
     pyproject's python, its .venv), None when it is not the folder's: an interpreter
     runs code of the environment it is in (.pth files, sitecustomize)."""
-    from ..compile.interpreter import PythonNotFound, find_python
+    from ..compile.backend import PythonNotFound, find_python
 
     python = settings.python
     if python and settings.python_source != os.path.basename(settings.config_path or ""):
