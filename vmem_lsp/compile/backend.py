@@ -21,6 +21,8 @@ Nothing here imports jax or Ray until a runner needs it.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -29,9 +31,11 @@ from ..results import ExampleResult, PhaseLimits
 from .cache import ResultCache
 from .client import BackendError, CheckRequest, WorkerClient, WorkerError
 from .environments import EnvironmentFailed, ensure
-from .interpreter import Interpreter, find_python, probe, unusable, worker_command
+from .interpreter import Interpreter, PythonNotFound, find_python, probe, unusable, worker_command
 from .memory import MemoryPlan, PeakLog, worker_peak
 from .pool import ChipLanes, WorkerPool, lanes_for, memory_plan
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -41,6 +45,7 @@ __all__ = [
     "BackendError",
     "CheckRequest",
     "LaneRunner",
+    "PythonNotFound",
     "ResultCache",
     "Runner",
     "SaveRunners",
@@ -50,6 +55,7 @@ __all__ = [
     "compilers_for",
     "doctor_worker",
     "local_compiler",
+    "find_python",
     "local_interpreter",
     "memory_for",
     "runner_for",
@@ -80,17 +86,32 @@ class LaneRunner(Runner, Protocol):
 
 
 def local_interpreter(settings: Settings) -> Interpreter:
-    """The Python a local worker of these settings runs in (compile/interpreter.py)."""
-    return find_python(settings.python, settings.python_source, settings.root)
+    """The Python a local worker of these settings runs in (compile/interpreter.py);
+    BackendError when the configured one is not there."""
+    try:
+        return find_python(settings.python, settings.python_source, settings.root)
+    except PythonNotFound as error:
+        raise BackendError(str(error)) from None
 
 
 def local_command(settings: Settings) -> list[str]:
     """The command of a local worker in the settings' interpreter; BackendError when that
     interpreter cannot run one (no jax, no libtpu, too old a Python), with the fix."""
     interpreter = local_interpreter(settings)
-    if not interpreter.own and (why := unusable(interpreter, probe(interpreter.path))):
-        raise BackendError(why)
+    if not interpreter.own:
+        found = probe(interpreter.path)
+        if why := unusable(interpreter, found):
+            raise BackendError(why)
+        _announce(interpreter, tuple(sorted((found.packages or {}).items())))
     return worker_command(interpreter)
+
+
+@functools.lru_cache(maxsize=16)
+def _announce(interpreter: Interpreter, packages: tuple) -> None:
+    """Once per interpreter and its versions (--verbose, the server's log): which compiler
+    the verdicts come from, when it is not vmem-lsp's own."""
+    versions = ", ".join(f"{name} {version}" for name, version in packages)
+    logger.info("compiling in %s (from %s): %s", interpreter.path, interpreter.source, versions)
 
 
 def worker_command_for(settings: Settings) -> str | list[str]:
@@ -114,8 +135,13 @@ def local_compiler(settings: Settings) -> tuple[Interpreter, dict[str, str | Non
 def compiler_versions(settings: Settings) -> dict[str, str | None] | None:
     """jax, jaxlib and libtpu of the settings' local interpreter when it is not vmem-lsp's
     own (None: this environment's), for the cache's key."""
-    interpreter = local_interpreter(settings)
-    return None if settings.worker or interpreter.own else probe(interpreter.path).packages
+    if settings.worker:
+        return None
+    try:
+        interpreter = local_interpreter(settings)
+    except BackendError:  # said when the workers start, which comes next
+        return None
+    return None if interpreter.own else probe(interpreter.path).packages
 
 
 def own_compiler(settings: Settings) -> Compiler:

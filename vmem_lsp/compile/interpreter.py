@@ -86,16 +86,31 @@ def venv_python(folder: str) -> str | None:
     return None
 
 
+class PythonNotFound(ValueError):
+    """The configured interpreter is not there: the message names the path and where it
+    was set, since a typo in a setting must not turn into vmem-lsp's own Python silently."""
+
+
 def find_python(configured: str | None, configured_source: str | None, root: str, environ=None) -> Interpreter:
     """The worker's interpreter: the configured one (setting, --python, the editor's choice),
     else the active virtual environment (VIRTUAL_ENV), else a `.venv` in the project root,
-    else vmem-lsp's own Python. A configured folder means the venv in it."""
+    else vmem-lsp's own Python. A configured folder means the venv in it; a relative path is
+    the project root's. PythonNotFound when the configured one does not exist."""
     environ = os.environ if environ is None else environ
     if configured:
-        path = os.path.join(root, os.path.expanduser(configured))
+        source = configured_source or "the python setting"
+        path = os.path.abspath(os.path.join(root, os.path.expanduser(configured)))
         if os.path.isdir(path):
-            path = venv_python(path) or path
-        return Interpreter(os.path.abspath(path), configured_source or "the python setting")
+            found = venv_python(path)
+            if found is None:
+                raise PythonNotFound(
+                    f"the worker's Python from {source}, {path}, is a folder without bin/python: "
+                    "name a virtual environment's folder or its python"
+                )
+            path = found
+        elif not os.path.exists(path):
+            raise PythonNotFound(f"the worker's Python from {source}, {path}, does not exist")
+        return Interpreter(path, source)
     active = environ.get("VIRTUAL_ENV")
     if active and (python := venv_python(active)):
         return Interpreter(python, "VIRTUAL_ENV")

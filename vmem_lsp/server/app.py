@@ -390,11 +390,20 @@ class VmemServer(LanguageServer):
         """Options from an editor's JSON over `base`, into the session; what
         was wrong with them goes to the client's log. Every message that
         carries options (initialize, initialized, didChangeConfiguration) comes here."""
-        options, problems = options_from(raw, base, initialization=initialization)
+        options, problems = options_from(raw, base, initialization=initialization, folder=self.workspace_folder())
         for problem in problems:
             self.log(types.MessageType.Warning, f"vmem-lsp: {problem}")
         self.session.options = options
         return options
+
+    def workspace_folder(self) -> str:
+        """The folder an editor's relative paths are taken from: the workspace's root,
+        else its first folder, else where the server runs."""
+        root = self.workspace.root_path
+        if root:
+            return root
+        folders = [self.path_of(uri) for uri in self.workspace.folders]
+        return folders[0] if folders else os.getcwd()
 
     async def client_settings(self):
         """The client's "vmemLsp" section by workspace/configuration, or None

@@ -5,6 +5,7 @@ initializationOptions / settings (section "vmemLsp"), over the workspace's
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,9 @@ class Options:
 
     targets: tuple[str, ...] | None = None  # chips to check against, e.g. ("v5e", "v6e")
     worker: str | None = None  # worker command, e.g. "ssh tpu-vm vmem-lsp worker"
+    # The local worker's interpreter (the project's, as the editor's Python support selected
+    # it): a path or a venv folder, made absolute against the workspace folder by options_from.
+    python: str | None = None
     backend: str | None = None  # "local" or "ray": where compiles run
     ray_address: str | None = None  # the Ray cluster for backend "ray"
     timeout: float | None = None  # seconds to lower and compile one kernel
@@ -54,6 +58,8 @@ class Options:
             )
             if v is not None
         }
+        if self.python is not None:
+            changes.update(python=self.python, python_source="the editor's python setting")
         if self.scoped_vmem_limit is not None:
             changes.update(scoped_vmem_limit=self.scoped_vmem_limit, scoped_vmem_limit_source="the editor's settings")
         return dataclasses.replace(settings, **changes)
@@ -68,11 +74,14 @@ CAMEL = {
 USER_LEVEL_ONLY = ("trusted_folders",)
 
 
-def options_from(raw, base: Options = Options(), initialization: bool = False) -> tuple[Options, list[str]]:
+def options_from(
+    raw, base: Options = Options(), initialization: bool = False, folder: str | None = None
+) -> tuple[Options, list[str]]:
     """Options updated from an editor's JSON (camelCase keys, optionally under
     "vmemLsp"); returns the options and what was wrong with the input. Only
     the initialization options may name trusted folders; elsewhere the key
-    keeps `base`'s value."""
+    keeps `base`'s value. A relative `python` is the workspace `folder`'s, as
+    an editor's settings are (not the project root's, as pyproject's is)."""
     if not isinstance(raw, dict):
         return base, []
     raw = raw.get(SECTION, raw) if isinstance(raw.get(SECTION), dict) else raw
@@ -88,6 +97,8 @@ def options_from(raw, base: Options = Options(), initialization: bool = False) -
             continue
         try:
             changes[name] = _coerce(name, raw[key])
+            if name == "python" and changes[name] is not None:
+                changes[name] = os.path.join(folder or os.getcwd(), os.path.expanduser(changes[name]))
         except (ValueError, TypeError, ConfigError) as error:
             problems.append(f"setting {key}: {error}")
     return dataclasses.replace(base, **changes), problems
@@ -96,7 +107,7 @@ def options_from(raw, base: Options = Options(), initialization: bool = False) -
 def _coerce(name: str, value):
     if name == "targets":
         return parse_targets(value)
-    if name in ("worker", "ray_address"):
+    if name in ("worker", "ray_address", "python"):
         return str(value) or None
     if name == "backend":
         return parse_backend(value)

@@ -44,7 +44,25 @@ def what_would_run(path: str, settings: Settings, examples: list[Example], worke
     ]
     if worker_from_project and settings.worker:
         parts.append(f"the worker command `{settings.worker}` from {os.path.basename(settings.config_path or '')}")
+    elif python := project_python(settings):
+        parts.append(f"the project's Python `{python}`")
     return "; ".join(parts)
+
+
+def project_python(settings: Settings) -> str | None:
+    """The interpreter of the project's own choosing the worker would start in (its
+    pyproject's python, its .venv), None when it is not the folder's: an interpreter
+    runs code of the environment it is in (.pth files, sitecustomize)."""
+    from ..compile.backend import PythonNotFound, find_python
+
+    python = settings.python
+    if python and settings.python_source != os.path.basename(settings.config_path or ""):
+        return None  # the user's choice (the editor, --python)
+    try:
+        found = find_python(python, settings.python_source, settings.root, environ={})
+    except PythonNotFound:
+        return python
+    return None if found.own or found.source == "vmem-lsp's own" else found.path
 
 
 def notice(folder: str, would_run: str) -> str:

@@ -1,6 +1,7 @@
 // The VS Code client of vmem-lsp: starts `<python> -m vmem_lsp serve` over stdio with the user's
-// Python, keeps it in step with the settings and the selected interpreter, and shows the compile
-// worker's state in the status bar.
+// Python (or that of vmem-lsp installed as a tool), keeps it in step with the settings and the
+// selected interpreter (the worker compiles in the project's Python: the `python` option), and
+// shows the compile worker's state in the status bar.
 import * as os from "os";
 import * as path from "path";
 import * as vscode from "vscode";
@@ -17,7 +18,14 @@ import {
   State,
 } from "vscode-languageclient/node";
 
-import { checkImportable, findInterpreter, type Interpreter, onPythonInterpreterChange } from "./python";
+import {
+  checkImportable,
+  findInterpreter,
+  fromToolOnPath,
+  type Interpreter,
+  onPythonInterpreterChange,
+  projectPython,
+} from "./python";
 import { defaultScope, needsRestart, SECTION, type ServerSettings, userSettings } from "./settings";
 import { STATUS_NOTIFICATION, type StatusParams, StatusItem } from "./status";
 
@@ -89,19 +97,36 @@ class Controller implements vscode.Disposable {
     return next;
   }
 
+  /** What the server is sent: the keys the user set, and the Python the worker compiles in
+   * (vmemLsp.python, else the Python extension's selection) when there is one. */
+  private async serverSettings(scope: vscode.Uri | undefined): Promise<ServerSettings> {
+    const settings = userSettings(scope);
+    const python = await projectPython(scope);
+    return python ? { ...settings, python } : settings;
+  }
+
   private async start(): Promise<void> {
     const scope = defaultScope();
     const cwd = scope?.scheme === "file" ? scope.fsPath : undefined;
-    const interpreter = await findInterpreter(scope);
+    let interpreter = await findInterpreter(scope);
+    this.status.starting(`Checking ${[interpreter.command, ...interpreter.args].join(" ")}`);
+    let check = await checkImportable(interpreter, cwd);
+    // The project's Python has no vmem_lsp: vmem-lsp may be installed as a tool of its own.
+    const tool = !check.ok && check.reason !== "failed" && interpreter.source !== "setting" ? fromToolOnPath() : undefined;
+    if (tool) {
+      const toolCheck = await checkImportable(tool, cwd);
+      if (toolCheck.ok) {
+        [interpreter, check] = [tool, toolCheck];
+      }
+    }
     this.interpreter = interpreter;
     const shown = [interpreter.command, ...interpreter.args].join(" ");
-    this.status.starting(`Checking ${shown}`);
-    const check = await checkImportable(interpreter, cwd);
     if (!check.ok) {
       this.reportNotInstalled(interpreter, check.reason, check.detail);
       return;
     }
-    this.output.appendLine(`[client] ${shown} (from the ${interpreter.source}): vmem_lsp ${check.version}`);
+    const version = check.version;
+    this.output.appendLine(`[client] ${shown} (from the ${interpreter.source}): vmem_lsp ${version}`);
     this.status.setConfiguredTargets(asTargets(vscode.workspace.getConfiguration(SECTION, scope).get("targets")));
 
     const serverOptions: ServerOptions = {
@@ -111,7 +136,8 @@ class Controller implements vscode.Disposable {
       // arguments, which `vmem_lsp serve` rejects.
       options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: "1" } },
     };
-    this.sent = userSettings(scope);
+    this.sent = await this.serverSettings(scope);
+    this.output.appendLine(`[client] the worker compiles in ${typeof this.sent.python === "string" ? this.sent.python : "the Python the server finds"}`);
     const clientOptions: LanguageClientOptions = {
       // Python files, and the Python cells of Jupyter notebooks: the client syncs a notebook's cells
       // (LSP 3.17 notebook sync) and the server treats its code cells as one module.
@@ -161,10 +187,12 @@ class Controller implements vscode.Disposable {
             if (!Array.isArray(answers)) {
               return answers as ResponseError<void>;
             }
-            return params.items.map((item, i): unknown =>
-              item.section === SECTION
-                ? userSettings(item.scopeUri ? vscode.Uri.parse(item.scopeUri) : scope)
-                : (answers as unknown[])[i],
+            return Promise.all(
+              params.items.map((item, i): unknown =>
+                item.section === SECTION
+                  ? this.serverSettings(item.scopeUri ? vscode.Uri.parse(item.scopeUri) : scope)
+                  : (answers as unknown[])[i],
+              ),
             );
           },
           // Send only the keys the user set (the default would send every key, defaults included).
@@ -173,7 +201,7 @@ class Controller implements vscode.Disposable {
             if (this.pendingRestarts > 0 || !client || !client.isRunning()) {
               return;
             }
-            this.sent = userSettings(scope);
+            this.sent = await this.serverSettings(scope);
             await client.sendNotification(DidChangeConfigurationNotification.type, {
               settings: { [SECTION]: this.sent },
             });
@@ -188,13 +216,13 @@ class Controller implements vscode.Disposable {
     client.onNotification(STATUS_NOTIFICATION, (params: StatusParams) => this.status.update(params));
     client.onDidChangeState((event) => {
       if (event.newState === State.Running) {
-        this.status.running(`vmem-lsp ${check.version} on ${shown}`);
+        this.status.running(`vmem-lsp ${version} on ${shown}`);
       } else if (event.newState === State.Stopped && this.client === client && this.pendingRestarts === 0) {
         this.status.stopped("The vmem-lsp server is not running.");
       }
     });
     this.client = client;
-    this.status.starting(`Starting vmem-lsp ${check.version} on ${shown}`);
+    this.status.starting(`Starting vmem-lsp ${version} on ${shown}`);
     await client.start();
   }
 
@@ -290,26 +318,41 @@ class Controller implements vscode.Disposable {
   }
 
   /** Settings changed: restart when needed; otherwise the language client forwards them. */
-  onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
+  async onConfigurationChanged(event: vscode.ConfigurationChangeEvent): Promise<void> {
     if (!event.affectsConfiguration(SECTION)) {
       return;
     }
     const scope = defaultScope();
     this.status.setConfiguredTargets(asTargets(vscode.workspace.getConfiguration(SECTION, scope).get("targets")));
-    if (!this.client || needsRestart(event, this.sent, userSettings(scope))) {
+    if (!this.client || needsRestart(event, this.sent, await this.serverSettings(scope))) {
       void this.restart("settings changed");
     }
   }
 
-  /** The Python extension's interpreter changed: matters only when the setting is not used. */
+  /** The Python extension's interpreter changed: the server restarts when it ran in the old one;
+   * else the worker's Python (the `python` option) is sent again, and the server restarts its
+   * workers in the new one. */
   async onPythonInterpreterChanged(): Promise<void> {
-    if (this.interpreter?.source === "setting") {
+    const scope = defaultScope();
+    if (this.interpreter?.source === "python extension" || this.interpreter?.source === "PATH") {
+      const next = await findInterpreter(scope);
+      if (next.command !== this.interpreter.command || next.args.join(" ") !== this.interpreter.args.join(" ")) {
+        void this.restart(`the selected interpreter is now ${next.command}`);
+        return;
+      }
+    }
+    const client = this.client;
+    const now = await this.serverSettings(scope);
+    if (!client || !client.isRunning() || this.pendingRestarts > 0 || now.python === this.sent.python) {
       return;
     }
-    const next = await findInterpreter(defaultScope());
-    if (next.command !== this.interpreter?.command || next.args.join(" ") !== this.interpreter?.args.join(" ")) {
-      void this.restart(`the selected interpreter is now ${next.command}`);
+    if (!("python" in now)) {
+      void this.restart("no interpreter is selected now");  // the server keeps a value it was sent
+      return;
     }
+    this.sent = now;
+    this.output.appendLine(`[client] the worker compiles in ${typeof now.python === "string" ? now.python : "?"} now`);
+    await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: now } });
   }
 
   async dispose(): Promise<void> {
@@ -371,7 +414,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand("vmemLsp.showOutput", () => ctl.output.show(true)),
     vscode.commands.registerCommand("vmemLsp.howToInstall", () => ctl.showInstallHelp()),
     vscode.commands.registerCommand("vmemLsp.explainReport", () => ctl.explainReport()),
-    vscode.workspace.onDidChangeConfiguration((event) => ctl.onConfigurationChanged(event)),
+    vscode.workspace.onDidChangeConfiguration((event) => void ctl.onConfigurationChanged(event)),
   );
   void onPythonInterpreterChange(() => void ctl.onPythonInterpreterChanged()).then((disposable) =>
     context.subscriptions.push(disposable),

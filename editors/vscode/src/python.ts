@@ -1,7 +1,11 @@
 // Which Python runs the server: the vmemLsp.interpreter setting, else the interpreter selected in
-// the Python extension (ms-python.python) when it is installed, else python3 on PATH. Nothing of
-// Python is bundled: the server comes from the user's environment.
+// the Python extension (ms-python.python) when it is installed, else python3 on PATH; where that
+// one has no vmem_lsp, the Python of a `vmem-lsp` installed as a tool (pipx, uv tool) on PATH.
+// Nothing of Python is bundled: the server comes from the user's environment. And which Python the
+// server's worker compiles in: the project's, as the Python extension selected it (projectPython).
 import { execFile } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import * as vscode from "vscode";
 
 export const PYTHON_EXTENSION_ID = "ms-python.python";
@@ -12,7 +16,7 @@ export interface Interpreter {
   /** Arguments that come before ours (e.g. from `conda run`), usually none. */
   args: string[];
   /** Where it came from, for messages. */
-  source: "setting" | "python extension" | "PATH";
+  source: "setting" | "python extension" | "PATH" | "vmem-lsp on PATH";
 }
 
 // The parts of the Python extension's exported API that we use. Both the newer `environments`
@@ -52,7 +56,7 @@ async function pythonExtensionApi(): Promise<PythonExtensionApi | undefined> {
 }
 
 /** The interpreter selected in the Python extension, or undefined. */
-async function fromPythonExtension(resource: vscode.Uri | undefined): Promise<Interpreter | undefined> {
+export async function fromPythonExtension(resource: vscode.Uri | undefined): Promise<Interpreter | undefined> {
   const api = await pythonExtensionApi();
   if (!api) {
     return undefined;
@@ -88,6 +92,41 @@ export async function findInterpreter(resource: vscode.Uri | undefined): Promise
     return { command: expandVariables(configured.trim()), args: [], source: "setting" };
   }
   return (await fromPythonExtension(resource)) ?? { command: "python3", args: [], source: "PATH" };
+}
+
+/** The Python of a `vmem-lsp` command on PATH (pipx and uv tool install one whose first line names
+ * its venv's python), or undefined: how vmem-lsp installed as a tool serves a project whose own
+ * Python does not have it. */
+export function fromToolOnPath(): Interpreter | undefined {
+  for (const folder of (process.env.PATH ?? "").split(path.delimiter)) {
+    if (!folder) {
+      continue;
+    }
+    try {
+      const head = fs.readFileSync(path.join(folder, "vmem-lsp"), { encoding: "utf8", flag: "r" }).slice(0, 512);
+      const python = /^#!\s*(\S+)/.exec(head)?.[1];
+      if (python && path.isAbsolute(python) && fs.existsSync(python)) {
+        return { command: python, args: [], source: "vmem-lsp on PATH" };
+      }
+    } catch {
+      // not in this folder
+    }
+  }
+  return undefined;
+}
+
+/** The Python the server's worker compiles in, sent as the server's `python` option: the
+ * vmemLsp.python setting (relative: the workspace folder's; the server resolves it), else the
+ * interpreter the Python extension selected for `resource` (the project's, with its jax and
+ * libtpu), else undefined (the server looks for VIRTUAL_ENV, then .venv). */
+export async function projectPython(resource: vscode.Uri | undefined): Promise<string | undefined> {
+  const configured = vscode.workspace.getConfiguration("vmemLsp", resource).get<string | null>("python");
+  if (configured && configured.trim()) {
+    return expandVariables(configured.trim());
+  }
+  const selected = await fromPythonExtension(resource);
+  // `conda run ...` and other launchers are no interpreter path: the server finds one itself then.
+  return selected && selected.args.length === 0 ? selected.command : undefined;
 }
 
 /** ${workspaceFolder}, ${userHome} and ~ in the interpreter setting. */

@@ -8,6 +8,7 @@ export const SECTION = "vmemLsp";
 export const SERVER_KEYS = [
   "targets",
   "worker",
+  "python",
   "backend",
   "rayAddress",
   "timeout",

@@ -18,7 +18,7 @@ async def handle(ls: VmemServer, params: types.DidChangeConfigurationParams) -> 
     before = ls.session.options
     # The editor sends its whole section: a setting it no longer has goes back to the default.
     after = ls.take_options(raw, Options(trusted_folders=before.trusted_folders)) if raw else before
-    verdict = lambda o: (o.targets, o.worker, o.timeout, o.trace_timeout, o.scoped_vmem_limit)
+    verdict = lambda o: (o.targets, o.worker, o.python, o.timeout, o.trace_timeout, o.scoped_vmem_limit)
     recompile = verdict(before) != verdict(after)
     for path in list(ls.session.documents):
         await ls.analyse_now(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -19,5 +20,7 @@ async def handle(ls: VmemServer, params: types.InitializedParams) -> None:
         root = ls.workspace.root_path or os.getcwd()
         settings = ls.session.settings(root)
         if not ls.trusted(root, settings):  # our own worker only: it runs nothing of the folder's
-            settings = dataclasses.replace(settings, worker=None)
+            # Nor the folder's interpreter (its pyproject's python, its .venv): that is its code too.
+            python = ls.session.options.python or sys.executable
+            settings = dataclasses.replace(settings, worker=None, python=python, python_source="the editor")
         ls.ensure_compiler().warm_up(settings)
