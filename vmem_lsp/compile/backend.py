@@ -146,7 +146,8 @@ def compiler_versions(settings: Settings) -> dict[str, str | None] | None:
 
 def own_compiler(settings: Settings) -> Compiler:
     """The jax and libtpu of the settings' local interpreter: the project's compiler."""
-    packages = probe(local_interpreter(settings).path).packages or {}
+    _, packages, _ = local_compiler(settings)
+    packages = packages or {}
     return Compiler(packages.get("jax"), packages.get("libtpu"), "the project's")
 
 

@@ -128,7 +128,8 @@ def worker_command(interpreter: Interpreter) -> list[str]:
 
 def is_local_command(command: list[str]) -> bool:
     """Whether `command` is a local worker this module made (same machine: no source shipping)."""
-    return command[1:3] == ["-m", "vmem_lsp"] and command[3:] == ["worker"] or command[1:3] == ["-c", BOOTSTRAP]
+    own = command[1:] == ["-m", "vmem_lsp", "worker"]
+    return own or command[1:3] == ["-c", BOOTSTRAP]
 
 
 def worker_environment(command: list[str], environ: dict[str, str]) -> dict[str, str]:
