@@ -79,6 +79,32 @@ def test_relative_links_reach_files_and_headings(page):
     assert broken == [], f"{page.relative_to(ROOT)}: broken links"
 
 
+EXTENSION = ROOT / "editors" / "vscode"
+
+
+def links_leaving(folder: pathlib.Path, page: pathlib.Path) -> list[str]:
+    """The relative links of a page that point outside a folder."""
+    return [
+        link
+        for link in relative_links(page)
+        if link.partition("#")[0] and not (page.parent / link.partition("#")[0]).resolve().is_relative_to(folder)
+    ]
+
+
+def test_the_extension_readme_links_only_inside_the_vsix():
+    """The extension's README is packed into the .vsix, where a link out of editors/vscode/ has no
+    target: `vsce package` refuses it (no repository to rewrite it against), which CI sees only at
+    its last step."""
+    assert links_leaving(EXTENSION, EXTENSION / "README.md") == []
+
+
+def test_a_link_out_of_the_extension_is_seen(tmp_path):
+    (tmp_path / "ext").mkdir()
+    page = tmp_path / "ext" / "README.md"
+    page.write_text("[in](LICENSE), [here](#title), [out](../../docs/tool-install.md)\n")
+    assert links_leaving(tmp_path / "ext", page) == ["../../docs/tool-install.md"]
+
+
 def test_every_docs_page_is_linked_from_the_readme_or_another_page():
     reached = {(page.parent / link.partition("#")[0]).resolve() for page in PAGES for link in relative_links(page)}
     orphans = [str(page.relative_to(ROOT)) for page in PAGES[1:] if page.resolve() not in reached]
