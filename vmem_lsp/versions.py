@@ -26,8 +26,9 @@ def installed(packages: tuple[str, ...] = COMPILER_PACKAGES) -> dict[str, str | 
 
 OLDEST_JAX = "0.8.0"  # pyproject's floor: older jax lacks what compile/capture.py reads
 NEWEST_JAX_BELOW = "0.13"  # pyproject's ceiling (exclusive)
-# jax -> the libtpu its `[tpu]` extra installs: the pairs the test suite runs on.
-TESTED: dict[str, str] = {"0.10.2": "0.0.42.1", "0.12.0.1": "0.0.50.1"}
+# jax -> the libtpu its `[tpu]` extra installs: the pairs CI runs on (0.10.2 the whole suite,
+# 0.12.0.1 the tool-mode and --jax tests, 0.8.3 and 0.12.0.1 scripts/check_range.py on examples/).
+TESTED: dict[str, str] = {"0.8.3": "0.0.32.1", "0.10.2": "0.0.42.1", "0.12.0.1": "0.0.50.1"}
 
 
 def key(text: str | None) -> tuple[int, ...]:
