@@ -20,9 +20,10 @@ import sys
 import tempfile
 import time
 
+from vmem_lsp.compile.interpreter import probe
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHIPS = "v4,v5e,v5p,v6e,v7x"
-PINNED = ("jax", "jaxlib", "libtpu")
 
 
 def base_python(minor: str) -> str:
@@ -31,8 +32,7 @@ def base_python(minor: str) -> str:
     pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
     candidates = [shutil.which(f"python{minor}"), *sorted(glob.glob(f"{pyenv}/versions/{minor}.*/bin/python"))]
     for candidate in filter(None, candidates):
-        probe = [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
-        if subprocess.run(probe, capture_output=True, text=True).stdout.strip() == minor:
+        if ".".join(map(str, probe(candidate).python[:2])) == minor:
             return candidate
     sys.exit(f"check_range: no Python {minor} runs (python{minor} on PATH or pyenv's {minor}.x)")
 
@@ -41,18 +41,17 @@ def pip(python: str, *args: str) -> None:
     subprocess.run([python, "-m", "pip", "--quiet", "--disable-pip-version-check", *args], check=True)
 
 
-def pinned(python: str) -> dict[str, str]:
-    """The versions of jax, jaxlib and libtpu installed for that Python."""
-    out = subprocess.run([python, "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
-    pairs = (line.split("==", 1) for line in out.splitlines() if "==" in line)
-    return {name.lower(): version for name, version in pairs if name.lower() in PINNED}
+def pinned(python: str) -> dict[str, str | None]:
+    """The versions of jax, jaxlib and libtpu installed for that Python (probe asks again
+    after a pip install: its cache is keyed by site-packages' change time)."""
+    return probe(python).packages or {}
 
 
 def environment(jax: str, minor: str, top: pathlib.Path) -> str:
     """The pair's venv with jax[tpu]==jax in it, made once."""
     folder = top / f"jax-{jax}-py{minor}"
     python = str(folder / "bin" / "python")
-    if not (folder / "bin" / "python").exists() or pinned(python).get("jax") != jax:
+    if pinned(python).get("jax") != jax:  # no venv yet (the probe fails), or another jax in it
         shutil.rmtree(folder, ignore_errors=True)
         subprocess.run([base_python(minor), "-m", "venv", str(folder)], check=True)
         pip(python, "install", f"jax[tpu]=={jax}")
