@@ -9,10 +9,11 @@ import json
 import re
 import shutil
 from importlib.metadata import version
-from pathlib import Path
 
 import pytest
 from support.cli import hide, run_cli, without_libtpu
+from support.old_compilers import old_compiler
+from support.project_env import project_venv
 from support.tiers import CLUSTER, starts
 
 from vmem_lsp import versions
@@ -237,26 +238,23 @@ def test_tested_range():
     assert not versions.supported("0.7.2") and not versions.supported("0.13.0") and not versions.supported(None)
 
 
-ENV_0_12 = Path("/work/envs/jax-0.12.0.1-py3.12/bin/python")
-REFUSED_PAIR = Path("/work/envs/jax-0.10.2-libtpu0.0.37-py3.11/bin/python")
-
-
-@pytest.mark.skipif(not ENV_0_12.exists(), reason="no jax 0.12.0.1 environment")
 def test_healthy_0_12_environment_exits_0(tmp_path):
-    """The worker in a pure jax[tpu]==0.12.0.1 venv (nothing of vmem-lsp there): a tested
-    pair, every chip compiled, exit 0."""
-    done = run_cli("doctor", str(project(tmp_path)), "--python", str(ENV_0_12), timeout=180)
+    """The worker in a pure jax[tpu]==0.12.0.1 venv (nothing of vmem-lsp there, CI's
+    VMEM_TEST_PROJECT_VENV): a tested pair, every chip compiled, exit 0."""
+    python = project_venv() / "bin" / "python"
+    done = run_cli("doctor", str(project(tmp_path)), "--python", str(python), timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"the worker's Python: {ENV_0_12} (from --python)" in done.stdout
+    assert f"the worker's Python: {python} (from --python)" in done.stdout
     assert "jax 0.12.0.1, jaxlib 0.12.0.1, libtpu 0.0.50.1 there: a tested pair" in done.stdout
     for name in CHIPS:
         assert re.search(rf"^  ok +{name}: compiled in \d+\.\d s", done.stdout, re.MULTILINE), done.stdout
 
 
-@pytest.mark.skipif(not REFUSED_PAIR.exists(), reason="no jax 0.10.2 + libtpu 0.0.37 environment")
 def test_pair_jax_refuses_is_a_problem_and_not_compiled(tmp_path):
-    """jax 0.10.2 with libtpu 0.0.37: jax refuses the old libtpu; no chip counts as compiled."""
-    done = run_cli("doctor", str(project(tmp_path)), "--python", str(REFUSED_PAIR), "--format", "json", timeout=180)
+    """jax 0.10.2 with libtpu 0.0.37 forced in after it: jax refuses the old libtpu; no chip
+    counts as compiled."""
+    python = old_compiler("0.10.2", libtpu="0.0.37")
+    done = run_cli("doctor", str(project(tmp_path)), "--python", str(python), "--format", "json", timeout=180)
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert not any(chip["compiled"] for chip in report["chips"].values()), report["chips"]
@@ -266,14 +264,12 @@ def test_pair_jax_refuses_is_a_problem_and_not_compiled(tmp_path):
     assert compiler["status"] == "info" and "not a tested pair" in compiler["message"]
 
 
-OLD_LIBTPU = Path("/work/envs/jax-0.7.2-py3.11/bin/python")
-
-
-@pytest.mark.skipif(not OLD_LIBTPU.exists(), reason="no jax 0.7.2 environment")
 def test_a_chip_an_old_libtpu_does_not_know_is_said_so(tmp_path):
-    """libtpu 0.0.23 has no v7x ("Invalid TPU external name: TPU7x"): said as such, not as
-    "libtpu is not available"; outside the supported range is information."""
-    done = run_cli("doctor", str(project(tmp_path)), "--python", str(OLD_LIBTPU), "--format", "json", timeout=180)
+    """jax[tpu]==0.7.2 brings libtpu 0.0.23, which has no v7x ("Invalid TPU external name:
+    TPU7x"): said as such, not as "libtpu is not available"; outside the supported range is
+    information."""
+    python = old_compiler("0.7.2")
+    done = run_cli("doctor", str(project(tmp_path)), "--python", str(python), "--format", "json", timeout=180)
     report = json.loads(done.stdout)
     v7x = next(c for c in report["checks"] if c["section"] == "chips" and c["name"] == "v7x")
     assert v7x["status"] == "info" and "libtpu 0.0.23 does not know this chip" in v7x["message"], v7x
