@@ -1,12 +1,15 @@
 """Regenerate the real TPU compiler texts that the report parser is tested against.
 
-Usage: python scripts/capture_reports.py OUTDIR [CASE ...]
+Usage: python scripts/capture_reports.py [--out OUTDIR] [CASE ...]
 
 Each case compiles one Pallas kernel for a TPU target with no TPU attached (deviceless
 compile through libtpu) and writes OUTDIR/CASE.txt: three `#` header lines (target and
 device kind, versions, the kernel) then the exception text verbatim, or
-"(compiled: no error)". Re-run it after a jax or libtpu upgrade: the parser tests then
-show which forms changed. Large cases take minutes (flash_attention with 8192 blocks).
+"(compiled: no error)". OUTDIR is by default tests/data/reports/<libtpu version>: each
+compiler's texts are kept apart, and the parser tests run on every version's. Run it with
+the Python of each jax the project tests (scripts/check_range.py's environments) after a
+jax or libtpu upgrade: the parser tests then show which forms changed. Large cases take
+minutes (flash_attention with 8192 blocks).
 
 Each case that reports VMEM or SMEM has a `# vmem:` directive on the line above it: the
 same builder call on the same arguments, so that `vmem-lsp check` runs what the case
@@ -16,6 +19,7 @@ puts the captured report with where check puts its own.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 
@@ -43,6 +47,7 @@ TOPOLOGIES = {
     "v7x": "tpu7x:2x2x1",
 }
 NO_ERROR = "(compiled: no error)"
+REPORTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "reports"
 MiB = 2**20
 
 
@@ -724,7 +729,7 @@ def compile_text(case: Case) -> str:
         with jax.default_device(dev):  # Pallas asks the default device's kind while lowering
             jax.jit(case.make()).lower(*args).compile()
     except Exception as e:  # every failure, from JAX or from libtpu, is a text to keep
-        return str(e)
+        return str(e) or repr(e)  # jax 0.8's emit_pipeline raises a bare NotImplementedError()
     return NO_ERROR
 
 
@@ -737,10 +742,11 @@ def header(case: Case) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__, file=sys.stderr)
-        return 2
-    out, wanted = Path(argv[0]), set(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=REPORTS / version("libtpu"), help="default: %(default)s")
+    parser.add_argument("cases", nargs="*", metavar="CASE", help="the cases to capture (default: all)")
+    args = parser.parse_args(argv)
+    out, wanted = args.out, set(args.cases)
     unknown = wanted - {c.name for c in CASES}
     if unknown:
         print(f"unknown cases: {', '.join(sorted(unknown))}", file=sys.stderr)

@@ -9,12 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import ROOT, line_of
+from support import ROOT, line_of, reports
 
 from vmem_lsp.explain import find_reports
 from vmem_lsp.report.parse import parse_report
 
-REPORTS = Path(__file__).parent / "data" / "reports"
+REPORTS = reports.folder()
 sys.path.insert(0, str(ROOT))  # bench/: the renaming a real job's log makes
 
 

@@ -15,10 +15,11 @@ import jax.experimental.pallas.ops.tpu as ops
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import reports
 from support.fuzz_properties import check_directive, check_locate, check_report, check_splice
 from support.lsp_client import lsp_lines, utf16_columns
 
-REPORTS = sorted((Path(__file__).parent / "data" / "reports").glob("*.txt"))
+REPORTS = reports.every_file()  # every libtpu's texts: each is a seed
 OPS_FILES = sorted(Path(ops.__path__[0]).rglob("*.py"))
 REPORT_TEXTS = ["\n".join(p.read_text().splitlines()[3:]) for p in REPORTS]
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,9 +8,9 @@ rendering, and what the user must read, where. Runs in about a second."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from support import reports
 
 from vmem_lsp import budget, render
 from vmem_lsp.correlate import scratch_indices
@@ -21,7 +21,7 @@ from vmem_lsp.report.parse import parse_report
 from vmem_lsp.results import CapturedCall, ExampleResult, Operand, Origin, Scratch
 from vmem_lsp.source.directives import find_examples
 
-REPORTS = Path(__file__).parent / "data" / "reports"
+REPORTS = reports.folder()
 
 # A small source as a user writes it: the kernel, its BlockSpecs and scratch,
 # and two examples that reach the same pallas_call.

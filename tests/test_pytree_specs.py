@@ -3,21 +3,19 @@ end to end: the real CLI, the real compiler (deviceless v6e), the layout model."
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
-from support import KERNELS, line_of
+from support import KERNELS, line_of, reports
 from support.cli import run_json
 
 from vmem_lsp.report.parse import parse_report
 
 KERNEL = KERNELS / "pytree_specs.py"
 RELATIVE = "tests/data/kernels/pytree_specs.py"
-REPORTS = Path(__file__).parent / "data" / "reports"
+REPORTS = reports.folder()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,60 @@
+"""The compiler texts scripts/capture_reports.py captured, one folder per libtpu version
+(tests/data/reports/<libtpu>/): a new libtpu words a report its own way, and the parser
+must read every version the project supports. The tests that compile compare with the
+folder of the libtpu they run (`here()`); the ones that only read a text use the
+reference folder, the libtpu of the whole suite's environment."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from support import ROOT
+from support.tiers import COMPILER, starts
+from vmem_lsp import versions
+
+REPORTS = ROOT / "tests" / "data" / "reports"
+REFERENCE = versions.TESTED["0.10.2"]  # jax 0.10.2 on Python 3.11: the environment .ci/run tests in full
+NO_ERROR = "(compiled: no error)"
+
+
+def captured_versions() -> list[str]:
+    """The libtpu versions with a folder of captured texts, oldest first."""
+    return sorted((p.name for p in REPORTS.iterdir() if p.is_dir()), key=versions.key)
+
+
+def folder(libtpu: str = REFERENCE) -> Path:
+    return REPORTS / libtpu
+
+
+def here() -> Path:
+    """The folder of the libtpu installed here: what this environment's compiler says."""
+    return folder(versions.installed(("libtpu",))["libtpu"] or "none")
+
+
+def files(libtpu: str = REFERENCE) -> list[Path]:
+    return sorted(folder(libtpu).glob("*.txt"))
+
+
+def every_file() -> list[Path]:
+    """Every captured text of every version."""
+    return [path for libtpu in captured_versions() for path in files(libtpu)]
+
+
+def case_id(path: Path) -> str:
+    """`0.0.42.1/physical-breakdown-v6e`: the version and the case, for test ids."""
+    return f"{path.parent.name}/{path.stem}"
+
+
+def compiler_text(path: Path) -> str:
+    """The file's text after its three `#` header lines, as the exception printed it."""
+    return path.read_text().split("\n", 3)[3].removesuffix("\n")
+
+
+@starts(COMPILER)
+def capture(out: Path, cases: tuple[str, ...]) -> None:
+    """scripts/capture_reports.py run here for `cases`, into `out`."""
+    command = [sys.executable, str(ROOT / "scripts" / "capture_reports.py"), "--out", str(out), *cases]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
