@@ -6,6 +6,7 @@ reference folder, the libtpu of the whole suite's environment."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,16 @@ def every_file() -> list[Path]:
 def case_id(path: Path) -> str:
     """`0.0.42.1/physical-breakdown-v6e`: the version and the case, for test ids."""
     return f"{path.parent.name}/{path.stem}"
+
+
+# Where a text names a file of this checkout ("/work/main/scripts/capture_reports.py:174"): the
+# checkout's folder and the line move with every clone and edit; the compiler's words do not.
+OWN_SOURCE = re.compile(r"(?:/[^\s'\"():]+)*/?((?:scripts|tests/data/kernels)/\w+\.py)(?::\d+)?")
+
+
+def comparable(text: str) -> str:
+    """`text` with the checkout's folder and line numbers taken out of the files it names."""
+    return OWN_SOURCE.sub(r"\1", text)
 
 
 def compiler_text(path: Path) -> str:
