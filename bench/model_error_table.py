@@ -4,6 +4,10 @@ agreement records of model_results.jsonl. The sweep trusts the model only
 beyond these bounds.
 
     cd bench && ../.venv/bin/python model_error_table.py [--from model_results.jsonl]
+
+The bounds go under the key of the libtpu this Python runs (the one that compiled the records);
+the other keys of the file stay as they are. Without --from the records are
+model_results-<libtpu>.jsonl when it exists (0.0.50.1's), else model_results.jsonl (0.0.42.1's).
 """
 
 from __future__ import annotations
@@ -20,14 +24,15 @@ from vmem_lsp.chips import chip
 from vmem_lsp.sweep.model_error import TABLE, kind_of
 
 
-def errors(records: list[dict]) -> dict:
-    """{(kind, chip): [(model - compiler) / limit]} over the records with a VMEM verdict."""
+def errors(records: list[dict], libtpu: str | None = None) -> dict:
+    """{(kind, chip): [(model - compiler) / limit]} over the records with a VMEM verdict, the limit
+    with the chip's figures as `libtpu` (the compiler of the records) prints them."""
     found = defaultdict(list)
     for record in records:
         total = compiler_total(record) if usable(record) else None
         if total is None:
             continue
-        call, target = captured_call(record), chip(record["target"])
+        call, target = captured_call(record), chip(record["target"], libtpu)
         limit = min(call.vmem_limit_bytes or target.scoped_limit, target.capacity)
         found[(kind_of(call, record["target"]), record["target"])].append(
             (compare(record)["model_total"] - total) / limit
@@ -37,9 +42,11 @@ def errors(records: list[dict]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from", dest="source", default="model_results.jsonl")
+    libtpu = version("libtpu")
+    mine = Path(f"model_results-{libtpu}.jsonl")
+    parser.add_argument("--from", dest="source", default=str(mine if mine.exists() else "model_results.jsonl"))
     args = parser.parse_args()
-    found = errors(load(Path(args.source)))
+    found = errors(load(Path(args.source)), libtpu)
     bounds: dict = defaultdict(dict)
     print(f"{'kind':10s} {'chip':5s} {'records':>7s} {'low':>8s} {'high':>8s}")
     for (kind, target), values in sorted(found.items()):
@@ -53,7 +60,7 @@ def main() -> None:
     # Keyed by the libtpu that compiled the records (this environment's): the bounds of
     # other versions stay as they were measured.
     tables = json.loads(TABLE.read_text()) if TABLE.exists() else {}
-    tables[version("libtpu")] = {"source": f"bench/{Path(args.source).name}", "bounds": bounds}
+    tables[libtpu] = {"source": f"bench/{Path(args.source).name}", "bounds": bounds}
     TABLE.write_text(json.dumps(tables, indent=1, sort_keys=True) + "\n")
     print(f"wrote {TABLE}")
 

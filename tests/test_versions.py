@@ -38,8 +38,20 @@ def test_the_budget_uses_the_compilers_figures():
 
 
 def test_model_error_is_keyed_by_libtpu():
-    assert model_error.bound("plain", "v6e", "0.0.42.1") == model_error.bound("plain", "v6e", "0.0.50.1")
-    assert model_error.bound("plain", "v6e") is not None
+    import json
+
+    measured = json.loads(model_error.TABLE.read_text())
+    assert {"0.0.42.1", "0.0.50.1"} <= set(measured)
+
+    def bound(libtpu):
+        return model_error.bound("compute", "v7x", libtpu)
+
+    for libtpu in ("0.0.42.1", "0.0.50.1"):
+        assert bound(libtpu) == model_error.ErrorBound(**measured[libtpu]["bounds"]["compute"]["v7x"])
+    assert bound("0.0.42.1") != bound("0.0.50.1")
+    # No version known: the default libtpu's; between keys the older one; older than all, the oldest.
+    assert bound(None) == bound(versions.DEFAULT_LIBTPU) and bound("0.0.48") == bound("0.0.42.1")
+    assert bound("0.0.52") == bound("0.0.50.1") and bound("0.0.32.1") == bound("0.0.42.1")
 
 
 def test_version_keys():
