@@ -545,3 +545,12 @@ def test_this_libtpu_still_says_what_was_captured(tmp_path):
     for name in RECAPTURED:
         now, then = ((where / f"{name}.txt").read_text() for where in (tmp_path, folder))
         assert reports.comparable(now) == reports.comparable(then), name
+
+
+@pytest.mark.parametrize("libtpu", VERSIONS)
+def test_the_primitive_a_lowering_lacks_is_read_in_every_versions_words(libtpu):
+    """The worker puts the error on the body line of that primitive: jax 0.8 says "for KernelType.TC"."""
+    from vmem_lsp.compile.capture import UNIMPLEMENTED
+
+    found = UNIMPLEMENTED.search(report("err-prim-sort-v6e", libtpu).text)
+    assert found and found[1] == "sort"

@@ -224,7 +224,8 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
 
 
 MLIR_LOCATION = re.compile(r'"([^"]+\.py)":(\d+):(\d+)')
-UNIMPLEMENTED = re.compile(r"Unimplemented primitive in Pallas TPU lowering(?: for \w+)?: (\w+)")
+# "...lowering for tc: sort"; jax 0.8 names the core "KernelType.TC"
+UNIMPLEMENTED = re.compile(r"Unimplemented primitive in Pallas TPU lowering(?: for [\w.]+)?: (\w+)")
 
 
 def body_origin(text: str | None, kernel_jaxpr) -> Origin | None:
