@@ -1,13 +1,16 @@
 """Capture the CLI's text, JSON and SARIF output as golden files (issue 14).
 
-Usage: python scripts/capture_golden.py [OUTDIR]     (default: tests/data/golden)
+Usage: python scripts/capture_golden.py [OUTDIR]     (default: tests/data/golden/<jax version>)
 
 Runs `python -m vmem_lsp check --target v5e,v6e` in a subprocess, as a user would, on
 examples/ and on copies of four of jax's own kernel files, each with an overflowing
 `# vmem:` example appended (tests/jax_ops.py): matmul, flash_attention, paged and ragged
 paged attention, the ones that compile in seconds. tests/test_golden.py captures again
 and compares; re-run this script only when a change of output is intended (or when jax
-or libtpu move: versions.txt says which were used), and review the diff of OUTDIR.
+or libtpu move: versions.txt says which were used), and review the diff of OUTDIR. Each jax
+of the tested range has its own folder: jax's kernel files differ between versions, and so do
+their verdicts (scripts/check_range.py runs tests/test_golden.py in each); capture with the
+Python of that jax's environment.
 
 Each subject is checked three times, JSON first with a fresh cache folder (every kernel
 compiled), then text and SARIF, which read that cache: one capture pins both the cold
@@ -38,7 +41,7 @@ from support.jax_ops import EXAMPLES, copy_with_example  # noqa: E402
 
 from vmem_lsp import __version__  # noqa: E402
 
-GOLDEN = ROOT / "tests" / "data" / "golden"
+GOLDEN = ROOT / "tests" / "data" / "golden" / version("jax")  # this jax's kernels and verdicts
 TARGETS = "v5e,v6e"
 FORMATS = {"json": "json", "text": "txt", "sarif": "sarif"}  # in this order: JSON compiles, the others hit the cache
 JAX_OPS = (

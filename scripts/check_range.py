@@ -2,9 +2,13 @@
 `jax[tpu]==X` as a project would have it, vmem-lsp installed beside it (pip must not move jax,
 jaxlib or libtpu), and `vmem-lsp check examples/` on every chip with nothing cached. Its findings
 (file, range, code, chips) must be those of the reference environment's check; the figures in
-the messages may differ, being each compiler's own. Prints the time each pair took.
+the messages may differ, being each compiler's own. Then the tests marked `range` run there
+(`pytest -m range`, with the `range-test` extra added and the venv active): the golden output
+of examples/ and of jax's own kernels for that jax (tests/data/golden/<jax>/), the server's
+compile tier, and whether that libtpu still says what tests/data/reports/<libtpu>/ captured.
+Prints the time each pair took.
 
-    python scripts/check_range.py --reference .venv/bin/python 0.8.3@3.11 0.12.0.1@3.13
+    python scripts/check_range.py --reference .venv/bin/python 0.8.3@3.11 0.12.0.1@3.12
 
 The venvs are kept in VMEM_RANGE_ENVS (default ~/.cache/vmem-lsp-ci/range) so pip's work is
 done once; vmem-lsp is reinstalled from this checkout every run. Exit 1 when a pair differs."""
@@ -14,6 +18,7 @@ import glob
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +29,7 @@ from vmem_lsp.compile.interpreter import probe
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHIPS = "v4,v5e,v5p,v6e,v7x"
+RANGE_MARK = re.compile(r"pytest\.mark\.range\b")
 
 
 def base_python(minor: str) -> str:
@@ -73,6 +79,25 @@ def findings(python: str, work: pathlib.Path) -> tuple[set[tuple], str]:
     return found, report["summary"]
 
 
+def range_tests(python: str, folder: pathlib.Path) -> list[str]:
+    """Run the tests marked `range` with that venv's Python, active as a user's would be (the
+    CLI's worker finds it through VIRTUAL_ENV, not the checkout's .venv); their failures."""
+    files = [
+        str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests").glob("test_*.py")) if RANGE_MARK.search(p.read_text())
+    ]
+    environ = {k: v for k, v in os.environ.items() if k != "TPU_LIBRARY_PATH"}
+    environ["VIRTUAL_ENV"] = str(folder)
+    environ["PATH"] = f"{folder / 'bin'}{os.pathsep}{environ.get('PATH', '')}"
+    command = [python, "-m", "pytest", "-m", "range", "-n", "2", "-q", "-p", "no:cacheprovider", *files]
+    done = subprocess.run(command, cwd=ROOT, env=environ, capture_output=True, text=True)
+    print("".join(f"range:     {line}\n" for line in done.stdout.splitlines()[-3:]), end="")
+    if done.returncode == 0:
+        return []
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    sys.stdout.write(done.stdout[-20000:])
+    return failed or [f"pytest -m range exited {done.returncode}"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", required=True, help="the Python whose vmem-lsp check is the reference")
@@ -106,6 +131,12 @@ def main() -> int:
             state = "FAILED" if problems else "same findings"
             print(f"range: jax {jax} on Python {minor} ({versions}): {state}; {summary}")
             print(f"range:   environment and install {t1 - t0:.0f} s, check {t2 - t1:.0f} s")
+            pip(python, "install", "-e", f"{ROOT}[range-test]")
+            if (moved := pinned(python)) != after:
+                problems.append(f"installing the range-test extra moved {after} to {moved}")
+            t3 = time.monotonic()
+            problems += range_tests(python, pathlib.Path(python).parent.parent)
+            print(f"range:   pytest -m range {time.monotonic() - t3:.0f} s (test extra {t3 - t2:.0f} s)")
             for problem in problems:
                 print(f"range:   {problem}")
             failed += bool(problems)
