@@ -10,7 +10,7 @@ import time
 
 import pytest
 from lsprotocol import types
-from support import EXAMPLES, line_of
+from support import EXAMPLES, ROOT, line_of
 from support.cli import run_cli
 from support.lsp_client import (
     BARE_CAPABILITIES,
@@ -157,6 +157,26 @@ async def test_the_compilers_breakdown_on_the_blockspec_lines_with_its_own_figur
         editor.change(FITTING_COPY)
         editor.save()
         await wait_for(lambda: editor.version and not editor.diagnostics(), what="diagnostics cleared")
+
+
+async def test_what_the_workers_jax_lacks_is_shown_once(tmp_path, monkeypatch):
+    """An old jax without BlockSpec provenance (planted: tests/data/faults/loss) moves every
+    error to the pallas_call line: the editor says why, once, not at every compile."""
+    planted = ROOT / "tests" / "data" / "faults" / "loss"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(planted), os.environ.get("PYTHONPATH")) if p))
+    work = project(tmp_path, "copy_whole.py")
+    async with running_server(work) as client:
+        editor = Editor(client, work / "copy_whole.py")
+        editor.open()
+        await wait_for(lambda: compiler_tier(editor.diagnostics()), what="compiler diagnostics")
+        editor.change(editor.text + "\n")
+        editor.save()
+        compiles = lambda: sum("compiled 1 example" in m.message for m in client.log_messages)
+        await wait_for(lambda: compiles() >= 2, what="a second compile")
+        jax_version = versions.installed(("jax",))["jax"]
+        lost = f"no provenance for BlockSpecs on jax {jax_version}: errors land on the pallas_call line"
+        shown = [m for m in client.messages if lost in m.message]
+        assert len(shown) == 1 and shown[0].type == types.MessageType.Warning, [m.message for m in client.messages]
 
 
 async def test_syntax_error_never_takes_the_server_down(tmp_path):

@@ -10,6 +10,7 @@ import sys
 import traceback
 import uuid
 from collections import deque
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from urllib.parse import unquote
 
@@ -112,6 +113,7 @@ class VmemServer(LanguageServer):
         self.progress_token: str | None = None
         self.status = {"state": "idle", "message": "", "done": 0, "total": 0, "targets": []}
         self.internal_errors = 0  # errors of ours, never of the user's files: in every status
+        self.losses_said: set[str] = set()  # what the worker's jax lacks, shown once a session
         self.trust_asked: set[str] = set()  # folders the user was asked about, once each
         self.trust_watch: asyncio.Future | None = None  # looks at the trust list while a file waits on it
 
@@ -270,6 +272,7 @@ class VmemServer(LanguageServer):
                     self.compile(path)
 
     def on_compile_result(self, job: CompileJob, results) -> None:
+        self.say_losses(loss for _, result in results for loss in result.losses)
         changed = self.session.accept_compile(job.uri, job.version, results)
         if changed is None:
             self.log(types.MessageType.Log, f"dropped a compile of {job.uri}: the document changed since")
@@ -277,6 +280,15 @@ class VmemServer(LanguageServer):
         self.publish(changed)
         if self.session.options.inlay_hints and self.client_supports("workspace", "inlay_hint", "refresh_support"):
             self.workspace_inlay_hint_refresh(None)
+
+    def say_losses(self, losses: Iterable[str]) -> None:
+        """What the worker's jax lacks (an old jax: no provenance, so errors land on the
+        pallas_call line) changes where every diagnostic lands: a warning the user sees, once."""
+        for loss in dict.fromkeys(losses):
+            if loss not in self.losses_said:
+                self.losses_said.add(loss)
+                self.log(types.MessageType.Warning, loss)
+                self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, f"vmem-lsp: {loss}"))
 
     def on_fixes(self, job: CompileJob, planned, done: bool) -> None:
         if self.session.accept_fixes(job.uri, job.version, planned, done) and done and planned is not None:
