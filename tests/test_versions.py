@@ -57,3 +57,17 @@ def test_model_error_is_keyed_by_libtpu():
 def test_version_keys():
     assert versions.key("0.0.42.1") < versions.key("0.0.48") < versions.key("0.0.50.1")
     assert versions.key("0.12.0.1") > versions.key("0.9.2") and versions.key(None) == ()
+
+
+def test_the_sweep_judges_a_config_with_the_bounds_and_figures_of_the_compiler_that_traced_it():
+    from vmem_lsp.results import CapturedCall, ExampleResult
+    from vmem_lsp.sweep.decide import Config, compiled_verdict, size_up
+
+    call = CapturedCall("k", None, None, (1,), 0, (), (), 100 * 2**20, True, None, 0.0)
+    limits = {}
+    for libtpu in ("0.0.42.1", "0.0.50.1"):
+        traced = ExampleResult("v7x", "TPU7x", (call,), libtpu=libtpu)
+        item = Config(0, {}, "v7x", traced)
+        size_up(item)
+        limits[libtpu] = (item.model_limit, compiled_verdict(item, traced).limit)
+    assert limits == {"0.0.42.1": (64 * 2**20,) * 2, "0.0.50.1": (64 * 2**20 - 64 * 2**10,) * 2}

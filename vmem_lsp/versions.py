@@ -113,8 +113,3 @@ def chip_figures(name: str, libtpu: str | None) -> tuple[int, int] | None:
     """(capacity, scoped limit) of chip `name` as `libtpu` prints them; None for an unknown chip."""
     figures = facts_for(CHIP_FIGURES, libtpu)
     return figures.get(name)
-
-
-# sweep/model_error.json holds the layout model's error bounds per libtpu version: measured
-# on 0.0.42.1 (bench/model_results.jsonl); other libtpu versions use the nearest older entry.
-MODEL_ERROR_MEASURED_ON = "0.0.42.1"

@@ -94,15 +94,15 @@ def tightest(budgets_) -> budgets.Budget:
 
 def size_up(item: Config) -> None:
     """The model's total, limit and verdict for a traced config."""
-    calls = item.traced.calls
-    budgets_ = [budgets.from_compile(c, None, item.target) for c in calls]
+    calls, libtpu = item.traced.calls, item.traced.libtpu  # the bounds and figures of the compiler that traced
+    budgets_ = [budgets.from_compile(c, None, item.target, libtpu) for c in calls]
     worst = tightest(budgets_)
     item.model_total, item.model_limit = worst.total, worst.limit
     item.costs = tuple((c.name, costs_of(c, item.target)) for c in calls)
     says = [
         None
         if not legal_blocks(c)
-        else model_decides(b.total, exact_bytes(b), b.limit, bound(kind_of(c, item.target), item.target))
+        else model_decides(b.total, exact_bytes(b), b.limit, bound(kind_of(c, item.target), item.target, libtpu))
         for c, b in zip(calls, budgets_)
     ]
     if any(s is False for s in says):
@@ -144,7 +144,7 @@ def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
         )
     failing = [c for c in result.calls if not c.fits]
     if not failing:
-        worst = tightest(budgets.from_compile(c, None, item.target) for c in result.calls)
+        worst = tightest(budgets.from_compile(c, None, item.target, result.libtpu) for c in result.calls)
         return Verdict(item.config, item.target, True, worst.total, worst.limit, "compiler", "compiled")
     reports = [(c, parse_report(c.compiler_text or "")) for c in failing]
     vmem = [(c, r) for c, r in reports if r.form in VMEM_FORMS]
@@ -161,7 +161,7 @@ def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
             error=(text or "").strip().split("\n")[0],
         )
     call, report = vmem[0]
-    b = budgets.from_compile(call, report, item.target)
+    b = budgets.from_compile(call, report, item.target, result.libtpu)
     return Verdict(item.config, item.target, False, b.total, b.limit, "compiler", "compiled")
 
 

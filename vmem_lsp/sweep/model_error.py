@@ -3,8 +3,10 @@ kind of kernel: what lets a sweep take the model's word for a config far
 from the limit and compile the rest.
 
 The bounds are measured, not chosen: bench/model_error_table.py reads the
-agreement records of bench/model_results.jsonl (691 kernels in 15 families,
-compiled on every chip) and writes model_error.json beside this file. A
+agreement records of bench/model_results-<libtpu>.jsonl (691 kernels in 15
+families, compiled on every chip; bench/model_results.jsonl for 0.0.42.1) and
+writes model_error.json beside this file, keyed by the libtpu that compiled
+them: a compiler is judged by its own version's bounds, the nearest older. A
 kernel's kind is read from what the trace shows, since a user's kernel has no
 family name: one whose body allocates (emit_pipeline, run_scoped) is
 "pipeline"; one whose body computes what the model only estimates (a big dot
