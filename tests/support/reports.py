@@ -51,11 +51,15 @@ def case_id(path: Path) -> str:
 # Where a text names a file of this checkout ("/work/main/scripts/capture_reports.py:174"): the
 # checkout's folder and the line move with every clone and edit; the compiler's words do not.
 OWN_SOURCE = re.compile(r"(?:/[^\s'\"():]+)*/?((?:scripts|tests/data/kernels)/\w+\.py)(?::\d+)?")
+# libtpu 0.0.32.1 prints the kernel's serialized MLIR in its XLA labels, locations (the
+# checkout's paths) and all, as base64.
+SERIALIZED_KERNEL = re.compile(r'"body":"[A-Za-z0-9+/=]*"')
 
 
 def comparable(text: str) -> str:
-    """`text` with the checkout's folder and line numbers taken out of the files it names."""
-    return OWN_SOURCE.sub(r"\1", text)
+    """`text` with the checkout's folder and line numbers taken out of the files it names,
+    and the serialized kernel out of its labels."""
+    return SERIALIZED_KERNEL.sub('"body":"<kernel>"', OWN_SOURCE.sub(r"\1", text))
 
 
 def compiler_text(path: Path) -> str:
