@@ -111,7 +111,7 @@ def test_recorded_families_cover_every_chip(recorded):
 
 def test_held_out_cases_are_not_cited_by_the_model(recorded):
     """No case of a held-out family is what a rule or constant of layout.py was read off. (Its
-    pipeline rule cites tests/data/reports/pipeline-*-v6e: four kernels of the pipeline pattern,
+    pipeline rule cites tests/data/reports/<libtpu>/pipeline-*-v6e: four kernels of the pipeline pattern,
     not of this corpus; bench/MODEL.md says so.)"""
     source = Path(layout.__file__).read_text()
     held = {r["case"] for r in recorded if families.role(model_harness.family(r)) == "held out"}

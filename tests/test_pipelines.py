@@ -3,7 +3,7 @@ windows and pl.run_scoped's buffers, compiled by the real compiler and traced
 for the layout model, through the CLI as a user runs it.
 
 The kernels are tests/data/kernels/pipelines.py; their compiler reports are
-tests/data/reports/pipeline-*.txt and run-scoped-v6e.txt."""
+tests/data/reports/<libtpu>/pipeline-*.txt and run-scoped-v6e.txt."""
 
 from __future__ import annotations
 

@@ -618,7 +618,7 @@ async function main() {
     await screenshot("output-channel");
 
     step = 'command "VMEM: Explain a VMEM report" on a selected log';
-    const report = fs.readFileSync(path.join(__dirname, "..", "..", "..", "..", "tests", "data", "reports",
+    const report = fs.readFileSync(path.join(__dirname, "..", "..", "..", "..", "tests", "data", "reports", "0.0.42.1",
       "physical-breakdown-v6e.txt"), "utf8").split("\n").slice(3).join("\n");
     fs.writeFileSync(path.join(WS, "job.log"), report.split("\n").map((l) => `12:00:00 E ${l}`).join("\n") + "\n");
     await page.keyboard.press("Control+P");
