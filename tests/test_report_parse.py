@@ -96,8 +96,13 @@ FORM_CHANGES: dict[str, dict[str, str]] = {
 }
 
 
+def form_of(name: str, libtpu: str) -> str:
+    """The form case `name`'s text must parse to on `libtpu`."""
+    return FORM_CHANGES.get(libtpu, {}).get(name, EXPECTED_FORM[name])
+
+
 def expected_form(path: Path) -> str:
-    return FORM_CHANGES.get(path.parent.name, {}).get(path.stem, EXPECTED_FORM[path.stem])
+    return form_of(path.stem, path.parent.name)
 
 
 def report(name: str, libtpu: str = REFERENCE) -> Report:
@@ -190,7 +195,7 @@ def test_windows_are_block_bytes_times_buffers(path):
 @pytest.mark.parametrize("libtpu", VERSIONS)
 def test_single_buffered_whole_array_windows(libtpu):
     for name in ("physical-breakdown-v6e", "physical-breakdown-v5p", "physical-breakdown-v7x"):
-        if FORM_CHANGES.get(libtpu, {}).get(name, "physical") != "physical":
+        if form_of(name, libtpu) != "physical":
             continue  # libtpu 0.0.32.1 stops v6e's at the scoped limit
         r = report(name, libtpu)
         whole = Shape("f32", (4096, 4096))
@@ -359,7 +364,7 @@ def test_block_shape_operands(libtpu):
         report("block-shape-rank-v6e", libtpu).operand_kind,
         report("block-shape-rank-v6e", libtpu).operand_index,
     ) == ("output", 0)
-    if expected_form(reports.folder(libtpu) / "block-shape-mosaic-v6e.txt") != "block_shape":
+    if form_of("block-shape-mosaic-v6e", libtpu) != "block_shape":
         return  # s8 blocks of 8 rows compile from 0.0.50.1 on: no Mosaic block-shape text
     code = "E2002" if versions.key(libtpu) >= (0, 0, 42) else None  # 0.0.32.1 prints no code
     mosaic = report("block-shape-mosaic-v6e", libtpu)
@@ -521,7 +526,7 @@ def test_format_size(n, printed):
 def test_what_the_body_allocates_is_scoped_memory_of_the_function(libtpu, name):
     """emit_pipeline's windows and run_scoped's buffers: "scoped memory for
     <jitted function>", a size and nothing more (libtpu 0.0.32.1 adds register spills)."""
-    if FORM_CHANGES.get(libtpu, {}).get(name, "physical") != "physical":
+    if form_of(name, libtpu) != "physical":
         return  # jax 0.8's emit_pipeline has no Buffered(1)
     r = report(name, libtpu)
     body = [a for a in r.allocations if a.kind != "spill"]
