@@ -14,9 +14,28 @@ from ..chips import chip
 
 
 @functools.cache
-def target_device(target: str):
+def target_devices(target: str) -> tuple:
+    """Every device of the target's deviceless topology (a host's chips, as
+    `jax.devices()` lists them on that host)."""
     topology = topologies.get_topology_desc(platform="tpu", topology_name=chip(target).topology)
-    return topology.devices[0]
+    found = tuple(topology.devices)
+    _SIBLINGS[id(found[0])] = found
+    return found
+
+
+def target_device(target: str):
+    """The device a request traces and compiles on: its topology's first."""
+    return target_devices(target)[0]
+
+
+_SIBLINGS: dict[int, tuple] = {}  # id of a target device -> its topology's devices
+
+
+def all_devices(device) -> tuple | None:
+    """The devices of `device`'s topology, for chip_view; None for None."""
+    if device is None:
+        return None
+    return _SIBLINGS.get(id(device), (device,))
 
 
 _ERRORS: dict[str, str] = {}  # target -> why libtpu gave no device for it

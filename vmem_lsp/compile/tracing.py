@@ -22,8 +22,8 @@ from jax.sharding import SingleDeviceSharding
 from ..dtypes import DIRECTIVE_DTYPES
 from ..source.directives import SHAPE_FUNCTION, _ShapeLiterals, check_dims, compile_call, is_shape_literal
 from ..source.syntax import parse_quietly
-from . import jax_compat
-from .devices import target_device
+from . import chip_view, jax_compat
+from .devices import all_devices, target_device
 
 
 def _evaluator(node):
@@ -231,8 +231,9 @@ def trace_example(call_text: str, namespace: dict, device, direct: bool = False)
     it (cheaper: for fits(compile=False), whose requests want no origins)."""
     if isinstance(device, str):
         device = target_device(device)
-    run, shapes = example_function(call_text, namespace, device)
-    with jax.default_device(device) if device is not None else contextlib.nullcontext():
+    default = jax.default_device(device) if device is not None else contextlib.nullcontext()
+    with default, chip_view.seen_as(all_devices(device)):  # the example's arguments may ask too
+        run, shapes = example_function(call_text, namespace, device)
         traced = getattr(run, "traced", None) if direct else None
         closed = traced(*shapes) if traced is not None else jax.make_jaxpr(run)(*shapes)
     unique, seen = [], set()

@@ -38,12 +38,18 @@ def module_name_for(path: str) -> tuple[str, str]:
 
 class Worker:
     def __init__(self):
-        from . import capture, devices, jax_compat, provenance  # jax: loaded here, in the worker process only
+        # jax: loaded here, in the worker process only
+        from . import capture, chip_view, devices, jax_compat, provenance
 
         self.capture, self.devices, self.provenance, self.compat = capture, devices, provenance, jax_compat
+        self.chip_view = chip_view
         # Failures raised in these files are vmem-lsp's own, not the example's.
-        self.own_files = {os.path.abspath(m.__file__ or "") for m in (capture, provenance, jax_compat)}
+        self.own_files = {os.path.abspath(m.__file__ or "") for m in (capture, provenance, jax_compat, chip_view)}
         provenance.install_provenance()
+        chip_view.install()
+        # The chip the loaded user modules asked jax about (chip_view): they may keep its
+        # answer, so a request for another chip imports them again. None: they never asked.
+        self.asked_on: str | None = None
         self.baseline = set(sys.modules)
         self.base_path = list(sys.path)
         self.loaded: dict[str, str] = {}  # user files whose modules are loaded -> their digest then
@@ -65,15 +71,17 @@ class Worker:
         self.unstamped_imports = False
         self.bare_traces = 0  # requests without origins since jax's traces were cleared
 
-    def forget_user_modules(self) -> bool:
+    def forget_user_modules(self, force: bool = False) -> bool:
         """Drop what earlier requests imported from user files when one of
-        them changed on disk (or was replaced by sent text), so an edited file
-        is read afresh. Unchanged, they stay loaded: running a module twice
-        breaks what registers itself on import (jax's PRNG implementations,
-        pytree types), and costs time. jax and installed packages always stay."""
+        them changed on disk (or was replaced by sent text), or when `force`d
+        (they asked which chip they run on, and this request is for another),
+        so they are read afresh. Unchanged, they stay loaded: running a module
+        twice breaks what registers itself on import (jax's PRNG
+        implementations, pytree types), and costs time. jax and installed
+        packages always stay."""
         sys.path[:] = self.base_path
         changed = any(file_digest(f) != digest if os.path.isfile(f) else True for f, digest in self.loaded.items())
-        if not (changed or self.overridden):
+        if not (changed or self.overridden or force):
             return False
         for name in self.user_modules():
             del sys.modules[name]
@@ -166,7 +174,13 @@ class Worker:
             # as the trace just after a clearing is the slowest (bench/RESULTS.md).
             self.provenance.forget_traces()
             self.bare_traces = 0
-        dropped = self.forget_user_modules()
+        other_chip = self.asked_on is not None and self.asked_on != params.get("target")
+        if other_chip:  # a jitted function's trace kept the other chip's answer too
+            self.provenance.forget_traces()
+        self.chip_view.take_asked()
+        dropped = self.forget_user_modules(force=other_chip)
+        if dropped:
+            self.asked_on = None
         if dropped or self.last_modules is None or len(sys.modules) != self.last_count:
             before = self.user_modules()
         else:
@@ -177,6 +191,8 @@ class Worker:
             losses = self.compat.losses()
             return dataclasses.replace(result, losses=losses) if losses else result
         finally:
+            if self.chip_view.take_asked():
+                self.asked_on = params.get("target")
             self.overridden = params.get("source") is not None
             now = self.after if self.after is not None else self.user_modules()
             ran = {os.path.abspath(m.__file__) for name, m in now.items() if m.__file__ and before.get(name) is not m}
@@ -205,7 +221,8 @@ class Worker:
         source = params.get("source")
         try:
             on_phase("import")
-            namespace = vars(self.load_module(path, module, params.get("root"), source))
+            with self.chip_view.seen_as(self.devices.all_devices(device)):
+                namespace = vars(self.load_module(path, module, params.get("root"), source))
         except BaseException as error:
             return self.failure(target, kind, "import", "importing the module failed", error, path)
         origins = params.get("origins", True)

@@ -1,0 +1,115 @@
+"""The target chip, seen from the example's Python.
+
+Production kernels choose their blocks by asking jax which chip they run on
+(`jax.devices()[0].device_kind` keys a tuning table; `jax.default_backend()`
+picks a CPU fallback). The worker's own devices are CPUs, so such an example
+would be traced down its CPU branch and a config that never runs on a TPU
+would be checked. While a request imports and traces its example, jax's
+public questions answer with the target's deviceless devices instead; the
+rest of the time (and for any other backend asked by name) jax answers as
+itself. `pltpu.get_tpu_info()` reads the default device, which tracing.py
+already sets to the target.
+
+Whether the example asked is recorded: a module that asked may have kept the
+answer (a module constant, a functools.cache), so the worker imports it again
+before tracing it for another chip, and only then (an example that never asks
+is imported once for every chip).
+
+Imports jax; only the worker process loads this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import jax
+
+# jax's public "which device am I on" functions, each answered for the target.
+ASKED_BY_NAME = ("devices", "local_devices", "device_count", "local_device_count", "default_backend")
+
+_ORIGINAL: dict = {}
+_SEEN: list = [None]  # the target's devices while a request runs, else None
+_ASKED: list[bool] = [False]  # some user code asked since the last `seen_as` began
+
+
+def _for_target(backend) -> bool:
+    """A question about the default backend or the TPU one: answered by the target.
+    Another backend asked by name ("cpu") gets jax's own answer."""
+    if _SEEN[0] is None:
+        return False
+    return backend is None or (isinstance(backend, str) and backend.lower() == "tpu")
+
+
+def _answers():
+    def devices(backend=None):
+        if not _for_target(backend):
+            return _ORIGINAL["devices"](backend)
+        _ASKED[0] = True
+        return list(_SEEN[0])
+
+    def local_devices(process_index=None, backend=None, host_id=None):
+        if not _for_target(backend):
+            return _ORIGINAL["local_devices"](process_index, backend, host_id)
+        _ASKED[0] = True
+        return list(_SEEN[0])
+
+    def device_count(backend=None):
+        if not _for_target(backend):
+            return _ORIGINAL["device_count"](backend)
+        _ASKED[0] = True
+        return len(_SEEN[0])
+
+    def local_device_count(backend=None):
+        if not _for_target(backend):
+            return _ORIGINAL["local_device_count"](backend)
+        _ASKED[0] = True
+        return len(_SEEN[0])
+
+    def default_backend():
+        if _SEEN[0] is None:
+            return _ORIGINAL["default_backend"]()
+        _ASKED[0] = True
+        return "tpu"
+
+    return {
+        "devices": devices,
+        "local_devices": local_devices,
+        "device_count": device_count,
+        "local_device_count": local_device_count,
+        "default_backend": default_backend,
+    }
+
+
+def install() -> None:
+    """Put the answers in place of jax's public functions, once, before user
+    modules are imported (a module may bind `from jax import devices`).
+    Outside a request they call jax's own."""
+    if _ORIGINAL:
+        return
+    answers = _answers()
+    for name in ASKED_BY_NAME:
+        original = getattr(jax, name, None)
+        if original is None:
+            continue
+        _ORIGINAL[name] = original
+        setattr(jax, name, functools.wraps(original)(answers[name]))
+
+
+@contextlib.contextmanager
+def seen_as(devices):
+    """While the block runs, the example's questions are answered by `devices`
+    (the target's deviceless topology; None: jax answers as itself). Nests:
+    the outer view comes back after."""
+    before = _SEEN[0]
+    _SEEN[0] = tuple(devices) if devices is not None else None
+    try:
+        yield
+    finally:
+        _SEEN[0] = before
+
+
+def take_asked() -> bool:
+    """Whether user code asked which device it runs on since the last call."""
+    asked, _ASKED[0] = _ASKED[0], False
+    return asked
