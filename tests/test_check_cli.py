@@ -87,13 +87,36 @@ def test_matmul_overflows_v5e_scoped_limit_with_an_estimated_split(examples_chec
     for d in windows:
         assert d["facts"]["estimated"] is True and d["origin"] == "model"
         assert "estimate" in d["message"]
-    # On v6e the same kernel fits the 32 MiB scoped default: nothing to say.
-    assert by(report["diagnostics"], path="examples/matmul.py", target="v6e") == []
+    # On v6e the same kernel fits the 32 MiB scoped default: nothing to say but what was checked.
+    assert [d["code"] for d in by(report["diagnostics"], path="examples/matmul.py", target="v6e")] == ["VMEM007"]
 
 
-def test_the_kernel_that_fits_is_quiet(examples_check):
+def test_the_kernel_that_fits_says_what_was_checked_in_json_only(cache_dir, examples_check):
+    """No finding, but JSON names the blocks, grid and limit that were checked (VMEM007,
+    information, one per kernel with both chips); text prints it with --show-fits only."""
     _, report = examples_check
-    assert by(report["diagnostics"], path="examples/add_fits.py") == []
+    (fit,) = by(report["diagnostics"], path="examples/add_fits.py")
+    assert (fit["severity"], fit["code"], fit["target"]) == ("information", "VMEM007", "v5e,v6e")
+    assert (
+        "grid (16,); input 0 f32[512,1024], input 1 f32[512,1024], output 0 f32[512,1024], double buffered"
+        in (fit["message"])
+    )
+    v5e = fit["facts"]["targets"]["v5e"]
+    assert (v5e["used"], v5e["limit"], v5e["limit_from"], v5e["grid"]) == (
+        12 << 20,
+        16 << 20,
+        "the chip's default",
+        [16],
+    )
+    assert [(b["kind"], b["shape"], b["buffers"]) for b in v5e["blocks"]][0] == ("input_window", [512, 1024], 2)
+    assert "2 kernels fit, 1 of them on some chips only (the closest at 75% of its limit" in report["summary"]
+    args = ("check", "examples/add_fits.py", "--target", "v5e,v6e", "--cache-dir", str(cache_dir))
+    quiet, shown = run_cli(*args), run_cli(*args, "--show-fits")
+    assert quiet.returncode == shown.returncode == 0
+    assert quiet.stdout.splitlines()[:-1] == [] and "1 kernel fits" in quiet.stdout
+    (line,) = shown.stdout.splitlines()[:-1]
+    assert line.startswith("examples/add_fits.py:17:15: information VMEM007 pallas_call add_kernel fits (grid (16,)")
+    assert line.endswith("~12.00M of 16.00M scoped VMEM on TPU v5e; ~12.00M of 32.00M scoped VMEM on TPU v6e")
 
 
 def test_warm_cache_starts_no_compiler_and_gives_the_same_answer(cache_dir, examples_check):
@@ -113,7 +136,7 @@ def test_an_edit_invalidates_the_cache(cache_dir, tmp_path):
     assert "0 compiled" in run_json(*args)[1]["summary"]
     source.write_text(source.read_text().replace("f32[4096, 4096]", "f32[1024, 1024]"))
     done, edited = run_json(*args)
-    assert "1 compiled" in edited["summary"] and edited["diagnostics"] == []
+    assert "1 compiled" in edited["summary"] and [d["code"] for d in edited["diagnostics"]] == ["VMEM007"]
     assert done.returncode == 0
 
 
@@ -123,9 +146,10 @@ def test_sarif_carries_the_same_facts(cache_dir, examples_check):
     sarif = json.loads(done.stdout)
     assert sarif["version"] == "2.1.0" and sarif["runs"][0]["columnKind"] == "unicodeCodePoints"
     results = sarif["runs"][0]["results"]
-    assert len(results) == len(report["diagnostics"])
+    findings = [d for d in report["diagnostics"] if d["code"] != "VMEM007"]  # what fits: with --show-fits
+    assert len(results) == len(findings)
     rules = {r["id"] for r in sarif["runs"][0]["tool"]["driver"]["rules"]}
-    for result, diagnostic in zip(results, report["diagnostics"]):
+    for result, diagnostic in zip(results, findings):
         assert result["ruleId"] == diagnostic["code"] in rules
         region = result["locations"][0]["physicalLocation"]["region"]
         assert region["startLine"] == diagnostic["range"]["start_line"]

@@ -38,9 +38,14 @@ def test_check_traces_each_chip_down_the_branch_it_takes(kernels):
     done, report = run_json("check", "chip_aware.py", "--target", ",".join(CHIPS), "--jobs", "1", cwd=kernels)
     assert done.returncode == 1, done.stderr
     errors = chips_with_errors(report["diagnostics"])
-    assert len(errors) == 2 and all(chips == {"v5e"} for chips in errors.values()), errors
+    assert len(errors) == 3 and all(chips == {"v5e"} for chips in errors.values()), errors
     windows = [d for d in report["diagnostics"] if d["code"] == "VMEM001"]
     assert windows and all("f32[4096,4096]" in d["message"] for d in windows)
+    fits = [d for d in report["diagnostics"] if d["code"] == "VMEM007"]
+    assert sorted(d["range"]["start_line"] for d in fits) == sorted(errors)
+    assert all(d["target"] == "v6e,v7x" and "f32[8,4096]" in d["message"] for d in fits), fits
+    interpreted = [d for d in report["diagnostics"] if d["code"] == "VMEM013"]
+    assert [(d["severity"], d["target"]) for d in interpreted] == [("warning", "v5e,v6e,v7x")], interpreted
 
 
 TUNER = """

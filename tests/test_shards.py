@@ -223,7 +223,7 @@ def test_diagnostics_of_no_pair_come_once_and_vmem020_as_one_run_gives_it(projec
     args = ("check", str(project), "--cache-dir", str(cache_dir), "--no-compile")
     whole = run_cli(*args, "--format", "json")
     whole_report = json.loads(whole.stdout)
-    assert sorted(d["code"] for d in whole_report["diagnostics"]) == ["VMEM010", "VMEM020"]
+    assert sorted(d["code"] for d in whole_report["diagnostics"]) == ["VMEM007", "VMEM007", "VMEM010", "VMEM020"]
     runs = shard_runs(count, tmp_path, args)
     shown = [d["code"] for _, r, _ in runs for d in r["diagnostics"] if d["code"] == "VMEM010"]
     assert shown == ["VMEM010"], "the bad directive must be reported by one shard"

@@ -364,16 +364,23 @@ def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> 
     target = chip(result.target, result.libtpu)
     found = []
     for number, call in enumerate(result.calls):
-        if call.compiled and call.fits:
-            continue
         site = kernel_site(call, sites.sites_of)
         anchor = call_anchor(call, site, Anchor(example.path, example.span))
+        if call.interpret:
+            found.append(interpreted(call, target, anchor, example, number))
+            continue
+        if call.compiled and call.fits:
+            found.append(fitting(call, target, anchor, example, number))
+            continue
         if not call.compiled:
             findings = model_findings(call, target, anchor, site, sites)
             if findings is not None:
                 found.extend(link(findings, example, number, target))
             else:
-                found.extend(lower_bound(call, target, anchor, example, number))
+                found.extend(
+                    lower_bound(call, target, anchor, example, number)
+                    or [fitting(call, target, anchor, example, number)]
+                )
             continue
         report = parse_report(call.compiler_text or "")
         if report.form == "block_shape":
@@ -384,6 +391,88 @@ def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> 
             continue
         found.extend(link(findings_for(call, report, target, anchor, site, sites), example, number, target))
     return found
+
+
+def limit_source(call: CapturedCall) -> str | None:
+    """Where the scoped limit a kernel was checked against was set, in words; None: the chip's default."""
+    if call.vmem_limit_bytes:
+        return "set by vmem_limit_bytes"
+    if call.scoped_limit_source:
+        return f"set in {call.scoped_limit_source}"
+    return None
+
+
+def fitting(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, number: int) -> Diagnostic:
+    """VMEM007, information: a kernel that fits, with what was checked (its grid, blocks and
+    buffering) and the layout model's figures (a kernel that fits gets none from the compiler).
+    JSON always has it; text shows it with --show-fits; the editor has its hover instead."""
+    from .budget import from_compile
+
+    b = from_compile(call, None, target)
+    scoped = b.limit_kind == "scoped"
+    costs = layout.window_costs(call, target.name)
+    blocks = [(c.kind, render.fit_label(c.kind, c.index, c.dtype, c.shape), c.buffering) for c in costs]
+    clause = render.fit_clause(
+        b.total, b.limit, target.label, scoped=scoped, limit_from=limit_source(call), estimated=True
+    )
+    wording = render.fits(kernel_label(call), call.grid, blocks, clause)
+    facts = {
+        "target": target.name,
+        "chip": target.label,
+        "fits": True,
+        "compiled": call.compiled,
+        "estimated": True,
+        "used": b.total,
+        "limit": b.limit,
+        "limit_kind": b.limit_kind,
+        "limit_from": limit_source(call) or "the chip's default",
+        "capacity": target.capacity,
+        "grid": list(call.grid),
+        "blocks": [
+            {
+                "kind": c.kind,
+                "index": c.index,
+                "dtype": c.dtype,
+                "shape": list(c.shape),
+                "buffers": c.buffers,
+                "bytes": c.bytes,
+            }
+            for c in costs
+        ],
+        "kernel": kernel_label(call),
+        "example": str(example.key),
+    }
+    return Diagnostic(
+        anchor.path,
+        anchor.span,
+        "information",
+        "VMEM007",
+        wording.text(),
+        target.name,
+        "compiler" if call.compiled else "model",
+        (Related(example.path, example.span, f"example {example.text}"),),
+        facts,
+        Subject(example.key, number, "fits"),
+        wording,
+    )
+
+
+def interpreted(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, number: int) -> Diagnostic:
+    """VMEM013: the example ran the kernel in interpret mode, which only the CPU runs."""
+    message = render.interpret_mode(kernel_label(call))
+    return Diagnostic(
+        anchor.path,
+        anchor.span,
+        "warning",
+        "VMEM013",
+        message,
+        target.name,
+        "compiler",
+        (Related(example.path, example.span, f"example {example.text}"),),
+        {"target": target.name, "kernel": kernel_label(call), "example": str(example.key)},
+        Subject(example.key, number, "interpret"),
+        Wording(message, "", "", ""),
+    )
 
 
 def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, number: int) -> list[Diagnostic]:

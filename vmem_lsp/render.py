@@ -226,6 +226,43 @@ def example_total(kernel: str, where: str, clause: str) -> Wording:
     return Wording(f"example does not fit: pallas_call {kernel} at {where}", ": ", clause)
 
 
+def fits(kernel: str, grid: tuple[int, ...], blocks: list[tuple[str, str, int | None]], clause: str) -> Wording:
+    """VMEM007: what was checked when a kernel fits, so a config that never
+    runs (a CPU branch) is seen: its grid, its windows with their buffering
+    (said once when they share it) and its other buffers, then the budget.
+    `blocks` are (kind, label, buffers) of the layout model's costs."""
+    windows = [(label, buffers) for kind, label, buffers in blocks if buffers is not None]
+    others = [label for kind, label, buffers in blocks if buffers is None]
+    shared = {buffers for _, buffers in windows}
+    one = shared.pop() if len(shared) == 1 else None
+    listed = ", ".join(label if one is not None else label + buffering_suffix(b) for label, b in windows)
+    parts = [f"{listed}{buffering_suffix(one)}"] if windows else []
+    parts += [", ".join(others)] if others else []
+    grid_text = f"grid ({', '.join(map(str, grid))}{',' * (len(grid) == 1)})" if grid else "no grid"
+    return Wording(f"pallas_call {kernel} fits ({'; '.join([grid_text, *parts])})", ": ", clause)
+
+
+def fit_label(kind: str, index: int | None, dtype: str, dims) -> str:
+    """A buffer as the fit line lists it, shorter than a finding's: `input 0 f32[8,128]`."""
+    return cost_label(kind, index, dtype, dims).replace(" window ", " ", 1)
+
+
+def fit_clause(used: int, limit: int, chip: str, *, scoped: bool, limit_from: str | None, estimated: bool) -> str:
+    """A fitting kernel's budget on one chip: "~256.0K of 16.00M scoped VMEM on TPU v5e";
+    a limit that is not the chip's default says where it was set."""
+    tilde = "~" if estimated else ""
+    where = f" ({limit_from})" if limit_from else ""
+    return f"{tilde}{size(used)} of {size(limit)} {'scoped ' if scoped else ''}VMEM{where} on {chip}"
+
+
+def interpret_mode(kernel: str) -> str:
+    """VMEM013: a kernel traced with interpret=True runs on the CPU; nothing was compiled for a TPU."""
+    return (
+        f"pallas_call {kernel} is traced with interpret=True: it runs on the CPU, so its TPU path was not "
+        f"checked (the example takes a CPU or test branch)"
+    )
+
+
 def lower_bound(what: str, bytes_: int, need: str) -> Wording:
     """VMEM006: the model says it fits, but the body computes what it cannot place."""
     return Wording(

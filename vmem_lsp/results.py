@@ -121,6 +121,7 @@ class CapturedCall:
     unseen: tuple[Unseen, ...] = ()  # values of the body the layout model cannot place in VMEM
     error_origin: Origin | None = None  # the kernel-body line a compile error names (or whose op it names)
     in_program: tuple = ()  # (role, index) of operands the program makes, results it uses
+    interpret: bool = False  # traced with interpret=True: it runs on the CPU, so it was not compiled for the TPU
 
 
 @dataclass(frozen=True)

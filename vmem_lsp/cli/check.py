@@ -108,7 +108,13 @@ def add_parser(commands) -> None:
         "--verbose",
         "-v",
         action="store_true",
-        help="log to stderr what the workers did, with the last output of one that died",
+        help="log to stderr what the workers did, with the last output of one that died; implies --show-fits",
+    )
+    check.add_argument(
+        "--show-fits",
+        action="store_true",
+        help="print a line (VMEM007) for each kernel that fits, with its grid, blocks and the VMEM they need "
+        "(JSON always has them)",
     )
     fixing = check.add_mutually_exclusive_group()
     fixing.add_argument(
@@ -250,7 +256,7 @@ def run(args) -> int:
             {"shard": shard_dict(outcome.shard, settings.targets)},
         )
     else:
-        rendered = render(args.format, outcome.diagnostics, summary, outcome.sources.notebook)
+        rendered = render(args.format, outcome.diagnostics, summary, outcome.sources.notebook, shows_fits(args))
     emit(rendered, args.output)
     report_internal_errors(outcome)
     report_losses(outcome)
@@ -315,7 +321,7 @@ def run_across(args, settings) -> int:
         extra = {"compilers": [run.compiler.as_dict() for run in runs]}
         rendered = json_text(combined.diagnostics, summary, combined.sources.notebook, extra)
     else:
-        rendered = render(args.format, combined.diagnostics, summary, combined.sources.notebook)
+        rendered = render(args.format, combined.diagnostics, summary, combined.sources.notebook, shows_fits(args))
     emit(rendered, args.output)
     report_internal_errors(combined)
     return exit_code(combined)
@@ -330,9 +336,14 @@ def compilers_clause(runs, diagnostics) -> str:
     return f"; compilers: {ran}; {differ} diagnostic{'s' * (differ != 1)} not alike on all of them"
 
 
+def shows_fits(args) -> bool:
+    return bool(args.show_fits or args.verbose)
+
+
 def summary_line(args, outcome, settings) -> str:
-    """The report's last line: what was found, in how many examples, on which chips, and how."""
-    from ..output.formats import tally
+    """The report's last line: what was found, in how many examples, on which chips, and how;
+    then how many kernels fit and how close the closest is."""
+    from ..output.formats import fit_tally, tally
 
     return (
         tally(outcome.diagnostics) + f" in {outcome.examples} example"
@@ -347,6 +358,7 @@ def summary_line(args, outcome, settings) -> str:
             if outcome.shard
             else ""
         )
+        + fit_tally(outcome.diagnostics)
     )
 
 

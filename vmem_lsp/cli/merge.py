@@ -22,6 +22,7 @@ def add_parser(commands) -> None:
         help="github: GitHub Actions annotations",
     )
     merge.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    merge.add_argument("--show-fits", action="store_true", help="print a line for each kernel that fits (VMEM007)")
     merge.set_defaults(run=run)
 
 
@@ -47,7 +48,7 @@ def run(args) -> int:
     except (KeyError, TypeError, ValueError) as error:  # a shard's JSON edited or cut short
         print(f"vmem-lsp merge: a shard report is malformed ({type(error).__name__}: {error})", file=sys.stderr)
         return EXIT_ERROR
-    emit(render(args.format, merged.diagnostics, merged.summary, SourceFiles().notebook), args.output)
+    emit(render(args.format, merged.diagnostics, merged.summary, SourceFiles().notebook, args.show_fits), args.output)
     from ..render import display_path
 
     for path in merged.internal_errors:

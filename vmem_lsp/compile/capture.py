@@ -409,9 +409,11 @@ def capture_calls(
         try:
             invoke_origin = traceback_origin(eqn.source_info.traceback)
             provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
-            key = verdict_key(eqn, device, compiler_options) if compile else None  # the fingerprint, once
+            interpret = bool(eqn.params.get("interpret"))  # a CPU run: its TPU compile would say nothing
+            compiled = compile and not interpret
+            key = verdict_key(eqn, device, compiler_options) if compiled else None  # the fingerprint, once
             reused = key in VERDICTS
-            verdict = compile_alone(eqn, device, compiler_options, on_phase, key) if compile else Verdict(True, None)
+            verdict = compile_alone(eqn, device, compiler_options, on_phase, key) if compiled else Verdict(True, None)
             fits, text, seconds = verdict.fits, verdict.text, verdict.seconds
             described = describe(eqn, provenance)
             own_limit = described["vmem_limit_bytes"]
@@ -423,13 +425,14 @@ def capture_calls(
                     fits=fits,
                     compiler_text=text,
                     compile_seconds=round(seconds, 3),
-                    compiled=compile,
+                    compiled=compiled,
                     reused=reused,
                     scoped_limit=own_limit or limit,
                     error_origin=None
                     if fits
                     else verdict.origin or extra(body_origin, None, text, eqn.params["jaxpr"]),
                     in_program=program_made(eqn, described["operands"]),
+                    interpret=interpret,
                     scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
                     **described,
                 )

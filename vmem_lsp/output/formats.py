@@ -113,6 +113,34 @@ def tally(diagnostics: list[Diagnostic]) -> str:
     return f"{errors} error{'s' * (errors != 1)}" + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
 
 
+FIT_CODE = "VMEM007"
+
+
+def fit_tally(diagnostics: list[Diagnostic]) -> str:
+    """ "; 2 kernels fit, 1 of them on some chips only (the closest at 81% of its limit:
+    add_one_kernel on TPU v6e)": a summary's word on what fits, so a run with no findings still
+    says what it checked. A kernel fits on some chips only when it has an error elsewhere."""
+    fitting = [d for d in diagnostics if d.code == FIT_CODE and d.subject is not None]
+    if not fitting:
+        return ""
+    failing = {(d.subject.example, d.subject.call) for d in diagnostics if d.severity == "error" and d.subject}
+    partly = sum((d.subject.example, d.subject.call) in failing for d in fitting if d.subject)
+    shares = [
+        (facts["used"] / facts["limit"], facts.get("kernel", "?"), facts.get("chip", "?"))
+        for d in fitting
+        for facts in d.facts.get("targets", {d.target: d.facts}).values()
+        if facts.get("limit")
+    ]
+    count = len(fitting)
+    said = f"; {count} kernel{'s' * (count != 1)} fit{'s' * (count == 1)}"
+    if partly:
+        said += f", {partly} of {'them' if count > 1 else 'it'} on some chips only"
+    if shares:
+        share, kernel, chip = max(shares)
+        said += f" (the closest at {share:.0%} of its limit: {kernel} on {chip})"
+    return said
+
+
 def _uri(path: str) -> str:
     relative = display_path(path)
     return relative.replace(os.sep, "/") if not os.path.isabs(relative) else Path(path).as_uri()
@@ -215,7 +243,14 @@ FORMATS = {"text": text, "json": json_text, "sarif": sarif_text, "github": githu
 
 
 def render(
-    format_name: str, diagnostics: list[Diagnostic], summary: str, notebook_of: NotebookOf = no_notebooks
+    format_name: str,
+    diagnostics: list[Diagnostic],
+    summary: str,
+    notebook_of: NotebookOf = no_notebooks,
+    show_fits: bool = False,
 ) -> str:
-    """`notebook_of(path)` gives the notebook a diagnostic's path names, if it is one."""
+    """`notebook_of(path)` gives the notebook a diagnostic's path names, if it is one.
+    What fits (VMEM007) is always in JSON, elsewhere with `show_fits`: quiet when all is well."""
+    if format_name != "json" and not show_fits:
+        diagnostics = [d for d in diagnostics if d.code != FIT_CODE]
     return FORMATS[format_name](diagnostics, summary, notebook_of)

@@ -21,7 +21,7 @@ from ..render import Wording
 from ..shard import ShardWork
 from ..source.directives import ExampleKey
 from ..source.model import Span
-from .formats import tally
+from .formats import fit_tally, tally
 
 
 class MergeError(Exception):
@@ -208,4 +208,5 @@ def summary(diagnostics: list[Diagnostic], reports: list[ShardReport]) -> str:
         tally(diagnostics) + f" in {plan['examples']} example{'s' * (plan['examples'] != 1)} on {', '.join(targets)} "
         f"(merged from {len(reports)} shards, {plan['pairs']} (example, chip) pairs)"
         + (f"; {unchecked} kernel{'s' * (unchecked != 1)} not checked" if unchecked else "")
+        + fit_tally(diagnostics)
     )

@@ -18,6 +18,9 @@ from ..source.notebook import NotebookError, OpenNotebook, is_notebook, read_not
 from ..source.text import split_lines
 from .options import Options
 
+# What fits (VMEM007) is the hover and inlay hints of the pallas_call in the editor, not a squiggle.
+SHOWN_AS_HOVER = ("VMEM007",)
+
 
 @dataclass
 class Document:
@@ -127,6 +130,8 @@ class Session:
             return None
         by_path: dict[str, list[Diagnostic]] = {}
         for d in diagnose([], results, sources, headroom_warnings(learned, self.options.headroom_warning)):
+            if d.code in SHOWN_AS_HOVER:
+                continue
             by_path.setdefault(d.path, []).append(d)
         old = self.contributions.get(path, {})
         self.contributions[path] = {p: ds for p, ds in by_path.items() if p != path}

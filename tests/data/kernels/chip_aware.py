@@ -55,3 +55,28 @@ def scale(x, factor=2):
         in_specs=[pl.BlockSpec((rows, 4096), lambda i: (i, 0))],
         out_specs=pl.BlockSpec((rows, 4096), lambda i: (i, 0)),
     )(x)
+
+
+# vmem: add_one_anywhere(f32[8192, 4096])
+def add_one_anywhere(x):
+    """Interpreted where there is no TPU, as tests run it: the backend check sees the
+    target chip, so the TPU path is what is compiled."""
+    rows = ROWS.get(jax.devices()[0].device_kind, 8)
+    return pl.pallas_call(
+        add_one_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(x.shape[0] // rows,),
+        in_specs=[pl.BlockSpec((rows, 4096), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((rows, 4096), lambda i: (i, 0)),
+        interpret=jax.default_backend() != "tpu",
+    )(x)
+
+
+# vmem: add_one_interpreted(f32[64, 128])
+def add_one_interpreted(x):
+    """Always interpreted: only a CPU runs it, and no TPU verdict can be given."""
+    return pl.pallas_call(
+        add_one_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        interpret=True,
+    )(x)
