@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import ROOT, line_of, reports
 
-from vmem_lsp.explain import find_reports
+from vmem_lsp.explain import describe, explain_json, explain_text, find_reports
 from vmem_lsp.report.parse import parse_report
 
 REPORTS = reports.folder()
+LOGS = ROOT / "tests" / "data" / "logs"  # scripts/capture_logs.py's, one folder per libtpu
 sys.path.insert(0, str(ROOT))  # bench/: the renaming a real job's log makes
 
 
@@ -85,14 +88,112 @@ def test_json_lists_each_report_and_a_log_without_one_says_so():
     assert empty.returncode == 0 and b"no VMEM report in stdin" in empty.stdout
 
 
+# ---- a report as a job's log carries it: behind an exception's name, in a traceback ---------------
+
+# The id of the stack frame that made an op counts the capturing script's frames: the log's and
+# the bare capture's differ in it, and in nothing else of the compiler's text.
+FRAME_ID = re.compile(r" stack_frame_id=\d+")
+
+
+def captured_logs() -> list[Path]:
+    return sorted(LOGS.glob("*/*.log"))
+
+
+def bare_text(log: Path) -> str:
+    """The compiler's text of the log's case, bare, as scripts/capture_reports.py kept it."""
+    libtpu, case = log.parent.name, log.name.split(".")[0]
+    return reports.compiler_text(reports.folder(libtpu) / f"{case}.txt")
+
+
+def same_text(text: str) -> str:
+    return FRAME_ID.sub("", reports.comparable(text)).strip("\n")
+
+
+def log_id(log: Path) -> str:
+    return f"{log.parent.name}/{log.stem}"
+
+
+def test_every_libtpu_with_captured_reports_has_the_same_logs():
+    """Four cases (one of each form with figures) in seven logs each, for each captured compiler."""
+    names = {p.name for p in (LOGS / reports.REFERENCE).glob("*.log")}
+    assert len(names) == 4 * 7
+    assert {p.name for p in LOGS.iterdir()} == set(reports.captured_versions())
+    assert all({p.name for p in folder.glob("*.log")} == names for folder in LOGS.iterdir())
+
+
+@pytest.mark.parametrize("log", captured_logs(), ids=log_id)
+def test_a_report_in_a_jobs_log_is_found_once_and_whole(log):
+    """Behind jax's exception name, a logger's prefix on its first line or on every line, a
+    task group's `| `: the log's one compile failure is one report, the text the exception
+    carries from its RESOURCE_EXHAUSTED to its proto tail (no report of its own), jax's note
+    and the log's next record left out."""
+    found = list(find_reports(log.read_text().splitlines(True)))
+    assert len(found) == 1
+    assert same_text(found[0].text) == same_text(bare_text(log))
+
+
+@pytest.mark.parametrize("log", captured_logs(), ids=log_id)
+def test_a_report_in_a_jobs_log_is_explained_as_the_bare_report_is(log):
+    """Every allocation the compiler listed, in the text and the JSON, and a way out."""
+    [found] = find_reports(log.read_text().splitlines(True))
+    bare = parse_report(bare_text(log))
+    text, data = explain_text(found), explain_json(found)
+    assert bare.allocations or bare.form == "scoped"  # E1001 gives the total only
+    assert [a["described"] for a in data["allocations"]] == [describe(a) for a in bare.allocations]
+    assert all(describe(a) in text for a in bare.allocations)
+    assert (data["form"], data["used"], data["limit"]) == (bare.form, bare.used, bare.limit)
+    assert data["ways_out"] and "  ways out:\n" in text
+
+
+@pytest.mark.parametrize("name", ["jaxlib.xla_extension.XlaRuntimeError", "jaxlib._jax.XlaRuntimeError"])
+@pytest.mark.parametrize("form", ["jit", "absl-lines"])
+def test_the_exception_names_of_older_jax_are_taken_off_alike(name, form):
+    """jax before the tested range raised the compiler's error under these names: the same
+    captured log with the name changed is read the same."""
+    log = LOGS / reports.REFERENCE / f"physical-breakdown-v6e.{form}.log"
+    text = log.read_text()
+    assert "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED" in text
+    [found] = find_reports(text.replace("jax.errors.JaxRuntimeError", name).splitlines(True))
+    assert same_text(found.text) == same_text(bare_text(log))
+
+
+def test_the_proto_tail_alone_is_no_report():
+    """A log that kept only the tail (its report cut away) has no report: the tail echoes
+    the report's first words, escaped, without its listing."""
+    log = LOGS / reports.REFERENCE / "physical-breakdown-v6e.jit.log"
+    [tail] = [line for line in log.read_text().splitlines(True) if "[type.googleapis.com/" in line]
+    assert "Ran out of memory in memory space vmem" in tail
+    assert list(find_reports([tail])) == []
+
+
+@pytest.mark.parametrize("libtpu", reports.captured_versions())
+def test_a_jobs_logs_piped_to_explain_give_one_report_per_compile_failure(libtpu):
+    """A libtpu's captured logs one after another on stdin, as `kubectl logs` pipes them."""
+    logs = sorted((LOGS / libtpu).glob("*.log"))
+    done = run_explain("-", "--format", "json", stdin=b"".join(p.read_bytes() for p in logs))
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)["reports"]
+    expected = [parse_report(bare_text(p)) for p in logs]
+    assert [(r["form"], len(r["allocations"])) for r in found] == [(b.form, len(b.allocations)) for b in expected]
+
+
+def test_the_issues_traceback_is_explained_in_full():
+    """Issue 31: a jitted call's uncaught error, its first line behind the exception's name."""
+    log = LOGS / reports.REFERENCE / "physical-breakdown-v6e.jit.log"
+    done = run_explain(str(log), "--target", "v6e")
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr
+    assert out.count("report at") == 1
+    assert "64.00M  input 0 window f32[4096,4096] of f32[4096,4096], single buffered" in out
+    assert "64.00M  output 0 window f32[4096,4096] of f32[4096,4096], single buffered" in out
+    assert "halving input 0's block (4096 → 2048 rows) saves 32.00M: fits with 31.94M to spare" in out
+
+
 def test_a_report_it_does_not_understand_is_shown_whole():
     odd = b"RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Something new happened in vmem.\n  detail 1\n"
     done = run_explain("-", stdin=odd)
     assert b"not understood" in done.stdout and b"Something new happened in vmem." in done.stdout
     assert b"detail 1" in done.stdout
-
-
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,9 @@
 said in plain words, with the arithmetic of the way out.
 
 A report is met in the log of a job that ran on a real TPU, between other
-lines, each line maybe behind a timestamp, its proto tail cut short. The log
+lines, each line maybe behind a timestamp, its proto tail cut short; or in a
+traceback, its first line behind the exception's name (and a logger's record),
+the others bare. The log
 is read a line at a time (memory bounded by the largest report, not the
 log); each report is the parser's (report/parse.py), so what `explain` says
 of a text is what `check` would.
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 from . import render
 from .chips import CHIPS, Chip
 from .report.model import Allocation, Report
-from .report.parse import parse_report
+from .report.parse import PROTO_TAIL, parse_report
 
 if TYPE_CHECKING:  # the worker's and the locator's types, not imported to explain a log
     from .correlate import SitesOf
@@ -41,7 +43,9 @@ CONTINUES = re.compile(
     r"\s*(Operator|Shape|Unpadded size|Tag|XLA label|Allocation type):|\s*=+\s*$| \[type\.|"
     r"Ran out of memory|Scoped allocation|Allocation \(size|E\d{4}:|See https?://)"
 )
-PROTO_TAIL = "[type.googleapis.com/"
+# The name Python prints before an uncaught exception's text: jax.errors.JaxRuntimeError,
+# jaxlib.xla_extension.XlaRuntimeError. Only the report's first line carries it.
+EXCEPTION_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception): $")
 MOST_LINES = 2000  # a report longer than this is cut: a runaway never holds the log in memory
 
 
@@ -61,16 +65,46 @@ def _prefix_pattern(prefix: str) -> re.Pattern | None:
     return re.compile(re.sub(r"\d+", r"\\d+", re.escape(prefix)))
 
 
+def _line_prefix(head: str, second: str) -> re.Pattern | None:
+    """The prefix every line of a report carries, judged by its second line: the whole head
+    of its first line (a timestamp, a worker), or that head without the exception's name;
+    None when the second line carries neither (an exception's name or a logger's record
+    prefixes the first line only, the traceback's lines follow bare)."""
+    for candidate in (head, EXCEPTION_NAME.sub("", head)):
+        pattern = _prefix_pattern(candidate)
+        if pattern is not None and pattern.match(second):
+            return pattern
+    return None
+
+
+def _start(line: str) -> int | None:
+    """Where a report begins in `line` (its RESOURCE_EXHAUSTED where one leads it), or None;
+    never inside the proto tail, which echoes the report's first words."""
+    hit = START.search(line)
+    if hit is None or PROTO_TAIL.search(line, 0, hit.start()):
+        return None
+    status = line.find("RESOURCE_EXHAUSTED", 0, hit.start() + 1)
+    return status if status >= 0 else hit.start()
+
+
 def _says_something(lines: list[str]) -> bool:
     """The report so far has its figures: another start line begins the next one."""
     report = parse_report("\n".join(lines))
     return report.form != "unknown" and bool(report.used or report.limit)
 
 
+def _goes_on(report: list[str], line: str) -> bool:
+    """`line` (its prefix taken off) is more of `report`: its proto tail, a line of a report's
+    shape, or a start line while the report says nothing yet (E1001's header line)."""
+    if PROTO_TAIL.search(line):
+        return True
+    return bool(CONTINUES.match(line)) and (_start(line) is None or not _says_something(report))
+
+
 def find_reports(lines: Iterable[str]) -> Iterator[Found]:
     """Every report in a stream of log lines, in order."""
     current: list[str] = []
-    start = 0
+    start, head = 0, ""
     prefix: re.Pattern | None = None
 
     def strip(line: str) -> str | None:
@@ -82,21 +116,18 @@ def find_reports(lines: Iterable[str]) -> Iterator[Found]:
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
         if current:
+            if len(current) == 1:
+                prefix = _line_prefix(head, line)
             body = strip(line)
-            tail = body is not None and PROTO_TAIL in body  # the proto's echo of the report's start
-            # A start line goes on a report that says nothing yet (E1001's header line).
-            goes_on = body is not None and (not START.search(body) or not _says_something(current))
-            if body is not None and (tail or CONTINUES.match(body) and goes_on) and len(current) < MOST_LINES:
+            if body is not None and len(current) < MOST_LINES and _goes_on(current, body):
                 current.append(body)
                 continue
             yield Found(start, "\n".join(current).strip("\n"))
             current = []
-        hit = START.search(line)
-        if hit:
-            cut = line.find("RESOURCE_EXHAUSTED") if "RESOURCE_EXHAUSTED" in line[: hit.start() + 1] else hit.start()
+        cut = _start(line)
+        if cut is not None:
             head = line[:cut]
-            prefix = _prefix_pattern(head)
-            current, start = [line[len(head) :]], number
+            current, start = [line[cut:]], number
     if current:
         yield Found(start, "\n".join(current).strip("\n"))
 
