@@ -145,6 +145,46 @@ def test_add_examples_writes_templates_that_parse_once_and_only_once(tmp_path):
     assert len(hints) == 1 and hints[0]["severity"] == "information" and done.returncode == 0
 
 
+NESTED = """
+import jax
+from jax.experimental import pallas as pl
+
+
+def outer(x):
+    def inner(y):
+        return pl.pallas_call(lambda x_ref, o_ref: None, out_shape=jax.ShapeDtypeStruct(y.shape, y.dtype))(y)
+
+    return inner(x)
+"""
+
+
+def test_the_unchecked_kernels_suggestion_calls_what_add_examples_writes(tmp_path):
+    """VMEM020 names where the call sits (`in outer.inner`) and suggests the example
+    --add-examples then writes (`outer(...)`), for a nested function and for jax's ops."""
+    (tmp_path / "nested.py").write_text(NESTED)
+    folder = ops_copy(tmp_path)
+    (folder / "nested.py").write_text(NESTED)
+    _, report = run_json("check", str(folder), "--target", "v5e", "--no-compile", "--cache-dir", str(tmp_path / "c"))
+    suggested = {
+        (d["abs_path"], d["message"].split("# vmem: ")[1].split("(")[0])
+        for d in report["diagnostics"]
+        if d["code"] == "VMEM020"
+    }
+    nested = [d["message"] for d in report["diagnostics"] if d["code"] == "VMEM020" and "nested.py" in d["path"]]
+    assert len(nested) == 1 and "(in outer.inner)" in nested[0] and "`# vmem: outer(f32[...], ...)`" in nested[0]
+    done = run_cli("check", str(folder), "--target", "v5e", "--add-examples", "--cache-dir", str(tmp_path / "c"))
+    added = {
+        (
+            str((folder / l.split(":")[0]).resolve()) if not l.startswith("/") else l.split(":")[0],
+            l.split(": added # vmem: ")[1].split("(")[0],
+        )
+        for l in done.stderr.splitlines()
+        if ": added # vmem: " in l
+    }
+    assert {name for _, name in added} == {name for _, name in suggested}, (added, suggested)
+    assert ({n for p, n in added if p.endswith("nested.py")}) == {"outer"}
+
+
 def test_shapes_from_the_projects_tests_make_an_example_that_compiles(tmp_path):
     path = bare_matmul(tmp_path)
     (tmp_path / "tests").mkdir()

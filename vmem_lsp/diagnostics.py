@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .render import Wording, per_target
+from .render import Wording, per_target, per_target_briefly
 from .source.directives import ExampleKey
 from .source.model import Span
 
@@ -118,11 +118,15 @@ def merge_targets(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         members.sort(key=lambda d: d.target)
         first = members[0]
         origins = {d.origin for d in members}
-        related = tuple(dict.fromkeys(r for d in members for r in d.related))
+        wordings = [d.wording for d in members]
+        short = per_target_briefly(wordings, [d.facts for d in members])
+        # Each chip's whole sentence stays, as related information at the same place.
+        each = tuple(Related(d.path, d.span, d.message) for d in members) if short is not None else ()
+        related = tuple(dict.fromkeys([*each, *(r for d in members for r in d.related)]))
         merged.append(
             replace(
                 first,
-                message=per_target([d.wording for d in members]),
+                message=short if short is not None else per_target(wordings),
                 target=",".join(d.target for d in members),
                 origin=origins.pop() if len(origins) == 1 else "mixed",
                 related=related,

@@ -426,18 +426,23 @@ def not_reached(
 
 
 def unreached_diagnostic(site: KernelSite, text: str, required: bool) -> Diagnostic:
-    """VMEM020 for one site: a warning, an error where examples are required."""
+    """VMEM020 for one site: a warning, an error where examples are required.
+    The example it suggests calls what `--add-examples` would write a template
+    for (source/templates.py): the module-level function that reaches the
+    call, not the nested one (`outer.inner`) it sits in."""
     from .source.calls import kernel_name
+    from .source.templates import callable_for
 
     name = kernel_name(text, site.span)
+    to_call = callable_for(text, site.span.start_line) or (site.function or "").split(".")[0] or None
     return Diagnostic(
         site.path,
         site.name_span,
         "error" if required else "warning",
         "VMEM020",
-        render.not_reached(name, site.function),
+        render.not_reached(name, site.function, to_call),
         origin="model",
-        facts={"kernel": name, "function": site.function},
+        facts={"kernel": name, "function": site.function, "example_calls": to_call},
     )
 
 

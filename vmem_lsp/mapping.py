@@ -66,11 +66,34 @@ def kernel_label(call: CapturedCall) -> str:
     return call.name.split(" ")[0] if call.name else "pallas_call"
 
 
-def report_need(report: Report, target: Chip, limit_source: str | None) -> str:
-    """The budget sentence of a compiler report, with the compiler's own figures."""
+RESERVED_SLACK = 1 << 20  # a single allocation's limit this close above the capacity is the same memory
+
+
+def stated_limit(report: Report, target: Chip) -> tuple[int | None, str | None]:
+    """The limit to say, and its printed text: one capacity figure per chip and
+    compiler. A single allocation is measured against the whole VMEM (v5p:
+    64.00M), the usage reports against what the program may use (63.94M, as
+    chips.py has it for that libtpu): the latter is said for both."""
+    limit = report.limit
+    if (
+        report.form == "single_allocation"
+        and limit is not None
+        and target.capacity
+        and target.capacity < limit <= target.capacity + RESERVED_SLACK
+    ):
+        return target.capacity, render.size(target.capacity)
+    return limit, report.limit_text
+
+
+def report_need(report: Report, target: Chip, limit_source: str | None, asked: int | None = None) -> str:
+    """The budget sentence of a compiler report, with the compiler's own figures.
+    `asked`: the kernel's vmem_limit_bytes, named when the chip has less."""
     space = (report.memory_space or "vmem").upper()
     if report.form == "single_allocation":
-        return render.single_allocation(report.limit or 0, target.label, space, report.limit_text)
+        limit, printed = stated_limit(report, target)
+        return render.single_allocation(limit or 0, target.label, space, printed)
+    above = asked is not None and target.capacity and asked > target.capacity
+    used_limit = report.limit_text or render.size(report.limit or 0)
     return render.needs(
         report.used or 0,
         report.limit or 0,
@@ -79,6 +102,9 @@ def report_need(report: Report, target: Chip, limit_source: str | None) -> str:
         space=space,
         set_in=limit_source,
         over=report.exceeded_by or 0,
+        limit_note=render.limit_above_capacity(asked, target.label, target.capacity, used_limit)
+        if above and asked is not None
+        else None,
         printed=(report.used_text, report.limit_text, report.exceeded_by_text),
     )
 
@@ -128,14 +154,16 @@ def allocation_name(allocation: Allocation) -> str:
 def findings_for(
     call: CapturedCall, report: Report, target: Chip, anchor: Anchor, site, sites: Sources
 ) -> KernelFindings:
-    need = report_need(report, target, call.scoped_limit_source)
+    need = report_need(report, target, call.scoped_limit_source, call.vmem_limit_bytes)
     base = {
         "target": target.name,
         "chip": target.label,
         "form": report.form,
         "used": report.used,
-        "limit": report.limit,
+        "limit": stated_limit(report, target)[0],
+        "reported_limit": report.limit,
         "limit_kind": report.limit_kind,
+        "asked": call.vmem_limit_bytes if (call.vmem_limit_bytes or 0) > target.capacity else None,
         "exceeded_by": report.exceeded_by,
         "memory_space": report.memory_space,
     }
@@ -515,15 +543,47 @@ def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Examp
     ]
 
 
+SMALL_SHARE = 0.05  # of the kernel's total: a part below it is a culprit only if the gap needs it
+
+
+def culprits(parts: list[Part], over: int | None, used: int | None) -> set[int]:
+    """The parts that make the overflow, largest first: a part whose size and
+    all the smaller ones' could close the gap, when it is not small (under
+    SMALL_SHARE of the total) or the larger ones could not close the gap
+    without it. Equal parts are equally culprits. A 1.0K bias window beside two
+    64M windows is not one; it stays related information of the kernel's total.
+    A part of unknown size is always one, and so is every part when the gap is
+    unknown or larger than all the parts together."""
+    known = [p.facts.get("size") for p in parts]
+    sizes: list[int] = [size for size in known if size is not None]
+    if not over or over <= 0 or len(sizes) < len(known) or sum(sizes) < over:
+        return set(range(len(parts)))
+    small = SMALL_SHARE * (used or sum(sizes))
+    chosen = set()
+    for i, size in enumerate(sizes):
+        up_to = sum(s for s in sizes if s <= size)
+        above = sum(s for s in sizes if s > size)
+        if up_to >= over and (size >= small or above < over):
+            chosen.add(i)
+    return chosen
+
+
 def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[Diagnostic]:
-    """The parts, the kernel's total (VMEM002) and the example's verdict
-    (VMEM004), each pointing at the others."""
+    """The parts that make the overflow (culprits), the kernel's total (VMEM002)
+    and the example's verdict (VMEM004), each pointing at the others. The
+    other parts are related information of the total, not errors of their own."""
     directive = Related(example.path, example.span, f"example {example.text}")
     total = render.kernel_total(k.kernel, k.clause)
     at_call = Related(k.anchor.path, k.anchor.span, total.text())
     which = {"example": str(example.key)}
     k.facts.update(which)
     subject = lambda part: Subject(example.key, call, part)
+    chosen = culprits(k.parts, k.facts.get("exceeded_by"), k.facts.get("used"))
+    small = tuple(
+        Related(p.where.path, p.where.span, f"{p.wording.text()} (too small to close the gap alone)")
+        for n, p in enumerate(k.parts)
+        if n not in chosen
+    )
     out = [
         Diagnostic(
             p.where.path,
@@ -538,9 +598,10 @@ def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[D
             subject(p.subject),
             p.wording,
         )
-        for p in k.parts
+        for n, p in enumerate(k.parts)
+        if n in chosen
     ]
-    parts = tuple(Related(d.path, d.span, d.message) for d in out)
+    parts = (*(Related(d.path, d.span, d.message) for d in out), *small)
     out.append(
         Diagnostic(
             k.anchor.path,
@@ -729,14 +790,17 @@ def error_diagnostic(example: Example, result: ExampleResult, error: str) -> Dia
         if origin is not None and result.error_kind in ("raised", "import", "memory")
         else None
     )
+    wording = render.not_checked(result.target, error, raised_at)
     return Diagnostic(
         example.path,
         example.span,
         "warning" if soft else "error",
         code,
-        render.not_checked(result.target, error, raised_at),
+        wording.text(),
         result.target,
         "compiler",
         related,
         {"error_kind": result.error_kind, "target": result.target},
+        Subject(example.key, None, "not checked"),
+        wording,
     )

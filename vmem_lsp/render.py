@@ -40,9 +40,10 @@ class Wording:
     separator: str
     clause: str
     joiner: str = "; "
+    tail: str = ""  # after the clauses: "example not checked on TPU v5e, TPU v6e: <why>"
 
     def text(self) -> str:
-        return f"{self.head}{self.separator}{self.clause}"
+        return f"{self.head}{self.separator}{self.clause}{self.tail}"
 
 
 def per_target(wordings: list[Wording]) -> str:
@@ -51,9 +52,67 @@ def per_target(wordings: list[Wording]) -> str:
     (...); kernel needs ... on TPU v6e (...)"). Each clause names its chip.
     Heads that differ by chip (a padded size) are each kept with their clause."""
     first = wordings[0]
-    if all(w.head == first.head and w.separator == first.separator for w in wordings):
-        return first.head + first.separator + first.joiner.join(w.clause for w in wordings)
+    if all(w.head == first.head and w.separator == first.separator and w.tail == first.tail for w in wordings):
+        return first.head + first.separator + first.joiner.join(w.clause for w in wordings) + first.tail
     return "; ".join(w.text() for w in wordings)
+
+
+@dataclass(frozen=True)
+class Brief:
+    """One chip's figures in a few words, for a message that names several chips."""
+
+    used: str | None  # "~512.0K"; None: one allocation, no total
+    limit: str  # "16.00M scoped"
+    target: str  # "v5e"
+
+
+def brief(facts: dict) -> Brief | None:
+    """A chip's Brief from a diagnostic's facts; None without figures. A total
+    the layout model gives (no compile, or a kernel that fits) is marked "~"."""
+    used, limit, target = facts.get("used"), facts.get("limit"), facts.get("target")
+    if not limit or not target:
+        return None
+    scoped = " scoped" if facts.get("limit_kind") == "scoped" else ""
+    if facts.get("asked"):  # a vmem_limit_bytes the chip cannot give
+        scoped += f" ({size(facts['asked'])} asked)"
+    if facts.get("form") == "single_allocation" or used is None:
+        return Brief(None, size(limit), target)
+    tilde = "~" if facts.get("form") == "model" or facts.get("fits") else ""
+    return Brief(f"{tilde}{size(used)}", f"{size(limit)}{scoped}", target)
+
+
+def briefs_said(briefs: list[Brief]) -> str:
+    """ "needs 128.00M of 16.00M scoped on v5e, 127.94M on v6e and v7x; one allocation
+    over 16.00M on v4": the need said once when every chip's total is the same, chips
+    of one limit together, the chips whose compiler names one allocation last."""
+    totals = [b for b in briefs if b.used is not None]
+    said = []
+    if totals and len({b.used for b in totals}) == 1:
+        by_limit: dict[str, list[str]] = {}
+        for b in totals:
+            by_limit.setdefault(b.limit, []).append(b.target)
+        limits = ", ".join(f"{limit} on {' and '.join(chips)}" for limit, chips in by_limit.items())
+        said.append(f"needs {totals[0].used} of {limits}")
+    elif totals:
+        said.append("needs " + ", ".join(f"{b.used} of {b.limit} on {b.target}" for b in totals))
+    singles = [f"{b.limit} on {b.target}" for b in briefs if b.used is None]
+    if singles:
+        said.append("one allocation over " + ", ".join(singles))
+    return "; ".join(said)
+
+
+def per_target_briefly(wordings: list[Wording], facts: list[dict]) -> str | None:
+    """per_target for several chips in one line: the head once and each chip's
+    figures briefly; None when a chip's figures are unknown (per_target then).
+    The whole sentences stay in related information and the JSON facts."""
+    briefs = [brief(f) for f in facts]
+    if len(wordings) < 2 or any(b is None for b in briefs):
+        return None
+    said = [b for b in briefs if b is not None]
+    first = wordings[0]
+    if all(w.head == first.head and w.separator == first.separator for w in wordings):
+        return first.head + first.separator + briefs_said(said)
+    return "; ".join(f"{w.head}{w.separator}{briefs_said([b])}" for w, b in zip(wordings, said))
 
 
 # ---- the pieces ----------------------------------------------------------------------
@@ -137,6 +196,7 @@ def needs(
     approx: bool = False,
     note: str | None = None,
     printed: tuple[str | None, str | None, str | None] = (None, None, None),
+    limit_note: str | None = None,
 ) -> str:
     """The budget sentence: `kernel needs 128.00M of 16.00M scoped VMEM on TPU
     v5e (over by 112.00M)`. `printed` are the compiler's own texts of used,
@@ -145,14 +205,22 @@ def needs(
     default says where it was set; with no chip (a log that does not say), none is named."""
     used_text, limit_text, over_text = printed
     tilde = "~" if approx else ""
-    where = f" (set in {set_in})" if scoped and set_in else ""
+    where = f" (set in {set_in})" if scoped and set_in and not limit_note else ""
     sentence = (
         f"kernel needs {tilde}{used_text or size(used)} of {limit_text or size(limit)} "
         f"{'scoped ' if scoped else ''}{space}{where}{f' on {chip}' if chip else ''}"
     )
     if over is not None:
-        sentence += f" (over by {tilde}{over_text or size(over)}{'; ' + note if note else ''})"
+        sentence += f" (over by {tilde}{over_text or size(over)}{'; ' + note if note else ''}"
+        sentence += f"; {limit_note})" if limit_note else ")"
+    elif limit_note:
+        sentence += f" ({limit_note})"
     return sentence
+
+
+def limit_above_capacity(asked: int, chip: str, capacity: int, used_limit: str) -> str:
+    """A vmem_limit_bytes the chip cannot give, said as such."""
+    return f"vmem_limit_bytes asks {size(asked)}; {chip} has {size(capacity)}; the compiler uses {used_limit}"
 
 
 def single_allocation(limit: int, chip: str | None, space: str = "VMEM", printed_limit: str | None = None) -> str:
@@ -223,7 +291,7 @@ def kernel_total(kernel: str, clause: str) -> Wording:
 
 def example_total(kernel: str, where: str, clause: str) -> Wording:
     """VMEM004 at the example."""
-    return Wording(f"example does not fit: pallas_call {kernel} at {where}", ": ", clause)
+    return Wording(f"example does not fit: {kernel} at {where}", ": ", clause)
 
 
 def fits(kernel: str, grid: tuple[int, ...], blocks: list[tuple[str, str, int | None]], clause: str) -> Wording:
@@ -273,12 +341,14 @@ def lower_bound(what: str, bytes_: int, need: str) -> Wording:
     )
 
 
-def not_reached(kernel: str | None, function: str | None) -> str:
-    """VMEM020: a pallas_call no example reaches, and how to check it."""
+def not_reached(kernel: str | None, function: str | None, to_call: str | None = None) -> str:
+    """VMEM020: a pallas_call no example reaches, where it sits (`in outer.inner`:
+    the function around it), and the example to add, which calls `to_call` (the
+    module-level function that reaches it, as --add-examples writes it)."""
     what = f"pallas_call {kernel}" if kernel else "this pallas_call"
     where = f" (in {function})" if function else ""
     return (
-        f"{what}{where} is not checked: no example reaches it; add a `# vmem: {function or 'f'}(f32[...], ...)` "
+        f"{what}{where} is not checked: no example reaches it; add a `# vmem: {to_call or function or 'f'}(f32[...], ...)` "
         f"line with its shapes"
     )
 
@@ -376,11 +446,14 @@ def example_rejected_at(where: str, first_line: str) -> str:
     return f"example does not compile (see {where}): {first_line}"
 
 
-def not_checked(target: str | None, error: str, raised_at: str | None) -> str:
-    """VMEM010/012. Where it raised belongs in the text too, not only in
-    JSON's related locations."""
-    message = f"example not checked{f' on TPU {target}' if target else ''}: {error}"
-    return message + (f" (raised at {raised_at})" if raised_at else "")
+def not_checked(target: str | None, error: str, raised_at: str | None) -> Wording:
+    """VMEM010/012, with the chip as the clause, so the same failure on several
+    chips is one message naming them. Where it raised belongs in the text too,
+    not only in JSON's related locations."""
+    tail = f": {error}" + (f" (raised at {raised_at})" if raised_at else "")
+    if not target:
+        return Wording("example not checked", "", "", tail=tail)
+    return Wording("example not checked on", " ", f"TPU {target}", ", ", tail)
 
 
 def at(path: str, line: int) -> str:

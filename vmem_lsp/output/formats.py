@@ -134,7 +134,7 @@ def fit_tally(diagnostics: list[Diagnostic]) -> str:
     count = len(fitting)
     said = f"; {count} kernel{'s' * (count != 1)} fit{'s' * (count == 1)}"
     if partly:
-        said += f", {partly} of {'them' if count > 1 else 'it'} on some chips only"
+        said += f", {partly} of them on some chips only" if count > 1 else ", on some chips only"
     if shares:
         share, kernel, chip = max(shares)
         said += f" (the closest at {share:.0%} of its limit: {kernel} on {chip})"

@@ -13,6 +13,7 @@ and the template says where they were found. Pure: texts in, a Template out.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -96,6 +97,22 @@ def reaching_function(module: ast.Module, line: int) -> Function | None:
         frontier = [f.name for f in callers]
         reached.update(frontier)
     return around
+
+
+@functools.lru_cache(maxsize=64)
+def _module(text: str) -> ast.Module | None:
+    try:
+        return parse_quietly(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def callable_for(text: str, line: int) -> str | None:
+    """The name an example of the pallas_call on `line` calls, as --add-examples
+    writes it (reaching_function); None where the text does not parse."""
+    module = _module(text)
+    found = reaching_function(module, line) if module is not None else None
+    return found.name if found is not None else None
 
 
 def _default_text(node: ast.AST) -> str | None:
