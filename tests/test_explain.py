@@ -77,6 +77,15 @@ def test_the_seed_report_names_both_windows_and_the_way_out_in_bytes(tmp_path):
     assert "halving input 0's block (4096 → 2048 rows) saves 32.00M: fits with 31.94M to spare" in out
 
 
+def test_a_single_allocations_way_out_is_measured_against_that_allocation():
+    """The compiler gives no total: the gap is the named allocation over the limit (144.00M in
+    128.00M), so halving its block to 72.00M fits with 56.00M to spare, not 200.00M."""
+    (found,) = find_reports(reports.compiler_text(REPORTS / "single-allocation-v5e.txt").splitlines())
+    assert explain_json(found)["ways_out"] == [
+        "halving input 0's block (6144 → 3072 rows) saves 72.00M: fits with 56.00M to spare"
+    ]
+
+
 def test_json_lists_each_report_and_a_log_without_one_says_so():
     reports = captured()
     lines, _ = log_with(reports, seed=3)

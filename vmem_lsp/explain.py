@@ -151,6 +151,8 @@ def ways_out(report: Report, chip: Chip | None) -> list[str]:
     block, single-buffer a double-buffered window, raise the scoped limit
     where the chip has the room."""
     over = report.exceeded_by or ((report.used or 0) - (report.limit or 0))
+    if report.form == "single_allocation" and report.allocations:  # no total: the one allocation named
+        over = report.allocations[0].size - (report.limit or 0)
     ways = []
     for allocation in report.allocations:
         if allocation.kind not in ("input_window", "output_window") or allocation.window_shape is None:
