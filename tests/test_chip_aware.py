@@ -44,7 +44,7 @@ def test_check_traces_each_chip_down_the_branch_it_takes(kernels):
     fits = [d for d in report["diagnostics"] if d["code"] == "VMEM007"]
     assert sorted(d["range"]["start_line"] for d in fits) == sorted(errors)
     assert all(d["target"] == "v6e,v7x" and "f32[8,4096]" in d["message"] for d in fits), fits
-    interpreted = [d for d in report["diagnostics"] if d["code"] == "VMEM013"]
+    interpreted = [d for d in report["diagnostics"] if d["code"] == "VMEM014"]
     assert [(d["severity"], d["target"]) for d in interpreted] == [("warning", "v5e,v6e,v7x")], interpreted
 
 

@@ -19,7 +19,7 @@ CODES = {
     "VMEM010": "An example that cannot be checked (does not parse, raises, hangs, crashes the worker)",
     "VMEM011": "A compiler error that is not a VMEM report, shown whole",
     "VMEM012": "No TPU compiler available for a target",
-    "VMEM013": "A pallas_call traced with interpret=True: it runs on the CPU, its TPU path was not checked",
+    "VMEM014": "A pallas_call traced with interpret=True: it runs on the CPU, its TPU path was not checked",
     "VMEM030": "A block shape the TPU cannot tile: on the BlockSpec of the operand the compiler names",
     "VMEM031": "An operation, layout or shape cast the TPU compiler does not support in a kernel body: on its line",
     "VMEM032": "A dtype the TPU generation does not support in that operation (E2001): on its line, with the chips that take it",

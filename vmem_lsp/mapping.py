@@ -486,13 +486,13 @@ def fitting(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, 
 
 
 def interpreted(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, number: int) -> Diagnostic:
-    """VMEM013: the example ran the kernel in interpret mode, which only the CPU runs."""
+    """VMEM014: the example ran the kernel in interpret mode, which only the CPU runs."""
     message = render.interpret_mode(kernel_label(call))
     return Diagnostic(
         anchor.path,
         anchor.span,
         "warning",
-        "VMEM013",
+        "VMEM014",
         message,
         target.name,
         "compiler",
@@ -510,7 +510,7 @@ def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Examp
     from .budget import from_compile
 
     b = from_compile(call, None, target)
-    unseen = layout.unseen_could_overflow(call, b.total, b.limit)
+    unseen = layout.unseen_could_overflow(call, b.total, b.limit, target.name)
     if unseen is None:
         return []
     need = render.needs(

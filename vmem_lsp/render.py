@@ -324,7 +324,7 @@ def fit_clause(used: int, limit: int, chip: str, *, scoped: bool, limit_from: st
 
 
 def interpret_mode(kernel: str) -> str:
-    """VMEM013: a kernel traced with interpret=True runs on the CPU; nothing was compiled for a TPU."""
+    """VMEM014: a kernel traced with interpret=True runs on the CPU; nothing was compiled for a TPU."""
     return (
         f"pallas_call {kernel} is traced with interpret=True: it runs on the CPU, so its TPU path was not "
         f"checked (the example takes a CPU or test branch)"
