@@ -89,13 +89,17 @@ class Scoped:
 
 @dataclass(frozen=True)
 class Unseen:
-    """A value of the kernel body too big for the vector registers: the
-    compiler keeps it in VMEM (internal scratch) where no BlockSpec, scratch
-    or run_scoped entry says so, and the layout model cannot size it."""
+    """What the kernel body computes beyond the vector registers: the
+    compiler keeps it in VMEM (internal scratch, spill slots) where no
+    BlockSpec, scratch or run_scoped entry says so, and the layout model can
+    only bound it. "staged": one value a dot or transpose makes; "live": the
+    body's values live at once across an op that reads a whole value (a
+    reduction, a dot, a roll), at their peak."""
 
     what: str  # "f32[1024,1024] from dot_general"
     bytes: int
     origin: Origin | None  # the user's line that computes it
+    kind: str = "staged"  # "staged" | "live"
 
 
 @dataclass(frozen=True)
