@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from .dtypes import ITEM_BITS
-from .results import CapturedCall, Operand, Scoped
+from .results import CapturedCall, Operand, Scoped, Unseen
 
 LANES = 128
 SUBLANES = 8
@@ -246,17 +246,44 @@ def attention_scores_bytes(call: CapturedCall) -> int:
     return q[-2] * k[-2] * 4
 
 
+# What the compiler spills of the body's values live at once across a whole-value op
+# (a reduction, a dot, a roll: capture.live_values), as a share of their peak bytes
+# (bench/MODEL.md, "Body temporaries"). The least share of the fitted families on v5e and
+# v6e, mask-bandmax-f32-b1024x1024 on v5e (1.31M of 4.00M live), sizes the estimate, so that
+# it stays under the compiler; the most on any chip, router-grouped-bf16-e256-t256-h2048 on
+# v5p (3.93M of 1.38M: a router's top-k is dozens of reductions over the same tile), bounds
+# what the estimate may miss, so that a "fits" near the limit says it is a lower bound.
+LIVE_SPILL_LEAST = 0.3
+LIVE_SPILL_MOST = 3.0
+# An attention kernel's live values are its score block and their exponentials, which
+# attention_scores_bytes sizes: flash-* spilled at most 0.95 of the live peak on every chip
+# (flash-f32-b2048-causal on v7x: 17.15M of 18.00M), so its "fits" is a lower bound only beyond that.
+LIVE_SPILL_MOST_ATTENTION = 1.0
+
+
+def live_bytes(call: CapturedCall) -> int:
+    """Peak bytes of the body's values live across a whole-value op; 0 when none are."""
+    return max((u.bytes for u in call.unseen if u.kind == "live"), default=0)
+
+
+def temporaries_estimate(call: CapturedCall) -> int:
+    """The spill slots of the body's temporaries, at the least share the corpus measured."""
+    return int(LIVE_SPILL_LEAST * live_bytes(call))
+
+
 def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
     """VMEM the compiler adds that no BlockSpec or scratch entry names: register spills of the
-    kernel body. The model cannot see the body; it recognises the narrow-dot-into-f32
-    accumulator pattern, whose spills grow with the accumulator (SPILL_SHARE), and the
-    attention pattern, whose score block lives in VMEM. Anything else counts as zero."""
+    kernel body. The model recognises the narrow-dot-into-f32 accumulator pattern, whose spills
+    grow with the accumulator (SPILL_SHARE), the attention pattern, whose score block lives in
+    VMEM, and values live across a reduction, a dot or a roll, at the least share measured
+    (temporaries_estimate; unseen_could_overflow says when the most could overflow). The
+    largest of the three, since they are one body's spills counted three ways."""
     share = SPILL_SHARE.get(target or "", max(SPILL_SHARE.values()))
     accumulator = accumulator_bytes(call)
     if accumulator <= NO_SPILL_UP_TO.get(target or "", 0):
         accumulator = 0
     spills = max(0, int(share * accumulator) - VREG_FILE_BYTES)
-    return max(spills, attention_scores_bytes(call))
+    return max(spills, attention_scores_bytes(call), temporaries_estimate(call))
 
 
 def total_estimate(call: CapturedCall, target: str | None = None) -> int:
@@ -264,13 +291,23 @@ def total_estimate(call: CapturedCall, target: str | None = None) -> int:
     return sum(c.bytes for c in window_costs(call, target)) + internal_estimate(call, target)
 
 
-def unseen_could_overflow(call: CapturedCall, total: int, limit: int):
-    """The largest value of the body the model cannot place (capture.large_values)
-    when it could turn the model's "fits" into an overflow: the compiler stages a
-    big dot result in VMEM (matmul-bf16-1024^3: 2.36M beside the windows), and
-    the model counts it only for the patterns internal_estimate knows. None
-    when the verdict stands either way: quiet when all is well."""
+def unseen_could_overflow(call: CapturedCall, total: int, limit: int, target: str | None = None) -> Unseen | None:
+    """What the model cannot size in the body, when it could turn the model's
+    "fits" into an overflow: the largest value the compiler stages in VMEM
+    (capture.large_values: a big dot result, matmul-bf16-1024^3: 2.36M beside
+    the windows), counted only for the patterns internal_estimate knows; else
+    the body's live values, when their spills at the most share measured
+    (LIVE_SPILL_MOST) exceed what internal_estimate counted by more than the
+    headroom. None when the verdict stands either way: quiet when all is well."""
     if total > limit or not call.unseen:
         return None
-    largest = max(call.unseen, key=lambda u: u.bytes)
-    return largest if total + largest.bytes > limit else None
+    staged = [u for u in call.unseen if u.kind != "live"]
+    largest = max(staged, key=lambda u: u.bytes, default=None)
+    if largest is not None and total + largest.bytes > limit:
+        return largest
+    live = next((u for u in call.unseen if u.kind == "live"), None)
+    if live is None:
+        return None
+    most = LIVE_SPILL_MOST_ATTENTION if attention_scores_bytes(call) else LIVE_SPILL_MOST
+    unsized = int(most * live.bytes) - internal_estimate(call, target)
+    return live if total + unsized > limit else None

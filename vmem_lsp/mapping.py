@@ -510,7 +510,7 @@ def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Examp
     from .budget import from_compile
 
     b = from_compile(call, None, target)
-    unseen = layout.unseen_could_overflow(call, b.total, b.limit)
+    unseen = layout.unseen_could_overflow(call, b.total, b.limit, target.name)
     if unseen is None:
         return []
     need = render.needs(

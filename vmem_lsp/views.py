@@ -138,7 +138,7 @@ def estimated_diagnostics(
                     facts={"estimated": True, "total": b.total},
                 )
             )
-        elif (unseen := layout.unseen_could_overflow(known.call, b.total, b.limit)) is not None:
+        elif (unseen := layout.unseen_could_overflow(known.call, b.total, b.limit, target)) is not None:
             found.append(lower_bound_warning(site, b, unseen))
         elif b.headroom() < headroom:
             found.append(headroom_warning(site, b, estimated=True))
