@@ -1244,6 +1244,316 @@ def manual_dma_cases() -> list[Case]:
     return cases
 
 
+# ---- body temporaries (issue 31): kernels whose body makes large values -------------------------
+# What no BlockSpec or scratch entry names: a router's per-group top-k over a [tokens, experts] tile,
+# softmax and layernorm with f32 intermediates, iota masks, cumulative sums, reductions over big
+# blocks, elementwise chains, a sort network. Written here anew in the shape of public kernels
+# (MoE routers' grouped top-k, fused softmax/norm kernels); jnp.sort, lax.top_k and jnp.cumsum have
+# no Mosaic lowering, so they are spelled as TPU kernels spell them: iterated max/argmax, a
+# triangular matmul or shifted adds, a bitonic network of rolls.
+
+NEG = -1e30  # a masked score: finite, so max/compare chains stay well defined
+
+
+def top_slots(candidates, values, k: int):
+    """The k largest of `candidates` per row, by iterated max and lowest-index argmax (the way a
+    router picks its experts without lax.top_k): (values at those experts, their indices), [rows, k]."""
+    rows, experts = candidates.shape
+    expert = jax.lax.broadcasted_iota(jnp.int32, (rows, experts), 1)
+    slot = jax.lax.broadcasted_iota(jnp.int32, (rows, k), 1)
+    picked = jnp.zeros((rows, k), jnp.float32)
+    ids = jnp.zeros((rows, k), jnp.int32)
+    for j in range(k):
+        best = jnp.max(candidates, axis=-1, keepdims=True)
+        best_at = jnp.min(jnp.where(candidates == best, expert, experts), axis=-1, keepdims=True)
+        value = jnp.sum(jnp.where(expert == best_at, values, 0.0), axis=-1, keepdims=True)
+        picked = jnp.where(slot == j, value, picked)
+        ids = jnp.where(slot == j, best_at, ids)
+        candidates = jnp.where(expert == best_at, NEG, candidates)
+    return picked, ids
+
+
+def grouped_topk_kernel(x_ref, w_ref, bias_ref, weights_ref, ids_ref, *, groups: int, topk_groups: int, k: int):
+    """A DeepSeek-style router: sigmoid scores plus a bias choose; each group of experts is scored
+    by its two best; the best `topk_groups` groups keep their experts; the top k of those win, and
+    their unbiased scores, normalized and scaled, are the weights."""
+    logits = jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
+    scores = jax.nn.sigmoid(logits)
+    choice = scores + bias_ref[...].astype(jnp.float32)
+    rows, experts = choice.shape
+    expert = jax.lax.broadcasted_iota(jnp.int32, (rows, experts), 1)
+    group_of = expert // (experts // groups)
+    lane = jax.lax.broadcasted_iota(jnp.int32, (rows, 128), 1)
+    group_scores = jnp.full((rows, 128), NEG, jnp.float32)
+    for g in range(groups):
+        masked = jnp.where(group_of == g, choice, NEG)
+        first = jnp.max(masked, axis=-1, keepdims=True)
+        first_at = jnp.min(jnp.where(masked == first, expert, experts), axis=-1, keepdims=True)
+        second = jnp.max(jnp.where(expert == first_at, NEG, masked), axis=-1, keepdims=True)
+        group_scores = jnp.where(lane == g, first + second, group_scores)
+    keep = jnp.zeros((rows, experts), jnp.bool_)
+    for _ in range(topk_groups):
+        best = jnp.max(group_scores, axis=-1, keepdims=True)
+        best_at = jnp.min(jnp.where(group_scores == best, lane, 128), axis=-1, keepdims=True)
+        keep = keep | (group_of == best_at)
+        group_scores = jnp.where(lane == best_at, NEG, group_scores)
+    weights, ids = top_slots(jnp.where(keep, choice, NEG), scores, k)
+    weights_ref[...] = weights / (jnp.sum(weights, axis=-1, keepdims=True) + 1e-20) * 2.5
+    ids_ref[...] = ids
+
+
+def softmax_topk_kernel(x_ref, w_ref, weights_ref, ids_ref, *, k: int):
+    """A Mixtral-style router: softmax over the experts, the top k, renormalized."""
+    logits = jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
+    probs = jnp.exp(logits - jnp.max(logits, axis=-1, keepdims=True))
+    probs = probs / jnp.sum(probs, axis=-1, keepdims=True)
+    weights, ids = top_slots(probs, probs, k)
+    weights_ref[...] = weights / jnp.sum(weights, axis=-1, keepdims=True)
+    ids_ref[...] = ids
+
+
+def router(tokens: int, kind: str, groups: int = 8, topk_groups: int = 4, k: int = 8) -> Callable:
+    """A router over `tokens`-row blocks of x [T, hidden] and the whole gate w [hidden, experts]."""
+
+    def f(x, w, *bias):
+        total, hidden = x.shape
+        experts = w.shape[1]
+        if kind == "grouped":
+            kernel = functools.partial(grouped_topk_kernel, groups=groups, topk_groups=topk_groups, k=k)
+        else:
+            kernel = functools.partial(softmax_topk_kernel, k=k)
+        whole = lambda shape: pl.BlockSpec(shape, lambda i: (0, 0))
+        out_spec = pl.BlockSpec((tokens, k), lambda i: (i, 0))
+        return pl.pallas_call(
+            kernel,
+            out_shape=(jax.ShapeDtypeStruct((total, k), jnp.float32), jax.ShapeDtypeStruct((total, k), jnp.int32)),
+            grid=(total // tokens,),
+            in_specs=[pl.BlockSpec((tokens, hidden), lambda i: (i, 0)), whole((hidden, experts))]
+            + [whole((1, experts))] * len(bias),
+            out_specs=(out_spec, out_spec),
+        )(x, w, *bias)
+
+    return f
+
+
+def row_blocks(kernel, rows: int, out_dtype=None, extra_rows: tuple[int, ...] = ()) -> Callable:
+    """`kernel(x_ref, *rows_refs, o_ref)` over `rows`-row blocks of x; each extra operand is a
+    whole [1, cols] row (a norm's scale and shift)."""
+
+    def f(x, *extra):
+        total, cols = x.shape
+        dtype = out_dtype or x.dtype
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((total, cols), dtype),
+            grid=(total // rows,),
+            in_specs=[pl.BlockSpec((rows, cols), lambda i: (i, 0))]
+            + [pl.BlockSpec(e.shape, lambda i: (0, 0)) for e in extra],
+            out_specs=pl.BlockSpec((rows, cols), lambda i: (i, 0)),
+        )(x, *extra)
+
+    return f
+
+
+def softmax_kernel(x_ref, o_ref):
+    x = x_ref[...].astype(jnp.float32)
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)
+
+
+def layernorm_kernel(x_ref, g_ref, b_ref, o_ref):
+    x = x_ref[...].astype(jnp.float32)
+    centered = x - jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(centered * centered, axis=-1, keepdims=True)
+    y = centered * jax.lax.rsqrt(var + 1e-6) * g_ref[...].astype(jnp.float32) + b_ref[...].astype(jnp.float32)
+    o_ref[...] = y.astype(o_ref.dtype)
+
+
+def rmsnorm_kernel(x_ref, g_ref, o_ref):
+    x = x_ref[...].astype(jnp.float32)
+    y = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g_ref[...].astype(jnp.float32)
+    o_ref[...] = y.astype(o_ref.dtype)
+
+
+def causal_mask_kernel(x_ref, o_ref):
+    """An attention-style mask from two iotas, the block's row offset, and a compare."""
+    rows, cols = x_ref.shape
+    row = jax.lax.broadcasted_iota(jnp.int32, (rows, cols), 0) + pl.program_id(0) * rows
+    col = jax.lax.broadcasted_iota(jnp.int32, (rows, cols), 1)
+    o_ref[...] = jnp.where(col <= row, x_ref[...], jnp.zeros_like(x_ref[...]))
+
+
+def masked_max_kernel(x_ref, o_ref):
+    """A band mask, then each row less its masked max (a masked softmax's first half)."""
+    rows, cols = x_ref.shape
+    row = jax.lax.broadcasted_iota(jnp.int32, (rows, cols), 0) + pl.program_id(0) * rows
+    col = jax.lax.broadcasted_iota(jnp.int32, (rows, cols), 1)
+    x = jnp.where(jnp.abs(col - row) < 256, x_ref[...].astype(jnp.float32), NEG)
+    o_ref[...] = (x - jnp.max(x, axis=-1, keepdims=True)).astype(o_ref.dtype)
+
+
+def cumsum_lanes_kernel(x_ref, o_ref):
+    """A cumulative sum along the lanes as a matmul with an upper-triangular ones matrix."""
+    cols = x_ref.shape[1]
+    tri = jax.lax.broadcasted_iota(jnp.int32, (cols, cols), 0) <= jax.lax.broadcasted_iota(jnp.int32, (cols, cols), 1)
+    o_ref[...] = jnp.dot(x_ref[...], tri.astype(x_ref.dtype), preferred_element_type=jnp.float32).astype(o_ref.dtype)
+
+
+def cumsum_rows_kernel(x_ref, o_ref):
+    """A cumulative sum down the rows by log-step shifted adds (Hillis-Steele): a token's position
+    among those routed to the same expert, as MoE dispatch computes it."""
+    x = x_ref[...].astype(jnp.float32)
+    row = jax.lax.broadcasted_iota(jnp.int32, x.shape, 0)
+    shift = 1
+    while shift < x.shape[0]:
+        x = x + jnp.where(row >= shift, pltpu.roll(x, shift, 0), 0.0)
+        shift *= 2
+    o_ref[...] = x.astype(o_ref.dtype)
+
+
+def center_columns_kernel(x_ref, o_ref):
+    """Each column less its mean over the block's rows: the block is read again after a
+    reduction over all of it."""
+    x = x_ref[...].astype(jnp.float32)
+    o_ref[...] = (x - jnp.mean(x, axis=0, keepdims=True)).astype(o_ref.dtype)
+
+
+def scale_by_max_kernel(x_ref, o_ref):
+    """The block over its largest magnitude (a quantizer's absmax)."""
+    x = x_ref[...].astype(jnp.float32)
+    o_ref[...] = (x / jnp.max(jnp.abs(x))).astype(o_ref.dtype)
+
+
+def column_sum_kernel(x_ref, o_ref):
+    """Sums down the rows, written to an 8-row block: nothing of x is needed again."""
+    total = jnp.sum(x_ref[...].astype(jnp.float32), axis=0, keepdims=True)
+    o_ref[...] = jnp.broadcast_to(total, o_ref.shape).astype(o_ref.dtype)
+
+
+def chain_kernel(x_ref, o_ref, *, ops: int):
+    """An elementwise chain of `ops` steps in f32 (a GELU-like activation, repeated)."""
+    x = x_ref[...].astype(jnp.float32)
+    for _ in range(ops):
+        x = 0.5 * x * (1.0 + jnp.tanh(0.79788456 * (x + 0.044715 * x * x * x)))
+    o_ref[...] = x.astype(o_ref.dtype)
+
+
+def chain_two_uses_kernel(x_ref, o_ref):
+    """x used at both ends of a chain: sigmoid(x) * x * exp(-x) + x (the first value is live
+    across the chain)."""
+    x = x_ref[...].astype(jnp.float32)
+    o_ref[...] = (jax.nn.sigmoid(x) * x * jnp.exp(-x) + x).astype(o_ref.dtype)
+
+
+def bitonic_sort_kernel(x_ref, o_ref):
+    """Each row sorted ascending by a bitonic network along the lanes: pltpu.roll brings each
+    value's partner, an iota's bits say which end of the pair keeps the minimum."""
+    x = x_ref[...].astype(jnp.float32)
+    n = x.shape[1]
+    lane = jax.lax.broadcasted_iota(jnp.int32, x.shape, 1)
+    size = 2
+    while size <= n:
+        stride = size // 2
+        while stride >= 1:
+            lower = (lane & stride) == 0
+            partner = jnp.where(lower, pltpu.roll(x, n - stride, 1), pltpu.roll(x, stride, 1))
+            keep_min = lower == ((lane & size) == 0)
+            x = jnp.where(keep_min, jnp.minimum(x, partner), jnp.maximum(x, partner))
+            stride //= 2
+        size *= 2
+    o_ref[...] = x.astype(o_ref.dtype)
+
+
+def body_temporary_cases() -> list[Case]:
+    """The router family at the sizes of public MoE layers (64-256 experts, blocks of 256-2048
+    tokens), the others over blocks from one vreg file (256 KiB of f32) to tens of MiB."""
+    cases = []
+    for kind, experts, tokens, hidden, dtype in (
+        ("grouped", 256, 256, 2048, "bf16"),
+        ("grouped", 256, 512, 2048, "bf16"),
+        ("grouped", 256, 1024, 2048, "bf16"),
+        ("grouped", 256, 2048, 1024, "bf16"),
+        ("grouped", 64, 1024, 2048, "bf16"),
+        ("grouped", 128, 2048, 512, "f32"),
+        ("softmax", 64, 1024, 2048, "bf16"),
+        ("softmax", 128, 2048, 1024, "bf16"),
+        ("softmax", 256, 512, 4096, "bf16"),
+    ):
+        args = (((tokens * 2, hidden), dtype), ((hidden, experts), dtype))
+        args += (((1, experts), "f32"),) if kind == "grouped" else ()
+        cases.append(
+            Case(
+                f"router-{kind}-{dtype}-e{experts}-t{tokens}-h{hidden}",
+                "router",
+                functools.partial(router, tokens, kind),
+                args,
+            )
+        )
+    blocks = ((256, 256), (512, 1024), (1024, 1024), (1024, 2048))
+    norms = {
+        "softmax": (softmax_kernel, 0),
+        "layernorm": (layernorm_kernel, 2),
+        "rmsnorm": (rmsnorm_kernel, 1),
+    }
+    for name, (kernel, rows_args) in norms.items():
+        for dtype in ("f32", "bf16"):
+            for rows, cols in blocks:
+                args = (((rows * 2, cols), dtype),) + (((1, cols), dtype),) * rows_args
+                cases.append(
+                    Case(
+                        f"{name}-{dtype}-b{rows}x{cols}", "normalize", functools.partial(row_blocks, kernel, rows), args
+                    )
+                )
+    shaped = {
+        "mask-causal": (causal_mask_kernel, "mask"),
+        "mask-bandmax": (masked_max_kernel, "mask"),
+        "reduce-center": (center_columns_kernel, "reduce"),
+        "reduce-absmax": (scale_by_max_kernel, "reduce"),
+        "reduce-colsum": (column_sum_kernel, "reduce"),
+        "chain-gelu4": (functools.partial(chain_kernel, ops=4), "elementwise"),
+        "chain-twouse": (chain_two_uses_kernel, "elementwise"),
+        "scan-lanes": (cumsum_lanes_kernel, "scan"),
+        "scan-rows": (cumsum_rows_kernel, "scan"),
+    }
+    for name, (kernel, family) in shaped.items():
+        for dtype in ("f32", "bf16"):
+            for rows, cols in blocks:
+                if name == "scan-lanes" and cols > 1024:
+                    rows, cols = 2048, 1024  # the triangle is [cols, cols]
+                if name == "reduce-colsum":
+                    f = functools.partial(column_sum_rows, kernel, rows)
+                else:
+                    f = functools.partial(row_blocks, kernel, rows)
+                cases.append(Case(f"{name}-{dtype}-b{rows}x{cols}", family, f, (((rows * 2, cols), dtype),)))
+    for dtype in ("f32", "bf16"):
+        for rows, cols in ((256, 128), (1024, 128), (2048, 256), (4096, 256)):
+            cases.append(
+                Case(
+                    f"sort-bitonic-{dtype}-b{rows}x{cols}",
+                    "sort",
+                    functools.partial(row_blocks, bitonic_sort_kernel, rows),
+                    (((rows * 2, cols), dtype),),
+                )
+            )
+    return cases
+
+
+def column_sum_rows(kernel, rows: int) -> Callable:
+    """column_sum_kernel over `rows`-row blocks, each summed into an 8-row output block."""
+
+    def f(x):
+        total, cols = x.shape
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((total // rows * 8, cols), x.dtype),
+            grid=(total // rows,),
+            in_specs=[pl.BlockSpec((rows, cols), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, cols), lambda i: (i, 0)),
+        )(x)
+
+    return f
+
+
 HELD_OUT_CASES = (pipeline_cases, quant_matmul_cases, paged_attention_cases, sparse_matmul_cases, manual_dma_cases)
 
 
@@ -1259,6 +1569,7 @@ def all_cases() -> list[Case]:
         + library_cases()
     )
     cases += [case for make in HELD_OUT_CASES for case in make()]
+    cases += body_temporary_cases()
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     assert all(c.family == family_of(c.id) for c in cases), "a case's family is its id's (bench/families.py)"
