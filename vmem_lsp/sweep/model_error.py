@@ -9,9 +9,12 @@ writes model_error.json beside this file, keyed by the libtpu that compiled
 them: a compiler is judged by its own version's bounds, the nearest older. A
 kernel's kind is read from what the trace shows, since a user's kernel has no
 family name: one whose body allocates (emit_pipeline, run_scoped) is
-"pipeline"; one whose body computes what the model only estimates (a big dot
-result, spills, attention scores) or reads scalar-prefetched indices is
-"compute"; the rest, windows and scratch alone, "plain".
+"pipeline"; one whose body keeps values live across a reduction, a dot or a
+roll that no measured pattern sizes (layout.live_bytes: its spills are only
+bounded, within a wide band) is "temporaries"; one whose body computes what
+the model only estimates (a big dot result, spills, attention scores) or reads
+scalar-prefetched indices is "compute"; the rest, windows and scratch alone,
+"plain". A kind with no bounds for a chip or libtpu is never decided by the model.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ PAD = 0.02  # of the limit, beyond the worst error measured: the corpus is finit
 def kind_of(call: CapturedCall, target: str | None = None) -> str:
     if call.scoped:
         return "pipeline"
+    if layout.live_bytes(call) and not layout.attention_scores_bytes(call):
+        return "temporaries"
     if call.unseen or call.num_scalar_prefetch or layout.internal_estimate(call, target):
         return "compute"
     return "plain"
