@@ -31,14 +31,15 @@ def parts(*sizes):
     [
         ((64 * M, 64 * M, 4 * K), 68 * K, 128 * M, {0, 1}),  # equal windows both; the bias window never
         ((64 * M, 64 * M), 112 * M, 128 * M, {0, 1}),  # neither alone closes the gap
+        ((128 * M, 64 * M), 64 * M + 64 * K, 192 * M, {0, 1}),  # a third of the total is never "small"
         # jax's flash attention on v5e: its internal scratch, not four 512K windows (2% each)
         ((16530 * K, 512 * K, 512 * K, 512 * K, 512 * K), 2530 * K, 18530 * K, {0}),
         # ragged paged attention on v5e: 96K over; five 32K windows could close it, the 16M scratch does
         ((16 * M, 32 * K, 32 * K, 32 * K, 32 * K, 32 * K), 96 * K, 16480 * K, {0}),
         # the bundled matmul on v5e: four 4M buffers and 2.36M internal, all above 5% of the total
         ((4 * M, 4 * M, 4 * M, 4 * M, 2420 * K), 2420 * K, 18780 * K, {0, 1, 2, 3, 4}),
-        # small parts that are needed: without them the gap stays
-        ((8 * K, 8 * K, 8 * K), 20 * K, 24 * K, {0, 1, 2}),
+        # small parts that are needed: without them the larger ones cannot close the gap
+        ((64 * M, 2 * M, 2 * M), 66 * M, 68 * M, {0, 1, 2}),
         ((64 * M, 4 * K), None, None, {0, 1}),  # the gap unknown: every part
         ((64 * M, 4 * K), 200 * M, 200 * M, {0, 1}),  # the parts cannot explain the gap: every part
     ],

@@ -547,25 +547,18 @@ SMALL_SHARE = 0.05  # of the kernel's total: a part below it is a culprit only i
 
 
 def culprits(parts: list[Part], over: int | None, used: int | None) -> set[int]:
-    """The parts that make the overflow, largest first: a part whose size and
-    all the smaller ones' could close the gap, when it is not small (under
-    SMALL_SHARE of the total) or the larger ones could not close the gap
-    without it. Equal parts are equally culprits. A 1.0K bias window beside two
-    64M windows is not one; it stays related information of the kernel's total.
-    A part of unknown size is always one, and so is every part when the gap is
-    unknown or larger than all the parts together."""
+    """The parts that make the overflow: every part of at least SMALL_SHARE of
+    the total, and a smaller one only when the larger parts could not close the
+    gap without it. A 1.0K bias window beside two 64M windows is not one; it
+    stays related information of the kernel's total. A part of unknown size is
+    always one, and so is every part when the gap is unknown or larger than all
+    the parts together."""
     known = [p.facts.get("size") for p in parts]
     sizes: list[int] = [size for size in known if size is not None]
     if not over or over <= 0 or len(sizes) < len(known) or sum(sizes) < over:
         return set(range(len(parts)))
     small = SMALL_SHARE * (used or sum(sizes))
-    chosen = set()
-    for i, size in enumerate(sizes):
-        up_to = sum(s for s in sizes if s <= size)
-        above = sum(s for s in sizes if s > size)
-        if up_to >= over and (size >= small or above < over):
-            chosen.add(i)
-    return chosen
+    return {i for i, size in enumerate(sizes) if size >= small or sum(s for s in sizes if s > size) < over}
 
 
 def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[Diagnostic]:
