@@ -76,6 +76,8 @@ class Scoped:
     origin: Origin | None  # the inner BlockSpec of a pipeline window; the VMEM(...) of an entry
     scope: int  # which run_scoped made it (its number in the kernel, trace order)
     parent: int  # the run_scoped that encloses that one; -1: the kernel body
+    window: int | None = None  # a pipeline window's N: its pipeline's in_specs[N] or out_specs[N]
+    caller: Origin | None = None  # where user code called the helper that made its inner BlockSpec
 
     @property
     def block_shape(self) -> tuple[int, ...]:

@@ -27,7 +27,16 @@ from ..dtypes import COMPILER_DTYPES
 from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
 from . import jax_compat
 from .devices import target_device, trace_device
-from .provenance import PROVENANCE, SCOPED, Provenance, is_user_file, recording, traceback_origin
+from .provenance import (
+    PROVENANCE,
+    SCOPED,
+    Provenance,
+    ScopedRecord,
+    is_user_file,
+    recording,
+    scoped_record,
+    traceback_origin,
+)
 from .request_limits import OverTime
 from .tracing import IN_PROGRAM, extra, trace_example
 
@@ -161,18 +170,23 @@ def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
                     inner = getattr(aval, "inner_aval", aval)
                     if space not in (None, "vmem") or not hasattr(inner, "shape"):
                         continue
-                    kind, origin, buffers = entries[n] if entries and entries[n] else ("run_scoped", where, 1)
+                    known, record = scoped_record(aval)
+                    if not known:
+                        record = entries[n] if entries else None
+                    record = record or ScopedRecord("run_scoped", where, 1)
                     found.append(
                         Scoped(
-                            kind,
+                            record.kind,
                             len(found),
                             compiler_dtype(inner.dtype),
                             tuple(int(d) for d in inner.shape),
-                            buffers,
+                            record.buffers,
                             space,
-                            origin,
+                            record.origin,
                             scope,
                             parent,
+                            record.window,
+                            record.caller,
                         )
                     )
                 walk(body, scope)

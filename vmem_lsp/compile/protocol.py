@@ -14,7 +14,7 @@ from typing import Any
 
 from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch, Unseen
 
-PROTOCOL_VERSION = 9  # raised whenever a message or a result's fields change: the hello refuses a mismatch
+PROTOCOL_VERSION = 10  # raised whenever a message or a result's fields change: the hello refuses a mismatch
 
 
 def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:
@@ -71,7 +71,14 @@ def result_from_dict(d: dict) -> ExampleResult:
                     Scratch(**{**s, "origin": _origin(s["origin"]), "shape": tuple(s["shape"])}) for s in c["scratch"]
                 ),
                 "scoped": tuple(
-                    Scoped(**{**s, "origin": _origin(s["origin"]), "shape": tuple(s["shape"])})
+                    Scoped(
+                        **{
+                            **s,
+                            "origin": _origin(s["origin"]),
+                            "shape": tuple(s["shape"]),
+                            "caller": _origin(s.get("caller")),
+                        }
+                    )
                     for s in c.get("scoped", ())
                 ),
                 "unseen": tuple(Unseen(**{**u, "origin": _origin(u["origin"])}) for u in c.get("unseen", ())),

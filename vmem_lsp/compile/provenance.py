@@ -19,8 +19,10 @@ import sys
 import sysconfig
 import traceback
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any, NamedTuple
 
 import jax
 from jax.experimental import pallas as pl
@@ -69,14 +71,43 @@ def user_origin(depth: int = 2) -> Origin | None:
     frame = user_frame(depth + 1)
     if frame is None:
         return None
+    return position_of(frame.f_code, frame.f_lasti, frame.f_lineno)
+
+
+def position_of(code, lasti: int, lineno: int) -> Origin:
+    """Where the instruction at `lasti` of `code` is: its line and the column
+    its expression starts at."""
     col = None
-    index = frame.f_lasti // 2
-    position = next(itertools.islice(frame.f_code.co_positions(), index, None), None) if index >= 0 else None
+    index = lasti // 2
+    position = next(itertools.islice(code.co_positions(), index, None), None) if index >= 0 else None
     if position is not None and position[2] is not None:
         line, _, col, _ = position  # Python counts the column in UTF-8 bytes; we, in code points
-        linecache.checkcache(frame.f_code.co_filename)  # the file may have changed since this worker read it
-        col = char_column(linecache.getline(frame.f_code.co_filename, line), col)
-    return Origin(frame.f_code.co_filename, frame.f_lineno, col)
+        linecache.checkcache(code.co_filename)  # the file may have changed since this worker read it
+        col = char_column(linecache.getline(code.co_filename, line), col)
+    return Origin(code.co_filename, lineno, col)
+
+
+def caller_of(frame: FrameType | None) -> tuple | None:
+    """Where user code called the function of a user frame: the call that
+    gave a helper's BlockSpec its shape (`specs.tiles(bm, bk)` in a kernel
+    body, for a spec made in specs.tiles). None when jax called it (a kernel
+    body traced by pallas_call: its inline specs have no such call), or when
+    the call is on the spec's own line (a comprehension's frame on Python
+    3.11). Kept as (code, instruction, line), made an Origin only when read
+    (caller_origin): most stamps are never read, and a position costs."""
+    if frame is None:
+        return None
+    back = frame.f_back
+    if back is None or not is_user_file(back.f_code.co_filename):
+        return None
+    if back.f_code.co_filename == frame.f_code.co_filename and back.f_lineno == frame.f_lineno:
+        return None
+    return (back.f_code, back.f_lasti, back.f_lineno)
+
+
+def caller_origin(obj) -> Origin | None:
+    found = getattr(obj, CALLER_ATTR, None)
+    return position_of(*found) if found is not None else None
 
 
 def traceback_origin(traceback) -> Origin | None:
@@ -89,6 +120,7 @@ def traceback_origin(traceback) -> Origin | None:
 
 
 ORIGIN_ATTR = "_vmem_lsp_origin"
+CALLER_ATTR = "_vmem_lsp_caller"
 
 # Whether the hooks below record where user code made each spec and call: off
 # while a request that reads no origins traces (vmem_lsp.fits(compile=False),
@@ -124,7 +156,10 @@ def _stamp_init(cls) -> None:
         if not RECORDING:
             return
         try:
-            object.__setattr__(self, ORIGIN_ATTR, user_origin())
+            frame = user_frame()  # the frame that called __init__, or the user frame above it
+            origin = position_of(frame.f_code, frame.f_lasti, frame.f_lineno) if frame is not None else None
+            object.__setattr__(self, ORIGIN_ATTR, origin)
+            object.__setattr__(self, CALLER_ATTR, caller_of(frame))
         except (AttributeError, TypeError):
             pass  # a class with __slots__: no stamp, the call site is the fallback
 
@@ -180,29 +215,83 @@ def _wrap_pallas_call(original):
     return pallas_call
 
 
+class ScopedRecord(NamedTuple):
+    """What one allocation of a run_scoped call is."""
+
+    kind: str  # "pipeline_in" | "pipeline_out" | "run_scoped"
+    origin: Origin | None  # the inner BlockSpec of a pipeline window; the VMEM(...) of an entry
+    buffers: int
+    window: int | None = None  # a pipeline window's place among its pipeline's in_specs or out_specs
+    caller: Origin | None = None  # the call in user code of the helper that made that BlockSpec
+
+
+# id of the aval of each ref a run_scoped body was traced with -> (that aval,
+# what the allocation is): the run_scoped equation's own invars carry these
+# avals, so each run_scoped call keeps its own record, where two calls from one
+# line (pipelines made in a loop, a package's pipeline helper that every
+# kernel calls) shared one key below and the last one's specs named the
+# windows of all. The aval is kept so that its id is not reused; the oldest
+# are dropped past SCOPED_AVALS_KEPT (a cached kernel's jaxpr then falls back
+# to the key below).
+SCOPED_AVALS: OrderedDict[int, tuple[Any, ScopedRecord | None]] = OrderedDict()
+SCOPED_AVALS_KEPT = 8192
+
 # (file, line, allocations) of a run_scoped call in user code -> what each
-# allocation is: (kind, origin, buffers), or None for a semaphore or the like.
-# Kept across examples: jax caches traces, and a cached kernel's jaxpr still
-# points at the line whose record this is.
-SCOPED: dict[tuple[str, int, int], tuple] = {}
+# allocation is (a ScopedRecord), or None for a semaphore or the like: for a
+# body whose refs were not seen (a transformed ref). Kept across examples: jax
+# caches traces, and a cached kernel's jaxpr still points at the line whose
+# record this is.
+SCOPED: dict[tuple[str, int, int], tuple[ScopedRecord | None, ...]] = {}
 
 
-def _scoped_entries(types, kw_types) -> tuple:
+def scoped_record(aval) -> tuple[bool, ScopedRecord | None]:
+    """(known, record) of an allocation by the aval of its ref in a run_scoped body."""
+    found = SCOPED_AVALS.get(id(aval))
+    if found is None or found[0] is not aval:
+        return False, None
+    return True, found[1]
+
+
+def _remembering(f, entries: tuple[ScopedRecord | None, ...]):
+    """The run_scoped body, noting the avals of the refs it is traced with
+    against what each allocation is."""
+
+    @functools.wraps(f)
+    def run_scoped(*refs, **kw_refs):  # named as a hook that passes the user's arguments on (worker.PASS_THROUGH)
+        leaves = jax.tree_util.tree_leaves((refs, kw_refs))
+        if len(leaves) == len(entries):
+            for leaf, record in zip(leaves, entries):
+                aval = getattr(leaf, "aval", None)
+                if aval is not None:
+                    SCOPED_AVALS[id(aval)] = (aval, record)
+            while len(SCOPED_AVALS) > SCOPED_AVALS_KEPT:
+                SCOPED_AVALS.popitem(last=False)
+        return f(*refs, **kw_refs)
+
+    return run_scoped
+
+
+def _scoped_entries(types, kw_types) -> tuple[ScopedRecord | None, ...]:
     """What each flat allocation of a run_scoped call is: a pipeline's window
     (a BufferedRef of emit_pipeline: its window_ref, made for the inner
-    BlockSpec that carries the user's origin) or a user's VMEM(...) entry."""
+    BlockSpec that carries the user's origin; the Nth input or output of that
+    pipeline, counted as emit_pipeline lays its BufferedRefs out, inputs then
+    outputs, each in its specs' order) or a user's VMEM(...) entry."""
     buffered = jax_compat.BufferedRef
-    entries = []
+    entries: list[ScopedRecord | None] = []
+    windows = {"pipeline_in": 0, "pipeline_out": 0}
     items = jax.tree_util.tree_leaves((types, kw_types), is_leaf=lambda x: isinstance(x, buffered))
     for item in items:
         leaves = jax.tree_util.tree_leaves(item)
         if buffered is not None and isinstance(item, buffered):
             is_input, spec, count, window = jax_compat.buffered(item)
             kind = "pipeline_in" if is_input else "pipeline_out"
-            origin = getattr(spec, ORIGIN_ATTR, None)
-            entries += [(kind, origin, count) if leaf is window else None for leaf in leaves]
+            number = windows[kind]
+            windows[kind] += 1
+            record = ScopedRecord(kind, getattr(spec, ORIGIN_ATTR, None), count, number, caller_origin(spec))
+            entries += [record if leaf is window else None for leaf in leaves]
         else:
-            entries += [("run_scoped", getattr(leaf, ORIGIN_ATTR, None), 1) for leaf in leaves]
+            entries += [ScopedRecord("run_scoped", getattr(leaf, ORIGIN_ATTR, None), 1) for leaf in leaves]
     return tuple(entries)
 
 
@@ -218,6 +307,7 @@ def _wrap_run_scoped(original):
             frame = user_frame()  # the key: file and line, no column
             if frame is not None:
                 SCOPED[(frame.f_code.co_filename, frame.f_lineno, len(entries))] = entries
+            f = _remembering(f, entries)
         except Exception:  # provenance is a nicety: never in the way of the user's kernel, but said
             jax_compat.lose("scoped_origins")
             traceback.print_exc(file=sys.stderr)
