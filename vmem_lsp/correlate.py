@@ -237,12 +237,27 @@ def scoped_anchor(entry: Scoped, sites_of: SitesOf, text_of: TextOf | None, fall
         spec = at_origin(located, origin) if origin.col is not None else None
         if spec is not None:
             return Anchor(origin.file, (spec.block_shape or spec).span)
+    return call_anchor_at(origin, text_of, first_argument=entry.kind != "run_scoped")
+
+
+def call_anchor_at(origin: Origin, text_of: TextOf | None, first_argument: bool = False) -> Anchor:
+    """The call the worker saw made at `origin` (its first argument, a block
+    shape, when asked and written), else the origin's line."""
     text = text_of(origin.file) if text_of is not None else None
     found = call_at(text, origin.line, origin.col) if text else None
     if found is not None:
         call, first = found
-        return Anchor(origin.file, first if entry.kind != "run_scoped" and first is not None else call)
+        return Anchor(origin.file, first if first_argument and first is not None else call)
     return Anchor(origin.file, line_span(origin.line))
+
+
+def scoped_caller_anchor(entry: Scoped, text_of: TextOf | None) -> Anchor | None:
+    """The call in user code of the helper that made a pipeline window's
+    inner BlockSpec (`specs.tiles(bm, bk)` in the kernel body): where the
+    window got its shape. None for a spec made where it is passed."""
+    if entry.caller is None or entry.kind == "run_scoped":
+        return None
+    return call_anchor_at(entry.caller, text_of)
 
 
 def scoped_entry(call: CapturedCall, index: int) -> Scoped | None:

@@ -23,6 +23,7 @@ from .correlate import (
     operand_named,
     scoped_allocations,
     scoped_anchor,
+    scoped_caller_anchor,
     scoped_entry,
     scratch_anchor,
     scratch_entry,
@@ -48,6 +49,7 @@ class Part:
     subject: str  # "input 0", "scratch 1", "spill", "internal", "allocation 3"
     wording: Wording
     facts: dict
+    related: tuple[Related, ...] = ()  # what it says beyond the kernel and the example: a helper's call
 
 
 @dataclass
@@ -246,13 +248,14 @@ def scoped_part(allocation: Allocation, entry: Scoped, sites, anchor, need, base
         **base,
         "kind": entry.kind,
         "index": index,
+        "window": entry.window,
         "size": allocation.size,
         "buffers": entry.buffers,
         "window_shape": render.shape(entry.dtype, entry.block_shape),
         "estimated": False,
         "tag": allocation.tag,
     }
-    label = render.cost_label(entry.kind, index, entry.dtype, entry.block_shape)
+    label = render.cost_label(entry.kind, index, entry.dtype, entry.block_shape, entry.window)
     buffers = entry.buffers if entry.kind != "run_scoped" else None
     return Part(
         scoped_anchor(entry, sites.sites_of, sites.text, anchor),
@@ -260,22 +263,34 @@ def scoped_part(allocation: Allocation, entry: Scoped, sites, anchor, need, base
         f"scoped {index}",
         render.part(label, allocation.size, need, buffers=buffers, printed=allocation.size_text),
         facts,
+        scoped_related(entry, sites, label),
     )
 
 
+def scoped_related(entry: Scoped, sites: Sources, label: str) -> tuple[Related, ...]:
+    """The call of the helper that made a pipeline window's inner BlockSpec,
+    as related information: the window is marked where the spec is made (in
+    the helper), and this says which call of it gave the window its shape."""
+    at = scoped_caller_anchor(entry, sites.text)
+    return (Related(at.path, at.span, render.made_by_call(label)),) if at is not None else ()
+
+
 def cost_place(cost: layout.WindowCost, call: CapturedCall, site, sites: Sources, anchor: Anchor):
-    """Where a buffer the model priced is marked, its label and subject, and
-    the operand of a window."""
+    """Where a buffer the model priced is marked, its label and subject, the
+    operand of a window, and related information (a helper's call)."""
     label = render.cost_label(cost.kind, cost.index, cost.dtype, cost.shape)
     if cost.kind == "scratch":
-        return scratch_anchor(cost.index, call, site, sites.sites_of, anchor), label, f"scratch {cost.index}", None
+        return scratch_anchor(cost.index, call, site, sites.sites_of, anchor), label, f"scratch {cost.index}", None, ()
     if cost.kind in layout.SCOPED_KINDS:
         entry = scoped_entry(call, cost.index)
-        where = scoped_anchor(entry, sites.sites_of, sites.text, anchor) if entry is not None else anchor
-        return where, label, f"scoped {cost.index}", None
+        if entry is None:
+            return anchor, label, f"scoped {cost.index}", None, ()
+        label = render.cost_label(cost.kind, cost.index, cost.dtype, cost.shape, entry.window)
+        where = scoped_anchor(entry, sites.sites_of, sites.text, anchor)
+        return where, label, f"scoped {cost.index}", None, scoped_related(entry, sites, label)
     role = "in" if cost.kind == "input_window" else "out"
     op = next(o for o in call.operands if o.role == role and o.index == cost.index)
-    return spec_anchor(op, site, sites.sites_of, anchor), label, render.operand(role, cost.index), op
+    return spec_anchor(op, site, sites.sites_of, anchor), label, render.operand(role, cost.index), op, ()
 
 
 def estimated_parts(call, report, target, site, sites, anchor, need, base) -> list[Part]:
@@ -295,7 +310,7 @@ def estimated_parts(call, report, target, site, sites, anchor, need, base) -> li
             "window_shape": render.shape(cost.dtype, cost.shape),
             "estimated": True,
         }
-        where, label, subject, op = cost_place(cost, call, site, sites, anchor)
+        where, label, subject, op, related = cost_place(cost, call, site, sites, anchor)
         if op is not None:
             facts["full_shape"] = render.shape(op.dtype, op.full_shape)
         parts.append(
@@ -305,6 +320,7 @@ def estimated_parts(call, report, target, site, sites, anchor, need, base) -> li
                 subject,
                 render.part(label, cost.bytes, need, buffers=cost.buffering, note=render.ESTIMATED_SPLIT),
                 facts,
+                related,
             )
         )
     if remainder > 0:
@@ -361,7 +377,7 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
             )
         )
     for cost in layout.window_costs(call, target.name):
-        where, label, subject, _ = cost_place(cost, call, site, sites, anchor)
+        where, label, subject, _, related = cost_place(cost, call, site, sites, anchor)
         parts.append(
             Part(
                 where,
@@ -376,6 +392,7 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
                     "buffers": cost.buffers,
                     "estimated": True,
                 },
+                related,
             )
         )
     name = kernel_label(call)
@@ -586,7 +603,7 @@ def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[D
             p.wording.text(),
             target.name,
             "model" if p.facts.get("estimated") else "compiler",
-            (at_call, directive),
+            (at_call, directive, *p.related),
             {**p.facts, **which},
             subject(p.subject),
             p.wording,

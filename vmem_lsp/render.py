@@ -161,15 +161,24 @@ SCOPED_NAMES = {
 }
 
 
-def cost_label(kind: str, index: int | None, dtype: str, dims) -> str:
+def cost_label(kind: str, index: int | None, dtype: str, dims, pipeline_window: int | None = None) -> str:
     """What a priced buffer is called: `input 0 window f32[8,128]`, `scratch 1
-    f32[8,128]`, `pipeline input window f32[1024,8192]` (an emit_pipeline's
-    block), `run_scoped VMEM f32[4096,4096]`."""
+    f32[8,128]`, `pipeline input 0 window f32[1024,8192]` (an emit_pipeline's
+    block, its in_specs[0], when the worker said which), `run_scoped VMEM
+    f32[4096,4096]`."""
     if kind == "scratch":
         return scratch(index, dtype, dims)
     if kind in SCOPED_NAMES:
-        return f"{SCOPED_NAMES[kind]} {shape(dtype, dims)}"
+        name = SCOPED_NAMES[kind]
+        if pipeline_window is not None and kind != "run_scoped":
+            name = name.replace(" window", f" {pipeline_window} window")
+        return f"{name} {shape(dtype, dims)}"
     return window("in" if kind == "input_window" else "out", index, dtype, dims)
+
+
+def made_by_call(label: str) -> str:
+    """The related information on the call of a helper that made a BlockSpec."""
+    return f"this call makes the BlockSpec of {label}"
 
 
 def allocation_label(allocation) -> str:
