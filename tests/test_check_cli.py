@@ -34,8 +34,10 @@ def test_seed_copy_kernel_on_v6e_reports_on_each_blockspec(examples_check):
     first = next(d for d in found if d["range"]["start_line"] == in_line)
     # One diagnostic for both chips: what the window is, then what each chip says.
     assert first["message"].startswith("input 0 window f32[4096,4096] = 64.00M, single buffered; ")
-    assert first["message"].endswith("; kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)")
-    assert "kernel needs 128.00M of 16.00M scoped VMEM on TPU v5e" in first["message"]
+    assert first["message"].endswith("; needs 128.00M of 16.00M scoped on v5e, 127.94M on v6e")
+    related = [r["message"] for r in first["related"]]
+    assert any(m.endswith("kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)") for m in related)
+    assert any("kernel needs 128.00M of 16.00M scoped VMEM on TPU v5e" in m for m in related)
     assert first["target"] == "v5e,v6e"
     # The range covers the block-shape expression exactly.
     text = path.read_text().splitlines()[in_line - 1]
@@ -50,7 +52,8 @@ def test_seed_total_on_the_pallas_call_line_and_the_directive(examples_check):
     path = EXAMPLES / "copy_whole.py"
     total = by(report["diagnostics"], path="examples/copy_whole.py", target="v6e", code="VMEM002")
     assert [d["range"]["start_line"] for d in total] == [line_of(path, "pl.pallas_call(")]
-    assert "needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)" in total[0]["message"]
+    assert "127.94M on v6e" in total[0]["message"]
+    assert any("needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)" in r["message"] for r in total[0]["related"])
     directive = by(report["diagnostics"], path="examples/copy_whole.py", target="v6e", code="VMEM004")
     assert [d["range"]["start_line"] for d in directive] == [line_of(path, "# vmem:")]
 
@@ -116,7 +119,7 @@ def test_the_kernel_that_fits_says_what_was_checked_in_json_only(cache_dir, exam
     assert quiet.stdout.splitlines()[:-1] == [] and "1 kernel fits" in quiet.stdout
     (line,) = shown.stdout.splitlines()[:-1]
     assert line.startswith("examples/add_fits.py:17:15: information VMEM007 pallas_call add_kernel fits (grid (16,)")
-    assert line.endswith("~12.00M of 16.00M scoped VMEM on TPU v5e; ~12.00M of 32.00M scoped VMEM on TPU v6e")
+    assert line.endswith("needs ~12.00M of 16.00M scoped on v5e, 32.00M scoped on v6e")
 
 
 def test_warm_cache_starts_no_compiler_and_gives_the_same_answer(cache_dir, examples_check):
@@ -172,14 +175,11 @@ def test_library_kernel_diagnostics_land_in_jax_flash_attention(cache_dir):
     done, report = run_json("check", str(KERNELS / "flash_user.py"), "--target", "v5e", "--cache-dir", str(cache_dir))
     assert done.returncode == 1, done.stderr
     library = flash_module.__file__
-    windows = [
-        d
-        for d in report["diagnostics"]
-        if d["abs_path"] == library
-        and d["code"] == "VMEM001"
-        and d["facts"]["kind"] in ("input_window", "output_window")
-    ]
-    assert windows, report["diagnostics"]
+    # Its 67M of internal scratch makes the overflow: the windows (under 5% each) are related
+    # information of the total, still placed on the library's BlockSpec lines.
+    (total,) = [d for d in report["diagnostics"] if d["abs_path"] == library and d["code"] == "VMEM002"]
+    windows = [r for r in total["related"] if " window " in r["message"] and r["path"].endswith("flash_attention.py")]
+    assert windows, total["related"]
     spans = blockspec_spans(library)
     for d in windows:
         line = d["range"]["start_line"]
