@@ -95,9 +95,10 @@ async def test_the_server_checks_each_chip_down_its_branch(kernels):
         ]
 
 
-def test_devices_answer_as_the_target_only_while_the_example_runs():
+def test_devices_answer_as_the_target_only_while_the_example_runs(tmp_path):
     """In the worker: jax.devices() and friends give the target's devices inside
-    `seen_as`, jax's own outside it and for another backend named."""
+    `seen_as` when user code asks, jax's own outside it, for another backend named,
+    and to jax's own machinery (which puts constants on a real device)."""
     code = """
 import jax
 from vmem_lsp.compile import chip_view, devices
@@ -106,11 +107,13 @@ tpu = devices.target_devices("v6e")
 with chip_view.seen_as(tpu):
     inside = (jax.devices()[0].device_kind, jax.default_backend(), jax.device_count(),
               jax.local_devices()[0].platform, jax.devices("tpu")[0].device_kind, jax.devices("cpu")[0].platform)
+    machinery = jax.numpy.asarray([1, 2]).devices().pop().platform
 asked = chip_view.take_asked()
-print(repr((inside, jax.devices()[0].platform, jax.default_backend(), asked, chip_view.take_asked())))
+print(repr((inside, machinery, jax.devices()[0].platform, jax.default_backend(), asked, chip_view.take_asked())))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    (tmp_path / "ask.py").write_text(code)
+    done = subprocess.run([sys.executable, "ask.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    inside, outside, backend, asked, again = eval(done.stdout.strip().splitlines()[-1])
+    inside, machinery, outside, backend, asked, again = eval(done.stdout.strip().splitlines()[-1])
     assert inside == ("TPU v6 lite", "tpu", 4, "tpu", "TPU v6 lite", "cpu")
-    assert (outside, backend, asked, again) == ("cpu", "cpu", True, False)
+    assert (machinery, outside, backend, asked, again) == ("cpu", "cpu", "cpu", True, False)

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 
 import jax
+
+from .provenance import is_user_file
 
 # jax's public "which device am I on" functions, each answered for the target.
 ASKED_BY_NAME = ("devices", "local_devices", "device_count", "local_device_count", "default_backend")
@@ -33,10 +36,18 @@ _SEEN: list = [None]  # the target's devices while a request runs, else None
 _ASKED: list[bool] = [False]  # some user code asked since the last `seen_as` began
 
 
+def _asked_by_user(depth: int = 3) -> bool:
+    """The question comes from the user's code (a kernel, its helpers, jax's shipped
+    kernels), not from jax's own machinery: jnp.array of a constant during the trace
+    asks jax.local_devices() for a device to put it on, and must get a real one (jax's
+    splash attention failed with the compile-only device's client)."""
+    return is_user_file(sys._getframe(depth).f_code.co_filename)
+
+
 def _for_target(backend) -> bool:
-    """A question about the default backend or the TPU one: answered by the target.
-    Another backend asked by name ("cpu") gets jax's own answer."""
-    if _SEEN[0] is None:
+    """A question from user code about the default backend or the TPU one: answered
+    by the target. Another backend asked by name ("cpu") gets jax's own answer."""
+    if _SEEN[0] is None or not _asked_by_user():
         return False
     return backend is None or (isinstance(backend, str) and backend.lower() == "tpu")
 
@@ -67,7 +78,7 @@ def _answers():
         return len(_SEEN[0])
 
     def default_backend():
-        if _SEEN[0] is None:
+        if _SEEN[0] is None or not _asked_by_user(2):
             return _ORIGINAL["default_backend"]()
         _ASKED[0] = True
         return "tpu"

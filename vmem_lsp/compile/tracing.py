@@ -231,9 +231,11 @@ def trace_example(call_text: str, namespace: dict, device, direct: bool = False)
     it (cheaper: for fits(compile=False), whose requests want no origins)."""
     if isinstance(device, str):
         device = target_device(device)
-    default = jax.default_device(device) if device is not None else contextlib.nullcontext()
-    with default, chip_view.seen_as(all_devices(device)):  # the example's arguments may ask too
+    with chip_view.seen_as(all_devices(device)):  # the example's arguments may ask which chip too
+        # Outside the default device: arguments made concrete (a mask, a table) need a real one.
         run, shapes = example_function(call_text, namespace, device)
+    default = jax.default_device(device) if device is not None else contextlib.nullcontext()
+    with default, chip_view.seen_as(all_devices(device)):
         traced = getattr(run, "traced", None) if direct else None
         closed = traced(*shapes) if traced is not None else jax.make_jaxpr(run)(*shapes)
     unique, seen = [], set()
