@@ -114,7 +114,7 @@ def test_losing_the_connection_mid_compile_is_a_clear_error(sshd):
 def test_losing_the_connection_falls_back_to_the_local_worker(sshd):
     code, report, _ = start_check_then_kill_sshd(sshd, "--worker-fallback")
     assert code == 1
-    assert {d["code"] for d in report["diagnostics"]} >= {"VMEM001", "VMEM002", "VMEM004"}
+    assert {d["code"] for d in report["diagnostics"]} >= {"VMEM002", "VMEM004"}
 
 
 @pytest.mark.parametrize("problem", ["wrong host key", "no key"])
