@@ -773,32 +773,26 @@ def chip_summary(rows: list[dict], temporaries: bool = False) -> list[dict]:
 def temporaries_table(summary: list[dict]) -> str:
     """Issue 31's families per chip: verdicts, "fits" overturned silently or warned, and warnings
     on kernels that fit (the rule's noise)."""
+    return summary_table(summary, noise=True)
+
+
+def summary_table(summary: list[dict], noise: bool = False) -> str:
+    """Per chip: the fitted families, leave-one-family-out and the held-out ones; with `noise`,
+    the warnings on kernels that fit too."""
+    warned = " | warned that fit" if noise else ""
     lines = [
-        "| chip | fitted: cases | verdict % | silent fits (warned) | warned that fit | leave-one-family-out: "
-        "verdict % | silent fits (warned) | held out: cases | verdict % | silent fits (warned) | warned that fit |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| chip | {'fitted' if noise else 'training'}: cases | verdict % | silent fits (warned){warned} | "
+        f"leave-one-family-out: verdict % | silent fits (warned) | held out: cases | verdict % | "
+        f"silent fits (warned){warned} |",
+        "|" + " --- |" * (11 if noise else 9),
     ]
     for s in summary:
         t, lo, h = s["training"], s["lofo"], s["held_out"]
+        extra = (lambda part: f" | {part['noise']}") if noise else (lambda part: "")
         lines.append(
-            f"| {s['chip']} | {t['cases']} | {t['verdict']} | {t['silent']} ({t['warned']}) | {t['noise']} | "
+            f"| {s['chip']} | {t['cases']} | {t['verdict']} | {t['silent']} ({t['warned']}){extra(t)} | "
             f"{lo['verdict']} | {lo['silent']} ({lo['warned']}) | {h['cases']} | {h['verdict']} | "
-            f"{h['silent']} ({h['warned']}) | {h['noise']} |"
-        )
-    return "\n".join(lines)
-
-
-def summary_table(summary: list[dict]) -> str:
-    lines = [
-        "| chip | training: cases | verdict % | silent fits (warned) | leave-one-family-out: verdict % | "
-        "silent fits (warned) | held out: cases | verdict % | silent fits (warned) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for s in summary:
-        t, lo, h = s["training"], s["lofo"], s["held_out"]
-        lines.append(
-            f"| {s['chip']} | {t['cases']} | {t['verdict']} | {t['silent']} ({t['warned']}) | {lo['verdict']} | "
-            f"{lo['silent']} ({lo['warned']}) | {h['cases']} | {h['verdict']} | {h['silent']} ({h['warned']}) |"
+            f"{h['silent']} ({h['warned']}){extra(h)} |"
         )
     return "\n".join(lines)
 
