@@ -36,52 +36,46 @@ _SEEN: list = [None]  # the target's devices while a request runs, else None
 _ASKED: list[bool] = [False]  # some user code asked since the last `seen_as` began
 
 
-def _asked_by_user(depth: int = 3) -> bool:
+def _asked_by_user() -> bool:
     """The question comes from the user's code (a kernel, its helpers, jax's shipped
     kernels), not from jax's own machinery: jnp.array of a constant during the trace
     asks jax.local_devices() for a device to put it on, and must get a real one (jax's
-    splash attention failed with the compile-only device's client)."""
-    return is_user_file(sys._getframe(depth).f_code.co_filename)
+    splash attention failed with the compile-only device's client). Frames: this one,
+    _target_for, the answer, its caller."""
+    return is_user_file(sys._getframe(3).f_code.co_filename)
 
 
-def _for_target(backend) -> bool:
-    """A question from user code about the default backend or the TPU one: answered
-    by the target. Another backend asked by name ("cpu") gets jax's own answer."""
+def _target_for(backend) -> tuple | None:
+    """The target's devices for a question from user code about the default backend
+    or the TPU one (recorded as asked), else None: another backend asked by name
+    ("cpu"), or a question outside a request, gets jax's own answer."""
     if _SEEN[0] is None or not _asked_by_user():
-        return False
-    return backend is None or (isinstance(backend, str) and backend.lower() == "tpu")
+        return None
+    if backend is not None and not (isinstance(backend, str) and backend.lower() == "tpu"):
+        return None
+    _ASKED[0] = True
+    return _SEEN[0]
 
 
 def _answers():
     def devices(backend=None):
-        if not _for_target(backend):
-            return _ORIGINAL["devices"](backend)
-        _ASKED[0] = True
-        return list(_SEEN[0])
+        found = _target_for(backend)
+        return list(found) if found is not None else _ORIGINAL["devices"](backend)
 
     def local_devices(process_index=None, backend=None, host_id=None):
-        if not _for_target(backend):
-            return _ORIGINAL["local_devices"](process_index, backend, host_id)
-        _ASKED[0] = True
-        return list(_SEEN[0])
+        found = _target_for(backend)
+        return list(found) if found is not None else _ORIGINAL["local_devices"](process_index, backend, host_id)
 
     def device_count(backend=None):
-        if not _for_target(backend):
-            return _ORIGINAL["device_count"](backend)
-        _ASKED[0] = True
-        return len(_SEEN[0])
+        found = _target_for(backend)
+        return len(found) if found is not None else _ORIGINAL["device_count"](backend)
 
     def local_device_count(backend=None):
-        if not _for_target(backend):
-            return _ORIGINAL["local_device_count"](backend)
-        _ASKED[0] = True
-        return len(_SEEN[0])
+        found = _target_for(backend)
+        return len(found) if found is not None else _ORIGINAL["local_device_count"](backend)
 
     def default_backend():
-        if _SEEN[0] is None or not _asked_by_user(2):
-            return _ORIGINAL["default_backend"]()
-        _ASKED[0] = True
-        return "tpu"
+        return "tpu" if _target_for(None) is not None else _ORIGINAL["default_backend"]()
 
     return {
         "devices": devices,

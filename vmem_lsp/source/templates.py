@@ -247,9 +247,8 @@ def test_files(path: str, root: str | None) -> list[str]:
 def template_for(text: str, path: str, site_span: Span, others: Sequence[tuple[str, str]] = ()) -> Template | None:
     """The example to add for the pallas_call at `site_span`; `others` are
     (path, text) of files to look in for calls with literal shapes (tests)."""
-    try:
-        module = parse_quietly(text)
-    except (SyntaxError, ValueError):
+    module = _module(text)
+    if module is None:
         return None
     function = reaching_function(module, site_span.start_line)
     if function is None:
