@@ -34,7 +34,12 @@ def verdicts(report: dict) -> set[tuple]:
 
 
 def v7x_messages(report: dict) -> list[str]:
-    return [d["message"] for d in report["diagnostics"] if "on TPU v7x" in d["message"]]
+    """Every finding's sentence that states v7x's figures: a message of v7x alone, or, where a
+    finding names several chips in brief, v7x's whole sentence in its related information.
+    What fits (VMEM007) states the scoped limit, not the chip's VMEM."""
+    findings = [d for d in report["diagnostics"] if d["code"] != "VMEM007"]
+    said = [t for d in findings for t in (d["message"], *(r["message"] for r in d["related"]))]
+    return [t for t in said if "on TPU v7x" in t]
 
 
 def bare_venv(folder: Path) -> Path:
