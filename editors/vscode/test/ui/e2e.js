@@ -249,6 +249,7 @@ const cellSources = (text) => JSON.parse(text).cells.map((c) => [c.source].flat(
  * server has compiled it again and `clean(problems)` holds for the Problems panel's rows. */
 async function saveAndCompile(file, has, what, clean) {
   const statusMark = (await statusHistory()).length;
+  const compilesMark = compilesDone();
   await page.keyboard.press("Control+S");
   await until(`${file} to be saved with ${has}`, 20, async () => fs.readFileSync(path.join(WS, file), "utf8").includes(has));
   const saved = fs.readFileSync(path.join(WS, file), "utf8");
@@ -262,7 +263,7 @@ async function saveAndCompile(file, has, what, clean) {
   }
   log(`saved ${file}:\n${shown}`);
   await until(`${what} after the compile of the saved ${file}`, 240, async () => {
-    const compiled = (await statusHistory()).slice(statusMark).some((s) => /compiling/.test(s));
+    const compiled = compilesDone() > compilesMark || (await statusHistory()).slice(statusMark).some((s) => /compiling/.test(s));
     const ready = /VMEM.*ready/.test((await statusText()) || "");
     return compiled && ready && (await clean(await problems()));
   });
@@ -290,8 +291,8 @@ async function notebookProblems() {
   return (await problems()).filter((p) => p.file && p.file.includes(NB_FILE));
 }
 
-/** How often the extension has started the server so far, from its output channel's log file. */
-function serverStarts() {
+/** The VMEM output channel's log so far, all its files joined (a restart may start another). */
+function channelLog() {
   const logs = path.join(path.dirname(path.dirname(SETTINGS)), "logs");
   const files = [];
   const walk = (dir) => {
@@ -303,7 +304,18 @@ function serverStarts() {
   };
   walk(logs);
   if (files.length === 0) fail(`no log of the VMEM output channel under ${logs}`);
-  return files.reduce((n, f) => n + fs.readFileSync(f, "utf8").split("[client] starting the server").length - 1, 0);
+  return files.map((f) => fs.readFileSync(f, "utf8")).join("\n");
+}
+
+/** How often the extension has started the server so far, from its output channel's log. */
+function serverStarts() {
+  return channelLog().split("[client] starting the server").length - 1;
+}
+
+/** How many compiles the server has finished so far ("compiled N example x target pair(s)"):
+ * a compile answered from the cache is over before the status bar shows "compiling". */
+function compilesDone() {
+  return (channelLog().match(/^compiled \d+ example/gm) || []).length;
 }
 
 /** Replaces the line of the user settings.json that contains `find` with `line`, in the editor
