@@ -15,7 +15,7 @@ from support.cli import run_json
 
 from vmem_lsp.correlate import Anchor
 from vmem_lsp.mapping import Part, culprits
-from vmem_lsp.render import Wording
+from vmem_lsp.render import Brief, Wording, briefs_said
 from vmem_lsp.source.model import Span
 
 M, K = 1 << 20, 1 << 10
@@ -54,6 +54,64 @@ def test_a_part_of_unknown_size_is_always_a_culprit():
     assert culprits(found, 64 * K, 128 * M) == {0, 1}
 
 
+@pytest.mark.parametrize(
+    "briefs, said",
+    [
+        # two chips: each chip's limit, the need said once
+        (
+            [Brief(128 * M, 16 * M, "v5e", scoped=True), Brief(128 * M, 127 * M, "v6e")],
+            "needs 128.00M of 16.00M scoped on v5e, 127.00M on v6e",
+        ),
+        # from three chips on, ranges: one line for five chips, the asked limit kept
+        (
+            [
+                Brief(None, 16 * M, "v4"),
+                Brief(128 * M, 16 * M, "v5e", scoped=True),
+                Brief(128 * M, 64 * M, "v5p"),
+                Brief(128 * M, 127 * M, "v6e"),
+                Brief(128 * M, 64 * M, "v7x", asked="128.00M"),
+            ],
+            "needs 128.00M of 16.00M to 127.00M (128.00M asked on v7x) on v5e, v5p, v6e, v7x; "
+            "one allocation over 16.00M on v4",
+        ),
+        (
+            [
+                Brief(18 * M, 16 * M, "v4"),
+                Brief(17 * M, 16 * M, "v5e", scoped=True),
+                Brief(17 * M, 16 * M, "v5p", scoped=True),
+            ],
+            "needs 17.00M to 18.00M of 16.00M on v4, v5e, v5p",
+        ),
+        # the model's totals keep their "~"; chips whose one allocation is over, by limit
+        (
+            [
+                Brief(512 * K, 16 * M, "v5e", approximate=True),
+                Brief(512 * K, 32 * M, "v6e", approximate=True),
+                Brief(512 * K, 64 * M, "v7x", approximate=True),
+            ],
+            "needs ~512.0K of 16.00M to 64.00M on v5e, v6e, v7x",
+        ),
+        (
+            [Brief(None, 16 * M, "v4"), Brief(None, 16 * M, "v5e"), Brief(None, 64 * M, "v5p")],
+            "one allocation over 16.00M on v4 and v5e, 64.00M on v5p",
+        ),
+    ],
+)
+def test_several_chips_are_said_briefly(briefs, said):
+    assert briefs_said(briefs) == said
+
+
+def test_a_part_on_several_chips_leaves_the_limits_to_its_kernel():
+    briefs = [
+        Brief(None, 16 * M, "v4"),
+        Brief(128 * M, 16 * M, "v5e", scoped=True),
+        Brief(128 * M, 64 * M, "v5p"),
+        Brief(128 * M, 127 * M, "v6e"),
+    ]
+    assert briefs_said(briefs, limits=False) == "needs 128.00M on v5e, v5p, v6e; one allocation over 16.00M on v4"
+    assert briefs_said(briefs[:2], limits=False) == briefs_said(briefs[:2])  # two chips: said in full
+
+
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory):
     folder = tmp_path_factory.mktemp("culprits")
@@ -82,15 +140,15 @@ def test_a_limit_above_the_chip_is_named(checked):
     assert "v7x" in total["target"].split(",")
     v7x = next(r["message"] for r in total["related"] if "TPU v7x" in r["message"])
     assert "vmem_limit_bytes asks 128.00M; TPU v7x has 64.00M; the compiler uses 64.00M" in v7x, v7x
-    assert "64.00M (128.00M asked) on v7x" in total["message"], total["message"]
+    assert "(128.00M asked) on v5p, v6e, v7x" in total["message"], total["message"]
 
 
 @pytest.mark.compiler
 def test_several_chips_make_one_short_line_with_one_capacity_per_chip(checked):
     whole = [d for d in checked if d["path"] == "copy_whole.py" and d["code"] != "VMEM007"]
     assert whole
-    for d in whole:
-        assert len(d["message"]) <= 180, d["message"]
+    for d in whole:  # with its path and position, a text line of about 160 characters at most
+        assert len(d["message"]) <= 130, d["message"]
     (total,) = [d for d in whole if d["code"] == "VMEM002"]
     assert set(total["target"].split(",")) == {"v4", "v5e", "v5p", "v6e", "v7x"}
     # Each chip's whole sentence stays in related information; the facts keep every figure.

@@ -116,7 +116,7 @@ CASES = [
             ("VMEM002", CALL_LINE): [
                 "pallas_call kernel: kernel needs 128.50M of 127.94M VMEM on TPU v6e (over by 576.0K)"
             ],
-            ("VMEM004", 16): ["example does not fit: kernel at "],
+            ("VMEM004", 16): [f"kernel (line {CALL_LINE}) does not fit: "],
         },
     ),
     (

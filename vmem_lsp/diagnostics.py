@@ -95,6 +95,11 @@ def is_suppressed(diagnostic: Diagnostic, line_text: str) -> bool:
     return diagnostic.code in codes
 
 
+# A part of a kernel's total (a window, scratch, the compiler's internal scratch): on
+# several chips it says what the kernel needs, and its pallas_call's VMEM002 the limits.
+PART_CODES = ("VMEM001", "VMEM003")
+
+
 def group_key(d: Diagnostic):
     """What makes diagnostics of several chips one: the place, the code and
     the subject (which example, which call of it, which part). Never the
@@ -119,7 +124,7 @@ def merge_targets(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         first = members[0]
         origins = {d.origin for d in members}
         wordings = [d.wording for d in members]
-        short = per_target_briefly(wordings, [d.facts for d in members])
+        short = per_target_briefly(wordings, [d.facts for d in members], limits=first.code not in PART_CODES)
         # Each chip's whole sentence stays, as related information at the same place.
         each = tuple(Related(d.path, d.span, d.message) for d in members) if short is not None else ()
         related = tuple(dict.fromkeys([*each, *(r for d in members for r in d.related)]))
@@ -135,3 +140,23 @@ def merge_targets(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
             )
         )
     return sorted(merged, key=Diagnostic.sort_key)
+
+
+def fold_examples(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Two examples that reach one kernel alike (the same shapes through two
+    wrappers) say the same thing at the same place: one diagnostic, the first
+    example's, with the related information of both. Diagnostics of one example
+    are never folded: two allocations alike are two parts of its overflow."""
+    kept: dict[tuple, Diagnostic] = {}
+    examples: dict[tuple, set] = {}
+    for d in diagnostics:
+        key = (d.path, d.span, d.severity, d.code, d.message, d.target)
+        example = d.subject.example if d.subject is not None else None
+        first = kept.get(key)
+        if first is None or example is None or example in examples[key]:
+            kept[key if first is None else (*key, id(d))] = d
+            examples.setdefault(key, set()).add(example)
+            continue
+        examples[key].add(example)
+        kept[key] = replace(first, related=tuple(dict.fromkeys([*first.related, *d.related])))
+    return list(kept.values())

@@ -627,7 +627,9 @@ def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[D
             total,
         )
     )
-    verdict = render.example_total(k.kernel, render.at(k.anchor.path, k.anchor.span.start_line), k.clause)
+    verdict = render.example_total(
+        k.kernel, render.at_from(k.anchor.path, k.anchor.span.start_line, example.path), k.clause
+    )
     out.append(
         Diagnostic(
             example.path,

@@ -61,9 +61,23 @@ def per_target(wordings: list[Wording]) -> str:
 class Brief:
     """One chip's figures in a few words, for a message that names several chips."""
 
-    used: str | None  # "~512.0K"; None: one allocation, no total
-    limit: str  # "16.00M scoped"
+    used: int | None  # bytes; None: one allocation, no total
+    limit_bytes: int
     target: str  # "v5e"
+    scoped: bool = False  # the limit is the scoped one, not the chip's VMEM
+    asked: str | None = None  # a vmem_limit_bytes above what the chip has: "128.00M"
+    approximate: bool = False  # the layout model's total (no compile, or a kernel that fits)
+
+    @property
+    def need(self) -> str:
+        """ "~512.0K", "128.00M"."""
+        return f"{'~' if self.approximate else ''}{size(self.used or 0)}"
+
+    @property
+    def limit(self) -> str:
+        """ "16.00M scoped", "64.00M (128.00M asked)"."""
+        asked = f" ({self.asked} asked)" if self.asked else ""
+        return f"{size(self.limit_bytes)}{' scoped' if self.scoped else ''}{asked}"
 
 
 def brief(facts: dict) -> Brief | None:
@@ -72,36 +86,77 @@ def brief(facts: dict) -> Brief | None:
     used, limit, target = facts.get("used"), facts.get("limit"), facts.get("target")
     if not limit or not target:
         return None
-    scoped = " scoped" if facts.get("limit_kind") == "scoped" else ""
-    if facts.get("asked"):  # a vmem_limit_bytes the chip cannot give
-        scoped += f" ({size(facts['asked'])} asked)"
+    scoped = facts.get("limit_kind") == "scoped"
+    asked = size(facts["asked"]) if facts.get("asked") else None
     if facts.get("form") == "single_allocation" or used is None:
-        return Brief(None, size(limit), target)
-    tilde = "~" if facts.get("form") == "model" or facts.get("fits") else ""
-    return Brief(f"{tilde}{size(used)}", f"{size(limit)}{scoped}", target)
+        return Brief(None, limit, target)
+    approximate = facts.get("form") == "model" or bool(facts.get("fits"))
+    return Brief(used, limit, target, scoped, asked, approximate)
 
 
-def briefs_said(briefs: list[Brief]) -> str:
-    """ "needs 128.00M of 16.00M scoped on v5e, 127.94M on v6e and v7x; one allocation
-    over 16.00M on v4": the need said once when every chip's total is the same, chips
-    of one limit together, the chips whose compiler names one allocation last."""
+# From this many chips on, their figures are said as ranges: a clause per chip
+# would take five chips past one line of text output.
+RANGE_FROM = 3
+
+
+def briefs_said(briefs: list[Brief], limits: bool = True) -> str:
+    """ "needs 128.00M of 16.00M scoped on v5e, 127.94M on v6e; one allocation over
+    16.00M on v4": the need said once when every chip's total is the same, chips of
+    one limit together, the chips whose compiler names one allocation last. From
+    RANGE_FROM chips on, "needs 128.00M of 16.00M to 127.94M on v5e, v5p, v6e, v7x",
+    without "of ..." for a part of the kernel (`limits` False): its pallas_call says them."""
     totals = [b for b in briefs if b.used is not None]
     said = []
-    if totals and len({b.used for b in totals}) == 1:
+    if len(totals) >= RANGE_FROM:
+        chips = ", ".join(b.target for b in totals)
+        of = f" of {size_range([b.limit_bytes for b in totals])}{asked(totals)}" if limits else ""
+        said.append(f"needs {spread(totals)}{of} on {chips}")
+    elif totals and len({b.need for b in totals}) == 1:
         by_limit: dict[str, list[str]] = {}
         for b in totals:
             by_limit.setdefault(b.limit, []).append(b.target)
-        limits = ", ".join(f"{limit} on {' and '.join(chips)}" for limit, chips in by_limit.items())
-        said.append(f"needs {totals[0].used} of {limits}")
+        each = ", ".join(f"{limit} on {' and '.join(chips)}" for limit, chips in by_limit.items())
+        said.append(f"needs {totals[0].need} of {each}")
     elif totals:
-        said.append("needs " + ", ".join(f"{b.used} of {b.limit} on {b.target}" for b in totals))
-    singles = [f"{b.limit} on {b.target}" for b in briefs if b.used is None]
+        said.append("needs " + ", ".join(f"{b.need} of {b.limit} on {b.target}" for b in totals))
+    singles: dict[str, list[str]] = {}
+    for b in briefs:
+        if b.used is None:
+            singles.setdefault(size(b.limit_bytes), []).append(b.target)
     if singles:
-        said.append("one allocation over " + ", ".join(singles))
+        said.append(
+            "one allocation over " + ", ".join(f"{limit} on {' and '.join(chips)}" for limit, chips in singles.items())
+        )
     return "; ".join(said)
 
 
-def per_target_briefly(wordings: list[Wording], facts: list[dict]) -> str | None:
+def spread(briefs: list[Brief]) -> str:
+    """ "18.36M to 18.46M", or the one figure when all chips need the same."""
+    low = min(briefs, key=lambda b: b.used or 0)
+    high = max(briefs, key=lambda b: b.used or 0)
+    return low.need if low.need == high.need else f"{low.need} to {high.need}"
+
+
+def asked(briefs: list[Brief]) -> str:
+    """ " (128.00M asked)" when every chip was asked the same limit above what it has,
+    " (128.00M asked on v7x)" when some were; "" when none."""
+    by_asked: dict[str, list[str]] = {}
+    for b in briefs:
+        if b.asked:
+            by_asked.setdefault(b.asked, []).append(b.target)
+    if not by_asked:
+        return ""
+    if len(by_asked) == 1 and sum(map(len, by_asked.values())) == len(briefs):
+        return f" ({next(iter(by_asked))} asked)"
+    return " (" + ", ".join(f"{limit} asked on {' and '.join(chips)}" for limit, chips in by_asked.items()) + ")"
+
+
+def size_range(sizes: list[int]) -> str:
+    low, high = size(min(sizes)), size(max(sizes))
+    return low if low == high else f"{low} to {high}"
+
+
+def per_target_briefly(wordings: list[Wording], facts: list[dict], limits: bool = True) -> str | None:
     """per_target for several chips in one line: the head once and each chip's
     figures briefly; None when a chip's figures are unknown (per_target then).
     The whole sentences stay in related information and the JSON facts."""
@@ -111,8 +166,8 @@ def per_target_briefly(wordings: list[Wording], facts: list[dict]) -> str | None
     said = [b for b in briefs if b is not None]
     first = wordings[0]
     if all(w.head == first.head and w.separator == first.separator for w in wordings):
-        return first.head + first.separator + briefs_said(said)
-    return "; ".join(f"{w.head}{w.separator}{briefs_said([b])}" for w, b in zip(wordings, said))
+        return first.head + first.separator + briefs_said(said, limits)
+    return "; ".join(f"{w.head}{w.separator}{briefs_said([b], limits)}" for w, b in zip(wordings, said))
 
 
 # ---- the pieces ----------------------------------------------------------------------
@@ -300,7 +355,7 @@ def kernel_total(kernel: str, clause: str) -> Wording:
 
 def example_total(kernel: str, where: str, clause: str) -> Wording:
     """VMEM004 at the example."""
-    return Wording(f"example does not fit: {kernel} at {where}", ": ", clause)
+    return Wording(f"{kernel} ({where}) does not fit", ": ", clause)
 
 
 def fits(kernel: str, grid: tuple[int, ...], blocks: list[tuple[str, str, int | None]], clause: str) -> Wording:
@@ -468,6 +523,13 @@ def not_checked(target: str | None, error: str, raised_at: str | None) -> Wordin
 def at(path: str, line: int) -> str:
     """`path:line`; in a notebook, `path:cell N:line`, as the outputs give positions."""
     return f"{display_path(path)}:{(is_notebook(path) and cell_line(path, line)) or line}"
+
+
+def at_from(path: str, line: int, here: str) -> str:
+    """`at` as said from a diagnostic in `here`: "line 15" (or "cell 3:4") in the same file."""
+    if path != here:
+        return at(path, line)
+    return (is_notebook(path) and cell_line(path, line)) or f"line {line}"
 
 
 def compiler_label(jax: str | None, libtpu: str | None, whose: str | None = None) -> str:
