@@ -22,7 +22,7 @@ from typing import Protocol
 from . import render, views
 from .compile.backend import CheckRequest, ResultCache, Runner, cache_for, runner_for
 from .config import Settings
-from .diagnostics import Diagnostic, is_suppressed, merge_targets
+from .diagnostics import Diagnostic, fold_examples, is_suppressed, merge_targets
 from .mapping import diagnostics_for
 from .results import ExampleResult, PhaseLimits
 from .shard import Shard, ShardWork, owns, pair_key, take
@@ -342,8 +342,9 @@ def unmerged(
 
 
 def merge_chips(diagnostics: list[Diagnostic], compiled: dict) -> list[Diagnostic]:
-    """One diagnostic per subject across chips, with the chips its kernel compiled on."""
-    return generation_differences(merge_targets(diagnostics), compiled)
+    """One diagnostic per subject across chips, with the chips its kernel compiled on;
+    one for the examples that reach a kernel alike."""
+    return generation_differences(fold_examples(merge_targets(diagnostics)), compiled)
 
 
 # Compile errors whose chips are worth comparing: one generation's rejection is news.
