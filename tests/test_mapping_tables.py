@@ -18,7 +18,7 @@ from vmem_lsp.diagnostics import merge_targets
 from vmem_lsp.engine import SourceFiles, diagnose
 from vmem_lsp.mapping import allocation_name, diagnostics_for
 from vmem_lsp.report.parse import parse_report
-from vmem_lsp.results import CapturedCall, ExampleResult, Operand, Origin, Scratch
+from vmem_lsp.results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch
 from vmem_lsp.source.directives import find_examples
 
 REPORTS = reports.folder()
@@ -161,6 +161,18 @@ def test_two_allocations_alike_are_two_diagnostics_and_add_up_to_the_total():
     assert len([d for d in parts if d.span.start_line == SCRATCH]) == 2
     b = budget.from_compile(call(text), parsed, "v6e")
     assert sum(p.bytes for p in b.parts) == b.total == parsed.used
+
+
+def test_the_budget_names_a_pipeline_window_by_its_place_as_its_diagnostic_does():
+    """The hover's budget table and the VMEM001 on the inner BlockSpec say the same
+    "pipeline input 1 window": the number is the spec's place in emit_pipeline's in_specs."""
+    windows = tuple(
+        Scoped(kind, index, "f32", (2, 512, 1024), 2, "vmem", None, 0, -1, window)
+        for index, (kind, window) in enumerate([("pipeline_in", 0), ("pipeline_in", 1), ("pipeline_out", 0)])
+    )
+    labels = [p.label for p in budget.from_compile(replace(call(None), scoped=windows), None, "v6e").parts]
+    for name in ("pipeline input 0 window f32[512,1024]", "pipeline input 1 window", "pipeline output 0 window"):
+        assert any(label.startswith(name) for label in labels), labels
 
 
 def test_an_allocation_is_named_by_the_compilers_tag_never_the_tools_own_hlo_label():

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from . import layout, render
 from .chips import Chip, chip
-from .correlate import part_indices
+from .correlate import part_indices, scoped_entry
 from .report.model import Report
 from .results import CapturedCall, Operand
 from .source.model import Expr, KernelSite
@@ -51,8 +51,11 @@ class Budget:
         return 1 - self.total / self.limit if self.limit else 0.0
 
 
-def part_for_cost(cost: layout.WindowCost) -> Part:
-    label = render.cost_label(cost.kind, cost.index, cost.dtype, cost.shape)
+def part_for_cost(cost: layout.WindowCost, call: CapturedCall) -> Part:
+    """A priced buffer as the budget table lists it, labelled as its diagnostic
+    is (a pipeline window by its place in its pipeline: "pipeline input 0 window")."""
+    entry = scoped_entry(call, cost.index) if cost.kind in layout.SCOPED_KINDS and cost.index is not None else None
+    label = render.cost_label(cost.kind, cost.index, cost.dtype, cost.shape, entry.window if entry else None)
     return Part(cost.kind, cost.index, label, cost.bytes, cost.buffering, True)
 
 
@@ -68,7 +71,7 @@ def from_compile(
     """The budget a compile established: exact where the report lists allocations. The chip's
     figures are `libtpu`'s (or those of the Chip given)."""
     target = target_name if isinstance(target_name, Chip) else chip(target_name, libtpu)
-    costs = [part_for_cost(c) for c in layout.window_costs(call, target.name)]
+    costs = [part_for_cost(c, call) for c in layout.window_costs(call, target.name)]
     modelled = sum(p.bytes for p in costs)
     if report is None or report.form not in ("physical", "scoped", "single_allocation"):
         internal = layout.internal_estimate(call, target.name)
@@ -259,7 +262,7 @@ def estimate(site: KernelSite, known: KnownKernel, target_name: str) -> Budget:
             "grid": grid if grid is not None else call.grid,
         }
     )
-    parts = [part_for_cost(c) for c in layout.window_costs(edited, target.name)]
+    parts = [part_for_cost(c, edited) for c in layout.window_costs(edited, target.name)]
     internal = known.internal.get(target.name)
     label = "compiler-internal (last compile)"
     if internal is None:
