@@ -128,6 +128,8 @@ class CapturedCall:
     error_origin: Origin | None = None  # the kernel-body line a compile error names (or whose op it names)
     in_program: tuple = ()  # (role, index) of operands the program makes, results it uses
     interpret: bool = False  # traced with interpret=True: it runs on the CPU, so it was not compiled for the TPU
+    estimated_cycles: int | None = None  # the compiler's static estimate (a worker started with --estimate)
+    no_estimate: str | None = None  # why such a worker has none for this kernel
 
 
 @dataclass(frozen=True)

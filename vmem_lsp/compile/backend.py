@@ -206,6 +206,19 @@ def runner_for(settings: Settings, purpose: Literal["check", "tuner"] = "check")
     return WorkerClient(worker_command_for(settings), share=plan.share_bytes, peaks=peaks)
 
 
+def estimating(command: str | list[str]) -> str | list[str]:
+    """The same worker, started with the compiler's cycle estimate on (speed.py)."""
+    return f"{command} --estimate" if isinstance(command, str) else [*command, "--estimate"]
+
+
+def estimate_runner(settings: Settings) -> Runner:
+    """Workers whose compiles also give the compiler's cycle estimate: a pool of
+    their own, as many as the ordinary ones, so that the profile (which can abort
+    libtpu) never runs in a worker whose verdicts are wanted without it."""
+    plan, peaks = memory_for(settings, settings.jobs)
+    return WorkerPool(estimating(worker_command_for(settings)), plan.jobs, share=plan.share_bytes, peaks=peaks)
+
+
 def cluster(settings: Settings) -> RayPool:
     """The Ray cluster of the settings, connected; BackendError when Ray is
     missing or the cluster does not answer. Each task asks Ray for what one

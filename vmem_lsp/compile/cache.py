@@ -159,6 +159,8 @@ class ResultCache:
             # A result without origins is another result (check shows those lines),
             # but the default leaves the keys of entries written before it as they were.
             fields = {k: v for k, v in fields.items() if k != "origins"}
+        if not fields.get("estimate"):  # likewise: the flag is in the key only when set
+            fields = {k: v for k, v in fields.items() if k != "estimate"}
         blob = json.dumps(
             {"request": fields, "versions": self.versions, "environment": self.environment}, sort_keys=True
         )

@@ -25,7 +25,7 @@ from jax.sharding import SingleDeviceSharding
 from .. import layout
 from ..dtypes import COMPILER_DTYPES
 from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
-from . import jax_compat
+from . import jax_compat, speed
 from .devices import target_device, trace_device
 from .provenance import (
     PROVENANCE,
@@ -469,6 +469,8 @@ class Verdict:
     text: str | None
     origin: Origin | None = None
     seconds: float = 0.0
+    estimated_cycles: int | None = None  # the compiler's static estimate, in a worker asked for it (speed.py)
+    no_estimate: str | None = None  # why there is none, in such a worker
 
 
 def compile_alone(
@@ -497,8 +499,10 @@ def _compile(eqn, device, compiler_options: dict | None, on_phase) -> Verdict:
             on_phase("lower", name)
             lowered = jax.jit(named(name, lambda *a: jax_compat.require_pallas_call().bind(*a, **params))).lower(*args)
             on_phase("compile", name)
+            speed.forget()
             lowered.compile(compiler_options=compiler_options or None)
-        return Verdict(True, None, None, time.perf_counter() - started)
+        cycles, why = speed.estimate_of() if speed.enabled() else (None, None)
+        return Verdict(True, None, None, time.perf_counter() - started, cycles, why)
     except Exception as error:  # the compiler's verdict, whatever its type
         return Verdict(False, str(error), raised_in_body(error), time.perf_counter() - started)
 
@@ -577,6 +581,8 @@ def capture_calls(
                     invoke_origin=invoke_origin,
                     fits=fits,
                     compiler_text=text,
+                    estimated_cycles=verdict.estimated_cycles,
+                    no_estimate=verdict.no_estimate,
                     compile_seconds=round(seconds, 3),
                     compiled=compiled,
                     reused=reused,

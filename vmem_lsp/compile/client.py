@@ -69,6 +69,7 @@ class CheckRequest:
     scoped_vmem_limit: int | None = None  # bytes: the compiler's scoped VMEM limit for this target
     scoped_vmem_limit_source: str | None = None  # where it was set, for messages
     origins: bool = True  # False: the result names no spec's line (vmem_lsp.fits, trace only)
+    estimate: bool = False  # the compiler's cycle estimate too: only a worker started with --estimate gives it
 
 
 def project_root(request: CheckRequest) -> str | None:

@@ -128,7 +128,7 @@ def worker_command(interpreter: Interpreter) -> list[str]:
 
 def is_local_command(command: list[str]) -> bool:
     """Whether `command` is a local worker this module made (same machine: no source shipping)."""
-    own = command[1:] == ["-m", "vmem_lsp", "worker"]
+    own = command[1:4] == ["-m", "vmem_lsp", "worker"]
     return own or command[1:3] == ["-c", BOOTSTRAP]
 
 

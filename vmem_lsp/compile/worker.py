@@ -206,6 +206,8 @@ class Worker:
         target = params["target"]
         path, module = params.get("path"), params.get("module")
         compile = params.get("compile", True)
+        if params.get("estimate") and not self.capture.speed.enabled():
+            raise ValueError("an estimate was asked of a worker started without --estimate")
         device = self.devices.trace_device(target)
         if device is None and compile:
             said = getattr(self.devices, "device_error", lambda _: None)(target) or ""

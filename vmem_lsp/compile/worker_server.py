@@ -192,7 +192,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-memory-mb", type=float, default=8192, help="address space a request may add (default 8192; 0: no cap)"
     )
+    parser.add_argument(
+        "--estimate",
+        action="store_true",
+        help="turn on the compiler's static cycle estimate for every compile (costs several times a compile's CPU)",
+    )
     args = parser.parse_args(argv)
+    if args.estimate:  # before jax loads: libtpu reads its flags once, when it starts
+        from .speed import enable
+
+        enable()
     die_with_parent()
     limits = Limits(
         int(args.max_request_mb * 2**20),
@@ -210,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                 "hello": {
                     "protocol": PROTOCOL_VERSION,
                     "pid": os.getpid(),
+                    "estimates": bool(args.estimate),
                     **installed(),
                     **server.worker.provenance.code_folders(),
                     "workspaces": os.path.abspath(workspaces_in(args.cache_dir)),

@@ -1,0 +1,59 @@
+"""The compiler's static cycle estimate, read from profiles libtpu wrote
+(scripts/capture_static_profiles.py, one folder per libtpu), and kept in the
+cache apart from the verdict alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vmem_lsp.compile.cache import ResultCache
+from vmem_lsp.compile.client import CheckRequest
+from vmem_lsp.report.static_profile import ProfileError, parse_static_profile
+
+PROFILES = Path(__file__).parent / "data" / "static_profiles"
+CAPTURED = sorted(PROFILES.glob("*/*.textproto"))
+
+
+def cycles(libtpu: str, name: str) -> int:
+    (op,) = parse_static_profile((PROFILES / libtpu / f"{name}.textproto").read_text())
+    return op.cycles
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_captured_profile_gives_one_named_estimate(path):
+    (op,) = parse_static_profile(path.read_text())
+    assert op.cycles > 0
+    assert op.hlo_op.startswith("add" if path.stem.endswith("-add") else "_lambda_"), op
+
+
+def test_the_profiles_were_captured_for_the_compilers_in_range():
+    assert {p.parent.name for p in CAPTURED} >= {"0.0.42.1", "0.0.50.1"}
+
+
+@pytest.mark.parametrize("libtpu", ["0.0.42.1", "0.0.50.1"])
+@pytest.mark.parametrize("chip", ["v5e", "v6e"])
+def test_larger_matmul_blocks_are_estimated_faster(libtpu, chip):
+    """128x128 blocks: 256 grid steps, each reloading its operands; 512x512: 16 steps."""
+    assert cycles(libtpu, f"{chip}-matmul-512") < cycles(libtpu, f"{chip}-matmul-128") / 2
+
+
+def test_a_profile_without_an_estimate_is_an_error_that_shows_the_text():
+    with pytest.raises(ProfileError, match="hlo_op_estimate"):
+        parse_static_profile('hlo_op_estimate {\n  hlo_op_name: "x.1"\n}\n')
+    with pytest.raises(ProfileError):
+        parse_static_profile("")
+
+
+def test_several_ops_are_each_read():
+    one = (PROFILES / "0.0.50.1" / "v6e-add.textproto").read_text()
+    two = one + one.replace('"add.1"', '"add.2"')
+    assert [op.hlo_op for op in parse_static_profile(two)] == ["add.1", "add.2"]
+
+
+def test_an_estimate_is_cached_apart_and_a_verdict_keeps_its_key(tmp_path):
+    cache = ResultCache(str(tmp_path))
+    plain = CheckRequest("f(f32[8, 128])", "v6e", path=str(tmp_path / "kernel.py"))
+    asked = CheckRequest("f(f32[8, 128])", "v6e", path=str(tmp_path / "kernel.py"), estimate=True)
+    assert cache.key(plain) != cache.key(asked)

@@ -1,0 +1,65 @@
+"""The compiler's cycle estimate, inside a worker started with `--estimate`:
+libtpu reads its flags once, when it starts, so such a worker turns the
+static profile on for every compile it makes (`enable`, before jax loads),
+in a folder of its own that it empties before each compile and reads after
+(`estimate_of`). The profile can abort libtpu (an LLO_CHECK): only workers
+that were asked for estimates run with it, and a crash costs that worker,
+never a verdict (the sweep keeps the fit from an ordinary compile).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import resource
+import shutil
+import tempfile
+
+from ..report.static_profile import PROFILE_FLAG, PROFILE_SUFFIX, ProfileError, parse_static_profile
+
+SPEED_FOLDER = "VMEM_LSP_SPEED_DIR"  # set in a worker whose compiles leave a static profile
+
+
+def enable() -> str:
+    """Turn the static profile on for this process's libtpu (before it
+    starts), into a folder removed at exit; returns the folder. Where libtpu
+    aborts (v4: "Dma latency model is currently only supported on VF/VL/GF/GL"),
+    it leaves no core file behind."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    folder = tempfile.mkdtemp(prefix="vmem-lsp-speed-")
+    atexit.register(shutil.rmtree, folder, True)
+    flags = os.environ.get("LIBTPU_INIT_ARGS", "")
+    os.environ["LIBTPU_INIT_ARGS"] = f"{flags} {PROFILE_FLAG}={folder}".strip()
+    os.environ[SPEED_FOLDER] = folder
+    return folder
+
+
+def enabled() -> bool:
+    return bool(os.environ.get(SPEED_FOLDER))
+
+
+def forget() -> None:
+    """Before a compile: no profile of an earlier one may be read as this one's."""
+    folder = os.environ.get(SPEED_FOLDER)
+    if folder and os.path.isdir(folder):
+        for name in os.listdir(folder):
+            os.remove(os.path.join(folder, name))
+
+
+def estimate_of() -> tuple[int | None, str | None]:
+    """After a compile: (cycles, None), or (None, why there is no estimate).
+    The compile is of one pallas_call: every op the profile lists is its own."""
+    folder = os.environ.get(SPEED_FOLDER)
+    if not folder:
+        return None, "not asked"
+    names = sorted(n for n in os.listdir(folder) if n.endswith(PROFILE_SUFFIX)) if os.path.isdir(folder) else []
+    if not names:
+        return None, "the compiler wrote no estimate for this kernel on this chip"
+    cycles = 0
+    for name in names:
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+            try:
+                cycles += sum(op.cycles for op in parse_static_profile(f.read()))
+            except ProfileError as error:
+                return None, f"the compiler's estimate could not be read: {error}"
+    return cycles, None
