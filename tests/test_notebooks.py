@@ -103,13 +103,21 @@ def test_an_edit_on_a_masked_magic_is_refused(tmp_path):
 
 
 def cell_text(report_path: str, where: dict, name: str):
-    """Replace `examples/NAME.py:LINE` in a .py message by where that line went in the notebook."""
+    """Replace `examples/NAME.py:LINE` in a .py message by where that line went in the
+    notebook, and `(line N)` (a line of the message's own file, `of`) by `(cell C:L)`."""
 
     def swap(match):
         cell, line = where[(Path(match.group(1)).name, int(match.group(2)))]
         return f"{report_path}:cell {cell}:{line}"
 
-    return lambda message: re.sub(r"(\S+\.py):(\d+)", swap, message)
+    def same_file(of: str):
+        def swap_line(match):
+            cell, line = where[(of, int(match.group(1)))]
+            return f"(cell {cell}:{line})"
+
+        return swap_line
+
+    return lambda message, of=None: re.sub(r"\(line (\d+)\)", same_file(of), re.sub(r"(\S+\.py):(\d+)", swap, message))
 
 
 def test_the_examples_split_across_cells_give_the_diagnostics_of_the_py_files(tmp_path, examples_check, cache_dir):
@@ -131,7 +139,7 @@ def test_the_examples_split_across_cells_give_the_diagnostics_of_the_py_files(tm
         name = Path(d["path"]).name
         cell, start = where[(name, d["range"]["start_line"])]
         _, end = where[(name, d["range"]["end_line"])]
-        expected.add(key(d, cell, start, end) + (swap(d["message"]),))
+        expected.add(key(d, cell, start, end) + (swap(d["message"], name),))
     found = {
         key(d, d["cell"], d["range"]["start_line"], d["range"]["end_line"]) + (d["message"],)
         for d in report["diagnostics"]
