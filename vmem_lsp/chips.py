@@ -61,3 +61,23 @@ def chip(name: str, libtpu: str | None = None) -> Chip:
         return found
     capacity, scoped = chip_figures(found.name, libtpu) or (found.capacity, found.scoped_limit)
     return replace(found, capacity=capacity, scoped_limit=scoped)
+
+
+@dataclass(frozen=True)
+class Peak:
+    """What a chip can do at best, from Google's published specifications, for
+    the roofline that screens configs before the compiler estimates them
+    (sweep/rank.py): only the ratio of the two matters there, within one chip."""
+
+    flops: float  # bf16 FLOP/s of the chip
+    hbm: float  # HBM bytes/s of the chip
+    source: str
+
+
+PEAKS: dict[str, Peak] = {
+    "v4": Peak(275e12, 1228e9, "https://cloud.google.com/tpu/docs/v4"),
+    "v5e": Peak(197e12, 819e9, "https://cloud.google.com/tpu/docs/v5e"),
+    "v5p": Peak(459e12, 2765e9, "https://cloud.google.com/tpu/docs/v5p"),
+    "v6e": Peak(918e12, 1640e9, "https://cloud.google.com/tpu/docs/v6e"),
+    "v7x": Peak(2307e12, 7370e9, "https://cloud.google.com/tpu/docs/tpu7x"),
+}

@@ -128,6 +128,7 @@ class CapturedCall:
     error_origin: Origin | None = None  # the kernel-body line a compile error names (or whose op it names)
     in_program: tuple = ()  # (role, index) of operands the program makes, results it uses
     interpret: bool = False  # traced with interpret=True: it runs on the CPU, so it was not compiled for the TPU
+    flops_per_step: int | None = None  # the body's matrix work per grid step (2*M*N*K of its dots)
     estimated_cycles: int | None = None  # the compiler's static estimate (a worker started with --estimate)
     no_estimate: str | None = None  # why such a worker has none for this kernel
 

@@ -144,7 +144,30 @@ def describe(eqn, provenance: Provenance | None) -> dict:
         vmem_limit_bytes=_vmem_limit(eqn.params.get("compiler_params")),
         scoped=extra(scoped_buffers, (), eqn.params["jaxpr"]),
         unseen=extra(large_values, (), eqn.params["jaxpr"]),
+        flops_per_step=extra(body_flops, None, eqn.params["jaxpr"]),
     )
+
+
+def body_flops(kernel_jaxpr) -> int:
+    """The matrix work of one grid step: 2*M*N*K for each dot_general of the
+    kernel body, a scan's body as many times as it runs (a while loop's once:
+    its trip count is not known). Elementwise work is left out: the roofline
+    that reads this (sweep/rank.py) weighs the MXU against HBM traffic."""
+
+    def walk(jaxpr) -> int:
+        total = 0
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "dot_general":
+                (contracting, _), _ = eqn.params["dimension_numbers"]
+                lhs, out = eqn.invars[0].aval, eqn.outvars[0].aval
+                depth = math.prod(int(lhs.shape[d]) for d in contracting)
+                total += 2 * math.prod(int(d) for d in out.shape) * depth
+                continue
+            times = int(eqn.params.get("length", 1)) if eqn.primitive.name == "scan" else 1
+            total += times * sum(walk(sub) for sub in jax_compat.jaxprs_in_params(eqn.params))
+        return total
+
+    return walk(kernel_jaxpr)
 
 
 def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:

@@ -40,6 +40,10 @@ class Verdict:
     decided_by: str  # "compiler" | "model" | "monotonicity" | "undecided" | "error"
     why: str = ""
     error: str | None = None  # the compile error or trace error, when there was one
+    roofline_seconds: float | None = None  # the screen's time at best (--rank speed), for a config that fits
+    estimated_cycles: int | None = None  # the compiler's static estimate, all the example's kernels
+    no_estimate: str | None = None  # why a config that fits has no estimate (not screened in, libtpu aborted...)
+    speed_rank: int | None = None  # 1: the fewest cycles among the configs of this chip that fit
 
     @property
     def headroom(self) -> int | None:

@@ -10,10 +10,12 @@ from itertools import groupby
 
 from ..render import size
 from .decide import Verdict, describe
+from .rank import describe_seconds
 from .run import S, SweepOutcome
 from .spec import Sweep
 
 COLUMNS = ("config", "fits", "needs", "limit", "headroom", "decided by")
+RANKED = ("config", "fits", "needs", "limit", "headroom", "roofline", "cycles", "rank", "decided by")
 
 
 def fits_word(v: Verdict) -> str:
@@ -22,12 +24,16 @@ def fits_word(v: Verdict) -> str:
     return {True: "fits", False: "over", None: "?"}[v.fits]
 
 
-def row(v: Verdict) -> tuple[str, ...]:
+def row(v: Verdict, ranked: bool = False) -> tuple[str, ...]:
     who = v.decided_by if v.decided_by in ("compiler", "undecided") else f"{v.decided_by}: {v.why}"
     if v.decided_by == "error":
         who = f"error: {v.error or v.why}"[:120]
     sizes = ("" if n is None else size(n) for n in (v.used, v.limit, v.headroom))
-    return (describe(v.config), fits_word(v), *sizes, who)
+    if not ranked:
+        return (describe(v.config), fits_word(v), *sizes, who)
+    cycles = f"{v.estimated_cycles:,}" if v.estimated_cycles is not None else ("-" if v.fits else "")
+    speed = (describe_seconds(v.roofline_seconds), cycles, str(v.speed_rank or ""))
+    return (describe(v.config), fits_word(v), *sizes, *speed, who)
 
 
 def summary(outcome: SweepOutcome[S]) -> str:
@@ -38,14 +44,22 @@ def summary(outcome: SweepOutcome[S]) -> str:
         f"{outcome.compiles} compiled ({outcome.cache_hits} from the cache), {outcome.seconds:.1f} s"
     )
     broken = "".join(f"\nmonotonicity off on {chip}: {why}" for chip, why in outcome.broken.items())
-    return line + broken
+    if any(v.speed_rank is not None or v.no_estimate for v in outcome.verdicts):
+        line += (
+            f"; {outcome.estimates} compiled with the cycle estimate (cycles compare within one chip only; "
+            f"rank 1 is the fewest)"
+        )
+    missing = "".join(f"\nno estimate on {chip}: {why}" for chip, why in outcome.no_estimates.items())
+    return line + broken + missing
 
 
 def text(outcome: SweepOutcome[S]) -> str:
     out = [outcome.sweep.example.text]
+    ranked = any(v.speed_rank is not None or v.no_estimate for v in outcome.verdicts)
+    columns = RANKED if ranked else COLUMNS
     for target, verdicts in groupby(outcome.verdicts, key=lambda v: v.target):
-        rows = [COLUMNS] + [row(v) for v in verdicts]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS) - 1)]
+        rows = [columns] + [row(v, ranked) for v in verdicts]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(columns) - 1)]
         out.append(f"\nTPU {target}")
         for r in rows:
             out.append(
@@ -68,6 +82,10 @@ def as_dict(v: Verdict) -> dict:
         "decided_by": v.decided_by,
         "why": v.why,
         "error": v.error,
+        "roofline_seconds": v.roofline_seconds,
+        "estimated_cycles": v.estimated_cycles,
+        "no_estimate": v.no_estimate,
+        "speed_rank": v.speed_rank,
     }
 
 
@@ -82,6 +100,8 @@ def json_text(outcome: SweepOutcome[S]) -> str:
                 "configs_total": outcome.configs_total,
                 "seconds": round(outcome.seconds, 3),
                 "monotonicity_off": outcome.broken,
+                "estimates": outcome.estimates,
+                "no_estimates": outcome.no_estimates,
             },
             indent=2,
         )
@@ -93,7 +113,9 @@ def csv_text(outcome: SweepOutcome[S]) -> str:
     names = list(outcome.sweep.configs()[0]) if outcome.verdicts else []
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["target", *names, "fits", "used", "limit", "headroom", "decided_by", "why"])
+    writer.writerow(
+        ["target", *names, "fits", "used", "limit", "headroom", "decided_by", "why", "estimated_cycles", "speed_rank"]
+    )
     for v in outcome.verdicts:
         writer.writerow(
             [
@@ -105,6 +127,8 @@ def csv_text(outcome: SweepOutcome[S]) -> str:
                 v.headroom if v.headroom is not None else "",
                 v.decided_by,
                 v.error or v.why,
+                v.estimated_cycles if v.estimated_cycles is not None else "",
+                v.speed_rank or "",
             ]
         )
     return buffer.getvalue()

@@ -11,11 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from ..compile.backend import runner_for
+from ..compile.backend import estimate_runner, runner_for
 from ..compile.cache import ResultCache
 from ..config import Settings
 from ..engine import Progress, Silent, request_for
 from ..results import ExampleResult
+from . import rank as speed
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
 from .spec import Configs, SweepError
 
@@ -34,6 +35,8 @@ class SweepOutcome(Generic[S]):
     traces: int = 0
     seconds: float = 0.0
     broken: dict = field(default_factory=dict)  # chip -> why monotonicity was turned off
+    estimates: int = 0  # configs x chips the compiler estimated for --rank speed (a cached answer counts)
+    no_estimates: dict = field(default_factory=dict)  # chip -> why its configs have no estimate, said once
 
     @property
     def configs_total(self) -> int:
@@ -60,9 +63,13 @@ def run_sweep(
     use_cache: bool = True,
     worker=None,
     progress: Progress | None = None,
+    rank: bool = False,
+    rank_top: int | None = None,
 ) -> SweepOutcome[S]:
     """Every config of `sweep` on every chip of `settings`; `progress` (engine.Progress)
-    is told of the traces, then of the compiles."""
+    is told of the traces, then of the compiles. With `rank`, the configs that fit
+    are ranked by the compiler's cycle estimate, the best `rank_top` of each chip's
+    roofline (all when None) estimated (rank_speed)."""
     progress = progress or Silent()
     started = time.perf_counter()
     outcome = SweepOutcome(sweep)
@@ -131,8 +138,80 @@ def run_sweep(
             outcome.compiles += plan.compiles
             if plan.broken:
                 outcome.broken[target] = plan.broken[0]
+        if rank:
+            outcome.verdicts = rank_speed(
+                outcome,
+                items,
+                lambda item: request_for(sweep.example_for(item.config), item.target, settings),
+                settings,
+                cache,
+                rank_top,
+                progress,
+            )
     finally:
         if own:
             worker.stop()
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def rank_speed(
+    outcome: SweepOutcome,
+    items: list[Config],
+    request_of,
+    settings: Settings,
+    cache: ResultCache,
+    top: int | None,
+    progress: Progress,
+) -> list[Verdict]:
+    """The verdicts again, each config that fits with its roofline, the compiler's
+    cycle estimate (the best `top` of its chip by roofline) and its rank on its chip.
+    Estimates run in workers of their own (the profile can abort libtpu); a chip
+    whose compiles abort ABORTS_BEFORE_GIVING_UP times in a row, none estimated,
+    is not tried further, and says why once (outcome.no_estimates)."""
+    by_chip: dict[str, list[Config]] = {}
+    for item in items:
+        if item.verdict is not None and item.verdict.fits:
+            by_chip.setdefault(item.target, []).append(item)
+    chosen: dict[int, Verdict] = {}
+    runner = None
+    try:
+        progress.start(sum(len(v) if top is None else min(top, len(v)) for v in by_chip.values()))
+        for target, fitting in by_chip.items():
+            seconds = {i.number: speed.example_seconds(i.traced, target) for i in fitting}
+            screened = speed.screen(seconds, top)
+            estimates: dict[int, speed.Estimate] = {}
+            aborts = 0
+            for number in screened:
+                item = next(i for i in fitting if i.number == number)
+                if aborts >= speed.ABORTS_BEFORE_GIVING_UP and not any(e.cycles for e in estimates.values()):
+                    estimates[number] = speed.Estimate(None, f"not tried: {outcome.no_estimates[target]}")
+                    continue
+                request = dataclasses.replace(request_of(item), estimate=True)
+                result = cache.get(request)
+                if result is None:
+                    runner = runner or estimate_runner(settings)
+                    result = runner.check(request, settings.limits())
+                    if not result.error:
+                        cache.put(request, result)
+                outcome.estimates += 1
+                progress.advance(f"estimated {target}")
+                found = estimates[number] = speed.estimate_from(result)
+                if speed.aborted(found):
+                    aborts += 1
+                    outcome.no_estimates.setdefault(target, f"libtpu aborted while estimating ({found.why_none})")
+            ranked = speed.ranks({n: e.cycles for n, e in estimates.items() if e.cycles is not None})
+            for item in fitting:
+                said = estimates.get(item.number)
+                assert item.verdict is not None
+                chosen[id(item.verdict)] = dataclasses.replace(
+                    item.verdict,
+                    roofline_seconds=seconds[item.number],
+                    estimated_cycles=said.cycles if said else None,
+                    no_estimate=(said.why_none if said else f"not among the {top} best by roofline"),
+                    speed_rank=ranked.get(item.number),
+                )
+    finally:
+        if runner is not None:
+            runner.stop()
+    return [chosen.get(id(v), v) for v in outcome.verdicts]

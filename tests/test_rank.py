@@ -1,0 +1,98 @@
+"""`sweep --rank speed`: the configs that fit, ranked on each chip by the
+compiler's static cycle estimate, the roofline's best few estimated; a chip
+whose libtpu aborts under the estimate keeps its verdicts and says so once."""
+
+from __future__ import annotations
+
+import pytest
+from support import EXAMPLES
+from support.cli import run_json
+
+from vmem_lsp.chips import PEAKS
+from vmem_lsp.results import CapturedCall, ExampleResult, Operand
+from vmem_lsp.sweep.rank import Estimate, estimate_from, ranks, roofline_seconds, screen
+
+
+def matmul_call(bm: int, bn: int, k: int = 1024, m: int = 2048, n: int = 2048, x_constant=False) -> CapturedCall:
+    def operand(role, index, full, block, constant=False):
+        return Operand(role, index, index, "bf16", full, block, "vmem", None, constant, None)
+
+    return CapturedCall(
+        "mm_kernel",
+        None,
+        None,
+        (m // bm, n // bn),
+        0,
+        (
+            operand("in", 0, (m, k), (bm, k), x_constant),
+            operand("in", 1, (k, n), (k, bn)),
+            operand("out", 0, (m, n), (bm, bn)),
+        ),
+        (),
+        None,
+        True,
+        None,
+        1.0,
+        flops_per_step=2 * bm * bn * k,
+    )
+
+
+def test_fewer_larger_steps_are_faster_at_best_and_a_still_window_is_copied_once():
+    v6e = PEAKS["v6e"]
+    times = [roofline_seconds(matmul_call(b, b), v6e) for b in (128, 256, 512)]
+    assert times == sorted(times, reverse=True), times
+    assert roofline_seconds(matmul_call(256, 256, x_constant=True), v6e) < times[1]
+
+
+def test_the_screen_takes_the_best_rooflines_and_puts_the_unknown_last():
+    assert screen({0: 3.0, 1: 1.0, 2: None, 3: 2.0}, 2) == [1, 3]
+    assert screen({0: 3.0, 1: 1.0, 2: None, 3: 2.0}, None) == [1, 3, 0, 2]
+
+
+def test_ranks_start_at_the_fewest_cycles_and_ties_share_one():
+    assert ranks({7: 300, 3: 100, 5: 200, 9: 200}) == {3: 1, 5: 2, 9: 2, 7: 4}
+    assert ranks({}) == {}
+
+
+def test_an_example_has_an_estimate_only_when_every_kernel_has_one():
+    call = matmul_call(256, 256)
+    with_cycles = [CapturedCall(**{**vars(call), "estimated_cycles": n}) for n in (1000, 234)]
+    assert estimate_from(ExampleResult("v6e", None, tuple(with_cycles))) == Estimate(1234)
+    lacking = CapturedCall(
+        **{**vars(call), "no_estimate": "the compiler wrote no estimate for this kernel on this chip"}
+    )
+    assert estimate_from(ExampleResult("v6e", None, (with_cycles[0], lacking))).why_none == lacking.no_estimate
+    crashed = estimate_from(ExampleResult("v4", None, error="the worker was killed by signal 6 (SIGABRT) while ..."))
+    assert crashed.cycles is None and "signal 6" in (crashed.why_none or "")
+
+
+@pytest.mark.compiler
+def test_a_ranked_sweep_gives_every_config_that_fits_an_estimate_or_a_reason(tmp_path):
+    """jax's own matmul shape, 8 configs on v6e and v4: v6e's best 3 by roofline are
+    estimated and ranked 1 to 3; v4's libtpu aborts under the estimate (its DMA
+    model), so v4 keeps its verdicts, gives up after two aborts and says why once."""
+    spec = f"{EXAMPLES / 'matmul.py'}:matmul(bf16[2048, 2048], bf16[2048, 2048], bm=[256, 512], bk=[256, 512], bn=[256, 512])"
+    args = ("sweep", spec, "--target", "v6e,v4", "--rank", "speed", "--rank-top", "3", "--cache-dir", str(tmp_path))
+    done, report = run_json(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    configs = report["configs"]
+    v6e = [c for c in configs if c["target"] == "v6e"]
+    assert len(v6e) == 8 and all(c["fits"] for c in v6e)
+    estimated = sorted((c for c in v6e if c["estimated_cycles"] is not None), key=lambda c: c["speed_rank"])
+    assert [c["speed_rank"] for c in estimated] == [1, 2, 3], v6e
+    assert [c["estimated_cycles"] for c in estimated] == sorted(c["estimated_cycles"] for c in estimated)
+    for c in v6e:
+        assert c["roofline_seconds"] > 0
+        if c["estimated_cycles"] is None:
+            assert c["no_estimate"] == "not among the 3 best by roofline" and c["speed_rank"] is None, c
+    # The roofline's best 3 were the ones estimated.
+    best = sorted(v6e, key=lambda c: c["roofline_seconds"])[:3]
+    assert {id(c) for c in best} == {id(c) for c in estimated}
+    v4 = [c for c in configs if c["target"] == "v4"]
+    assert all(c["fits"] and c["estimated_cycles"] is None and c["no_estimate"] for c in v4), v4
+    assert "aborted" in report["no_estimates"]["v4"]
+    assert sum(c["no_estimate"].startswith("not tried") for c in v4) == 1  # the third of the best 3
+    assert report["estimates"] == 5  # 3 on v6e, 2 aborted on v4
+
+    again, text = run_json(*args, cwd=tmp_path)  # the estimates are cached with the verdicts
+    assert [c["estimated_cycles"] for c in text["configs"]] == [c["estimated_cycles"] for c in configs]

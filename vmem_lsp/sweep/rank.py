@@ -1,0 +1,100 @@
+"""Which of the configs that fit is fastest, by the compiler's own static cycle
+estimate (compile/speed.py), which costs several compiles' time each: a
+roofline screens first, and only the best `top` of each chip are estimated.
+
+Pure: the roofline, the screen and the ranks. The estimates come in through
+run.py. Cycles compare within one chip only: the clock is not published.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..chips import PEAKS, Peak
+from ..layout import grid_steps, in_vmem, padded_bytes
+from ..results import CapturedCall, ExampleResult
+
+# What a grid step costs beyond its work (the pipeline's bookkeeping, a DMA's
+# issue): measured on the deviceless compiler's estimates (../shared/notes).
+STEP_SECONDS = 0.35e-6
+
+# After this many configs of one chip in a row whose compile libtpu aborted under
+# the profile, with none estimated, that chip's other configs are not tried.
+ABORTS_BEFORE_GIVING_UP = 2
+
+
+def roofline_seconds(call: CapturedCall, peak: Peak) -> float:
+    """One pallas_call's time at best: per grid step the larger of its matrix
+    work at peak FLOP/s and its windows' copies at HBM bandwidth, plus a step's
+    overhead; a window whose block never moves is copied once."""
+    steps = grid_steps(call.grid)
+    each_step = once = 0
+    for op in call.operands:
+        if op.role == "prefetch" or not in_vmem(op.memory_space):
+            continue
+        moved = padded_bytes(op.dtype, op.block_shape if op.block_shape is not None else op.full_shape)
+        if op.constant_index:
+            once += moved
+        else:
+            each_step += moved
+    compute = (call.flops_per_step or 0) / peak.flops
+    return steps * (max(compute, each_step / peak.hbm) + STEP_SECONDS) + once / peak.hbm
+
+
+def example_seconds(traced: ExampleResult, target: str) -> float | None:
+    """The roofline of every pallas_call an example reaches on `target`; None for a chip without figures."""
+    peak = PEAKS.get(target)
+    if peak is None:
+        return None
+    return sum(roofline_seconds(call, peak) for call in traced.calls)
+
+
+def screen(seconds: dict[int, float | None], top: int | None) -> list[int]:
+    """The configs (their numbers) to estimate, best roofline first: the first
+    `top`, or all when top is None. A config without a roofline comes last."""
+    order = sorted(seconds, key=lambda n: (seconds[n] is None, seconds[n] or 0.0, n))
+    return order if top is None else order[:top]
+
+
+def ranks(cycles: dict[int, int]) -> dict[int, int]:
+    """1 for the fewest cycles; configs with equal estimates share a rank (1, 2, 2, 4)."""
+    order = sorted(cycles, key=lambda n: (cycles[n], n))
+    found: dict[int, int] = {}
+    for place, number in enumerate(order, 1):
+        earlier = order[place - 2] if place > 1 else None
+        found[number] = found[earlier] if earlier is not None and cycles[earlier] == cycles[number] else place
+    return found
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The compiler's word on one config's speed: cycles, or why there are none."""
+
+    cycles: int | None
+    why_none: str | None = None
+
+
+def estimate_from(result: ExampleResult) -> Estimate:
+    """The example's cycles, all its pallas_calls summed; why there are none when
+    the compile with the profile failed or a kernel has no estimate."""
+    if result.error:
+        first = result.error.strip().splitlines()[0] if result.error.strip() else "the compile failed"
+        return Estimate(None, f"the compile with the estimate failed: {first}")
+    missing = [c for c in result.calls if c.estimated_cycles is None]
+    if not result.calls:
+        return Estimate(None, "the example reaches no pallas_call")
+    if missing:
+        return Estimate(None, missing[0].no_estimate or "the compiler gave no estimate")
+    return Estimate(sum(c.estimated_cycles or 0 for c in result.calls))
+
+
+def aborted(estimate: Estimate) -> bool:
+    """libtpu died under the profile (v7x on libtpu 0.0.42.1, v4 on every libtpu)."""
+    return estimate.cycles is None and "signal" in (estimate.why_none or "")
+
+
+def describe_seconds(seconds: float | None) -> str:
+    if seconds is None or math.isnan(seconds):
+        return ""
+    return f"{seconds * 1e6:.1f} us"
