@@ -10,6 +10,7 @@ import pytest
 
 from vmem_lsp.compile.cache import ResultCache
 from vmem_lsp.compile.client import CheckRequest
+from vmem_lsp.compile.speed import cut_grids, extrapolate
 from vmem_lsp.report.static_profile import ProfileError, parse_static_profile
 
 PROFILES = Path(__file__).parent / "data" / "static_profiles"
@@ -57,3 +58,24 @@ def test_an_estimate_is_cached_apart_and_a_verdict_keeps_its_key(tmp_path):
     plain = CheckRequest("f(f32[8, 128])", "v6e", path=str(tmp_path / "kernel.py"))
     asked = CheckRequest("f(f32[8, 128])", "v6e", path=str(tmp_path / "kernel.py"), estimate=True)
     assert cache.key(plain) != cache.key(asked)
+
+
+@pytest.mark.parametrize(
+    "grid, cuts",
+    [
+        ((4, 4, 4), [(4, 4, 4)]),  # 64 steps: the grid itself
+        ((8, 8, 8), [(3, 3, 3), (4, 4, 4)]),
+        ((1000,), [(63,), (64,)]),
+        ((2, 500), [(2, 31), (2, 32)]),
+        ((1, 1, 100, 3), [(1, 1, 20, 3), (1, 1, 21, 3)]),  # k=21: 63 steps
+    ],
+)
+def test_a_long_grid_is_estimated_on_two_cut_grids_of_at_most_64_steps(grid, cuts):
+    assert cut_grids(grid) == cuts
+
+
+def test_the_cycles_are_extrapolated_along_the_steps():
+    """v6e's matmul of 512-blocks, measured whole on 27, 64 and 512 steps: 32285, 71680, 550240 cycles."""
+    assert abs(extrapolate([(27, 32285), (64, 71680)], 512) - 550240) / 550240 < 0.01
+    assert extrapolate([(64, 71680)], 64) == 71680
+    assert extrapolate([(10, 1000)], 40) == 4000

@@ -511,10 +511,27 @@ def compile_alone(
     return verdict
 
 
-def _compile(eqn, device, compiler_options: dict | None, on_phase) -> Verdict:
+def estimate_alone(eqn, device, compiler_options: dict | None = None, on_phase=no_phase) -> Verdict:
+    """The compiler's cycle estimate of this pallas_call (a worker started with
+    --estimate), on cut grids where its own is long (cut_grids)."""
+    grid = tuple(eqn.params["grid_mapping"].grid)
+    if not all(isinstance(extent, int) for extent in grid):
+        return Verdict(True, None, no_estimate="a grid whose size is known only at run time is not estimated")
+    points, seconds = [], 0.0
+    for cut in speed.cut_grids(grid):
+        params = {**eqn.params, "grid_mapping": replace(eqn.params["grid_mapping"], grid=cut)}
+        verdict = _compile(eqn, device, compiler_options, on_phase, params)
+        seconds += verdict.seconds
+        if not verdict.fits or verdict.estimated_cycles is None:
+            return replace(verdict, seconds=seconds)
+        points.append((math.prod(cut), verdict.estimated_cycles))
+    return Verdict(True, None, None, seconds, speed.extrapolate(points, math.prod(grid)))
+
+
+def _compile(eqn, device, compiler_options: dict | None, on_phase, params: dict | None = None) -> Verdict:
     sharding = SingleDeviceSharding(device)
     args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=sharding) for v in eqn.invars]
-    params = eqn.params
+    params = params or eqn.params
     name = kernel_name(eqn)
     started = time.perf_counter()
     try:
@@ -568,6 +585,7 @@ def capture_calls(
     scoped_limit: tuple[int, str] | None = None,
     on_phase=no_phase,
     origins: bool = True,
+    estimate: bool = False,
 ) -> list[CapturedCall]:
     """Every pallas_call the example reaches, described, and compiled alone
     unless `compile` is false (a trace is enough to see block shapes).
@@ -593,7 +611,12 @@ def capture_calls(
             compiled = compile and not interpret
             key = verdict_key(eqn, device, compiler_options) if compiled else None  # the fingerprint, once
             reused = key in VERDICTS
-            verdict = compile_alone(eqn, device, compiler_options, on_phase, key) if compiled else Verdict(True, None)
+            if compiled and estimate:  # its fit is known: what is asked is the compiler's estimate of its speed
+                verdict = estimate_alone(eqn, device, compiler_options, on_phase)
+            else:
+                verdict = (
+                    compile_alone(eqn, device, compiler_options, on_phase, key) if compiled else Verdict(True, None)
+                )
             fits, text, seconds = verdict.fits, verdict.text, verdict.seconds
             described = describe(eqn, provenance)
             own_limit = described["vmem_limit_bytes"]

@@ -238,6 +238,7 @@ class Worker:
                 scoped_limit=scoped_limit(params),
                 on_phase=on_phase,
                 origins=origins,
+                estimate=bool(params.get("estimate")),
             )
         except self.compat.CompatError as error:
             return self.internal(target, kind, str(error), path)
