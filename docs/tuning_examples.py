@@ -1,4 +1,4 @@
-"""vmem-lsp for autotuners: runnable examples of `vmem_lsp.fits` and `vmem_lsp.prune`.
+"""vmem-lsp for autotuners: runnable examples of `vmem_lsp.fits`, `vmem_lsp.prune` and `vmem_lsp.rank`.
 
     .venv/bin/python docs/tuning_examples.py
 
@@ -82,6 +82,19 @@ def early_config_prune(configs, named_args, **kwargs):
     return [c for c in configs if c.kwargs in kept]
 
 
+def fastest_first() -> list:
+    """5. Which of the configs that fit is fastest on v6e, by the compiler's own cycle estimate:
+    the roofline's best 3 are estimated (each costs a few compiles' time), fastest first."""
+    configs = [{"bm": bm, "bk": 1024, "bn": bn} for bm in (512, 1024, 2048) for bn in (512, 1024)]
+    ranked = vmem_lsp.rank(matmul, (X, X), configs, target="v6e", top=3)
+    for r in ranked:
+        said = f"{r.estimated_cycles:,} cycles, rank {r.rank}" if r.rank else f"no estimate ({r.no_estimate})"
+        print(f"rank: {r.config}: {said}")
+    best = vmem_lsp.prune(matmul, (X, X), configs, targets="v6e", top=2)  # the two fastest, as rank has them
+    print(f"prune(top=2): {best}")
+    return ranked
+
+
 if __name__ == "__main__":
     plain_loop()
     tune_jax_hyperparams()
@@ -89,3 +102,4 @@ if __name__ == "__main__":
     triton = [TritonStyleConfig({"bm": bm, "bk": 1024, "bn": 1024}) for bm in (256, 512, 1024)]
     kept = early_config_prune(triton, {"x": X, "y": X})
     print(f"Triton-style early_config_prune: kept {[c.kwargs['bm'] for c in kept]} of bm in 256, 512, 1024")
+    fastest_first()

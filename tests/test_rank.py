@@ -96,3 +96,12 @@ def test_a_ranked_sweep_gives_every_config_that_fits_an_estimate_or_a_reason(tmp
 
     again, text = run_json(*args, cwd=tmp_path)  # the estimates are cached with the verdicts
     assert [c["estimated_cycles"] for c in text["configs"]] == [c["estimated_cycles"] for c in configs]
+
+
+def test_the_api_ranks_on_one_chip_only_and_says_so_before_starting_anything():
+    import vmem_lsp
+
+    with pytest.raises(ValueError, match="one chip"):
+        vmem_lsp.rank(print, (), [{"bm": 8}], target="v5e,v6e")
+    with pytest.raises(ValueError, match="one target"):
+        vmem_lsp.prune(print, (), [{"bm": 8}], targets=("v5e", "v6e"), top=2)

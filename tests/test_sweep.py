@@ -345,6 +345,16 @@ def test_the_tuning_examples_in_the_docs_run(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "bm=1024 bk=1024: over" in done.stdout and "kept [256, 512]" in done.stdout
+    ranked = [line for line in done.stdout.splitlines() if line.startswith("rank: ")]
+    # Five fit on v6e (bm=2048, bn=1024 is over); the roofline's best three are estimated, fastest first.
+    assert (
+        len(ranked) == 5 and [", rank 1" in ranked[0], ", rank 2" in ranked[1], ", rank 3" in ranked[2]] == [True] * 3
+    )
+    assert all("not among the 3 best by roofline" in line for line in ranked[3:]), ranked
+    (pruned,) = [line for line in done.stdout.splitlines() if line.startswith("prune(top=2): ")]
+    assert (
+        pruned.removeprefix("prune(top=2): ") == f"[{ranked[0][6:].split('}')[0]}}}, {ranked[1][6:].split('}')[0]}}}]"
+    )
 
 
 EAGER = """

@@ -4,6 +4,7 @@
     verdict = vmem_lsp.fits(matmul, "bf16[8192, 8192]", jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16),
                             target="v6e", bm=1024, bk=1024, bn=1024)
     good = vmem_lsp.prune(matmul, ("bf16[8192, 8192]", "bf16[8192, 8192]"), configs, targets=("v5e", "v6e"))
+    fastest = vmem_lsp.rank(matmul, ("bf16[8192, 8192]", "bf16[8192, 8192]"), configs, target="v6e", top=5)
 
 The function runs where `vmem-lsp check` runs examples: in a worker process
 that imports the function's module by its file, so it must be defined at the
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # `import vmem_lsp` stays light: the engine is imported on fi
     from .results import ExampleResult
     from .source.directives import Example
 
-__all__ = ["Verdict", "fits", "prune"]
+__all__ = ["Ranked", "Verdict", "fits", "prune", "rank"]
 
 WORKER_ENV = "VMEM_LSP_IN_WORKER"
 
@@ -48,6 +49,17 @@ class Verdict:
     decided_by: str  # "compiler" | "model" | "monotonicity" | "error" | "undecided"
     target: str
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A config that fits on rank()'s chip, with the compiler's word on its speed."""
+
+    config: dict[str, object]
+    estimated_cycles: int | None  # the compiler's static estimate; cycles compare within one chip only
+    rank: int | None  # 1: the fewest cycles; None without an estimate
+    roofline_seconds: float | None  # the screen's time at best, which chose what was estimated
+    no_estimate: str | None = None  # why there is no estimate: not screened in, or libtpu aborted
 
 
 def shape_text(value: object) -> str:
@@ -238,25 +250,67 @@ def prune(
     targets: str | Iterable[str] = ("v6e",),
     *,
     budget_compiles: int | None = None,
+    top: int | None = None,
 ) -> list[dict[str, object]]:
     """The configs (dicts of keyword arguments) that fit on every target, decided
     as `vmem-lsp sweep` decides: the model where it is sure, compiles nearest the
     frontier, monotonicity where the compiles show it holds. A config left
     undecided by the budget is left out: never guessed to fit. `targets` as fits'
-    `target` takes it ("v5e", "v5e,v6e") or as a sequence of chip names."""
+    `target` takes it ("v5e", "v5e,v6e") or as a sequence of chip names. With
+    `top` (one target only), the `top` fastest of them by rank(), fastest first."""
     from .config import parse_targets
     from .sweep.run import run_sweep
 
-    engine = ENGINE.ready()
     chips = parse_targets(targets if isinstance(targets, str) else list(targets))
+    if top is not None and len(chips) != 1:
+        raise ValueError("prune(top=N) ranks by the compiler's cycles, which compare within one chip: give one target")
+    engine = ENGINE.ready()
     given = [dict(c) for c in configs]
     if not given:
         return []
     listed = ListedConfigs(example_for(fn, args, {}), tuple(given))
     settings = dataclasses.replace(engine.settings, targets=chips)
+    if top is not None:
+        return [r.config for r in rank(fn, args, given, chips[0], top=top, budget_compiles=budget_compiles)[:top]]
     outcome = run_sweep(listed, settings, budget=budget_compiles, worker=engine.workers)
     good = {n for n in range(len(given))}
     for number, verdict in enumerate(outcome.verdicts):
         if verdict.fits is not True:
             good.discard(number % len(given))
     return [c for n, c in enumerate(given) if n in good]
+
+
+def rank(
+    fn: Callable[..., object],
+    args: Sequence[object],
+    configs: Iterable[Mapping[str, object]],
+    target: str = "v6e",
+    *,
+    top: int | None = 5,
+    budget_compiles: int | None = None,
+) -> list[Ranked]:
+    """The configs that fit on `target`, fastest first by the compiler's own static
+    cycle estimate, as `vmem-lsp sweep --rank speed` ranks them: a roofline screens,
+    the best `top` (None: all) are estimated (each costs several compiles' time, in
+    workers of their own), and those follow by roofline, each saying why it has
+    no estimate. Cycles compare within one chip only: one target."""
+    from .config import parse_targets
+    from .sweep.run import run_sweep
+
+    chips = parse_targets(target)
+    if len(chips) != 1:
+        raise ValueError(f"rank() compares cycles within one chip: give one target, not {target!r}")
+    engine = ENGINE.ready()
+    given = [dict(c) for c in configs]
+    if not given:
+        return []
+    listed = ListedConfigs(example_for(fn, args, {}), tuple(given))
+    settings = dataclasses.replace(engine.settings, targets=chips)
+    outcome = run_sweep(listed, settings, budget=budget_compiles, worker=engine.workers, rank=True, rank_top=top)
+    found = [
+        Ranked(dict(v.config), v.estimated_cycles, v.speed_rank, v.roofline_seconds, v.no_estimate)
+        for v in outcome.verdicts
+        if v.fits is True
+    ]
+    inf = float("inf")
+    return sorted(found, key=lambda r: (r.rank or inf, r.roofline_seconds if r.roofline_seconds is not None else inf))
