@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from support import EXAMPLES
-from support.cli import run_json
+from support.cli import run_cli, run_json
 
 from vmem_lsp.chips import PEAKS
 from vmem_lsp.results import CapturedCall, ExampleResult, Operand
@@ -96,6 +96,12 @@ def test_a_ranked_sweep_gives_every_config_that_fits_an_estimate_or_a_reason(tmp
 
     again, text = run_json(*args, cwd=tmp_path)  # the estimates are cached with the verdicts
     assert [c["estimated_cycles"] for c in text["configs"]] == [c["estimated_cycles"] for c in configs]
+
+    drawn = run_cli(*args, "--plot", str(tmp_path / "frontier.png"), cwd=tmp_path)
+    assert drawn.returncode == 0, drawn.stderr
+    assert " cycles " in drawn.stdout.splitlines()[3] and " rank " in drawn.stdout.splitlines()[3], drawn.stdout
+    for picture in ("frontier.png", "frontier-speed.png"):  # the estimates against the VMEM used, beside it
+        assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_api_ranks_on_one_chip_only_and_says_so_before_starting_anything():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from itertools import groupby
 
 from ..render import size
@@ -137,10 +138,7 @@ def csv_text(outcome: SweepOutcome[S]) -> str:
 FORMATS = {"text": text, "json": json_text, "csv": csv_text}
 
 
-def plot(outcome: SweepOutcome[Sweep], path: str) -> None:
-    """A heat map of headroom (share of the limit) over the first two axes,
-    one panel per chip and value of the other axes; over is red, undecided
-    grey. Needs matplotlib: `pip install 'vmem-lsp[plot]'`."""
+def pyplot():
     try:
         import matplotlib
 
@@ -148,6 +146,23 @@ def plot(outcome: SweepOutcome[Sweep], path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise RuntimeError("--plot needs matplotlib: pip install 'vmem-lsp[plot]'") from None
+    return plt
+
+
+def speed_plot_path(path: str) -> str:
+    """Where --plot puts the estimates of a ranked sweep: beside the frontier's picture."""
+    stem, suffix = os.path.splitext(path)
+    return f"{stem}-speed{suffix}"
+
+
+def plot(outcome: SweepOutcome[Sweep], path: str) -> None:
+    """A heat map of headroom (share of the limit) over the first two axes,
+    one panel per chip and value of the other axes; over is red, undecided
+    grey. A ranked sweep also gets plot_speed at speed_plot_path(path).
+    Needs matplotlib: `pip install 'vmem-lsp[plot]'`."""
+    plt = pyplot()
+    if any(v.estimated_cycles is not None for v in outcome.verdicts):
+        plot_speed(outcome, speed_plot_path(path))
     axes = outcome.sweep.axes
     x, y = axes[0], axes[1] if len(axes) > 1 else None
     others = [a.name for a in axes[2:]]
@@ -175,6 +190,28 @@ def plot(outcome: SweepOutcome[Sweep], path: str) -> None:
             axis.set_ylabel(y.name)
         axis.set_title(f"{target}" + "".join(f", {n}={f}" for n, f in zip(others, facet)), fontsize=8)
     figure.suptitle("headroom as a share of the limit (green fits, red over)", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def plot_speed(outcome: SweepOutcome[S], path: str) -> None:
+    """The compiler's cycle estimate against the VMEM used, one panel per chip
+    (cycles compare within a chip only), each estimated config labelled with
+    its rank: how much memory the speed costs."""
+    plt = pyplot()
+    chips = sorted({v.target for v in outcome.verdicts if v.estimated_cycles is not None})
+    figure, grid = plt.subplots(1, len(chips), figsize=(4.2 * len(chips), 3.6), squeeze=False)
+    for axis, target in zip(grid[0], chips):
+        shown = [v for v in outcome.verdicts if v.target == target and v.estimated_cycles is not None and v.used]
+        mib = [(v.used or 0) / 2**20 for v in shown]
+        axis.scatter(mib, [v.estimated_cycles for v in shown], s=18)
+        for v, x in zip(shown, mib):
+            axis.annotate(f"{v.speed_rank}: {describe(v.config)}", (x, v.estimated_cycles), fontsize=6)
+        axis.set_xlabel("VMEM used (MiB)")
+        axis.set_ylabel("estimated cycles (fewer is faster)")
+        axis.set_title(f"TPU {target}", fontsize=8)
+    figure.suptitle("the compiler's cycle estimate of each config that fits, by rank", fontsize=9)
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
