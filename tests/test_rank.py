@@ -111,3 +111,33 @@ def test_the_api_ranks_on_one_chip_only_and_says_so_before_starting_anything():
         vmem_lsp.rank(print, (), [{"bm": 8}], target="v5e,v6e")
     with pytest.raises(ValueError, match="one target"):
         vmem_lsp.prune(print, (), [{"bm": 8}], targets=("v5e", "v6e"), top=2)
+
+
+SWEEP_LINE = "# vmem: matmul(bf16[2048, 2048], bf16[2048, 2048], bm=[256, 512], bk=512, bn=[256, 512])\n"
+
+
+@pytest.mark.asyncio
+async def test_the_editor_ranks_a_sweep_line_from_its_code_lens(tmp_path):
+    """A `# vmem:` line that holds lists gets a lens that ranks its configs (asked for:
+    it runs the user's code and costs compiles), then names the fastest on each chip."""
+    from lsprotocol import types
+    from support.lsp_client import Editor, running_server
+
+    path = tmp_path / "matmul.py"
+    path.write_text((EXAMPLES / "matmul.py").read_text().replace("# vmem: matmul(", SWEEP_LINE + "# vmem: matmul(", 1))
+    line = path.read_text().splitlines().index(SWEEP_LINE.strip())
+    async with running_server(tmp_path, options={"targets": ["v6e"]}) as client:
+        editor = Editor(client, path)
+        editor.open()
+        document = types.TextDocumentIdentifier(editor.uri)
+        lenses = await client.text_document_code_lens_async(types.CodeLensParams(document))
+        (ask,) = [lens for lens in lenses if lens.range.start.line == line]
+        assert ask.command.title == "Rank these 4 configs by the compiler's speed estimate", ask
+        answer = await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(ask.command.command, ask.command.arguments)
+        )
+        assert answer["said"].startswith("fastest that fits: v6e bm=512, bn=512 ("), answer
+        assert answer["estimates"] == 4, answer
+        lenses = await client.text_document_code_lens_async(types.CodeLensParams(document))
+        (said,) = [lens for lens in lenses if lens.range.start.line == line]
+        assert said.command.title == answer["said"]

@@ -115,6 +115,7 @@ class VmemServer(LanguageServer):
         self.internal_errors = 0  # errors of ours, never of the user's files: in every status
         self.losses_said: set[str] = set()  # what the worker's jax lacks, shown once a session
         self.trust_asked: set[str] = set()  # folders the user was asked about, once each
+        self.rankings: dict = {}  # (path, sweep line's call) -> handlers.rank_sweep.Ranking, its lens
         self.trust_watch: asyncio.Future | None = None  # looks at the trust list while a file waits on it
 
     # -- paths and capabilities ---------------------------------------------------------

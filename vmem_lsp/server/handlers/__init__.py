@@ -17,6 +17,7 @@ from . import (
     inlay_hint,
     notebook_sync,
     pull_diagnostic,
+    rank_sweep,
     shutdown,
 )
 
@@ -36,6 +37,7 @@ def register(server) -> None:
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration.handle)
     server.feature(types.TEXT_DOCUMENT_HOVER)(hover.handle)
     server.command(execute_command.EXPLAIN)(execute_command.handle)
+    server.command(rank_sweep.RANK)(rank_sweep.handle)
     server.feature(types.TEXT_DOCUMENT_INLAY_HINT)(inlay_hint.handle)
     server.feature(types.TEXT_DOCUMENT_CODE_LENS)(code_lens.handle)
     server.feature(
