@@ -52,3 +52,23 @@ def test_an_abort_under_the_profile_is_the_requests_error_and_the_worker_comes_b
     (_, v6e), (_, v4), (_, again) = estimated[1:]
     assert v4.error and "signal 6" in v4.error, v4
     assert again.calls and again.calls[0].estimated_cycles == v6e.calls[0].estimated_cycles, again
+
+
+def test_a_grid_of_no_step_has_no_estimate_and_says_why(tmp_path):
+    """A block larger than its array makes a grid of no step: it compiles, and does no work;
+    0 cycles would rank it fastest (bench_rank_tuned found it as a ZeroDivisionError)."""
+    path = tmp_path / "empty_grid.py"
+    path.write_text(
+        (EXAMPLES / "matmul.py").read_text()
+        + "\n# vmem: matmul(bf16[1024, 1024], bf16[1024, 1024], bm=512, bk=2048, bn=512)\n"
+    )
+    examples, _ = find_examples(path.read_text(), str(path))
+    settings = Settings(jobs=1)
+    runner = estimate_runner(settings)
+    try:
+        request = dataclasses.replace(request_for(examples[-1], "v6e", settings), estimate=True)
+        result = runner.check(request, settings.limits())
+    finally:
+        runner.stop()
+    (call,) = result.calls
+    assert call.estimated_cycles is None and "no step" in (call.no_estimate or ""), result

@@ -79,3 +79,5 @@ def test_the_cycles_are_extrapolated_along_the_steps():
     assert abs(extrapolate([(27, 32285), (64, 71680)], 512) - 550240) / 550240 < 0.01
     assert extrapolate([(64, 71680)], 64) == 71680
     assert extrapolate([(10, 1000)], 40) == 4000
+    # A block larger than its array makes a grid of no step: its estimate is what it is (was a ZeroDivisionError).
+    assert cut_grids((0, 4)) == [(0, 4)] and extrapolate([(0, 500)], 0) == 500

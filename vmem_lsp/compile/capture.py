@@ -517,6 +517,8 @@ def estimate_alone(eqn, device, compiler_options: dict | None = None, on_phase=n
     grid = tuple(eqn.params["grid_mapping"].grid)
     if not all(isinstance(extent, int) for extent in grid):
         return Verdict(True, None, no_estimate="a grid whose size is known only at run time is not estimated")
+    if math.prod(grid) == 0:
+        return Verdict(True, None, no_estimate="its grid has no step (a block larger than its array): it does no work")
     points, seconds = [], 0.0
     for cut in speed.cut_grids(grid):
         params = {**eqn.params, "grid_mapping": replace(eqn.params["grid_mapping"], grid=cut)}

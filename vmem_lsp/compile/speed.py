@@ -89,6 +89,8 @@ def extrapolate(points: list[tuple[int, int]], steps: int) -> int:
     points, or one point scaled."""
     if len(points) == 1:
         ((measured, cycles),) = points
+        if measured == steps or measured == 0:  # the grid itself (one with no step: a block over the array)
+            return cycles
         return round(cycles * steps / measured)
     (s1, c1), (s2, c2) = points
     per_step = (c2 - c1) / (s2 - s1)
