@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from ... import views
+from ..session import on_disk_text
 from . import rank_sweep
 
 if TYPE_CHECKING:
@@ -34,10 +35,12 @@ def sweep_lenses(ls: VmemServer, uri: str, path: str) -> list[types.CodeLens]:
     from ...sweep.spec import sweeps_in
 
     doc = ls.session.documents.get(path)
-    if doc is None or is_notebook(path) or "# vmem:" not in doc.text:
+    # Asked right after didOpen, whose handler may not have run yet: the file's text.
+    text = doc.text if doc is not None else on_disk_text(path)
+    if text is None or is_notebook(path) or "# vmem:" not in text:
         return []
     lenses = []
-    for sweep in sweeps_in(doc.text, path):
+    for sweep in sweeps_in(text, path):
         line = sweep.example.line - 1
         where = types.Range(types.Position(line, 0), types.Position(line, 0))
         known = ls.rankings.get((path, sweep.example.text))

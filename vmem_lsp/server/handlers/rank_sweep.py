@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from ..session import on_disk_text
+
 if TYPE_CHECKING:
     from ..app import VmemServer
 
@@ -56,7 +58,8 @@ async def rank(ls: VmemServer, uri: str, line: int) -> dict:
 
     path = ls.path_of(uri)
     doc = ls.session.documents.get(path)
-    sweep = next((s for s in sweeps_in(doc.text, path) if s.example.line == line + 1), None) if doc else None
+    text = doc.text if doc is not None else on_disk_text(path)
+    sweep = next((s for s in sweeps_in(text, path) if s.example.line == line + 1), None) if text else None
     if sweep is None:
         return {"error": f"no # vmem: line that holds a list at line {line + 1} of {path}"}
     settings = ls.session.settings(path)
