@@ -144,3 +144,54 @@ async def test_the_editor_ranks_a_sweep_line_from_its_code_lens(tmp_path):
         lenses = await client.text_document_code_lens_async(types.CodeLensParams(document))
         (said,) = [lens for lens in lenses if lens.range.start.line == line]
         assert said.command.title == answer["said"]
+
+
+def test_an_estimate_of_a_kernel_with_a_loop_of_run_time_length_says_it_may_mislead():
+    call = CapturedCall(**{**vars(matmul_call(256, 256)), "estimated_cycles": 1000, "loops_unknown": True})
+    found = estimate_from(ExampleResult("v6e", None, (call,)))
+    assert found.cycles == 1000 and found.caveat and "run time" in found.caveat
+
+
+LOOPING = '''
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def kernel(x_ref, o_ref):
+    """Adds the block to itself as many times as its first element says: a loop whose
+    length only the data knows, as ragged attention loops over its sequences."""
+    times = x_ref[0, 0].astype(jnp.int32)
+
+    def add(carry):
+        count, total = carry
+        return count + 1, total + x_ref[...]
+
+    _, total = jax.lax.while_loop(lambda c: c[0] < times, add, (0, jnp.zeros_like(x_ref[...])))
+    o_ref[...] = total
+
+
+# vmem: looped(f32[1024, 1024], rows=[256, 512])
+def looped(x, rows=256):
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(x.shape[0] // rows,),
+        in_specs=[pl.BlockSpec((rows, 1024), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((rows, 1024), lambda i: (i, 0)),
+    )(x)
+'''
+
+
+@pytest.mark.compiler
+def test_a_ranked_sweep_of_a_kernel_with_a_run_time_loop_says_its_estimates_may_mislead(tmp_path):
+    """The static estimate counts a while loop's body once (bench/RANK.md: jax's ragged
+    attention): the ranks are given, and said to be doubtful, on every row and once below."""
+    (tmp_path / "looping.py").write_text(LOOPING)
+    done, report = run_json("sweep", "looping.py", "--target", "v6e", "--rank", "speed", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = [c for c in report["configs"] if c["estimated_cycles"] is not None]
+    assert len(rows) == 2 and all("known only at run time" in (c["estimate_caveat"] or "") for c in rows), rows
+    assert "known only at run time" in report["estimate_caveats"]["v6e"]
+    text = run_cli("sweep", "looping.py", "--target", "v6e", "--rank", "speed", cwd=tmp_path).stdout
+    assert "\nestimates on v6e: the kernel loops a number of times known only at run time" in text, text

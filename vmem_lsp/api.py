@@ -60,6 +60,7 @@ class Ranked:
     rank: int | None  # 1: the fewest cycles; None without an estimate
     roofline_seconds: float | None  # the screen's time at best, which chose what was estimated
     no_estimate: str | None = None  # why there is no estimate: not screened in, or libtpu aborted
+    caveat: str | None = None  # why the estimate may not rank as a run would (a loop of unknown trip count)
 
 
 def shape_text(value: object) -> str:
@@ -308,7 +309,7 @@ def rank(
     settings = dataclasses.replace(engine.settings, targets=chips)
     outcome = run_sweep(listed, settings, budget=budget_compiles, worker=engine.workers, rank=True, rank_top=top)
     found = [
-        Ranked(dict(v.config), v.estimated_cycles, v.speed_rank, v.roofline_seconds, v.no_estimate)
+        Ranked(dict(v.config), v.estimated_cycles, v.speed_rank, v.roofline_seconds, v.no_estimate, v.estimate_caveat)
         for v in outcome.verdicts
         if v.fits is True
     ]

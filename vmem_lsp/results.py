@@ -129,6 +129,7 @@ class CapturedCall:
     in_program: tuple = ()  # (role, index) of operands the program makes, results it uses
     interpret: bool = False  # traced with interpret=True: it runs on the CPU, so it was not compiled for the TPU
     flops_per_step: int | None = None  # the body's matrix work per grid step (2*M*N*K of its dots)
+    loops_unknown: bool = False  # the body loops a number of times known only at run time (a while loop)
     estimated_cycles: int | None = None  # the compiler's static estimate (a worker started with --estimate)
     no_estimate: str | None = None  # why such a worker has none for this kernel
 

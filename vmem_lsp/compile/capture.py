@@ -145,7 +145,24 @@ def describe(eqn, provenance: Provenance | None) -> dict:
         scoped=extra(scoped_buffers, (), eqn.params["jaxpr"]),
         unseen=extra(large_values, (), eqn.params["jaxpr"]),
         flops_per_step=extra(body_flops, None, eqn.params["jaxpr"]),
+        loops_unknown=extra(has_unknown_loops, False, eqn.params["jaxpr"]),
     )
+
+
+def has_unknown_loops(kernel_jaxpr) -> bool:
+    """Whether the kernel body runs a loop whose trip count is not known when it
+    compiles (a while loop: a fori_loop over traced bounds, a loop over the
+    scalar-prefetched lengths of ragged attention). The compiler's static
+    estimate counts such a body once (bench/RANK.md), so its cycles do not
+    follow the block sizes that change the trip count."""
+
+    def walk(jaxpr) -> bool:
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "while" or any(walk(sub) for sub in jax_compat.jaxprs_in_params(eqn.params)):
+                return True
+        return False
+
+    return walk(kernel_jaxpr)
 
 
 def body_flops(kernel_jaxpr) -> int:

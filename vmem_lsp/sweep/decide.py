@@ -44,6 +44,7 @@ class Verdict:
     estimated_cycles: int | None = None  # the compiler's static estimate, all the example's kernels
     no_estimate: str | None = None  # why a config that fits has no estimate (not screened in, libtpu aborted...)
     speed_rank: int | None = None  # 1: the fewest cycles among the configs of this chip that fit
+    estimate_caveat: str | None = None  # why the estimate may not rank as a run would (rank.LOOPS_CAVEAT)
 
     @property
     def headroom(self) -> int | None:

@@ -51,7 +51,8 @@ def summary(outcome: SweepOutcome[S]) -> str:
             f"rank 1 is the fewest)"
         )
     missing = "".join(f"\nno estimate on {chip}: {why}" for chip, why in outcome.no_estimates.items())
-    return line + broken + missing
+    doubtful = "".join(f"\nestimates on {chip}: {why}" for chip, why in outcome.caveats.items())
+    return line + broken + missing + doubtful
 
 
 def text(outcome: SweepOutcome[S]) -> str:
@@ -87,6 +88,7 @@ def as_dict(v: Verdict) -> dict:
         "estimated_cycles": v.estimated_cycles,
         "no_estimate": v.no_estimate,
         "speed_rank": v.speed_rank,
+        "estimate_caveat": v.estimate_caveat,
     }
 
 
@@ -103,6 +105,7 @@ def json_text(outcome: SweepOutcome[S]) -> str:
                 "monotonicity_off": outcome.broken,
                 "estimates": outcome.estimates,
                 "no_estimates": outcome.no_estimates,
+                "estimate_caveats": outcome.caveats,
             },
             indent=2,
         )

@@ -67,12 +67,20 @@ def ranks(cycles: dict[int, int]) -> dict[int, int]:
     return found
 
 
+# Said of the estimates of a kernel whose body loops a number of times known only at run time.
+LOOPS_CAVEAT = (
+    "the kernel loops a number of times known only at run time (a while loop); the compiler's "
+    "estimate counts such a loop once, so these ranks need not follow the real speed"
+)
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The compiler's word on one config's speed: cycles, or why there are none."""
 
     cycles: int | None
     why_none: str | None = None
+    caveat: str | None = None  # why the cycles may not rank the configs as a run would (LOOPS_CAVEAT)
 
 
 def estimate_from(result: ExampleResult) -> Estimate:
@@ -86,7 +94,8 @@ def estimate_from(result: ExampleResult) -> Estimate:
         return Estimate(None, "the example reaches no pallas_call")
     if missing:
         return Estimate(None, missing[0].no_estimate or "the compiler gave no estimate")
-    return Estimate(sum(c.estimated_cycles or 0 for c in result.calls))
+    caveat = LOOPS_CAVEAT if any(c.loops_unknown for c in result.calls) else None
+    return Estimate(sum(c.estimated_cycles or 0 for c in result.calls), caveat=caveat)
 
 
 def aborted(estimate: Estimate) -> bool:

@@ -37,6 +37,7 @@ class SweepOutcome(Generic[S]):
     broken: dict = field(default_factory=dict)  # chip -> why monotonicity was turned off
     estimates: int = 0  # configs x chips the compiler estimated for --rank speed (a cached answer counts)
     no_estimates: dict = field(default_factory=dict)  # chip -> why its configs have no estimate, said once
+    caveats: dict = field(default_factory=dict)  # chip -> why its estimates may not rank as a run would, once
 
     @property
     def configs_total(self) -> int:
@@ -197,6 +198,8 @@ def rank_speed(
                 outcome.estimates += 1
                 progress.advance(f"estimated {target}")
                 found = estimates[number] = speed.estimate_from(result)
+                if found.caveat:
+                    outcome.caveats.setdefault(target, found.caveat)
                 if speed.aborted(found):
                     aborts += 1
                     outcome.no_estimates.setdefault(target, f"libtpu aborted while estimating ({found.why_none})")
@@ -210,6 +213,7 @@ def rank_speed(
                     estimated_cycles=said.cycles if said else None,
                     no_estimate=(said.why_none if said else f"not among the {top} best by roofline"),
                     speed_rank=ranked.get(item.number),
+                    estimate_caveat=said.caveat if said else None,
                 )
     finally:
         if runner is not None:

@@ -39,7 +39,8 @@ def lens_text(outcome) -> str:
     for target in dict.fromkeys(v.target for v in outcome.verdicts):
         best = [v for v in outcome.verdicts if v.target == target and v.speed_rank == 1]
         if best:
-            said.append(f"{target} {describe(best[0].config)} ({best[0].estimated_cycles:,} cycles)")
+            doubt = ", a loop of run-time length: see the log" if best[0].estimate_caveat else ""
+            said.append(f"{target} {describe(best[0].config)} ({best[0].estimated_cycles:,} cycles{doubt})")
         elif target in outcome.no_estimates:
             said.append(f"{target}: no estimate")
         elif not any(v.target == target and v.fits for v in outcome.verdicts):
@@ -79,7 +80,8 @@ async def rank(ls: VmemServer, uri: str, line: int) -> dict:
     said = lens_text(outcome)
     ls.rankings[key] = Ranking(False, said)
     refresh_lenses(ls)
-    ls.log(types.MessageType.Info, f"vmem-lsp: {sweep.example.text}: {said}")
+    caveats = "".join(f"; estimates on {chip}: {why}" for chip, why in outcome.caveats.items())
+    ls.log(types.MessageType.Info, f"vmem-lsp: {sweep.example.text}: {said}{caveats}")
     return {"said": said, "estimates": outcome.estimates, "compiles": outcome.compiles}
 
 
