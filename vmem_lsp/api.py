@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # `import vmem_lsp` stays light: the engine is imported on fi
     from .config import Settings
     from .results import ExampleResult
     from .source.directives import Example
+    from .sweep.run import SweepOutcome
 
 __all__ = ["Ranked", "Verdict", "fits", "prune", "rank"]
 
@@ -260,20 +261,16 @@ def prune(
     `target` takes it ("v5e", "v5e,v6e") or as a sequence of chip names. With
     `top` (one target only), the `top` fastest of them by rank(), fastest first."""
     from .config import parse_targets
-    from .sweep.run import run_sweep
 
     chips = parse_targets(targets if isinstance(targets, str) else list(targets))
     if top is not None and len(chips) != 1:
         raise ValueError("prune(top=N) ranks by the compiler's cycles, which compare within one chip: give one target")
-    engine = ENGINE.ready()
     given = [dict(c) for c in configs]
     if not given:
         return []
-    listed = ListedConfigs(example_for(fn, args, {}), tuple(given))
-    settings = dataclasses.replace(engine.settings, targets=chips)
     if top is not None:
         return [r.config for r in rank(fn, args, given, chips[0], top=top, budget_compiles=budget_compiles)[:top]]
-    outcome = run_sweep(listed, settings, budget=budget_compiles, worker=engine.workers)
+    outcome = sweep_listed(fn, args, given, chips, budget_compiles)
     good = {n for n in range(len(given))}
     for number, verdict in enumerate(outcome.verdicts):
         if verdict.fits is not True:
@@ -296,18 +293,14 @@ def rank(
     workers of their own), and those follow by roofline, each saying why it has
     no estimate. Cycles compare within one chip only: one target."""
     from .config import parse_targets
-    from .sweep.run import run_sweep
 
     chips = parse_targets(target)
     if len(chips) != 1:
         raise ValueError(f"rank() compares cycles within one chip: give one target, not {target!r}")
-    engine = ENGINE.ready()
     given = [dict(c) for c in configs]
     if not given:
         return []
-    listed = ListedConfigs(example_for(fn, args, {}), tuple(given))
-    settings = dataclasses.replace(engine.settings, targets=chips)
-    outcome = run_sweep(listed, settings, budget=budget_compiles, worker=engine.workers, rank=True, rank_top=top)
+    outcome = sweep_listed(fn, args, given, chips, budget_compiles, rank=True, rank_top=top)
     found = [
         Ranked(dict(v.config), v.estimated_cycles, v.speed_rank, v.roofline_seconds, v.no_estimate, v.estimate_caveat)
         for v in outcome.verdicts
@@ -315,3 +308,21 @@ def rank(
     ]
     inf = float("inf")
     return sorted(found, key=lambda r: (r.rank or inf, r.roofline_seconds if r.roofline_seconds is not None else inf))
+
+
+def sweep_listed(
+    fn: Callable[..., object],
+    args: Sequence[object],
+    given: list[dict],
+    chips: tuple[str, ...],
+    budget_compiles: int | None,
+    rank: bool = False,
+    rank_top: int | None = None,
+) -> SweepOutcome:
+    """prune's and rank's sweep of the listed configs on `chips`, on the API's worker pool."""
+    from .sweep.run import run_sweep
+
+    engine = ENGINE.ready()
+    listed = ListedConfigs(example_for(fn, args, {}), tuple(given))
+    settings = dataclasses.replace(engine.settings, targets=chips)
+    return run_sweep(listed, settings, budget=budget_compiles, worker=engine.workers, rank=rank, rank_top=rank_top)

@@ -11,6 +11,7 @@ searches a message's text to learn what it says.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .report.parse import UNITS
@@ -112,22 +113,21 @@ def briefs_said(briefs: list[Brief], limits: bool = True) -> str:
         of = f" of {size_range([b.limit_bytes for b in totals])}{asked(totals)}" if limits else ""
         said.append(f"needs {spread(totals)}{of} on {chips}")
     elif totals and len({b.need for b in totals}) == 1:
-        by_limit: dict[str, list[str]] = {}
-        for b in totals:
-            by_limit.setdefault(b.limit, []).append(b.target)
-        each = ", ".join(f"{limit} on {' and '.join(chips)}" for limit, chips in by_limit.items())
-        said.append(f"needs {totals[0].need} of {each}")
+        said.append(f"needs {totals[0].need} of {on_chips((b.limit, b.target) for b in totals)}")
     elif totals:
         said.append("needs " + ", ".join(f"{b.need} of {b.limit} on {b.target}" for b in totals))
-    singles: dict[str, list[str]] = {}
-    for b in briefs:
-        if b.used is None:
-            singles.setdefault(size(b.limit_bytes), []).append(b.target)
+    singles = [(size(b.limit_bytes), b.target) for b in briefs if b.used is None]
     if singles:
-        said.append(
-            "one allocation over " + ", ".join(f"{limit} on {' and '.join(chips)}" for limit, chips in singles.items())
-        )
+        said.append("one allocation over " + on_chips(singles))
     return "; ".join(said)
+
+
+def on_chips(pairs: Iterable[tuple[str, str]]) -> str:
+    """ "16.00M on v4 and v5e, 64.00M on v5p" from (what, chip) pairs: the chips of one thing together."""
+    grouped: dict[str, list[str]] = {}
+    for what, chip in pairs:
+        grouped.setdefault(what, []).append(chip)
+    return ", ".join(f"{what} on {' and '.join(chips)}" for what, chips in grouped.items())
 
 
 def spread(briefs: list[Brief]) -> str:
@@ -140,15 +140,12 @@ def spread(briefs: list[Brief]) -> str:
 def asked(briefs: list[Brief]) -> str:
     """ " (128.00M asked)" when every chip was asked the same limit above what it has,
     " (128.00M asked on v7x)" when some were; "" when none."""
-    by_asked: dict[str, list[str]] = {}
-    for b in briefs:
-        if b.asked:
-            by_asked.setdefault(b.asked, []).append(b.target)
-    if not by_asked:
+    were = [b for b in briefs if b.asked]
+    if not were:
         return ""
-    if len(by_asked) == 1 and sum(map(len, by_asked.values())) == len(briefs):
-        return f" ({next(iter(by_asked))} asked)"
-    return " (" + ", ".join(f"{limit} asked on {' and '.join(chips)}" for limit, chips in by_asked.items()) + ")"
+    if len(were) == len(briefs) and len({b.asked for b in were}) == 1:
+        return f" ({were[0].asked} asked)"
+    return f" ({on_chips((f'{b.asked} asked', b.target) for b in were)})"
 
 
 def size_range(sizes: list[int]) -> str:

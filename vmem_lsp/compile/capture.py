@@ -628,14 +628,15 @@ def capture_calls(
             provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
             interpret = bool(eqn.params.get("interpret"))  # a CPU run: its TPU compile would say nothing
             compiled = compile and not interpret
-            key = verdict_key(eqn, device, compiler_options) if compiled else None  # the fingerprint, once
-            reused = key in VERDICTS
+            reused = False
             if compiled and estimate:  # its fit is known: what is asked is the compiler's estimate of its speed
                 verdict = estimate_alone(eqn, device, compiler_options, on_phase)
+            elif compiled:
+                key = verdict_key(eqn, device, compiler_options)  # the fingerprint, once
+                reused = key in VERDICTS
+                verdict = compile_alone(eqn, device, compiler_options, on_phase, key)
             else:
-                verdict = (
-                    compile_alone(eqn, device, compiler_options, on_phase, key) if compiled else Verdict(True, None)
-                )
+                verdict = Verdict(True, None)
             fits, text, seconds = verdict.fits, verdict.text, verdict.seconds
             described = describe(eqn, provenance)
             own_limit = described["vmem_limit_bytes"]

@@ -72,6 +72,12 @@ class Session:
         doc.saved_version = doc.version
         return True
 
+    def text_of(self, path: str) -> str | None:
+        """The editor's text of `path`, else the file's (a request may come before
+        didOpen's handler has run); None when neither exists."""
+        doc = self.documents.get(path)
+        return doc.text if doc is not None else on_disk_text(path)
+
     def change(self, path: str, version: int, text: str, cells: OpenNotebook | None = None) -> Document | None:
         doc = self.documents.get(path)
         if doc is not None:
@@ -178,7 +184,7 @@ class Session:
         if doc is not None:
             own = doc.verdict if doc.compiled_version == doc.version else doc.estimates
         others = [d for origin, by_path in self.contributions.items() if origin != path for d in by_path.get(path, [])]
-        lines = split_lines(doc.text if doc else on_disk_text(path) or "")
+        lines = split_lines(self.text_of(path) or "")
         line = lambda n: lines[n - 1] if 0 < n <= len(lines) else ""
         not_run = doc.not_run if doc is not None else []
         unreached = self.unreached(doc) if doc is not None else []

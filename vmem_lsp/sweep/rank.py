@@ -81,6 +81,7 @@ class Estimate:
     cycles: int | None
     why_none: str | None = None
     caveat: str | None = None  # why the cycles may not rank the configs as a run would (LOOPS_CAVEAT)
+    aborted: bool = False  # the worker died compiling with the profile (libtpu aborted: v7x on 0.0.42.1, v4)
 
 
 def estimate_from(result: ExampleResult) -> Estimate:
@@ -88,7 +89,7 @@ def estimate_from(result: ExampleResult) -> Estimate:
     the compile with the profile failed or a kernel has no estimate."""
     if result.error:
         first = result.error.strip().splitlines()[0] if result.error.strip() else "the compile failed"
-        return Estimate(None, f"the compile with the estimate failed: {first}")
+        return Estimate(None, f"the compile with the estimate failed: {first}", aborted=result.error_kind == "crashed")
     missing = [c for c in result.calls if c.estimated_cycles is None]
     if not result.calls:
         return Estimate(None, "the example reaches no pallas_call")
@@ -96,11 +97,6 @@ def estimate_from(result: ExampleResult) -> Estimate:
         return Estimate(None, missing[0].no_estimate or "the compiler gave no estimate")
     caveat = LOOPS_CAVEAT if any(c.loops_unknown for c in result.calls) else None
     return Estimate(sum(c.estimated_cycles or 0 for c in result.calls), caveat=caveat)
-
-
-def aborted(estimate: Estimate) -> bool:
-    """libtpu died under the profile (v7x on libtpu 0.0.42.1, v4 on every libtpu)."""
-    return estimate.cycles is None and "signal" in (estimate.why_none or "")
 
 
 def describe_seconds(seconds: float | None) -> str:

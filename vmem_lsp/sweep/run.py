@@ -180,11 +180,11 @@ def rank_speed(
         progress.start(sum(len(v) if top is None else min(top, len(v)) for v in by_chip.values()))
         for target, fitting in by_chip.items():
             seconds = {i.number: speed.example_seconds(i.traced, target) for i in fitting}
-            screened = speed.screen(seconds, top)
+            by_number = {i.number: i for i in fitting}
             estimates: dict[int, speed.Estimate] = {}
             aborts = 0
-            for number in screened:
-                item = next(i for i in fitting if i.number == number)
+            for number in speed.screen(seconds, top):
+                item = by_number[number]
                 if aborts >= speed.ABORTS_BEFORE_GIVING_UP and not any(e.cycles for e in estimates.values()):
                     estimates[number] = speed.Estimate(None, f"not tried: {outcome.no_estimates[target]}")
                     continue
@@ -200,7 +200,7 @@ def rank_speed(
                 found = estimates[number] = speed.estimate_from(result)
                 if found.caveat:
                     outcome.caveats.setdefault(target, found.caveat)
-                if speed.aborted(found):
+                if found.aborted:
                     aborts += 1
                     outcome.no_estimates.setdefault(target, f"libtpu aborted while estimating ({found.why_none})")
             ranked = speed.ranks({n: e.cycles for n, e in estimates.items() if e.cycles is not None})

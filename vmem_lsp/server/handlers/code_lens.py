@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from ... import views
-from ..session import on_disk_text
 from . import rank_sweep
 
 if TYPE_CHECKING:
@@ -34,9 +33,7 @@ def sweep_lenses(ls: VmemServer, uri: str, path: str) -> list[types.CodeLens]:
     from ...source.notebook import is_notebook
     from ...sweep.spec import sweeps_in
 
-    doc = ls.session.documents.get(path)
-    # Asked right after didOpen, whose handler may not have run yet: the file's text.
-    text = doc.text if doc is not None else on_disk_text(path)
+    text = ls.session.text_of(path)  # asked right after didOpen, whose handler may not have run yet
     if text is None or is_notebook(path) or "# vmem:" not in text:
         return []
     lenses = []

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from ..session import on_disk_text
-
 if TYPE_CHECKING:
     from ..app import VmemServer
 
@@ -58,8 +56,7 @@ async def rank(ls: VmemServer, uri: str, line: int) -> dict:
     from ...sweep.spec import SweepError, sweeps_in
 
     path = ls.path_of(uri)
-    doc = ls.session.documents.get(path)
-    text = doc.text if doc is not None else on_disk_text(path)
+    text = ls.session.text_of(path)
     sweep = next((s for s in sweeps_in(text, path) if s.example.line == line + 1), None) if text else None
     if sweep is None:
         return {"error": f"no # vmem: line that holds a list at line {line + 1} of {path}"}
@@ -73,10 +70,12 @@ async def rank(ls: VmemServer, uri: str, line: int) -> dict:
     refresh_lenses(ls)
     try:
         outcome = await in_daemon_thread(lambda: run_ranked(sweep, settings))
-    except SweepError as error:
+    except Exception as error:  # the lens stops saying "ranking..."; what went wrong is said or raised
         ls.rankings.pop(key, None)
         refresh_lenses(ls)
-        return {"error": str(error)}
+        if isinstance(error, SweepError):
+            return {"error": str(error)}
+        raise
     said = lens_text(outcome)
     ls.rankings[key] = Ranking(False, said)
     refresh_lenses(ls)
