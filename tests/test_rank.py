@@ -42,6 +42,10 @@ def test_fewer_larger_steps_are_faster_at_best_and_a_still_window_is_copied_once
     times = [roofline_seconds(matmul_call(b, b), v6e) for b in (128, 256, 512)]
     assert times == sorted(times, reverse=True), times
     assert roofline_seconds(matmul_call(256, 256, x_constant=True), v6e) < times[1]
+    still = matmul_call(256, 256, x_constant=True)
+    without_x = CapturedCall(**{**vars(still), "operands": still.operands[1:]})
+    once = 256 * 1024 * 2 / v6e.hbm  # its bf16[256,1024] block, copied once, not at every step
+    assert roofline_seconds(still, v6e) - roofline_seconds(without_x, v6e) == pytest.approx(once)
 
 
 def test_the_screen_takes_the_best_rooflines_and_puts_the_unknown_last():
