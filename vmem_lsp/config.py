@@ -40,6 +40,7 @@ class Settings:
     compile: bool = True  # False: the layout model's verdict alone (no libtpu)
     require_examples: bool = False  # a pallas_call no example reaches is an error, not a warning
     jax: tuple[str, ...] = ()  # jax versions to check with too, each in a managed environment
+    faster_fixes: bool = False  # verified fixes fastest first by the compiler's cycle estimate (costs compiles)
     root: str = field(default_factory=os.getcwd)  # the folder of the pyproject.toml, or cwd
     config_path: str | None = None
 
@@ -248,6 +249,7 @@ KEYS: dict[str, Reader] = {
     "cache-dir": cache_location,  # a relative path is the project root's
     "exclude": _value(tuple),
     "require-examples": _value(bool),
+    "faster-fixes": _value(bool),
     "backend": _value(parse_backend),
     "ray-address": _value(lambda value: value or None),
     "jax": _value(parse_jax),

@@ -495,11 +495,19 @@ def find_fixes(outcome: CheckOutcome, settings: Settings, worker, use_cache: boo
     """[(example, [Fix, ...])] for each overflowing example of a check, best
     first: candidates ranked by the layout model, verified by compiling them
     on every target (through the cache: traces and compiles of fixes repeat)."""
+    from .compile.backend import estimate_runner
     from .fixes.plan import plan
 
     sources = outcome.sources or SourceFiles()
-    run = cached_runner(cache_for(settings, enabled=use_cache), worker, settings.limits())
-    return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of)
+    cache = cache_for(settings, enabled=use_cache)
+    run = cached_runner(cache, worker, settings.limits())
+    estimator = estimate_runner(settings) if settings.faster_fixes else None  # its workers start when asked
+    try:
+        estimate = cached_runner(cache, estimator, settings.limits()) if estimator is not None else None
+        return plan(outcome.results, settings.targets, sources.text, run, sources.sites_of, estimate=estimate)
+    finally:
+        if estimator is not None:
+            estimator.stop()
 
 
 def example_templates(outcome: CheckOutcome, settings: Settings) -> list:

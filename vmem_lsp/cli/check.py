@@ -92,6 +92,12 @@ def add_parser(commands) -> None:
         "(shapes from the project's tests where they call it with literal shapes); idempotent",
     )
     check.add_argument(
+        "--faster-fixes",
+        action="store_true",
+        help="with --fix/--diff: of the compiler-verified fixes, take the fastest by the compiler's cycle "
+        "estimate (a few more compiles per fix; the estimate needs v5e or newer)",
+    )
+    check.add_argument(
         "--require-examples",
         action="store_true",
         help="a pallas_call that no example reaches is an error (VMEM020), not a warning: for CI",
@@ -179,6 +185,8 @@ def settings_for(args):
         changes["jobs"] = max(1, args.jobs)
     if args.require_examples:
         changes["require_examples"] = True
+    if args.faster_fixes:
+        changes["faster_fixes"] = True
     if args.backend:
         changes["backend"] = args.backend
     if args.ray_address:

@@ -5,7 +5,7 @@ changes, so formatting and comments stay byte for byte."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..source.model import Span, TextEdit
 from ..source.text import apply_edits, line_and_column, offset
@@ -19,6 +19,7 @@ class Fix:
     verified: bool  # compiled on every target, and it fits
     estimated_total: dict  # target -> bytes the layout model expects after the fix
     compiles: int = 0  # compiles spent finding and verifying it
+    estimated_cycles: dict = field(default_factory=dict)  # target -> the compiler's cycle estimate (faster-fixes)
 
 
 BARE_NEWLINE = re.compile(r"(?<!\r)\n")

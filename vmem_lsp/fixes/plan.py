@@ -34,9 +34,11 @@ def plan(
     sites_of: SitesOf,
     max_compiles: int = 8,
     progress: Callable[[Example, list[Fix]], None] | None = None,
+    estimate: Runner | None = None,
 ) -> list[tuple]:
     """[(example, [Fix, ...])] for every overflowing example, fixes best first.
-    `progress(example, fixes)` is told the candidates while they are compiled."""
+    `progress(example, fixes)` is told the candidates while they are compiled.
+    `estimate`: workers with the cycle estimate on; verified fixes come fastest first."""
     planned = []
     for example, per_target in overflowing(results).items():
         source = text_of(example.path)
@@ -51,6 +53,7 @@ def plan(
             sites_of,
             max_compiles=max_compiles,
             progress=progress and functools.partial(progress, example),
+            estimate=estimate,
         )
         planned.append((example, find_fixes(problem)))
     return planned

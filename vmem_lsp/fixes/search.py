@@ -44,6 +44,10 @@ class Problem:
     compiles: int = 0
     traces: int = 0
     progress: Callable[[list[Fix]], None] | None = None  # told the fixes so far and those being compiled
+    # Workers with the compiler's cycle estimate on (settings.faster_fixes): verified fixes
+    # of one kind are then offered fastest first. None: largest blocks first.
+    estimate: Runner | None = None
+    estimates: int = 0
 
     def tell(self, fixes: list[Fix]) -> None:
         if self.progress is not None:
@@ -345,6 +349,7 @@ def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = Fal
         return variant.shared, not roomy(figures), at if nearest else -total
 
     ranked = [(variant, figures) for _, (_, variant, figures) in sorted(enumerate(scored), key=rank)]
+    chosen: list = []  # (variant, figures) of each fix, as `fixes`
     for at, (variant, figures) in enumerate(ranked):
         if len(fixes) >= MAX_ALTERNATIVES:
             break
@@ -360,9 +365,76 @@ def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = Fal
         if verified is False:
             continue
         fixes.append(as_fix(kind, problem, variant, figures, verified))
+        chosen.append((variant, figures))
+    if problem.estimate is not None and sum(f.verified for f in fixes) > 1:
+        fixes = fastest_first(problem, kind, fixes, chosen)
     if ranked:
         problem.tell(fixes)
     return fixes
+
+
+# ---- the fastest of the verified fixes (settings.faster_fixes) -----------------------------
+
+
+def fastest_first(problem: Problem, kind: str, fixes: list[Fix], chosen: list) -> list[Fix]:
+    """The verified fixes ordered by the compiler's cycle estimate of each on
+    every target, each titled with how it compares; unverified ones after, as
+    they were. The order is kept when no chip estimated them all, or when a
+    kernel loops a number of times known only at run time (the estimate counts
+    such a loop once: sweep.rank.LOOPS_CAVEAT)."""
+    from ..sweep.rank import estimate_from
+
+    estimate = problem.estimate
+    assert estimate is not None
+    verified = [(fix, variant, figures) for fix, (variant, figures) in zip(fixes, chosen, strict=True) if fix.verified]
+    cycles: list[dict] = [{} for _ in verified]
+    for target in problem.targets:
+        for said, (_, variant, _) in zip(cycles, verified, strict=True):
+            problem.estimates += 1
+            request = replace(
+                problem.request(target, variant.example_text, variant.source, compile=True), estimate=True
+            )
+            found = estimate_from(estimate(request))
+            if found.caveat is not None:
+                return fixes
+            if found.cycles is None:
+                break  # that chip gives no estimate (libtpu aborted, or v4): no use asking it again
+            said[target] = found.cycles
+    order = speed_order(cycles)
+    if order is None:
+        return fixes
+    return [
+        replace(
+            verified[at][0],
+            title=title(verified[at][1], verified[at][2], f"compiler-verified, {slower_said(slower, place)}"),
+            estimated_cycles=cycles[at],
+        )
+        for place, (at, slower) in enumerate(order)
+    ] + [f for f in fixes if not f.verified]
+
+
+# Estimates closer than this are a tie: the fixes keep the search's order (largest blocks first).
+SPEED_TIE = 0.01
+
+
+def speed_order(cycles: list[dict]) -> list[tuple[int, float]] | None:
+    """(index, how much slower than the fastest: 0.12 for 12%) of each fix's
+    estimates (target -> cycles), fastest first, ties (SPEED_TIE) in the given
+    order. Cycles compare within one chip only, so each chip's count is taken
+    over that chip's fewest, and averaged over the chips where every fix has
+    one; None when there is no such chip."""
+    chips = [t for t in (cycles[0] if cycles else {}) if all(c.get(t) for c in cycles)]
+    if not chips:
+        return None
+    fewest = {t: min(c[t] for c in cycles) for t in chips}
+    slower = [sum(c[t] / fewest[t] for t in chips) / len(chips) - 1 for c in cycles]
+    return sorted(enumerate(slower), key=lambda entry: entry[1] if entry[1] >= SPEED_TIE else 0.0)
+
+
+def slower_said(slower: float, place: int) -> str:
+    if slower >= SPEED_TIE:
+        return f"~{slower:.0%} slower by the compiler's estimate"
+    return "the fastest by the compiler's estimate" if place == 0 else "as fast within 1% by the compiler's estimate"
 
 
 # ---- introducing a grid, raising the limit, single buffering ----------------------------------

@@ -62,6 +62,7 @@ class CompileService:
         self.wakeup = threading.Condition()
         self.stopping = False
         self.runners = SaveRunners()
+        self.estimators: tuple | None = None  # (worker command, pool) with the cycle estimate on: faster-fixes
         self.thread = threading.Thread(target=self._run, name="vmem-lsp-compile", daemon=True)
         self.thread.start()
 
@@ -87,7 +88,24 @@ class CompileService:
                 job.cancelled.set()
             self.wakeup.notify()
         self.runners.stop()
+        self._stop_estimators()
         self.thread.join(timeout=5)
+
+    def _stop_estimators(self) -> None:
+        if self.estimators is not None:
+            self.estimators[1].stop()
+            self.estimators = None
+
+    def _estimator_for(self, settings: Settings):
+        """The pool whose compiles give the cycle estimate, kept from save to save
+        (libtpu takes seconds to load); started when faster-fixes first asks."""
+        from ..compile.backend import estimate_runner, worker_command_for
+
+        made_for = str(worker_command_for(settings))
+        if self.estimators is None or self.estimators[0] != made_for:
+            self._stop_estimators()
+            self.estimators = (made_for, estimate_runner(settings))
+        return self.estimators[1]
 
     # -- the thread ------------------------------------------------------------------
     def _call(self, callback: Callable, *args) -> None:
@@ -225,18 +243,28 @@ class CompileService:
         sources = SourceFiles()
         run = cached_runner(cache, workers, job.settings.limits())
 
-        def run_unless_superseded(request):
-            if job.cancelled.is_set() or self.stopping:
-                raise Superseded()  # a newer save waits: its verdict comes first
-            return run(request)
+        def unless_superseded(run):
+            def run_it(request):
+                if job.cancelled.is_set() or self.stopping:
+                    raise Superseded()  # a newer save waits: its verdict comes first
+                return run(request)
+
+            return run_it
 
         def progress(example, fixes):
             if self.on_fixes is not None:
                 self._call(self.on_fixes, job, [(example, fixes)], False)
 
+        estimator = self._estimator_for(job.settings) if job.settings.faster_fixes else None
         try:
             planned = plan(
-                triples, job.settings.targets, sources.text, run_unless_superseded, sources.sites_of, progress=progress
+                triples,
+                job.settings.targets,
+                sources.text,
+                unless_superseded(run),
+                sources.sites_of,
+                progress=progress,
+                estimate=estimator and unless_superseded(cached_runner(cache, estimator, job.settings.limits())),
             )
         except Superseded:
             return None

@@ -35,6 +35,7 @@ class Options:
     compile_on_save: bool = True
     debounce_ms: int = 300  # quiet time after typing before the estimate
     cache: bool = True  # use the on-disk compile cache
+    faster_fixes: bool | None = None  # verified fixes fastest first by the compiler's cycle estimate
     # Folders whose code may run, from the client's user-level settings: read
     # from the initialization options only, never from workspace/configuration,
     # which may come from the folder itself (.vscode/settings.json).
@@ -55,6 +56,7 @@ class Options:
                 ("trace_timeout", self.trace_timeout),
                 ("backend", self.backend),
                 ("ray_address", self.ray_address),
+                ("faster_fixes", self.faster_fixes),
             )
             if v is not None
         }

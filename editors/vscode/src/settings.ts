@@ -21,6 +21,7 @@ export const SERVER_KEYS = [
   "compileOnSave",
   "debounceMs",
   "cache",
+  "fasterFixes",
 ] as const;
 
 /** Keys whose change needs a new server process rather than a didChangeConfiguration. */
