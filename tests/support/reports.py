@@ -6,6 +6,7 @@ reference folder, the libtpu of the whole suite's environment."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -20,9 +21,17 @@ REFERENCE = versions.TESTED["0.10.2"]  # jax 0.10.2 on Python 3.11: the environm
 NO_ERROR = "(compiled: no error)"
 
 
+GPU_REPORTS = REPORTS / "gpu"  # the GPU compiler's texts, one folder per CUDA plugin (capture_gpu_reports.py)
+
+
 def captured_versions() -> list[str]:
     """The libtpu versions with a folder of captured texts, oldest first."""
-    return sorted((p.name for p in REPORTS.iterdir() if p.is_dir()), key=versions.key)
+    return sorted((p.name for p in REPORTS.iterdir() if p.is_dir() and p != GPU_REPORTS), key=versions.key)
+
+
+def gpu_files() -> list[Path]:
+    """Every captured GPU text of every CUDA plugin version."""
+    return sorted(GPU_REPORTS.glob("*/*.txt"))
 
 
 def folder(libtpu: str = REFERENCE) -> Path:
@@ -60,6 +69,26 @@ def comparable(text: str) -> str:
     """`text` with the checkout's folder and line numbers taken out of the files it names,
     and the serialized kernel out of its labels."""
     return SERIALIZED_KERNEL.sub('"body":"<kernel>"', OWN_SOURCE.sub(r"\1", text))
+
+
+# The GPU compiler's own lines carry glog's time and thread ("E1203 07:12:05.053920   26369 "),
+# and MLIR places the lines of the capture script ("capture_gpu_reports.py":83:15 to 89:12).
+GLOG_PREFIX = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ ", re.M)
+MLIR_LINES = re.compile(r'(\.py)":\d+:\d+ to \d+:\d+')
+
+
+def gpu_comparable(text: str) -> str:
+    return MLIR_LINES.sub(r'\1":L', GLOG_PREFIX.sub("", comparable(text)))
+
+
+@starts(COMPILER)
+def capture_gpu(out: Path) -> None:
+    """scripts/capture_gpu_reports.py run here for every case, into `out`."""
+    command = [sys.executable, str(ROOT / "scripts" / "capture_gpu_reports.py"), "--out", str(out)]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=900, env={**os.environ, "JAX_PLATFORMS": "cpu"}
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def compiler_text(path: Path) -> str:
