@@ -14,13 +14,14 @@ from typing import Any
 from .chips import DEFAULT_TARGETS, chip
 from .compile.shared_cache import is_url
 from .results import PhaseLimits
+from .targets import target_name
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"  # the cache folder in a project's root; shipping never sends it
 
 
 @dataclass(frozen=True)
 class Settings:
-    targets: tuple[str, ...] = DEFAULT_TARGETS  # chips to check against
+    targets: tuple[str, ...] = DEFAULT_TARGETS  # chips (and GPUs: gpus.py) to check against
     examples: tuple[str, ...] = ()  # "package.module:function(f32[8, 128])"
     timeout: float = 300.0  # seconds to lower and compile one kernel
     trace_timeout: float = 60.0  # seconds for the user's Python: import, run the example
@@ -163,7 +164,7 @@ def parse_jax(value) -> tuple[str, ...]:
 def parse_targets(value) -> tuple[str, ...]:
     names = value.split(",") if isinstance(value, str) else list(value)
     try:
-        return tuple(chip(n).name for n in names if n.strip())
+        return tuple(target_name(n) for n in names if n.strip())
     except ValueError as error:
         raise ConfigError(str(error)) from None
 

@@ -366,7 +366,7 @@ def generation_differences(diagnostics: list[Diagnostic], compiled: dict) -> lis
     same example compiled (`compiled`, as compiled_chips gives it):
     "fails on TPU v5e; compiles on TPU v6e"."""
     from . import render
-    from .chips import chip
+    from .targets import target_label
 
     out = []
     for d in diagnostics:
@@ -375,7 +375,7 @@ def generation_differences(diagnostics: list[Diagnostic], compiled: dict) -> lis
             if others:
                 d = dataclasses.replace(
                     d,
-                    message=d.message + render.compiles_on([chip(t).label for t in others]),
+                    message=d.message + render.compiles_on([target_label(t) for t in others]),
                     facts={**d.facts, "compiles_on": others},
                 )
         out.append(d)

@@ -174,3 +174,13 @@ def gpu(name: str) -> Gpu:
     if key not in GPUS:
         raise ValueError(f"unknown GPU target {name!r}: choose from {', '.join(GPUS)}")
     return GPUS[key]
+
+
+def gpu_missing(target: str, said: str) -> str:
+    """Why a GPU target cannot be compiled for here, and what to install."""
+    if "topology not implemented for cuda" in said or "Unknown backend" in said or not said:
+        return (
+            f"no GPU compiler for {target}: jax's CUDA plugin is not installed here "
+            f"(pip install 'vmem-lsp[gpu]', or 'jax[cuda12-local]==' followed by your jax's version)"
+        )
+    return f"no GPU compiler for {target}: {said.splitlines()[0]}"

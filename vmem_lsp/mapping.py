@@ -31,6 +31,8 @@ from .correlate import (
     spec_anchor,
 )
 from .diagnostics import Diagnostic, Related, Subject
+from .gpu_diagnostics import gpu_diagnostics_for, other_platform
+from .gpus import is_gpu
 from .render import Wording
 from .report.model import Allocation, Report
 from .report.parse import error_kind, parse_report
@@ -406,11 +408,16 @@ def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> 
     """All diagnostics one example's result on one target gives."""
     if result.error:
         return [error_diagnostic(example, result, result.error)]
+    if is_gpu(result.target):
+        return gpu_diagnostics_for(example, result, sites)
     target = chip(result.target, result.libtpu)
     found = []
     for number, call in enumerate(result.calls):
         site = kernel_site(call, sites.sites_of)
         anchor = call_anchor(call, site, Anchor(example.path, example.span))
+        if call.other_platform:
+            found.append(other_platform(call, target.label, anchor, example, number))
+            continue
         if call.interpret:
             found.append(interpreted(call, target, anchor, example, number))
             continue

@@ -132,6 +132,9 @@ class CapturedCall:
     loops_unknown: bool = False  # the body loops a number of times known only at run time (a while loop)
     estimated_cycles: int | None = None  # the compiler's static estimate (a worker started with --estimate)
     no_estimate: str | None = None  # why such a worker has none for this kernel
+    # "gpu" or "tpu": its compiler params are for that platform, not the target's, so it was
+    # not compiled for this target (a Triton kernel checked on a TPU chip). None: it was.
+    other_platform: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from . import layout, render
 from .budget import Budget, KnownKernel, Part
 from .correlate import SitesOf, kernel_site, spec_ordinals
 from .diagnostics import Diagnostic
+from .gpus import is_gpu
 from .render import size as format_size
 from .report.parse import parse_report
 from .results import ExampleResult
@@ -46,6 +47,8 @@ class Learned:
 def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
     learned = Learned({}, {}, {})
     for result in results:
+        if is_gpu(result.target):  # no VMEM budget on a GPU: its shared memory has diagnostics only, for now
+            continue
         for call in result.calls:
             site = kernel_site(call, sites_of)
             if site is None:

@@ -9,6 +9,7 @@ Imports jax; only the worker process loads this module.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -24,9 +25,11 @@ from jax.sharding import SingleDeviceSharding
 
 from .. import layout
 from ..dtypes import COMPILER_DTYPES
+from ..gpus import is_gpu
 from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
 from . import jax_compat, speed
 from .devices import target_device, trace_device
+from .gpu_compile import compiled_mosaic_for, lowers_with_mosaic_gpu, mosaic_gpu_limit, printed_errors, with_printed
 from .provenance import (
     PROVENANCE,
     SCOPED,
@@ -88,6 +91,28 @@ def _vmem_limit(compiler_params) -> int | None:
     if isinstance(params, dict):
         return params.get("vmem_limit_bytes")
     return getattr(params, "vmem_limit_bytes", None)
+
+
+# The modules of jax whose compiler params name a GPU backend (jax 0.9 on: classes) and the
+# keys of older params dicts, for each platform.
+GPU_PARAMS = ("triton", "mosaic_gpu")
+TPU_PARAMS = ("mosaic", "mosaic_tpu")
+
+
+def params_platform(compiler_params) -> str | None:
+    """ "gpu" or "tpu" when a kernel's compiler params are for one platform (pltriton,
+    plgpu, pltpu); None when it gives none, and lowers for any."""
+    if not compiler_params:
+        return None
+    if isinstance(compiler_params, dict):
+        keys = set(compiler_params)
+        return "gpu" if keys & set(GPU_PARAMS) else "tpu" if keys & set(TPU_PARAMS) else None
+    module = type(compiler_params).__module__
+    if any(f".{name}." in f"{module}." for name in GPU_PARAMS):
+        return "gpu"
+    if any(f".{name}." in f"{module}." for name in TPU_PARAMS):
+        return "tpu"
+    return None
 
 
 def _pick(origins, index):
@@ -553,8 +578,16 @@ def _compile(eqn, device, compiler_options: dict | None, on_phase, params: dict 
     params = params or eqn.params
     name = kernel_name(eqn)
     started = time.perf_counter()
+    gpu_limit = shared_memory_limit(device)
+    printed: list[str] = []
+    if gpu_limit is not None and lowers_with_mosaic_gpu(params.get("compiler_params")):
+        compiled_mosaic_for(device.compute_capability)
     try:
-        with jax.default_device(device):
+        with (
+            jax.default_device(device),
+            mosaic_gpu_limit(gpu_limit),
+            printed_errors(printed) if gpu_limit is not None else contextlib.nullcontext(),
+        ):
             on_phase("lower", name)
             lowered = jax.jit(named(name, lambda *a: jax_compat.require_pallas_call().bind(*a, **params))).lower(*args)
             on_phase("compile", name)
@@ -563,7 +596,12 @@ def _compile(eqn, device, compiler_options: dict | None, on_phase, params: dict 
         cycles, why = speed.estimate_of() if speed.enabled() else (None, None)
         return Verdict(True, None, None, time.perf_counter() - started, cycles, why)
     except Exception as error:  # the compiler's verdict, whatever its type
-        return Verdict(False, str(error), raised_in_body(error), time.perf_counter() - started)
+        return Verdict(False, with_printed(str(error), printed), raised_in_body(error), time.perf_counter() - started)
+
+
+def shared_memory_limit(device) -> int | None:
+    """A GPU device's shared memory a block may use (its target's); None for a TPU."""
+    return getattr(device, "shared_memory_per_block_optin", None) if device.platform == "gpu" else None
 
 
 def raised_in_body(error: BaseException) -> Origin | None:
@@ -616,6 +654,8 @@ def capture_calls(
     is where it was invoked: the provenance hooks stay out of the trace."""
     device = target_device(target) if compile else trace_device(target)
     limit, limit_source = scoped_limit or (None, None)
+    if is_gpu(target):  # no scoped VMEM on a GPU
+        limit, limit_source = None, None
     compiler_options = {"xla_tpu_scoped_vmem_limit_kib": limit // 1024} if limit else None
     PROVENANCE.clear()
     on_phase("trace", None)
@@ -627,7 +667,9 @@ def capture_calls(
             invoke_origin = traceback_origin(eqn.source_info.traceback)
             provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
             interpret = bool(eqn.params.get("interpret"))  # a CPU run: its TPU compile would say nothing
-            compiled = compile and not interpret
+            platform = params_platform(eqn.params.get("compiler_params"))
+            other = platform if platform not in (None, "gpu" if is_gpu(target) else "tpu") else None
+            compiled = compile and not interpret and other is None
             reused = False
             if compiled and estimate:  # its fit is known: what is asked is the compiler's estimate of its speed
                 verdict = estimate_alone(eqn, device, compiler_options, on_phase)
@@ -658,6 +700,7 @@ def capture_calls(
                     else verdict.origin or extra(body_origin, None, text, eqn.params["jaxpr"]),
                     in_program=program_made(eqn, described["operands"]),
                     interpret=interpret,
+                    other_platform=other,
                     scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
                     **described,
                 )

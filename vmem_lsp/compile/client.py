@@ -243,10 +243,12 @@ class WorkerClient:
         result; the worker is replaced so the next request finds a live one.
         A module whose import fails when run a second time in one process (it
         registers something on import) is tried once more in a new worker;
-        not an example that raises (the fix search's variants often do)."""
+        not an example that raises (the fix search's variants often do). So is
+        a GPU request the worker cannot take after another architecture's
+        Mosaic GPU kernels (compile/gpu_compile.py)."""
         limits = limits if isinstance(limits, PhaseLimits) else PhaseLimits(limits, limits)
         result, reran = self._check(request, limits)
-        if reran and result.error_kind == "import":
+        if (reran and result.error_kind == "import") or result.error_kind == "fresh_worker":
             self.stop()
             result, _ = self._check(request, limits)
         return result

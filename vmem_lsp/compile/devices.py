@@ -1,5 +1,6 @@
 """The TPU a request compiles for, with no TPU attached: libtpu's deviceless
-topology of the chip (chips.py names it).
+topology of the chip (chips.py names it); or the NVIDIA GPU, a compile-only
+CUDA device made from its GpuTargetConfig (gpus.py) by jax's CUDA plugin.
 
 Imports jax; only the worker process loads this module.
 """
@@ -11,13 +12,19 @@ import functools
 from jax.experimental import topologies
 
 from ..chips import chip
+from ..gpus import gpu, is_gpu
 
 
 @functools.cache
 def target_devices(target: str) -> tuple:
     """Every device of the target's deviceless topology (a host's chips, as
-    `jax.devices()` lists them on that host)."""
-    topology = topologies.get_topology_desc(platform="tpu", topology_name=chip(target).topology)
+    `jax.devices()` lists them on that host); a GPU target's one device."""
+    if is_gpu(target):
+        topology = topologies.get_topology_desc(
+            platform="cuda", target_config=gpu(target).target_config(), topology="1x1x1"
+        )
+    else:
+        topology = topologies.get_topology_desc(platform="tpu", topology_name=chip(target).topology)
     found = tuple(topology.devices)
     _SIBLINGS[id(found[0])] = found
     return found

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch, Unseen
 
-PROTOCOL_VERSION = 11  # raised whenever a message or a result's fields change: the hello refuses a mismatch
+PROTOCOL_VERSION = 12  # raised whenever a message or a result's fields change: the hello refuses a mismatch
 
 
 def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:

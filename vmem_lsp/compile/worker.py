@@ -16,11 +16,14 @@ import sys
 import traceback as tb
 import types
 
+from ..gpus import gpu_missing, is_gpu
 from ..results import ExampleResult, Origin
 from ..source.notebook import is_notebook, read_notebook
 from .request_limits import OverTime
 from .shipping import file_digest
 
+# Said when a GPU request needs a process that has not compiled Mosaic GPU for another architecture.
+FRESH = "this worker compiled Mosaic GPU for another GPU architecture: asked again in a fresh one"
 BARE_TRACES_KEPT = 256  # requests without origins between two clearings of jax's traces
 
 
@@ -209,9 +212,16 @@ class Worker:
         if params.get("estimate") and not self.capture.speed.enabled():
             raise ValueError("an estimate was asked of a worker started without --estimate")
         device = self.devices.trace_device(target)
+        if device is not None and compile and is_gpu(target):
+            from .gpu_compile import needs_fresh_process
+
+            if needs_fresh_process(device.compute_capability):
+                return ExampleResult(target, device.device_kind, error=FRESH, error_kind="fresh_worker")
         if device is None and compile:
             said = getattr(self.devices, "device_error", lambda _: None)(target) or ""
-            if "Invalid TPU external name" in said:  # a libtpu older than the chip
+            if is_gpu(target):
+                error = gpu_missing(target, said)
+            elif "Invalid TPU external name" in said:  # a libtpu older than the chip
                 error = f"no TPU compiler for {target}: this libtpu does not know {target} ({said.splitlines()[0]})"
             else:
                 error = (

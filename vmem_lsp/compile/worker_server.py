@@ -211,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     out = protocol_stream()
     faulthandler.enable(sys.stderr)  # a crash names the Python frame it happened in
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    # Compiles are deviceless: with no platform named, jax's CUDA plugin (GPU targets) looks for
+    # a driver, fails, and registers nothing; told "cpu", it gives compile-only CUDA devices.
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ["VMEM_LSP_IN_WORKER"] = "1"  # vmem_lsp.fits in a module the worker imports: refused, not recursed
     server = Server(out, limits, args.cache_dir)
     out.write(

@@ -1,0 +1,88 @@
+"""`vmem-lsp check --target <GPU>` end to end (issue 33): the CLI as a subprocess, the real
+GPU compiler through jax's CUDA plugin, no GPU. tests/data/kernels/gpu_kernels.py holds a
+Pallas Triton matmul and a Mosaic GPU copy, each with an example that fits and one that does not."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from support import KERNELS, line_of
+from support.cli import run_json
+
+from vmem_lsp.gpus import gpu, gpu_missing
+
+KERNEL_FILE = KERNELS / "gpu_kernels.py"
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory) -> dict:
+    """The kernels checked on the A100, the H100 and TPU v5e in one run (one worker)."""
+    work = tmp_path_factory.mktemp("gpu")
+    shutil.copy(KERNEL_FILE, work / KERNEL_FILE.name)
+    done, report = run_json("check", KERNEL_FILE.name, "--target", "a100,h100,v5e", "--no-cache", cwd=work)
+    assert done.returncode == 1, done.stderr
+    return report
+
+
+def by_target(diagnostic: dict) -> dict:
+    """target -> facts of a diagnostic, merged over targets or not."""
+    facts = diagnostic["facts"]
+    return facts["targets"] if "targets" in facts else {diagnostic["target"]: facts}
+
+
+TRITON_CALL = "return pl.pallas_call("  # the first pallas_call of the file: the Triton matmul's
+
+
+def at_line(report: dict, code: str, needle: str) -> list[dict]:
+    line = line_of(KERNEL_FILE, needle)
+    return [d for d in report["diagnostics"] if d["code"] == code and d["range"]["start_line"] == line]
+
+
+def test_a_triton_block_over_the_h100s_shared_memory_is_on_its_blockspec_lines_with_the_compilers_figures(checked):
+    for needle in ("pl.BlockSpec((block, k)", "pl.BlockSpec((k, block)"):
+        [window] = at_line(checked, "VMEM050", needle)
+        h100 = by_target(window)["h100"]
+        assert h100["requested"] == 128 * 512 * 4  # one f32 (128, 512) operand at a time
+        assert h100["available"] == gpu("h100").shared_memory_limit
+        assert "227.0K available on NVIDIA H100 80GB HBM3 (over by 29.0K)" in window["message"]
+    [call] = at_line(checked, "VMEM051", TRITON_CALL)
+    assert call["message"].startswith("Triton kernel matmul_kernel needs 256.0K of shared memory")
+    # The output block is written from registers: not marked.
+    assert at_line(checked, "VMEM050", "out_specs=pl.BlockSpec((block, block)") == []
+
+
+def test_the_smaller_triton_blocks_compile_on_both_gpus(checked):
+    fits = [d for d in at_line(checked, "VMEM007", TRITON_CALL) if "grid 16x16" in d["message"]]
+    assert fits and {t for d in fits for t in by_target(d)} >= {"a100", "h100"}
+
+
+def test_a_mosaic_gpu_kernel_is_held_to_its_targets_limit_not_jaxs_default(checked):
+    [window] = at_line(checked, "VMEM050", "in_specs=[pl.BlockSpec((rows, m)")
+    facts = by_target(window)
+    # Mosaic GPU itself checks 227 KiB without a GPU; the A100 allows 163 KiB.
+    assert facts["a100"]["available"] == gpu("a100").shared_memory_limit == 163 * 1024
+    assert facts["h100"]["available"] == 227 * 1024
+    assert facts["a100"]["backend"] == "mosaic_gpu"
+    assert at_line(checked, "VMEM050", "out_specs=pl.BlockSpec((rows, m)")  # Mosaic GPU stages outputs too
+
+
+def test_an_op_the_a100_lacks_is_said_and_the_h100_still_compiles_that_kernel(checked):
+    [unsupported] = [d for d in checked["diagnostics"] if d["code"] == "VMEM052"]
+    assert "'nvvm.cp.async.bulk.wait_group' is not supported on sm_80" in unsupported["message"]
+    assert unsupported["target"] == "a100"
+    # rows=32 on the H100 after the A100's Mosaic GPU kernels: compiled in a fresh worker, it fits.
+    [example] = [d for d in checked["diagnostics"] if d["code"] == "VMEM004" and "does not compile" in d["message"]]
+    assert example["target"] == "a100"
+    assert not [d for d in checked["diagnostics"] if d["code"] == "VMEM010"], "an example was not checked"
+
+
+def test_a_triton_kernel_is_not_compiled_for_a_tpu_chip(checked):
+    [note] = at_line(checked, "VMEM015", TRITON_CALL)
+    assert note["severity"] == "information" and "not compiled for TPU v5e" in note["message"]
+    assert not [d for d in checked["diagnostics"] if d["target"] == "v5e" and d["severity"] == "error"]
+
+
+def test_a_gpu_target_without_the_plugin_says_what_to_install():
+    said = gpu_missing("h100", "NotImplementedError: topology not implemented for cuda")
+    assert "jax's CUDA plugin is not installed" in said and "vmem-lsp[gpu]" in said

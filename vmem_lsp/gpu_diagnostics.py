@@ -1,0 +1,254 @@
+"""Map a GPU compile back to source (issue 33): the shared-memory overflow
+on the BlockSpecs whose blocks are staged in shared memory, with the
+compiler's requested and available bytes; an op the GPU's architecture lacks
+on the line that wrote it; Blackwell's tensor memory and compute-capability
+errors on the pallas_call. Diagnostics leave as data, with subjects and
+wordings, so GPUs merge by subject as TPU chips do (diagnostics.merge_targets).
+"""
+
+from __future__ import annotations
+
+from . import render
+from .correlate import Anchor, Sources, call_anchor, kernel_site, line_span, spec_anchor
+from .diagnostics import Diagnostic, Related, Subject
+from .gpus import Gpu, gpu
+from .layout import ITEM_BITS
+from .render import Wording
+from .report.gpu import GpuReport, parse_gpu_report
+from .results import CapturedCall, ExampleResult, Operand
+from .source.directives import Example
+
+# The blocks each backend stages in shared memory, as captured (tests/test_gpu_reports.py):
+# Triton loads a dot's operands through it, one at a time; Mosaic GPU pipelines every block in and out.
+STAGED_ROLES = {"triton": ("in",), "mosaic_gpu": ("in", "out")}
+
+
+def kernel_label(call: CapturedCall) -> str:
+    return call.name.split(" ")[0] if call.name else "pallas_call"
+
+
+def block_bytes(op: Operand) -> int:
+    """A block's bytes as a GPU holds it: unpadded (no TPU tiles)."""
+    shape = op.block_shape if op.block_shape is not None else op.full_shape
+    count = 1
+    for dim in shape:
+        count *= dim if dim else 1
+    return count * ITEM_BITS.get(op.dtype, 32) // 8
+
+
+def staged(call: CapturedCall, backend: str | None) -> list[Operand]:
+    roles = STAGED_ROLES.get(backend or "triton", ("in",))
+    return [op for op in call.operands if op.role in roles and op.block_shape is not None]
+
+
+def other_platform(call: CapturedCall, label: str, anchor: Anchor, example: Example, number: int) -> Diagnostic:
+    """VMEM015: a kernel whose compiler params are another platform's (a Triton
+    kernel checked on a TPU chip) is not compiled for this target: said, not
+    counted as fitting."""
+    kind = "a GPU kernel (Triton or Mosaic GPU compiler params)" if call.other_platform == "gpu" else "a TPU kernel"
+    wording = Wording(f"{kernel_label(call)} is {kind}: not compiled", " for ", label, ", ")
+    return Diagnostic(
+        anchor.path,
+        anchor.span,
+        "information",
+        "VMEM015",
+        wording.text(),
+        None,
+        "compiler",
+        (Related(example.path, example.span, f"example {example.text}"),),
+        {"kernel": kernel_label(call), "platform": call.other_platform, "example": str(example.key)},
+        Subject(example.key, number, "other platform"),
+        wording,
+    )
+
+
+def gpu_diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
+    """All diagnostics one example's result on one GPU target gives."""
+    target = gpu(result.target)
+    found: list[Diagnostic] = []
+    failing = []
+    for number, call in enumerate(result.calls):
+        site = kernel_site(call, sites.sites_of)
+        anchor = call_anchor(call, site, Anchor(example.path, example.span))
+        if call.other_platform:
+            found.append(other_platform(call, target.label, anchor, example, number))
+            continue
+        if not call.compiled or call.fits:
+            found.append(fitting(call, target, anchor, example, number))
+            continue
+        report = parse_gpu_report(call.compiler_text or "")
+        failing.append((anchor, report))
+        if report.form == "shared_memory":
+            found.extend(shared_memory(call, report, target, site, sites, anchor, example, number))
+        else:
+            found.append(rejected(call, report, target, sites, anchor, example, number))
+    if failing:
+        found.append(example_verdict(example, failing, target))
+    return found
+
+
+def facts_of(report: GpuReport, target: Gpu, example: Example, call: CapturedCall) -> dict:
+    return {
+        "target": target.name,
+        "gpu": target.label,
+        "architecture": target.sm,
+        "form": report.form,
+        "backend": report.backend,
+        "requested": report.requested,
+        "available": report.available,
+        "kernel": kernel_label(call),
+        "example": str(example.key),
+        "text": report.text,
+    }
+
+
+def shared_memory(call, report: GpuReport, target: Gpu, site, sites: Sources, anchor: Anchor, example, number):
+    """VMEM051 on the pallas_call with the compiler's figures; VMEM050 on each
+    BlockSpec whose block is staged in shared memory, with its bytes."""
+    assert report.requested is not None and report.available is not None
+    backend = "Mosaic GPU" if report.backend == "mosaic_gpu" else "Triton"
+    clause = (
+        f"{render.size(report.available)} available on {target.label} "
+        f"(over by {render.size(report.requested - report.available)})"
+    )
+    facts = facts_of(report, target, example, call)
+    kernel = Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}")
+    whole = Wording(
+        f"{backend} kernel {kernel_label(call)} needs {render.size(report.requested)} of shared memory", ", ", clause
+    )
+    found = [
+        Diagnostic(
+            anchor.path,
+            anchor.span,
+            "error",
+            "VMEM051",
+            whole.text(),
+            target.name,
+            "compiler",
+            (Related(example.path, example.span, f"example {example.text}"),),
+            facts,
+            Subject(example.key, number, "shared memory"),
+            whole,
+        )
+    ]
+    for op in staged(call, report.backend):
+        where = spec_anchor(op, site, sites.sites_of, anchor)
+        role = "input" if op.role == "in" else "output"
+        shape = ",".join(str(d) for d in op.block_shape or ())
+        head = (
+            f"{role} {op.index} block {op.dtype}[{shape}] = {render.size(block_bytes(op))}, staged in shared "
+            f"memory; kernel needs {render.size(report.requested)}"
+        )
+        wording = Wording(head, " of shared memory, ", clause)
+        found.append(
+            Diagnostic(
+                where.path,
+                where.span,
+                "error",
+                "VMEM050",
+                wording.text(),
+                target.name,
+                "compiler",
+                (kernel,),
+                {**facts, "role": op.role, "index": op.index, "block_bytes": block_bytes(op)},
+                Subject(example.key, number, f"{op.role} {op.index}"),
+                wording,
+            )
+        )
+    return found
+
+
+def rejected(call, report: GpuReport, target: Gpu, sites: Sources, anchor: Anchor, example, number) -> Diagnostic:
+    """VMEM052: an op or dtype the architecture lacks, on the line the compiler
+    names when it is the user's, else the pallas_call; VMEM053: tensor memory;
+    VMEM011: any other compile error, whole."""
+    from .compile.provenance import is_user_file
+
+    where = anchor
+    if report.form == "unsupported_op" and report.place and is_user_file(report.place[0]):
+        where = Anchor(report.place[0], line_span(report.place[1]))
+    elif call.error_origin is not None:
+        where = Anchor(call.error_origin.file, line_span(call.error_origin.line))
+    if report.form == "unsupported_op":
+        code, head = "VMEM052", f"'{report.op}' is not supported on {report.architecture}"
+    elif report.form == "compute_capability" and report.needs_capability is not None:
+        major, minor = report.needs_capability
+        code, head = "VMEM052", f"{report.what or 'this kernel'} needs compute capability {major}.{minor} or newer"
+    elif report.form == "tensor_memory":
+        code = "VMEM053"
+        head = (
+            f"kernel {kernel_label(call)} needs {report.requested} columns of tensor memory, {report.available} exist"
+        )
+    else:
+        code, head = "VMEM011", render.rejected_whole(report.text.strip())
+    wording = render.fails_on(head, target.label)
+    return Diagnostic(
+        where.path,
+        where.span,
+        "error",
+        code,
+        wording.text(),
+        target.name,
+        "compiler",
+        (
+            Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}"),
+            Related(where.path, where.span, report.text.strip()),
+        ),
+        facts_of(report, target, example, call),
+        Subject(example.key, number, "rejected"),
+        wording,
+    )
+
+
+def example_verdict(example: Example, failing: list, target: Gpu) -> Diagnostic:
+    """VMEM004 on the example: which of its kernels the GPU refuses, and where."""
+    anchor, report = failing[0]
+    where = render.at_from(anchor.path, anchor.span.start_line, example.path)
+    if report.form == "shared_memory" and report.requested is not None and report.available is not None:
+        head = f"kernel ({where}) does not fit: needs {render.size(report.requested)} of shared memory"
+        wording = Wording(head, ", ", f"{render.size(report.available)} available on {target.label}")
+    else:
+        wording = render.fails_on(f"kernel ({where}) does not compile", target.label)
+    return Diagnostic(
+        example.path,
+        example.span,
+        "error",
+        "VMEM004",
+        wording.text(),
+        target.name,
+        "compiler",
+        tuple(Related(a.path, a.span, "kernel") for a, _ in failing),
+        {"target": target.name, "gpu": target.label, "example": str(example.key)},
+        Subject(example.key, None, "example"),
+        wording,
+    )
+
+
+def fitting(call: CapturedCall, target: Gpu, anchor: Anchor, example: Example, number: int) -> Diagnostic:
+    """VMEM007: the kernel compiled for the GPU, with what was checked."""
+    blocks = ", ".join(
+        f"{'input' if op.role == 'in' else 'output'} {op.index} {op.dtype}[{','.join(map(str, op.block_shape or ()))}]"
+        for op in call.operands
+        if op.block_shape is not None
+    )
+    grid = "x".join(map(str, call.grid)) or "1"
+    wording = Wording(f"{kernel_label(call)} compiles: grid {grid}, blocks {blocks}", "; on ", target.label, ", ")
+    return Diagnostic(
+        anchor.path,
+        anchor.span,
+        "information",
+        "VMEM007",
+        wording.text(),
+        target.name,
+        "compiler",
+        (Related(example.path, example.span, f"example {example.text}"),),
+        {
+            "target": target.name,
+            "gpu": target.label,
+            "fits": True,
+            "kernel": kernel_label(call),
+            "example": str(example.key),
+        },
+        Subject(example.key, number, "fits"),
+        wording,
+    )
