@@ -68,13 +68,22 @@ def test_a_mosaic_gpu_kernel_is_held_to_its_targets_limit_not_jaxs_default(check
 
 
 def test_an_op_the_a100_lacks_is_said_and_the_h100_still_compiles_that_kernel(checked):
-    [unsupported] = [d for d in checked["diagnostics"] if d["code"] == "VMEM052"]
+    [unsupported] = [d for d in checked["diagnostics"] if d["code"] == "VMEM052" and "nvvm" in d["message"]]
     assert "'nvvm.cp.async.bulk.wait_group' is not supported on sm_80" in unsupported["message"]
     assert unsupported["target"] == "a100"
     # rows=32 on the H100 after the A100's Mosaic GPU kernels: compiled in a fresh worker, it fits.
     [example] = [d for d in checked["diagnostics"] if d["code"] == "VMEM004" and "does not compile" in d["message"]]
     assert example["target"] == "a100"
     assert not [d for d in checked["diagnostics"] if d["code"] == "VMEM010"], "an example was not checked"
+
+
+def test_an_fp8_dot_that_ends_the_compilers_process_on_the_a100_is_said_on_its_example(checked):
+    """LLVM's fatal error ends the worker; its words, read from what the compile printed, say why."""
+    [fp8] = at_line(checked, "VMEM052", "# vmem: fp8_dot(")
+    assert fp8["target"] == "a100" and "needs compute capability 8.9 or newer" in fp8["message"]
+    assert "f8e4m3" in fp8["message"]
+    [compiled] = [d for d in checked["diagnostics"] if d["code"] == "VMEM007" and "fp8_dot_kernel" in d["message"]]
+    assert compiled["target"] == "h100"  # the H100 (sm_90) compiles it
 
 
 def test_a_triton_kernel_is_not_compiled_for_a_tpu_chip(checked):

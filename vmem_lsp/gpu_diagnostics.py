@@ -200,6 +200,43 @@ def rejected(call, report: GpuReport, target: Gpu, sites: Sources, anchor: Ancho
     )
 
 
+def process_ended(example: Example, result: ExampleResult) -> Diagnostic | None:
+    """VMEM052 on the example when the GPU compiler ended the worker over a
+    compute capability (an fp8 dot below sm_89: an LLVM fatal error, its words in
+    the crash message); None for any other failure, said as VMEM010."""
+    if result.error_kind != "crashed":
+        return None
+    report = parse_gpu_report(result.error or "")
+    if report.form != "compute_capability" or report.needs_capability is None:
+        return None
+    target = gpu(result.target)
+    major, minor = report.needs_capability
+    wording = render.fails_on(
+        f"{report.what or 'a kernel'} needs compute capability {major}.{minor} or newer "
+        f"(the compiler ended its process)",
+        target.label,
+    )
+    return Diagnostic(
+        example.path,
+        example.span,
+        "error",
+        "VMEM052",
+        wording.text(),
+        target.name,
+        "compiler",
+        (),
+        {
+            "target": target.name,
+            "gpu": target.label,
+            "form": report.form,
+            "text": result.error,
+            "example": str(example.key),
+        },
+        Subject(example.key, None, "rejected"),
+        wording,
+    )
+
+
 def example_verdict(example: Example, failing: list, target: Gpu) -> Diagnostic:
     """VMEM004 on the example: which of its kernels the GPU refuses, and where."""
     anchor, report = failing[0]

@@ -31,7 +31,7 @@ from .correlate import (
     spec_anchor,
 )
 from .diagnostics import Diagnostic, Related, Subject
-from .gpu_diagnostics import gpu_diagnostics_for, other_platform
+from .gpu_diagnostics import gpu_diagnostics_for, other_platform, process_ended
 from .gpus import is_gpu
 from .render import Wording
 from .report.model import Allocation, Report
@@ -406,6 +406,8 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
 
 def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
     """All diagnostics one example's result on one target gives."""
+    if result.error and is_gpu(result.target) and (ended := process_ended(example, result)) is not None:
+        return [ended]
     if result.error:
         return [error_diagnostic(example, result, result.error)]
     if is_gpu(result.target):

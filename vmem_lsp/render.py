@@ -514,7 +514,9 @@ def not_checked(target: str | None, error: str, raised_at: str | None) -> Wordin
     tail = f": {error}" + (f" (raised at {raised_at})" if raised_at else "")
     if not target:
         return Wording("example not checked", "", "", tail=tail)
-    return Wording("example not checked on", " ", f"TPU {target}", ", ", tail)
+    from .targets import target_label
+
+    return Wording("example not checked on", " ", target_label(target), ", ", tail)
 
 
 def at(path: str, line: int) -> str:

@@ -92,6 +92,17 @@ class WorkerError(Exception):
         self.kind, self.origin = kind, origin
 
 
+FATAL_MARKS = ("Fatal Error", "LLVM ERROR", "Check failed")
+
+
+def compiler_fatal(lines) -> str | None:
+    """The last line a compiler printed as it ended the process, without glog's prefix."""
+    for line in reversed(list(lines)):
+        if any(mark in line for mark in FATAL_MARKS):
+            return line.split("] ", 1)[-1].strip()
+    return None
+
+
 def signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -481,7 +492,25 @@ class WorkerClient:
         if frame is not None:
             function, origin = frame
             message += f", in {function} at {os.path.basename(origin.file)}:{origin.line}"
+        elif phase == "compile" and (fatal := compiler_fatal([*self.stderr_log, *self._left_printed()])):
+            message += f": {fatal}"  # the compiler's own last words (an fp8 dot below sm_89)
         return WorkerError(message, origin=frame[1] if frame else None)
+
+    def _left_printed(self) -> list[str]:
+        """What a local worker's GPU compile printed before it ended the process
+        (compile/gpu_compile.printed_path), read once and removed."""
+        from .gpu_compile import printed_path
+
+        pid = (self.hello or {}).get("pid")
+        if not pid or not is_local_command(self.command):
+            return []
+        try:
+            with open(printed_path(pid), errors="replace") as printed:
+                lines = printed.read().splitlines()
+            os.unlink(printed_path(pid))
+        except OSError:
+            return []
+        return lines
 
     @staticmethod
     def _pump_stdout(process, lines: queue.Queue) -> None:

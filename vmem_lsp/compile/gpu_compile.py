@@ -52,13 +52,21 @@ def mosaic_gpu_limit(limit: int | None):
         core._SMEM_SIZE_BOUND = before
 
 
+def printed_path(pid: int) -> str:
+    """Where worker `pid` keeps what a GPU compile prints: a compile that ends the
+    process (an LLVM fatal error) leaves its last words there for the client."""
+    return os.path.join(tempfile.gettempdir(), f"vmem-lsp-gpu-compile-{pid}.stderr")
+
+
 @contextlib.contextmanager
 def printed_errors(found: list[str]):
-    """While the block runs, fd 2 goes to a file; after, what was printed is
-    written to the real fd 2 again and its MLIR "error:" lines go in `found`."""
+    """While the block runs, fd 2 goes to a file (printed_path); after, what was
+    printed is written to the real fd 2 again, its MLIR "error:" lines go in
+    `found`, and the file is removed."""
     sys.stderr.flush()
     saved = os.dup(2)
-    with tempfile.TemporaryFile() as printed:
+    path = printed_path(os.getpid())
+    with open(path, "w+b") as printed:
         os.dup2(printed.fileno(), 2)
         try:
             yield
@@ -70,6 +78,7 @@ def printed_errors(found: list[str]):
             text = printed.read()
             os.write(2, text)
             found.extend(line for line in text.decode(errors="replace").splitlines() if " error: " in line)
+    os.unlink(path)
 
 
 def with_printed(text: str, printed: list[str]) -> str:

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from typing import Any
 
+from ..gpus import is_gpu
 from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch, Unseen
 
 PROTOCOL_VERSION = 12  # raised whenever a message or a result's fields change: the hello refuses a mismatch
@@ -25,8 +26,13 @@ def phase_words(phase: str | None, kernel: str | None, target: str | None, secon
     if phase == "lower":
         return f"lowering kernel {kernel!r}{on} did not finish within {seconds:g} s"
     if phase == "compile":
-        return f"the TPU compiler did not finish kernel {kernel!r}{on} within {seconds:g} s"
+        which = "GPU" if target and is_gpu(target) else "TPU"
+        return f"the {which} compiler did not finish kernel {kernel!r}{on} within {seconds:g} s"
     return f"the example's Python did not return within {seconds:g} s"
+
+
+def compiler_of(target: str | None) -> str:
+    return "XLA's GPU compiler" if target and is_gpu(target) else "libtpu"
 
 
 def phase_doing(phase: str | None, kernel: str | None, target: str | None) -> str:
@@ -36,7 +42,7 @@ def phase_doing(phase: str | None, kernel: str | None, target: str | None) -> st
         "import": "importing the module",
         "trace": "running the example's Python",
         "lower": f"lowering kernel {kernel!r}{on}",
-        "compile": f"compiling kernel {kernel!r}{on} in libtpu",
+        "compile": f"compiling kernel {kernel!r}{on} in {compiler_of(target)}",
     }.get(phase or "", "starting")
 
 

@@ -42,3 +42,16 @@ def mosaic_copy(x, rows=64):
         in_specs=[pl.BlockSpec((rows, m), lambda i: (i, 0))],
         out_specs=pl.BlockSpec((rows, m), lambda i: (i, 0)),
     )(x)
+
+
+def fp8_dot_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+
+# vmem: fp8_dot(f8e4m3fn[64, 64], f8e4m3fn[64, 64])
+def fp8_dot(x, y):
+    return pl.pallas_call(
+        fp8_dot_kernel,
+        out_shape=jax.ShapeDtypeStruct((64, 64), jnp.float32),
+        compiler_params=pltriton.CompilerParams(num_warps=4, num_stages=1),
+    )(x, y)
