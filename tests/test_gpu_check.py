@@ -9,6 +9,7 @@ import shutil
 import pytest
 from support import KERNELS, line_of
 from support.cli import run_json
+from support.lsp_client import Editor, compiler_tier, running_server, wait_for
 
 from vmem_lsp.gpus import gpu, gpu_missing
 
@@ -95,3 +96,18 @@ def test_a_triton_kernel_is_not_compiled_for_a_tpu_chip(checked):
 def test_a_gpu_target_without_the_plugin_says_what_to_install():
     said = gpu_missing("h100", "NotImplementedError: topology not implemented for cuda")
     assert "jax's CUDA plugin is not installed" in said and "vmem-lsp[gpu]" in said
+
+
+@pytest.mark.asyncio
+async def test_the_language_server_puts_the_gpu_overflow_on_the_blockspec_lines(tmp_path):
+    shutil.copy(KERNEL_FILE, tmp_path / KERNEL_FILE.name)
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["a100"]\ncache-dir = ".cache"\n')
+    async with running_server(tmp_path) as client:
+        editor = Editor(client, tmp_path / KERNEL_FILE.name)
+        editor.open()
+        found = await wait_for(
+            lambda: [d for d in compiler_tier(editor.diagnostics()) if d.code == "VMEM050"], what="a100 diagnostics"
+        )
+    lines = {d.range.start.line + 1 for d in found}
+    assert line_of(KERNEL_FILE, "pl.BlockSpec((block, k)") in lines
+    assert any("163.0K available on NVIDIA A100-SXM4-80GB" in d.message for d in found)
