@@ -18,6 +18,7 @@ from support.tiers import CLUSTER, starts
 
 from vmem_lsp import versions
 from vmem_lsp.chips import CHIPS
+from vmem_lsp.gpus import GPUS
 from vmem_lsp.config import Settings, sources
 
 CHECK_KEYS = {"section", "name", "status", "message", "fix", "seconds"}
@@ -76,6 +77,8 @@ def test_json_report(tmp_path):
     assert report["versions"]["tested"] is True
     assert set(report["chips"]) == set(CHIPS)
     assert all(chip["compiled"] and chip["seconds"] >= 0 for chip in report["chips"].values())
+    gpus = [c for c in report["checks"] if c["section"] == "gpus"]  # the CUDA plugin is a test extra
+    assert {c["name"] for c in gpus} == set(GPUS) and all(c["status"] == "ok" for c in gpus), gpus
     assert report["memory"]["jobs"] >= 1 and report["memory"]["reason"]
     # Every field of Settings, with its source; fields others add later come along.
     assert list(report["settings"]) == [f for f in Settings.__dataclass_fields__]
@@ -93,7 +96,7 @@ def test_libtpu_hidden(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "PROBLEM libtpu missing: the worker has no TPU compiler" in done.stdout
     assert "vmem-lsp check --no-compile" in done.stdout
-    assert "compiled in" not in done.stdout
+    assert not re.search(r"compiled in .*\(TPU", done.stdout)  # no chip compiled (GPU targets may)
     assert re.search(r"^1 problem: chips: libtpu", done.stdout, re.MULTILINE), done.stdout
 
 

@@ -49,6 +49,18 @@ def doctor_copy(x):
     return pl.pallas_call(copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
 '''
 EXAMPLE = "doctor_copy(f32[8, 128])"
+# The GPU targets' tiny kernel: Triton's (Mosaic GPU, jax's default on a GPU, has no sm_80 copy).
+GPU_KERNEL = (
+    KERNEL.replace("one tiny kernel, compiled once per chip", "one tiny Triton kernel, once per GPU")
+    .replace(
+        "from jax.experimental import pallas as pl\n",
+        "from jax.experimental import pallas as pl\nfrom jax.experimental.pallas import triton as pltriton\n",
+    )
+    .replace(
+        "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)",
+        "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), compiler_params=pltriton.CompilerParams())(x)",
+    )
+)
 
 
 @dataclass
@@ -199,14 +211,16 @@ def worker_checks(settings) -> tuple[list[Check], Runner | None]:
     return checks, client
 
 
-def tiny_compiles(client: Runner, limits: PhaseLimits, chips) -> list[tuple[str, ExampleResult, float]]:
+def tiny_compiles(
+    client: Runner, limits: PhaseLimits, chips, kernel: str = KERNEL
+) -> list[tuple[str, ExampleResult, float]]:
     """(chip, result, seconds) of the tiny kernel compiled for each chip by `client`."""
     from .compile.backend import CheckRequest
 
     folder = tempfile.mkdtemp(prefix="vmem-lsp-doctor-")
     path = os.path.join(folder, "vmem_doctor_kernel.py")
     with open(path, "w") as f:
-        f.write(KERNEL)
+        f.write(kernel)
     results = []
     try:
         for name in chips:
@@ -305,6 +319,34 @@ def chip_checks(client: Runner, limits: PhaseLimits, libtpu: str | None = None) 
                 round(seconds, 2),
             )
         )
+    return checks
+
+
+def gpu_checks(client: Runner, limits: PhaseLimits) -> list[Check]:
+    """One tiny Triton compile per GPU target (docs/gpu.md); one line when jax's CUDA
+    plugin is not installed where the worker runs: GPU targets are optional."""
+    from .gpus import GPUS
+
+    results = tiny_compiles(client, limits, GPUS, GPU_KERNEL)
+    if all(r.error_kind == "no_compiler" for _, r, _ in results):
+        return [
+            Check(
+                "gpus",
+                "gpus",
+                "info",
+                f"GPU targets ({', '.join(GPUS)}): {results[0][1].error}",
+                "pip install 'vmem-lsp[gpu]' where the worker runs, to check Pallas GPU kernels",
+            )
+        ]
+    checks = []
+    for name, result, seconds in results:
+        why = compile_error(result)
+        status, said = (
+            ("ok", f"compiled in {seconds:.1f} s ({result.device_kind})") if why is None else ("problem", why)
+        )
+        fix = None if why is None else "pip install 'vmem-lsp[gpu]' (the CUDA plugin of this jax, and ptxas)"
+        first = said.strip().splitlines()[0] if said.strip() else said
+        checks.append(Check("gpus", name, status, f"{name}: {first}", fix, round(seconds, 2)))
     return checks
 
 
@@ -581,6 +623,7 @@ def diagnose(path: str, worker: str | None = None, python: str | None = None) ->
         try:
             hello = getattr(client, "hello", None) or {}
             checks += chip_checks(client, limits, hello.get("libtpu") or (installed or {}).get("libtpu"))
+            checks += gpu_checks(client, limits)
         finally:
             client.stop()
     checks.append(cache_check(settings))
