@@ -1,7 +1,10 @@
 """Issue 32 part 5: the compiler's speed ranking against block sizes tuned on real TPUs.
 
-    .venv/bin/python bench/bench_rank_tuned.py [--kernels rpa,matmul] [--chips v6e,v5e]
-                                               [--rpa-entries N] [--out bench/rank_tuned.jsonl]
+    .venv/bin/python bench/bench_rank_tuned.py [--kernels rpa,matmul,flash] [--chips v6e,v5e]
+                                               [--rpa-entries N] [--flash-shapes 0,2]
+                                               [--out bench/rank_tuned.jsonl]
+    .venv/bin/python bench/bench_rank_tuned.py --cut-check --chips v6e   # flash: cut grids vs whole
+    .venv/bin/python bench/bench_rank_tuned.py --summary bench/rank_tuned.jsonl
 
 For each case (a kernel, its shapes, a chip) the candidates are ranked with
 `vmem_lsp.rank(..., top=None)` (every config that fits gets the compiler's static cycle
@@ -30,6 +33,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from jax.experimental.pallas.ops.tpu.flash_attention import BlockSizes, flash_attention
 from jax.experimental.pallas.ops.tpu.ragged_paged_attention.kernel import ragged_paged_attention
 from jax.experimental.pallas.ops.tpu.ragged_paged_attention.tuned_block_sizes import TUNED_BLOCK_SIZES
 
@@ -39,7 +43,21 @@ from matmul import matmul  # noqa: E402
 
 import vmem_lsp  # noqa: E402
 
-DEVICE = {"v6e": "TPU v6", "v5e": "TPU v5"}
+DEVICE = {"v6e": "TPU v6", "v5e": "TPU v5", "v7x": "TPU v7"}
+
+
+def libtpu_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("libtpu", "libtpu-nightly"):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            pass
+    return None
+
+
+LIBTPU = libtpu_version()
 MAX_NUM_SEQS = 64  # the table's key has no batch of sequences; vLLM-like, and SMEM-safe
 KV_BLOCKS = (1, 2, 4, 8, 16, 32)
 Q_BLOCKS = (8, 16, 32, 64, 128, 256)
@@ -75,7 +93,7 @@ SLOW_RPA_KEYS = (("bfloat16", "bfloat16", 28, 4, 128, 256, 2048, 4096),)
 
 
 def rpa_case(key: tuple, device: str) -> dict | None:
-    table = TUNED_BLOCK_SIZES[device]
+    table = TUNED_BLOCK_SIZES.get(device, {})
     if key not in table:
         return None
     _, _, q_heads, kv_heads, head_dim, page_size, tokens, model_len = key
@@ -126,6 +144,108 @@ def matmul_case(size: int) -> dict:
     }
 
 
+def flash(q, k, v, *, block_q, block_k_major, block_k, block_b=1):
+    """jax's flash attention forward, non-causal, its forward block sizes as keywords."""
+    sizes = BlockSizes(block_q=block_q, block_k_major=block_k_major, block_k=block_k, block_b=block_b)
+    return flash_attention(q, k, v, block_sizes=sizes)
+
+
+def flash_causal(q, k, v, *, block_q, block_k_major, block_k, block_b=1):
+    """The same, causal (the kernel skips the kv blocks above the diagonal with pl.when)."""
+    sizes = BlockSizes(block_q=block_q, block_k_major=block_k_major, block_k=block_k, block_b=block_b)
+    return flash_attention(q, k, v, causal=True, block_sizes=sizes)
+
+
+# (batch, heads, seq, head_dim, causal), bf16 q, k, v of [batch, heads, seq, head_dim].
+FLASH_SHAPES = (
+    (1, 32, 2048, 128, False),  # a 7B-like prefill
+    (8, 16, 1024, 64, False),  # head_dim 64, batch 8
+    (2, 8, 8192, 128, False),  # long sequence
+    (1, 32, 4096, 128, True),  # causal
+)
+FLASH_Q = (128, 256, 512, 1024)
+FLASH_KV = ((128, 128), (512, 128), (512, 512), (1024, 512), (1024, 1024))  # (block_k_major, block_k)
+
+
+def flash_case(shape: tuple) -> dict:
+    batch, heads, seq, head_dim, causal = shape
+    x = jax.ShapeDtypeStruct((batch, heads, seq, head_dim), jnp.bfloat16)
+    configs = [
+        {"block_q": bq, "block_k_major": bkm, "block_k": bk, "block_b": 1}
+        for bq in FLASH_Q
+        if bq <= seq
+        for bkm, bk in FLASH_KV
+        if bkm <= seq
+    ]
+    m = min(512, seq)
+    maxtext = {"block_q": m, "block_k_major": m, "block_k": m, "block_b": min(2, batch)}
+    default = {"block_q": 128, "block_k_major": 128, "block_k": 128, "block_b": 1}
+    for c in (maxtext, default):
+        if c not in configs:
+            configs.append(c)
+    name = f"b{batch} h{heads} s{seq} d{head_dim}{' causal' if causal else ''}"
+    return {
+        "kernel": "flash",
+        "case": name,
+        "fn": flash_causal if causal else flash,
+        "args": (x, x, x),
+        "configs": configs,
+        "tuned": maxtext,
+        "default": default,
+    }
+
+
+# The cut-grid check: a grid over 64 steps is estimated on two grids of its axes cut and
+# extrapolated along the steps (compile/speed.py). Heads are independent and alike, so
+# H x the estimate at 1 head (a grid of at most 64 steps: estimated whole) is what the
+# H-head estimate should be, give or take the pipeline's first and last copies.
+CUT_CHECK = (
+    # (batch, heads, seq, head_dim, causal), configs as (block_q, block_k_major, block_k)
+    ((1, 32, 4096, 128, True), ((512, 512, 512), (512, 1024, 1024), (1024, 1024, 1024), (256, 1024, 1024))),
+    ((1, 32, 1024, 128, False), ((128, 128, 128), (512, 512, 512), (1024, 1024, 1024))),
+)
+
+
+def cut_check(chip: str) -> list[dict]:
+    out = []
+    for (batch, heads, seq, head_dim, causal), blocks in CUT_CHECK:
+        configs = [{"block_q": q, "block_k_major": km, "block_k": k, "block_b": 1} for q, km, k in blocks]
+        fn = flash_causal if causal else flash
+        cycles = {}
+        for h in (1, heads):
+            x = jax.ShapeDtypeStruct((batch, h, seq, head_dim), jnp.bfloat16)
+            start = time.perf_counter()
+            ranked = vmem_lsp.rank(fn, (x, x, x), configs, target=chip, top=None)
+            print(f"  {h} heads: {time.perf_counter() - start:.1f} s", flush=True)
+            for r in ranked:
+                cycles[(h, json.dumps(r.config, sort_keys=True))] = r.estimated_cycles
+        for c in configs:
+            key = json.dumps(c, sort_keys=True)
+            one, many = cycles.get((1, key)), cycles.get((heads, key))
+            steps = heads * -(-seq // c["block_q"]) * (seq // c["block_k_major"])
+            row = {
+                "check": "cut",
+                "chip": chip,
+                "case": f"b{batch} h{heads} s{seq} d{head_dim}{' causal' if causal else ''}",
+                "config": c,
+                "grid_steps": steps,
+                "one_head": one,
+                "heads_x_one": heads * one if one else None,
+                "cut_estimate": many,
+                "cut_over_whole": round(many / (heads * one), 4) if one and many else None,
+                "jax": jax.__version__,
+                "libtpu": LIBTPU,
+            }
+            out.append(row)
+            print(
+                f"{chip} {row['case']} {c['block_q']}/{c['block_k_major']}/{c['block_k']}: "
+                f"{steps} steps, cut {many}, {heads} x whole-grid 1 head {row['heads_x_one']}, "
+                f"ratio {row['cut_over_whole']}",
+                flush=True,
+            )
+    return out
+
+
 def place(order: list[dict], key, tuned: dict) -> int | None:
     """1 + how many are strictly better than the tuned config by `key` (ties share a place)."""
     mine = next((r for r in order if r["config"] == tuned), None)
@@ -145,6 +265,7 @@ def measure(case: dict, chip: str) -> dict:
             "cycles": r.estimated_cycles,
             "roofline": r.roofline_seconds,
             "no_estimate": r.no_estimate,
+            "caveat": getattr(r, "caveat", None),
             "given": index.get(json.dumps(r.config, sort_keys=True), -1),
         }
         for r in ranked
@@ -166,6 +287,11 @@ def measure(case: dict, chip: str) -> dict:
     }
     out["tuned_estimate_place"] = place(rows, lambda r: r["cycles"], case["tuned"])
     out["tuned_roofline_place"] = place(rows, lambda r: r["roofline"], case["tuned"])
+    out["caveats"] = sorted({r["caveat"] for r in rows if r["caveat"]})
+    if case.get("default"):
+        out["default"] = case["default"]
+        out["default_estimate_place"] = place(rows, lambda r: r["cycles"], case["default"])
+        out["default_roofline_place"] = place(rows, lambda r: r["roofline"], case["default"])
     if estimated:
         best = min(estimated, key=lambda r: (r["cycles"], r["given"]))
         tuned_row = next((r for r in rows if r["config"] == case["tuned"]), None)
@@ -174,6 +300,9 @@ def measure(case: dict, chip: str) -> dict:
         if tuned_row and tuned_row["cycles"]:
             out["tuned_cycles"] = tuned_row["cycles"]
             out["tuned_over_best"] = round(tuned_row["cycles"] / best["cycles"], 4)
+        default_row = next((r for r in rows if case.get("default") and r["config"] == case["default"]), None)
+        if default_row and default_row["cycles"]:
+            out["default_over_best"] = round(default_row["cycles"] / best["cycles"], 4)
         # The screen rank() applies with top=N: the roofline's best N (ties by given order).
         by_roof = sorted(
             rows,
@@ -208,6 +337,11 @@ def show(results: list[dict]) -> None:
         )
         if r.get("best") and r.get("tuned_estimate_place") != 1:
             print(f"    compiler's best {r['best']} {r['best_cycles']:,} cycles; tuned {r['tuned']}")
+        if r.get("default"):
+            print(
+                f"    default {r['default']}: @est {r.get('default_estimate_place')}, "
+                f"@roof {r.get('default_roofline_place')}, /best {r.get('default_over_best')}"
+            )
         if r["no_estimate_reasons"]:
             print(f"    no estimate: {r['no_estimate_reasons']}")
 
@@ -217,13 +351,13 @@ def summary(results: list[dict]) -> None:
     estimate counts, seconds per estimate; for rpa the cycles' spread over kv blocks."""
     groups: dict[tuple, list[dict]] = {}
     for r in results:
-        groups.setdefault((r["kernel"], r["chip"]), []).append(r)
+        groups.setdefault((r["kernel"], r["chip"], r.get("jax", "0.10.2")), []).append(r)
     print(
-        "| kernel | chip | cases | tuned top-1 / top-3 (estimate) | tuned top-1 / top-3 (roofline) "
+        "| kernel | chip | jax | cases | tuned top-1 / top-3 (estimate) | tuned top-1 / top-3 (roofline) "
         "| screen top=3 / top=5 misses | estimates all / screened (top=5) | s per estimate |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for (kernel, chip), rs in groups.items():
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (kernel, chip, version), rs in groups.items():
         n = len(rs)
 
         def count(field, k):
@@ -232,7 +366,7 @@ def summary(results: list[dict]) -> None:
         est = sum(r["estimated"] for r in rs)
         wall = sum(r["wall_s"] for r in rs)
         print(
-            f"| {kernel} | {chip} | {n} | {count('tuned_estimate_place', 1)} / {count('tuned_estimate_place', 3)} "
+            f"| {kernel} | {chip} | {version} | {n} | {count('tuned_estimate_place', 1)} / {count('tuned_estimate_place', 3)} "
             f"| {count('tuned_roofline_place', 1)} / {count('tuned_roofline_place', 3)} "
             f"| {sum(bool(r.get('screen3_miss')) for r in rs)} / {sum(bool(r.get('screen5_miss')) for r in rs)} "
             f"| {est} / {sum(r.get('screen5_estimates', 0) for r in rs)} | {wall / est if est else float('nan'):.2f} |"
@@ -263,17 +397,29 @@ def main() -> None:
     parser.add_argument("--rpa-entries", type=int, default=len(RPA_KEYS))
     parser.add_argument("--rpa-from", type=int, default=0, help="skip the first N rpa keys")
     parser.add_argument("--matmul-sizes", default=",".join(map(str, MATMUL_SHAPES)))
+    parser.add_argument("--flash-shapes", help="indices into FLASH_SHAPES, e.g. 0,1 (default: all)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "rank_tuned.jsonl"))
     parser.add_argument("--summary", help="summarise this JSONL file and stop")
+    parser.add_argument(
+        "--cut-check", action="store_true", help="flash: cut-grid estimates against whole grids, and stop"
+    )
     opts = parser.parse_args()
     if opts.summary:
         latest = {}  # a case measured again: its last line counts
         for line in open(opts.summary):
             r = json.loads(line)
-            latest[(r["kernel"], r["chip"], r["case"])] = r
+            if "check" in r:
+                continue
+            latest[(r["kernel"], r["chip"], r["case"], r.get("jax", "0.10.2"))] = r
         summary(list(latest.values()))
         return
     chips = opts.chips.split(",")
+    if opts.cut_check:
+        with open(opts.out, "a") as sink:
+            for chip in chips:
+                for row in cut_check(chip):
+                    sink.write(json.dumps(row) + "\n")
+        return
     results = []
     with open(opts.out, "a") as sink:
         for chip in chips:
@@ -282,9 +428,15 @@ def main() -> None:
                 cases += [c for k in RPA_KEYS[opts.rpa_from : opts.rpa_entries] if (c := rpa_case(k, DEVICE[chip]))]
             if "matmul" in opts.kernels:
                 cases += [matmul_case(int(s)) for s in opts.matmul_sizes.split(",")]
+            if "flash" in opts.kernels:
+                picked = (
+                    [int(i) for i in opts.flash_shapes.split(",")] if opts.flash_shapes else range(len(FLASH_SHAPES))
+                )
+                cases += [flash_case(FLASH_SHAPES[i]) for i in picked]
             for case in cases:
                 r = measure(case, chip)
                 r["jax"] = jax.__version__
+                r["libtpu"] = LIBTPU
                 sink.write(json.dumps(r) + "\n")
                 sink.flush()
                 results.append(r)
