@@ -4,12 +4,15 @@ Pallas Triton matmul and a Mosaic GPU copy, each with an example that fits and o
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import time
 
 import pytest
+from lsprotocol import types
 from support import KERNELS, line_of
-from support.cli import run_json
-from support.lsp_client import Editor, compiler_tier, running_server, wait_for
+from support.cli import run_cli, run_json
+from support.lsp_client import Editor, apply_text_edits, compiler_tier, running_server, wait_for
 
 from vmem_lsp.gpus import gpu, gpu_missing
 
@@ -111,3 +114,52 @@ async def test_the_language_server_puts_the_gpu_overflow_on_the_blockspec_lines(
     lines = {d.range.start.line + 1 for d in found}
     assert line_of(KERNEL_FILE, "pl.BlockSpec((block, k)") in lines
     assert any("163.0K available on NVIDIA A100-SXM4-80GB" in d.message for d in found)
+
+
+def test_the_shrink_fix_for_a_triton_overflow_is_verified_by_the_gpu_compiler(tmp_path):
+    shutil.copy(KERNEL_FILE, tmp_path / KERNEL_FILE.name)
+    done = run_cli("check", KERNEL_FILE.name, "--target", "h100", "--diff", "--no-cache", cwd=tmp_path)
+    wanted = (
+        "would fix: Shrink blocks: block=64 (in the example) (fits: ~128.0K of 227.0K of shared memory on NVIDIA H100"
+    )
+    assert wanted in done.stderr and "compiler-verified" in done.stderr, done.stderr
+    assert "+# vmem: triton_matmul(f32[1024, 512], f32[512, 1024], block=64)" in done.stdout
+
+
+@pytest.mark.asyncio
+async def test_the_editors_quick_fix_for_a_gpu_overflow_is_compiler_verified_and_clears_it(tmp_path):
+    path = tmp_path / "triton_only.py"
+    text = KERNEL_FILE.read_text()
+    path.write_text(
+        text[: text.index("def add_one")].replace(
+            "# vmem: triton_matmul(f32[1024, 512], f32[512, 1024], block=64)\n", ""
+        )
+    )
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["h100"]\ncache-dir = ".cache"\n')
+    async with running_server(tmp_path) as client:
+        editor = Editor(client, path)
+        editor.open()
+        [window, *_] = await wait_for(
+            lambda: [d for d in compiler_tier(editor.diagnostics()) if d.code == "VMEM050"], what="h100 diagnostics"
+        )
+
+        async def verified():
+            offered = await client.text_document_code_action_async(
+                types.CodeActionParams(
+                    types.TextDocumentIdentifier(editor.uri),
+                    window.range,
+                    types.CodeActionContext(diagnostics=[window]),
+                )
+            )
+            return [a for a in offered or [] if "compiler-verified" in a.title]
+
+        deadline, offered = time.monotonic() + 240, []
+        while not offered:
+            assert time.monotonic() < deadline, "no compiler-verified quick fix within 240 s"
+            offered = await verified()
+            await asyncio.sleep(0.2)
+        fix = offered[0]
+        assert fix.title.startswith("Shrink blocks: block=64") and "shared memory on NVIDIA H100" in fix.title
+        editor.change(apply_text_edits(editor.text, fix.edit.changes[editor.uri]))
+        editor.save()
+        await wait_for(lambda: not [d for d in editor.diagnostics() if d.severity == 1], what="errors cleared")

@@ -11,34 +11,16 @@ from __future__ import annotations
 from . import render
 from .correlate import Anchor, Sources, call_anchor, kernel_site, line_span, spec_anchor
 from .diagnostics import Diagnostic, Related, Subject
+from .gpu_layout import block_bytes, staged
 from .gpus import Gpu, gpu
-from .layout import ITEM_BITS
 from .render import Wording
 from .report.gpu import GpuReport, parse_gpu_report
-from .results import CapturedCall, ExampleResult, Operand
+from .results import CapturedCall, ExampleResult
 from .source.directives import Example
-
-# The blocks each backend stages in shared memory, as captured (tests/test_gpu_reports.py):
-# Triton loads a dot's operands through it, one at a time; Mosaic GPU pipelines every block in and out.
-STAGED_ROLES = {"triton": ("in",), "mosaic_gpu": ("in", "out")}
 
 
 def kernel_label(call: CapturedCall) -> str:
     return call.name.split(" ")[0] if call.name else "pallas_call"
-
-
-def block_bytes(op: Operand) -> int:
-    """A block's bytes as a GPU holds it: unpadded (no TPU tiles)."""
-    shape = op.block_shape if op.block_shape is not None else op.full_shape
-    count = 1
-    for dim in shape:
-        count *= dim if dim else 1
-    return count * ITEM_BITS.get(op.dtype, 32) // 8
-
-
-def staged(call: CapturedCall, backend: str | None) -> list[Operand]:
-    roles = STAGED_ROLES.get(backend or "triton", ("in",))
-    return [op for op in call.operands if op.role in roles and op.block_shape is not None]
 
 
 def other_platform(call: CapturedCall, label: str, anchor: Anchor, example: Example, number: int) -> Diagnostic:

@@ -8,7 +8,6 @@ import os
 from collections.abc import Callable
 
 from ..correlate import SitesOf
-from ..gpus import is_gpu
 from ..source.directives import Example
 from ..source.text import split_lines
 from .edits import Fix
@@ -43,8 +42,8 @@ def plan(
     planned = []
     for example, per_target in overflowing(results).items():
         source = text_of(example.path)
-        if source is None or example.module is not None or any(is_gpu(t) for t in per_target):
-            continue  # GPU targets: no fix search yet (issue 33)
+        if source is None or example.module is not None:
+            continue
         problem = Problem(
             example,
             source,

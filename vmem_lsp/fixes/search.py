@@ -15,12 +15,16 @@ from .. import render
 from ..chips import MiB, chip
 from ..compile.client import CheckRequest
 from ..correlate import SitesOf, kernel_site, operand_named, spec_in_site
+from ..gpu_layout import staged_bytes
+from ..gpus import gpu, is_gpu
 from ..render import size as format_size
+from ..report.gpu import parse_gpu_report
 from ..report.parse import parse_report
 from ..results import CapturedCall, ExampleResult, Operand
 from ..source.directives import Example
 from ..source.model import TextEdit
 from ..source.text import apply_edits, split_lines
+from ..targets import target_label
 from . import rewrites
 from .edits import Fix
 from .knobs import Knob, constant_knobs, default_knobs, example_knobs, keyword_knobs
@@ -131,6 +135,8 @@ def estimate(problem: Problem, calls: list[CapturedCall], target: str, scale: fl
     before. Compiler-internal bytes (spills, the body's intermediates) are
     taken to scale with the product of the block sizes changed: the body's
     temporaries are blocks of blocks, such as attention's q x k logits."""
+    if is_gpu(target):
+        return gpu_estimate(problem, calls, target)
     base = {key(c): c for c in problem.failing(target)}
     worst = (0, 1)
     for call in calls:
@@ -142,6 +148,25 @@ def estimate(problem: Problem, calls: list[CapturedCall], target: str, scale: fl
         if total / model.limit > worst[0] / worst[1]:
             worst = (total, model.limit)
     return worst
+
+
+def gpu_estimate(problem: Problem, calls: list[CapturedCall], target: str) -> tuple[int, int]:
+    """(largest shared memory, the GPU's limit) over the variant's kernels that
+    failed before: the model's staged bytes (gpu_layout), scaled by what the
+    compiler asked for the failing kernel over what the model said of it."""
+    limit = gpu(target).shared_memory_limit
+    base = {key(c): c for c in problem.failing(target)}
+    worst = 0
+    for call in calls:
+        before = base.get(key(call))
+        if before is None:
+            continue
+        report = parse_gpu_report(before.compiler_text or "")
+        modelled = staged_bytes(before, report.backend)
+        if report.form != "shared_memory" or not report.requested or not modelled:
+            continue
+        worst = max(worst, staged_bytes(call, report.backend) * report.requested // modelled)
+    return worst, limit
 
 
 def covers(call: CapturedCall) -> bool:
@@ -196,7 +221,8 @@ def verify(problem: Problem, variant: Variant, failures: list | None = None) -> 
 def title(variant: Variant, figures: dict, how: str) -> str:
     target = max(figures, key=lambda t: figures[t][0] / figures[t][1])
     total, limit = figures[target]
-    return f"{variant.label} (fits: ~{format_size(total)} of {format_size(limit)} on {chip(target).label}, {how})"
+    memory = " of shared memory" if is_gpu(target) else ""
+    return f"{variant.label} (fits: ~{format_size(total)} of {format_size(limit)}{memory} on {target_label(target)}, {how})"
 
 
 def as_fix(
@@ -712,11 +738,24 @@ def legal_block_fixes(problem: Problem) -> list[Fix]:
     return verified_best(problem, "tile", scored(problem, list(variants.values()), reads), nearest=True)
 
 
+def gpu_fixes(problem: Problem) -> list[Fix]:
+    """A GPU kernel over its shared memory gets block shrinks, verified by the
+    GPU compiler; other GPU errors (an op the architecture lacks) get none."""
+    reports = [
+        parse_gpu_report(c.compiler_text or "") for t in problem.targets if is_gpu(t) for c in problem.failing(t)
+    ]
+    if not reports or any(r.form != "shared_memory" for r in reports):
+        return []
+    return shrink_fixes(problem)
+
+
 def find_fixes(problem: Problem) -> list[Fix]:
     """Every fix for one failing example, best first. A block the TPU cannot
     tile gets legal block sizes; other compile errors (an unsupported
     operation) get none: no edit is sure. An overflow gets block shrinks,
     then a grid for single-step kernels, a raised limit, single buffering."""
+    if any(is_gpu(t) for t in problem.targets):
+        return gpu_fixes(problem)
     reports = [parse_report(c.compiler_text or "") for t in problem.targets for c in problem.failing(t)]
     if any(r.form == "block_shape" for r in reports):
         return legal_block_fixes(problem)
