@@ -22,8 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "static_profiles"
 
-# (name, block rows, block cols) of a bf16 matmul of [2048, 1024] x [1024, 2048]; and an add.
-CONFIGS = [("matmul-128", 128, 128), ("matmul-512", 512, 512), ("add", None, None)]
+# (name, block rows, block cols) of a bf16 matmul of [2048, 1024] x [1024, 2048]; an add; and
+# jax's flash attention with two batch rows a block, which libtpu estimates at 0 cycles (its
+# op's estimate then holds a nested hlo_instruction message).
+CONFIGS = [("matmul-128", 128, 128), ("matmul-512", 512, 512), ("add", None, None), ("flash-batch2", "flash", None)]
 
 ONE_CHIP = r"""
 import glob, os, shutil, sys
@@ -59,7 +61,13 @@ for name, bm, bn in configs:
     for stale in glob.glob(os.path.join(folder, "*")):
         os.remove(stale)
     with jax.default_device(device):
-        if bm is None:
+        if bm == "flash":
+            from jax.experimental.pallas.ops.tpu.flash_attention import BlockSizes, flash_attention
+
+            q = jax.ShapeDtypeStruct((2, 2, 1024, 128), jnp.bfloat16, sharding=sharding)
+            sizes = BlockSizes(block_q=512, block_k_major=512, block_k=512, block_b=2)
+            jax.jit(lambda q, k, v: flash_attention(q, k, v, block_sizes=sizes)).lower(q, q, q).compile()
+        elif bm is None:
             x = jax.ShapeDtypeStruct((2048, 1024), jnp.float32, sharding=sharding)
             jax.jit(add).lower(x, x).compile()
         else:
@@ -91,6 +99,7 @@ def main() -> None:
             "LIBTPU_INIT_ARGS": f"--xla_jf_dump_static_llo_profile_to={folder}",
             "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
             "TF_CPP_MIN_LOG_LEVEL": "2",
+            "JAX_PLATFORMS": "cpu",  # with jax's CUDA plugin installed, no GPU looked for
         }
         done = subprocess.run(
             [sys.executable, "-c", ONE_CHIP, folder, str(out), chip, repr(CONFIGS)],

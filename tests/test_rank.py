@@ -156,6 +156,66 @@ def test_an_estimate_of_a_kernel_with_a_loop_of_run_time_length_says_it_may_misl
     assert found.cycles == 1000 and found.caveat and "run time" in found.caveat
 
 
+def test_a_long_grid_whose_steps_skip_their_matrix_work_says_its_estimate_may_mislead():
+    """Causal attention's cut grid, extrapolated, was 0.46x to 1.10x of the whole grid
+    (bench/RANK.md); a short grid is estimated whole and needs no caveat."""
+    long = CapturedCall(**{**vars(matmul_call(64, 64)), "estimated_cycles": 1000, "steps_vary": True})
+    assert long.grid[0] * long.grid[1] > 64
+    found = estimate_from(ExampleResult("v6e", None, (long,)))
+    assert found.cycles == 1000 and found.caveat and "under a condition" in found.caveat
+    short = CapturedCall(**{**vars(matmul_call(1024, 1024)), "estimated_cycles": 1000, "steps_vary": True})
+    assert estimate_from(ExampleResult("v6e", None, (short,))).caveat is None
+
+
+def test_running_out_of_memory_or_time_under_the_profile_counts_as_aborting_and_a_protocol_mismatch_does_not():
+    for kind, aborted in (("crashed", True), ("memory", True), ("timeout", True), ("protocol", False)):
+        found = estimate_from(ExampleResult("v6e", None, error="it failed", error_kind=kind))
+        assert found.cycles is None and found.aborted is aborted, kind
+
+
+CAUSAL = '''
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def kernel(x_ref, y_ref, o_ref):
+    """A product of blocks only on and below the diagonal, as causal attention skips the rest."""
+    i, j = pl.program_id(0), pl.program_id(1)
+
+    @pl.when(i >= j)
+    def _():
+        o_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(i < j)
+    def _():
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+
+# vmem: causal(f32[2048, 128], f32[128, 2048], rows=[64, 512])
+def causal(x, y, rows=64):
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((x.shape[0], y.shape[1]), jnp.float32),
+        grid=(x.shape[0] // rows, y.shape[1] // 128),
+        in_specs=[pl.BlockSpec((rows, 128), lambda i, j: (i, 0)), pl.BlockSpec((128, 128), lambda i, j: (0, j))],
+        out_specs=pl.BlockSpec((rows, 128), lambda i, j: (i, j)),
+    )(x, y)
+'''
+
+
+@pytest.mark.compiler
+def test_a_ranked_sweep_of_a_kernel_that_skips_steps_says_so_where_its_grid_was_cut(tmp_path):
+    (tmp_path / "causal.py").write_text(CAUSAL)
+    done, report = run_json("sweep", "causal.py", "--target", "v6e", "--rank", "speed", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    by_rows = {c["params"]["rows"]: c for c in report["configs"]}
+    assert by_rows[64]["estimated_cycles"] and "under a condition" in (
+        by_rows[64]["estimate_caveat"] or ""
+    )  # 512 steps
+    assert by_rows[512]["estimated_cycles"] and by_rows[512]["estimate_caveat"] is None  # 64 steps: estimated whole
+
+
 LOOPING = '''
 import jax
 import jax.numpy as jnp

@@ -171,6 +171,7 @@ def describe(eqn, provenance: Provenance | None) -> dict:
         unseen=extra(large_values, (), eqn.params["jaxpr"]),
         flops_per_step=extra(body_flops, None, eqn.params["jaxpr"]),
         loops_unknown=extra(has_unknown_loops, False, eqn.params["jaxpr"]),
+        steps_vary=extra(has_conditional_work, False, eqn.params["jaxpr"]),
     )
 
 
@@ -184,6 +185,30 @@ def has_unknown_loops(kernel_jaxpr) -> bool:
     def walk(jaxpr) -> bool:
         for eqn in jaxpr.eqns:
             if eqn.primitive.name == "while" or any(walk(sub) for sub in jax_compat.jaxprs_in_params(eqn.params)):
+                return True
+        return False
+
+    return walk(kernel_jaxpr)
+
+
+def has_conditional_work(kernel_jaxpr) -> bool:
+    """Whether the kernel body does matrix work under a condition (a `pl.when` or
+    `lax.cond` with a dot inside: causal attention skips the blocks above the
+    diagonal), so its grid steps do not all cost alike. A matmul's `pl.when`
+    that zeroes or stores its accumulator has no dot, and does not count."""
+
+    def has_dot(jaxpr) -> bool:
+        return any(
+            eqn.primitive.name == "dot_general" or any(has_dot(sub) for sub in jax_compat.jaxprs_in_params(eqn.params))
+            for eqn in jaxpr.eqns
+        )
+
+    def walk(jaxpr) -> bool:
+        for eqn in jaxpr.eqns:
+            subs = jax_compat.jaxprs_in_params(eqn.params)
+            if eqn.primitive.name == "cond" and any(has_dot(sub) for sub in subs):
+                return True
+            if any(walk(sub) for sub in subs):
                 return True
         return False
 

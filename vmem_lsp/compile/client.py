@@ -213,7 +213,10 @@ class WorkerClient:
             raise WorkerError(f"the worker did not say hello: {message}")
         if hello.get("protocol") != PROTOCOL_VERSION:
             self.stop()
-            raise WorkerError(f"worker speaks protocol {hello.get('protocol')}, this client speaks {PROTOCOL_VERSION}")
+            raise WorkerError(
+                f"worker speaks protocol {hello.get('protocol')}, this client speaks {PROTOCOL_VERSION}",
+                kind="protocol",
+            )
         self.hello = hello
         pid = hello.get("pid")
         self.local_pid = pid if isinstance(pid, int) and memory.descends_from(pid, self.process.pid) else None

@@ -60,10 +60,20 @@ def estimate_of() -> tuple[int | None, str | None]:
     for name in names:
         with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
             try:
-                cycles += sum(op.cycles for op in parse_static_profile(f.read()))
+                ops = parse_static_profile(f.read())
             except ProfileError as error:
                 return None, f"the compiler's estimate could not be read: {error}"
+        if zero := next((op for op in ops if op.cycles == 0), None):
+            return None, zero_cycles(zero)
+        cycles += sum(op.cycles for op in ops)
     return cycles, None
+
+
+def zero_cycles(op) -> str:
+    """Why an op the compiler estimated at 0 cycles has no estimate: a kernel that
+    does work is never free; its model does not cover it (never ranked fastest)."""
+    how = f" ({op.dma})" if op.dma else ""
+    return f"the compiler estimated 0 cycles for {op.hlo_op}{how}: its model does not cover this kernel"
 
 
 # The static profile simulates every grid step: a 512-step matmul of 1024-blocks took

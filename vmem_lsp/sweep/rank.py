@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ..chips import PEAKS, Peak
+from ..compile.speed import ESTIMATED_STEPS
 from ..layout import grid_steps, in_vmem, padded_bytes
 from ..results import CapturedCall, ExampleResult
 
@@ -74,6 +75,14 @@ LOOPS_CAVEAT = (
 )
 
 
+# Said of the estimates of a long grid whose steps do not all do the same work.
+VARYING_CAVEAT = (
+    "the kernel does its matrix work under a condition (causal attention skips blocks) and its grid "
+    "is longer than the compiler's estimate was run on: the cycles of a cut grid, extrapolated, "
+    "need not follow the real speed (bench/RANK.md measured 0.46x to 1.10x)"
+)
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The compiler's word on one config's speed: cycles, or why there are none."""
@@ -89,13 +98,21 @@ def estimate_from(result: ExampleResult) -> Estimate:
     the compile with the profile failed or a kernel has no estimate."""
     if result.error:
         first = result.error.strip().splitlines()[0] if result.error.strip() else "the compile failed"
-        return Estimate(None, f"the compile with the estimate failed: {first}", aborted=result.error_kind == "crashed")
+        # libtpu aborting, or running out of the worker's memory or time, under the profile:
+        # a chip where that repeats with nothing estimated is not tried further (run.rank_speed).
+        aborted = result.error_kind in ("crashed", "memory", "timeout")
+        return Estimate(None, f"the compile with the estimate failed: {first}", aborted=aborted)
     missing = [c for c in result.calls if c.estimated_cycles is None]
     if not result.calls:
         return Estimate(None, "the example reaches no pallas_call")
     if missing:
         return Estimate(None, missing[0].no_estimate or "the compiler gave no estimate")
-    caveat = LOOPS_CAVEAT if any(c.loops_unknown for c in result.calls) else None
+    if any(c.loops_unknown for c in result.calls):
+        caveat: str | None = LOOPS_CAVEAT
+    elif any(c.steps_vary and grid_steps(c.grid) > ESTIMATED_STEPS for c in result.calls):
+        caveat = VARYING_CAVEAT
+    else:
+        caveat = None
     return Estimate(sum(c.estimated_cycles or 0 for c in result.calls), caveat=caveat)
 
 
