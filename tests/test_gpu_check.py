@@ -163,3 +163,16 @@ async def test_the_editors_quick_fix_for_a_gpu_overflow_is_compiler_verified_and
         editor.change(apply_text_edits(editor.text, fix.edit.changes[editor.uri]))
         editor.save()
         await wait_for(lambda: not [d for d in editor.diagnostics() if d.severity == 1], what="errors cleared")
+
+
+def test_a_sweep_on_a_gpu_is_decided_by_its_compiler_and_skips_the_tpu_for_a_triton_kernel(tmp_path):
+    shutil.copy(KERNEL_FILE, tmp_path / KERNEL_FILE.name)
+    spec = f"{KERNEL_FILE.name}:triton_matmul(f32[1024, 512], f32[512, 1024], block=[32, 64, 128])"
+    done, report = run_json("sweep", spec, "--target", "a100,v5e", "--no-cache", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    a100 = {c["params"]["block"]: c for c in report["configs"] if c["target"] == "a100"}
+    assert [a100[b]["fits"] for b in (32, 64, 128)] == [True, True, False]
+    assert (a100[128]["used"], a100[128]["limit"]) == (128 * 512 * 4, gpu("a100").shared_memory_limit)
+    assert a100[128]["decided_by"] == "compiler"
+    v5e = [c for c in report["configs"] if c["target"] == "v5e"]
+    assert all(c["fits"] is None and "another platform" in c["error"] for c in v5e), v5e

@@ -130,6 +130,7 @@ class CapturedCall:
     interpret: bool = False  # traced with interpret=True: it runs on the CPU, so it was not compiled for the TPU
     flops_per_step: int | None = None  # the body's matrix work per grid step (2*M*N*K of its dots)
     loops_unknown: bool = False  # the body loops a number of times known only at run time (a while loop)
+    gpu_backend: str | None = None  # on a GPU target: "triton" or "mosaic_gpu", as it lowers
     steps_vary: bool = False  # the body does its matrix work under a condition (causal attention skips blocks)
     estimated_cycles: int | None = None  # the compiler's static estimate (a worker started with --estimate)
     no_estimate: str | None = None  # why such a worker has none for this kernel

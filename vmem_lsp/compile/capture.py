@@ -115,6 +115,10 @@ def params_platform(compiler_params) -> str | None:
     return None
 
 
+def gpu_backend_of(compiler_params) -> str:
+    return "mosaic_gpu" if lowers_with_mosaic_gpu(compiler_params) else "triton"
+
+
 def _pick(origins, index):
     return origins[index] if index < len(origins) else None
 
@@ -726,6 +730,7 @@ def capture_calls(
                     in_program=program_made(eqn, described["operands"]),
                     interpret=interpret,
                     other_platform=other,
+                    gpu_backend=gpu_backend_of(eqn.params.get("compiler_params")) if is_gpu(target) else None,
                     scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
                     **described,
                 )

@@ -21,11 +21,15 @@ from dataclasses import dataclass, field, replace
 
 from .. import budget as budgets
 from .. import layout, render
+from ..gpu_layout import block_bytes, staged, staged_bytes
+from ..gpus import gpu, is_gpu
+from ..report.gpu import parse_gpu_report
 from ..report.parse import parse_report
 from ..results import CapturedCall, ExampleResult
 from .model_error import bound, kind_of, model_decides
 
 VMEM_FORMS = ("physical", "scoped", "single_allocation")
+OTHER_PLATFORM = "its compiler params are another platform's (a Triton kernel on a TPU chip): not compiled for it"
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,29 @@ def tightest(budgets_) -> budgets.Budget:
     return max(budgets_, key=lambda b: b.total / max(b.limit, 1))
 
 
+def size_up_gpu(item: Config) -> None:
+    """A GPU config: the staged blocks' bytes against the target's shared memory, for the
+    table and monotonicity; the compiler decides every config (the model has no measured
+    error on GPUs yet)."""
+    calls = item.traced.calls
+    limit = gpu(item.target).shared_memory_limit
+    item.model_total = max((staged_bytes(c, c.gpu_backend) for c in calls), default=0)
+    item.model_limit = limit
+    item.costs = tuple(
+        (c.name, tuple(sorted(("block", op.role, op.index, block_bytes(op)) for op in staged(c, "mosaic_gpu"))))
+        for c in calls
+    )
+
+
 def size_up(item: Config) -> None:
     """The model's total, limit and verdict for a traced config."""
+    if all(c.other_platform for c in item.traced.calls):
+        item.verdict = Verdict(
+            item.config, item.target, None, None, None, "error", "not compiled here", error=OTHER_PLATFORM
+        )
+        return None
+    if is_gpu(item.target):
+        return size_up_gpu(item)
     calls, libtpu = item.traced.calls, item.traced.libtpu  # the bounds and figures of the compiler that traced
     budgets_ = [budgets.from_compile(c, None, item.target, libtpu) for c in calls]
     worst = tightest(budgets_)
@@ -148,6 +173,8 @@ def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
             item.config, item.target, None, None, None, "error", "the example did not run", error=result.error
         )
     failing = [c for c in result.calls if not c.fits]
+    if is_gpu(item.target):
+        return gpu_verdict(item, failing)
     if not failing:
         worst = tightest(budgets.from_compile(c, None, item.target, result.libtpu) for c in result.calls)
         return Verdict(item.config, item.target, True, worst.total, worst.limit, "compiler", "compiled")
@@ -168,6 +195,18 @@ def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
     call, report = vmem[0]
     b = budgets.from_compile(call, report, item.target, result.libtpu)
     return Verdict(item.config, item.target, False, b.total, b.limit, "compiler", "compiled")
+
+
+def gpu_verdict(item: Config, failing: list[CapturedCall]) -> Verdict:
+    """What the GPU compiler said: fits, over its shared memory (its requested and
+    available bytes), or another error."""
+    if not failing:
+        return Verdict(item.config, item.target, True, item.model_total, item.model_limit, "compiler", "compiled")
+    report = parse_gpu_report(failing[0].compiler_text or "")
+    if report.form != "shared_memory":
+        first = (failing[0].compiler_text or "").strip().split("\n")[0]
+        return Verdict(item.config, item.target, None, None, None, "error", "does not compile", error=first)
+    return Verdict(item.config, item.target, False, report.requested, report.available, "compiler", "compiled")
 
 
 def model_verdict(item: Config) -> Verdict:

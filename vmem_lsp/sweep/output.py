@@ -10,6 +10,7 @@ import os
 from itertools import groupby
 
 from ..render import size
+from ..targets import target_label
 from .decide import Verdict, describe
 from .rank import describe_seconds
 from .run import S, SweepOutcome
@@ -62,7 +63,7 @@ def text(outcome: SweepOutcome[S]) -> str:
     for target, verdicts in groupby(outcome.verdicts, key=lambda v: v.target):
         rows = [columns] + [row(v, ranked) for v in verdicts]
         widths = [max(len(r[i]) for r in rows) for i in range(len(columns) - 1)]
-        out.append(f"\nTPU {target}")
+        out.append(f"\n{target_label(target)}")
         for r in rows:
             out.append(
                 "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
@@ -213,7 +214,7 @@ def plot_speed(outcome: SweepOutcome[S], path: str) -> None:
             axis.annotate(f"{v.speed_rank}: {describe(v.config)}", (x, v.estimated_cycles), fontsize=6)
         axis.set_xlabel("VMEM used (MiB)")
         axis.set_ylabel("estimated cycles (fewer is faster)")
-        axis.set_title(f"TPU {target}", fontsize=8)
+        axis.set_title(target_label(target), fontsize=8)
     figure.suptitle("the compiler's cycle estimate of each config that fits, by rank", fontsize=9)
     figure.tight_layout()
     figure.savefig(path)

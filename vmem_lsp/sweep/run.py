@@ -15,6 +15,7 @@ from ..compile.backend import estimate_runner, runner_for
 from ..compile.cache import ResultCache
 from ..config import Settings
 from ..engine import Progress, Silent, request_for
+from ..gpus import is_gpu
 from ..results import ExampleResult
 from . import rank as speed
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
@@ -183,7 +184,9 @@ def rank_speed(
             by_number = {i.number: i for i in fitting}
             estimates: dict[int, speed.Estimate] = {}
             aborts = 0
-            for number in speed.screen(seconds, top):
+            if is_gpu(target):  # the estimate is libtpu's static profile
+                outcome.no_estimates[target] = "the compiler's cycle estimate is libtpu's: a GPU target has none"
+            for number in [] if is_gpu(target) else speed.screen(seconds, top):
                 item = by_number[number]
                 if aborts >= speed.ABORTS_BEFORE_GIVING_UP and not any(e.cycles for e in estimates.values()):
                     estimates[number] = speed.Estimate(None, f"not tried: {outcome.no_estimates[target]}")
