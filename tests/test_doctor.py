@@ -18,8 +18,8 @@ from support.tiers import CLUSTER, starts
 
 from vmem_lsp import versions
 from vmem_lsp.chips import CHIPS
-from vmem_lsp.gpus import GPUS
 from vmem_lsp.config import Settings, sources
+from vmem_lsp.gpus import GPUS
 
 CHECK_KEYS = {"section", "name", "status", "message", "fix", "seconds"}
 
