@@ -81,9 +81,11 @@ def test_an_op_the_a100_lacks_is_said_and_the_h100_still_compiles_that_kernel(ch
     assert not [d for d in checked["diagnostics"] if d["code"] == "VMEM010"], "an example was not checked"
 
 
-def test_an_fp8_dot_that_ends_the_compilers_process_on_the_a100_is_said_on_its_example(checked):
-    """LLVM's fatal error ends the worker; its words, read from what the compile printed, say why."""
-    [fp8] = at_line(checked, "VMEM052", "# vmem: fp8_dot(")
+def test_an_fp8_dot_that_ends_the_compilers_process_on_the_a100_is_said_on_its_body_line(checked):
+    """LLVM's fatal error ends the worker with no Python frame; its words, read from what the
+    compile printed, say why, and the line the worker said it was compiling says where."""
+    [fp8] = at_line(checked, "VMEM052", "# an fp8 dot")
+    assert fp8["related"][0]["message"].startswith("example fp8_dot(")
     assert fp8["target"] == "a100" and "needs compute capability 8.9 or newer" in fp8["message"]
     assert "f8e4m3" in fp8["message"]
     [compiled] = [d for d in checked["diagnostics"] if d["code"] == "VMEM007" and "fp8_dot_kernel" in d["message"]]

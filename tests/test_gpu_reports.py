@@ -11,8 +11,10 @@ from importlib.metadata import version
 import pytest
 from support.reports import GPU_REPORTS, NO_ERROR, capture_gpu, gpu_comparable, gpu_files
 
+from vmem_lsp.compile.client import compiler_fatal, fatal_origin
 from vmem_lsp.gpus import GPUS, gpu
 from vmem_lsp.report.gpu import parse_gpu_report
+from vmem_lsp.results import Origin
 
 FILES = gpu_files()
 
@@ -95,6 +97,19 @@ def test_a_compute_capability_error_says_what_needs_which_capability_and_that_it
     assert report.what is not None and report.what.startswith("Conversion from/to f8e4m3")
     assert report.needs_capability > gpu("a100").capability
     assert gpu("h100").capability >= report.needs_capability  # and on the H100 it compiled (fp8-dot-h100)
+
+
+def test_the_fatal_line_of_an_fp8_error_leads_to_the_kernels_fp8_line_and_another_to_its_call():
+    """What the client makes of a worker that the compiler ended: its last words, and the
+    lines the worker said it was compiling (compile/capture.compiling)."""
+    [path] = [p for p in FILES if p.stem == "fp8-dot-a100"]
+    fatal = compiler_fatal(compiler_text(path).splitlines())
+    assert fatal is not None and "f8e4m3" in fatal
+    where = {"kernel": "fp8_dot_kernel", "invoked": ["/w/k.py", 60], "fp8": ["/w/k.py", 50]}
+    assert fatal_origin(fatal, where) == Origin("/w/k.py", 50)
+    assert fatal_origin("LLVM ERROR: out of registers", where) == Origin("/w/k.py", 60)
+    assert fatal_origin(fatal, {**where, "fp8": None}) == Origin("/w/k.py", 60)
+    assert fatal_origin(fatal, {}) is None
 
 
 def test_blackwell_tensor_memory_is_its_own_form():

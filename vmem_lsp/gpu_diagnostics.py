@@ -182,10 +182,26 @@ def rejected(call, report: GpuReport, target: Gpu, sites: Sources, anchor: Ancho
     )
 
 
-def process_ended(example: Example, result: ExampleResult) -> Diagnostic | None:
-    """VMEM052 on the example when the GPU compiler ended the worker over a
-    compute capability (an fp8 dot below sm_89: an LLVM fatal error, its words in
-    the crash message); None for any other failure, said as VMEM010."""
+def ended_at(example: Example, result: ExampleResult, sites: Sources) -> Anchor:
+    """Where a compile that ended the process is said: the kernel-body line the
+    worker named (its first fp8 dot), the pallas_call it invoked, else the example."""
+    from .compile.provenance import is_user_file
+
+    origin = result.error_origin
+    if origin is None or not is_user_file(origin.file):
+        return Anchor(example.path, example.span)
+    around = [s for s in sites.sites_of(origin.file).sites if s.span.contains_line(origin.line)]
+    if around:  # the line that invoked the kernel: its pallas_call
+        site = min(around, key=lambda s: s.span.end_line - s.span.start_line)
+        return Anchor(site.path, site.name_span)
+    return Anchor(origin.file, line_span(origin.line))
+
+
+def process_ended(example: Example, result: ExampleResult, sites: Sources) -> Diagnostic | None:
+    """VMEM052 when the GPU compiler ended the worker over a compute capability
+    (an fp8 dot below sm_89: an LLVM fatal error, its words in the crash
+    message), on the body line that asked for it; None for any other failure,
+    said as VMEM010."""
     if result.error_kind != "crashed":
         return None
     report = parse_gpu_report(result.error or "")
@@ -198,15 +214,16 @@ def process_ended(example: Example, result: ExampleResult) -> Diagnostic | None:
         f"(the compiler ended its process)",
         target.label,
     )
+    where = ended_at(example, result, sites)
     return Diagnostic(
-        example.path,
-        example.span,
+        where.path,
+        where.span,
         "error",
         "VMEM052",
         wording.text(),
         target.name,
         "compiler",
-        (),
+        (Related(example.path, example.span, f"example {example.text}"),),
         {
             "target": target.name,
             "gpu": target.label,

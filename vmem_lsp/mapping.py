@@ -406,7 +406,7 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
 
 def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
     """All diagnostics one example's result on one target gives."""
-    if result.error and is_gpu(result.target) and (ended := process_ended(example, result)) is not None:
+    if result.error and is_gpu(result.target) and (ended := process_ended(example, result, sites)) is not None:
         return [ended]
     if result.error:
         return [error_diagnostic(example, result, result.error)]

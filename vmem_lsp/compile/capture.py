@@ -29,7 +29,14 @@ from ..gpus import is_gpu
 from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
 from . import jax_compat, speed
 from .devices import target_device, trace_device
-from .gpu_compile import compiled_mosaic_for, lowers_with_mosaic_gpu, mosaic_gpu_limit, printed_errors, with_printed
+from .gpu_compile import (
+    compiled_mosaic_for,
+    compiling_where,
+    lowers_with_mosaic_gpu,
+    mosaic_gpu_limit,
+    printed_errors,
+    with_printed,
+)
 from .provenance import (
     PROVENANCE,
     SCOPED,
@@ -489,20 +496,46 @@ def body_origin(text: str | None, kernel_jaxpr) -> Origin | None:
     found = UNIMPLEMENTED.search(text)
     if found is None:
         return None
+    return first_origin(kernel_jaxpr, lambda eqn: eqn.primitive.name == found[1])
 
-    def first(jaxpr, around: Origin | None):
-        for eqn in jaxpr.eqns:
-            # An equation inside a jitted helper (jnp.sort is one) keeps only jax's
-            # frames: the user line is that of the call around it.
-            here = traceback_origin(eqn.source_info.traceback) or around
-            if eqn.primitive.name == found[1]:
-                return here
-            for sub in jax_compat.jaxprs_in_params(eqn.params):
-                if (origin := first(sub, here)) is not None:
-                    return origin
-        return None
 
-    return first(kernel_jaxpr, None)
+def first_origin(jaxpr, matches, around: Origin | None = None) -> Origin | None:
+    """The user line of the first equation, nested ones included, that `matches`."""
+    for eqn in jaxpr.eqns:
+        # An equation inside a jitted helper (jnp.sort is one) keeps only jax's
+        # frames: the user line is that of the call around it.
+        here = traceback_origin(eqn.source_info.traceback) or around
+        if matches(eqn):
+            return here
+        for sub in jax_compat.jaxprs_in_params(eqn.params):
+            if (origin := first_origin(sub, matches, here)) is not None:
+                return origin
+    return None
+
+
+def uses_fp8(eqn) -> bool:
+    """Whether an equation reads or makes an 8-bit float: what GPUs below sm_89 cannot convert."""
+    return any("float8" in str(getattr(v.aval, "dtype", "")) for v in (*eqn.invars, *eqn.outvars))
+
+
+def converts_fp8(eqn) -> bool:
+    """A dot or conversion on 8-bit floats: where the GPU compiler converts them."""
+    return eqn.primitive.name in ("dot_general", "convert_element_type") and uses_fp8(eqn)
+
+
+def compiling(eqn, name: str) -> dict:
+    """What the client needs if this GPU compile ends the process: the kernel,
+    where it was invoked, and its first fp8 line (gpu_compile.compiling_where)."""
+
+    def pair(origin: Origin | None):
+        return [origin.file, origin.line] if origin else None
+
+    body = eqn.params["jaxpr"]
+    return {
+        "kernel": name,
+        "invoked": pair(traceback_origin(eqn.source_info.traceback)),
+        "fp8": pair(first_origin(body, converts_fp8) or first_origin(body, uses_fp8)),
+    }
 
 
 def program_made(eqn, operands) -> tuple[tuple[str, int], ...]:
@@ -616,6 +649,7 @@ def _compile(eqn, device, compiler_options: dict | None, on_phase, params: dict 
             jax.default_device(device),
             mosaic_gpu_limit(gpu_limit),
             printed_errors(printed) if gpu_limit is not None else contextlib.nullcontext(),
+            compiling_where(compiling(eqn, name)) if gpu_limit is not None else contextlib.nullcontext(),
         ):
             on_phase("lower", name)
             lowered = jax.jit(named(name, lambda *a: jax_compat.require_pallas_call().bind(*a, **params))).lower(*args)

@@ -103,6 +103,17 @@ def compiler_fatal(lines) -> str | None:
     return None
 
 
+def fatal_origin(fatal: str, where: dict) -> Origin | None:
+    """The user line a compiler's fatal error is about: the kernel body's first
+    fp8 dot or conversion for an fp8 conversion error, else where the kernel
+    was invoked (`where` as compile/capture.compiling wrote it)."""
+    fp8 = where.get("fp8") if re.search(r"\bf8|fp8|float8", fatal) else None
+    for pair in (fp8, where.get("invoked")):
+        if isinstance(pair, list) and len(pair) == 2:
+            return Origin(str(pair[0]), int(pair[1]))
+    return None
+
+
 def signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -497,7 +508,24 @@ class WorkerClient:
             message += f", in {function} at {os.path.basename(origin.file)}:{origin.line}"
         elif phase == "compile" and (fatal := compiler_fatal([*self.stderr_log, *self._left_printed()])):
             message += f": {fatal}"  # the compiler's own last words (an fp8 dot below sm_89)
+            return WorkerError(message, origin=fatal_origin(fatal, self._left_where()))
         return WorkerError(message, origin=frame[1] if frame else None)
+
+    def _left_where(self) -> dict:
+        """What a local worker said it was compiling for a GPU when it ended
+        (compile/gpu_compile.compiling_where), read once and removed."""
+        from .gpu_compile import compiling_path
+
+        pid = (self.hello or {}).get("pid")
+        if not pid or not is_local_command(self.command):
+            return {}
+        try:
+            with open(compiling_path(pid)) as said:
+                where = json.load(said)
+            os.unlink(compiling_path(pid))
+        except (OSError, ValueError):
+            return {}
+        return where if isinstance(where, dict) else {}
 
     def _left_printed(self) -> list[str]:
         """What a local worker's GPU compile printed before it ended the process

@@ -21,6 +21,7 @@ Imports jax; only the worker process loads this module.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -79,6 +80,27 @@ def printed_errors(found: list[str]):
             os.write(2, text)
             found.extend(line for line in text.decode(errors="replace").splitlines() if " error: " in line)
     os.unlink(path)
+
+
+def compiling_path(pid: int) -> str:
+    """Where worker `pid` says which kernel it is compiling for a GPU, and the
+    lines that may end the compiler's process: read by the client when it does."""
+    return os.path.join(tempfile.gettempdir(), f"vmem-lsp-gpu-compile-{pid}.where")
+
+
+@contextlib.contextmanager
+def compiling_where(where: dict):
+    """While the block runs, `where` is in the file compiling_path names: an
+    LLVM fatal error (an fp8 dot below sm_89) ends the process with no Python
+    frame, so this is how the client learns the kernel and the body line."""
+    path = compiling_path(os.getpid())
+    with open(path, "w") as out:
+        json.dump(where, out)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def with_printed(text: str, printed: list[str]) -> str:
