@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from . import layout, render
 from .chips import Chip, chip
 from .correlate import part_indices, scoped_entry
+from .gpus import gpu, is_gpu
 from .report.model import Report
 from .results import CapturedCall, Operand
 from .source.model import Expr, KernelSite
@@ -38,7 +39,7 @@ class Budget:
     parts: tuple[Part, ...]
     total: int
     limit: int  # the limit that applies: scoped (default or vmem_limit_bytes) or capacity
-    limit_kind: str  # "scoped" | "physical"
+    limit_kind: str  # "scoped" | "physical" | "shared" (a GPU's shared memory per block: gpu_budget.py)
     capacity: int
     source: str  # "compiler": the total is the compiler's; "model": an estimate
     fits: bool  # the compiler's verdict when it has one, else the estimate's
@@ -46,6 +47,15 @@ class Budget:
     @property
     def chip(self) -> Chip:
         return chip(self.target)
+
+    @property
+    def label(self) -> str:
+        """The chip's or the GPU's name as messages give it."""
+        return gpu(self.target).label if is_gpu(self.target) else chip(self.target).label
+
+    @property
+    def space(self) -> str:
+        return "shared memory" if is_gpu(self.target) else "VMEM"
 
     def headroom(self) -> float:
         return 1 - self.total / self.limit if self.limit else 0.0
@@ -142,6 +152,8 @@ class KnownKernel:
     internal: dict = field(default_factory=dict)  # target -> compiler-internal bytes last seen
     names: dict = field(default_factory=dict)  # name -> the value it had in the compiled block shapes and grid
     libtpu: str | None = None  # the compiler that compiled it: its chip figures bound the estimate
+    gpu: dict = field(default_factory=dict)  # GPU target -> (backend, compiler's request / model) last seen
+    tpu: bool = True  # compiled or traced for a TPU chip: not a GPU kernel only, so TPU chips are estimated
 
 
 _OPERATORS = {
@@ -234,7 +246,7 @@ def names_shown(call: CapturedCall, site: KernelSite, ordinals: dict) -> dict:
     return {name: values.pop() for name, values in seen.items() if len(values) == 1}
 
 
-def _edited(op: Operand, site: KernelSite, known: KnownKernel) -> Operand:
+def edited_operand(op: Operand, site: KernelSite, known: KnownKernel) -> Operand:
     ordinal = known.spec_ordinals.get((op.role, op.index))
     specs = site.in_specs if op.role == "in" else site.out_specs
     if ordinal is None or ordinal >= len(specs):
@@ -251,7 +263,7 @@ def estimate(site: KernelSite, known: KnownKernel, target_name: str) -> Budget:
     dtypes and array shapes and the literals the user has since typed."""
     target = chip(target_name, known.libtpu)
     call = known.call
-    operands = tuple(_edited(op, site, known) for op in call.operands)
+    operands = tuple(edited_operand(op, site, known) for op in call.operands)
     limit = literal_limit(site) or call.vmem_limit_bytes
     grid = literal_shape(site.grid, known.names) if site.grid is not None else None
     edited = CapturedCall(

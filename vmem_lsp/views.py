@@ -10,8 +10,10 @@ from . import layout, render
 from .budget import Budget, KnownKernel, Part
 from .correlate import SitesOf, kernel_site, spec_ordinals
 from .diagnostics import Diagnostic
+from .gpu_budget import SHARED, culprits, edited_call, estimate_gpu, from_gpu_compile, over_text, scale_of
 from .gpus import is_gpu
 from .render import size as format_size
+from .report.gpu import parse_gpu_report
 from .report.parse import parse_report
 from .results import ExampleResult
 from .source.model import KernelSite, Span
@@ -47,25 +49,36 @@ class Learned:
 def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
     learned = Learned({}, {}, {})
     for result in results:
-        if is_gpu(result.target):  # no VMEM budget on a GPU: its shared memory has diagnostics only, for now
-            continue
+        on_gpu = is_gpu(result.target)
         for call in result.calls:
             site = kernel_site(call, sites_of)
-            if site is None:
+            if site is None or call.other_platform:  # not compiled for this target: nothing to learn
                 continue
             key = key_of(site, sites_of(site.path).sites)
-            report = None if call.fits else parse_report(call.compiler_text or "")
-            compiled = budgets.from_compile(call, report, result.target, result.libtpu)
-            learned.budgets.setdefault(key, {})[result.target] = compiled
-            learned.sites[key] = site
             previous = learned.known.get(key)
             internal = dict(previous.internal) if previous else {}
-            internal_part = next((p for p in compiled.parts if p.kind == "internal"), None)
-            if internal_part:
-                internal[result.target] = internal_part.bytes
+            on_gpus = dict(previous.gpu) if previous else {}
+            if on_gpu:
+                gpu_report = None if call.fits else parse_gpu_report(call.compiler_text or "")
+                compiled = from_gpu_compile(call, gpu_report, result.target)
+                on_gpus[result.target] = (call.gpu_backend, scale_of(call, gpu_report))
+            else:
+                report = None if call.fits else parse_report(call.compiler_text or "")
+                compiled = budgets.from_compile(call, report, result.target, result.libtpu)
+                internal_part = next((p for p in compiled.parts if p.kind == "internal"), None)
+                if internal_part:
+                    internal[result.target] = internal_part.bytes
+            learned.budgets.setdefault(key, {})[result.target] = compiled
+            learned.sites[key] = site
             ordinals = spec_ordinals(call, site)
             learned.known[key] = KnownKernel(
-                call, ordinals, internal, budgets.names_shown(call, site, ordinals), result.libtpu
+                call,
+                ordinals,
+                internal,
+                budgets.names_shown(call, site, ordinals),
+                result.libtpu if not on_gpu else previous.libtpu if previous else None,
+                on_gpus,
+                (previous is not None and previous.tpu) or not on_gpu,
             )
     return learned
 
@@ -94,7 +107,7 @@ def needs_text(b: Budget, over: bool = False) -> str:
     return render.needs(
         b.total,
         b.limit,
-        b.chip.label,
+        b.label,
         scoped=b.limit_kind == "scoped",
         approx=True,
         over=b.total - b.limit if over else None,
@@ -109,6 +122,13 @@ def estimated_diagnostics(
     a warning where it fits with less than `headroom` free."""
     found, by_target = [], {}
     for target in targets:
+        if is_gpu(target):
+            if target in known.gpu:  # a GPU the kernel was compiled for
+                by_target[target] = b = estimate_gpu(site, known, target)
+                found.extend([] if b.fits else gpu_estimate_diagnostics(site, known, b))
+            continue
+        if not known.tpu:  # a GPU kernel: not estimated on TPU chips
+            continue
         b = budgets.estimate(site, known, target)
         by_target[target] = b
         if not b.fits:
@@ -148,6 +168,42 @@ def estimated_diagnostics(
     return found, by_target
 
 
+def gpu_estimate_diagnostics(site: KernelSite, known: KnownKernel, b: Budget) -> list[Diagnostic]:
+    """While typing, a GPU kernel over its shared memory by the model: VMEM050
+    on each staged block, VMEM051 on the pallas_call, as a compile would say."""
+    need = over_text(b)
+    backend, scale = known.gpu[b.target]
+    edited = edited_call(site, known, backend)
+    over = {(op.role, op.index) for op in culprits(edited, backend, b.limit, scale)}
+    found = [
+        Diagnostic(
+            site.path,
+            part_span(part, site, known),
+            "error",
+            "VMEM050",
+            render.part(part.label, part.bytes, need, approx=True).text(),
+            b.target,
+            "model",
+            facts={"estimated": True, "size": part.bytes},
+        )
+        for part in b.parts
+        if ("in" if part.kind == "input_window" else "out", part.index) in over
+    ]
+    found.append(
+        Diagnostic(
+            site.path,
+            site.name_span,
+            "error",
+            "VMEM051",
+            need,
+            b.target,
+            "model",
+            facts={"estimated": True, "total": b.total},
+        )
+    )
+    return found
+
+
 def lower_bound_warning(site: KernelSite, b: Budget, unseen) -> Diagnostic:
     """VMEM006 while typing: on the line that computes the value when it is in this file."""
     here = unseen.origin is not None and unseen.origin.file == site.path
@@ -172,7 +228,7 @@ def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic
         site.name_span,
         "warning",
         "VMEM005",
-        render.headroom(b.chip.label, free, needs_text(b), estimated),
+        render.headroom(b.label, free, needs_text(b), estimated),
         b.target,
         "model",
         facts={"estimated": True, "total": b.total, "limit": b.limit},
@@ -180,6 +236,13 @@ def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic
 
 
 # ---- hover and hints ---------------------------------------------------------------
+
+
+SCOPES = {"scoped": "scoped limit", "physical": "capacity", SHARED: "shared memory a block may use"}
+STAGED_NOTE = (
+    "Blocks staged in shared memory, by the model: Triton holds one input block at a time (the largest "
+    "counts), Mosaic GPU every block in and out. The total is the compiler's where it refused the kernel."
+)
 
 
 def bar(share: float, width: int = 20) -> str:
@@ -205,14 +268,16 @@ def hover_markdown(site: KernelSite, by_target: dict) -> str:
                 f"| {part.label} | {star}{format_size(part.bytes)} | {part.buffers or ''} | "
                 f"`{bar(part.bytes / b.limit if b.limit else 0)}` |"
             )
-        scope = "scoped limit" if b.limit_kind == "scoped" else "capacity"
+        scope = SCOPES[b.limit_kind]
         rows.append(
             f"| **total** | **{format_size(b.total)}** | | `{bar(b.total / b.limit if b.limit else 0)}` "
             f"{b.total / b.limit:.0%} of {scope} |"
         )
+        physical = "" if b.limit_kind == SHARED else f" ({format_size(b.capacity)} physical)"
+        note = f"\n\n{STAGED_NOTE}" if b.limit_kind == SHARED else ""
         sections.append(
-            f"**{b.chip.label}**: {verdict}, {format_size(b.total)} of {format_size(b.limit)} "
-            f"{scope} ({format_size(b.capacity)} physical); {source}\n\n" + "\n".join(rows)
+            f"**{b.label}**: {verdict}, {format_size(b.total)} of {format_size(b.limit)} "
+            f"{scope}{physical}; {source}\n\n" + "\n".join(rows) + note
         )
     return "\n\n".join(sections)
 
@@ -222,12 +287,13 @@ def part_hint(part: Part) -> str:
 
 
 def total_hint(by_target: dict) -> str:
-    pieces = []
+    """`VMEM v5e 12.00M/16.00M ok | shared memory h100 ~128.0K/227.0K ok`: each space once."""
+    spaces: dict[str, list[str]] = {}
     for target, b in by_target.items():
         mark = "ok" if b.fits else "over"
         approx = "~" if b.source == "model" else ""
-        pieces.append(f"{target} {approx}{format_size(b.total)}/{format_size(b.limit)} {mark}")
-    return "VMEM " + " | ".join(pieces)
+        spaces.setdefault(b.space, []).append(f"{target} {approx}{format_size(b.total)}/{format_size(b.limit)} {mark}")
+    return " | ".join(f"{space} " + " | ".join(pieces) for space, pieces in spaces.items())
 
 
 def spec_hints(site: KernelSite, known: KnownKernel | None, b: Budget) -> list[tuple[Span, str]]:
