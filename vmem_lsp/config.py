@@ -42,6 +42,7 @@ class Settings:
     require_examples: bool = False  # a pallas_call no example reaches is an error, not a warning
     jax: tuple[str, ...] = ()  # jax versions to check with too, each in a managed environment
     faster_fixes: bool = False  # verified fixes fastest first by the compiler's cycle estimate (costs compiles)
+    spills: bool = False  # GPU targets: each kernel's register spills, from ptxas -v (a ptxas run per kernel)
     root: str = field(default_factory=os.getcwd)  # the folder of the pyproject.toml, or cwd
     config_path: str | None = None
 
@@ -251,6 +252,7 @@ KEYS: dict[str, Reader] = {
     "exclude": _value(tuple),
     "require-examples": _value(bool),
     "faster-fixes": _value(bool),
+    "spills": _value(bool),
     "backend": _value(parse_backend),
     "ray-address": _value(lambda value: value or None),
     "jax": _value(parse_jax),

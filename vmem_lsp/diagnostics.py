@@ -25,6 +25,7 @@ CODES = {
     "VMEM051": "A pallas_call whose kernel needs more GPU shared memory than the target allows",
     "VMEM052": "An op or dtype the GPU's architecture lacks (compute capability): on its line",
     "VMEM053": "A pallas_call that needs more Blackwell tensor memory than the GPU has",
+    "VMEM054": "A GPU kernel that spills registers to local memory, as ptxas reports it (check --spills; a warning)",
     "VMEM030": "A block shape the TPU cannot tile: on the BlockSpec of the operand the compiler names",
     "VMEM031": "An operation, layout or shape cast the TPU compiler does not support in a kernel body: on its line",
     "VMEM032": "A dtype the TPU generation does not support in that operation (E2001): on its line, with the chips that take it",

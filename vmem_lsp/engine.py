@@ -23,6 +23,7 @@ from . import render, views
 from .compile.backend import CheckRequest, ResultCache, Runner, cache_for, runner_for
 from .config import Settings
 from .diagnostics import Diagnostic, fold_examples, is_suppressed, merge_targets
+from .gpus import is_gpu
 from .mapping import diagnostics_for
 from .results import ExampleResult, PhaseLimits
 from .shard import Shard, ShardWork, owns, pair_key, take
@@ -153,7 +154,9 @@ def gather_examples(files: list[str], settings: Settings, sources: SourceFiles, 
     return examples
 
 
-def request_for(example: Example, target: str, settings: Settings) -> CheckRequest:
+def request_for(example: Example, target: str, settings: Settings, spills: bool = False) -> CheckRequest:
+    """The request of one example on one target; with `spills` (a check's settings.spills), a GPU
+    target's asks for ptxas's report of each kernel too (never a sweep's, a fix's or the tuner's)."""
     limit = settings.scoped_limit_for(target)
     return CheckRequest(
         example.text,
@@ -164,6 +167,7 @@ def request_for(example: Example, target: str, settings: Settings) -> CheckReque
         compile=settings.compile,
         scoped_vmem_limit=limit,
         scoped_vmem_limit_source=settings.scoped_vmem_limit_source if limit else None,
+        spills=spills and is_gpu(target),
     )
 
 
@@ -177,7 +181,7 @@ def run_example(
 ) -> tuple[ExampleResult, bool]:
     """The result of one example on one target, from the cache when it holds
     one; (result, whether it came from the cache)."""
-    request = request_for(example, target, settings)
+    request = request_for(example, target, settings, spills=settings.spills)
     result = cache.get(request)
     if result is not None:
         return result, True
@@ -487,7 +491,7 @@ def headroom_warnings(learned: views.Learned, headroom: float) -> list[Diagnosti
         views.headroom_warning(learned.sites[key], b, estimated=False)
         for key, by_target in learned.budgets.items()
         for b in by_target.values()
-        if b.fits and b.headroom() < headroom
+        if b.fits and b.limit_kind != "shared" and b.headroom() < headroom  # a GPU's figure that fits is a model's
     ]
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from . import render
 from .budget import Budget, KnownKernel, Part, edited_operand
-from .gpu_layout import block_bytes, staged, staged_bytes
+from .gpu_layout import block_bytes, estimated_shared_memory, staged
 from .gpus import gpu
 from .report.gpu import GpuReport
 from .results import CapturedCall
@@ -55,12 +55,13 @@ def from_gpu_compile(call: CapturedCall, report: GpuReport | None, target_name: 
     parts = parts_of(call, call.gpu_backend)
     if report is not None and report.form == "shared_memory" and report.requested:
         return Budget(target_name, parts, report.requested, report.available or limit, SHARED, limit, "compiler", False)
-    return Budget(target_name, parts, staged_bytes(call, call.gpu_backend), limit, SHARED, limit, "model", call.fits)
+    model = estimated_shared_memory(call, call.gpu_backend, target_name)
+    return Budget(target_name, parts, model, limit, SHARED, limit, "model", call.fits)
 
 
-def scale_of(call: CapturedCall, report: GpuReport | None) -> float:
+def scale_of(call: CapturedCall, report: GpuReport | None, target_name: str) -> float:
     """The compiler's request over the model's figure, 1 where the compiler gave none."""
-    model = staged_bytes(call, call.gpu_backend)
+    model = estimated_shared_memory(call, call.gpu_backend, target_name)
     if report is None or report.form != "shared_memory" or not report.requested or not model:
         return 1.0
     return report.requested / model
@@ -77,7 +78,7 @@ def estimate_gpu(site: KernelSite, known: KnownKernel, target_name: str) -> Budg
     backend, scale = known.gpu[target_name]
     call = edited_call(site, known, backend)
     limit = gpu(target_name).shared_memory_limit
-    total = round(staged_bytes(call, backend) * scale)
+    total = round(estimated_shared_memory(call, backend, target_name) * scale)
     return Budget(target_name, parts_of(call, backend), total, limit, SHARED, limit, "model", total <= limit)
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 from . import render
 from .correlate import Anchor, Sources, call_anchor, kernel_site, line_span, spec_anchor
 from .diagnostics import Diagnostic, Related, Subject
-from .gpu_layout import block_bytes, staged
+from .gpu_budget import culprits
+from .gpu_layout import block_bytes, estimated_shared_memory
+from .gpu_spill_diagnostics import spill_diagnostics
 from .gpus import Gpu, gpu
 from .render import Wording
 from .report.gpu import GpuReport, parse_gpu_report
@@ -66,6 +68,7 @@ def gpu_diagnostics_for(example: Example, result: ExampleResult, sites: Sources)
             found.append(rejected(call, report, target, sites, anchor, example, number))
     if failing:
         found.append(example_verdict(example, failing, target))
+    found.extend(spill_diagnostics(example, result, sites))  # VMEM054, when check --spills asked ptxas
     return found
 
 
@@ -113,7 +116,8 @@ def shared_memory(call, report: GpuReport, target: Gpu, site, sites: Sources, an
             whole,
         )
     ]
-    for op in staged(call, report.backend):
+    model = estimated_shared_memory(call, report.backend, target.name)
+    for op in culprits(call, report.backend, report.available, report.requested / model if model else 1.0):
         where = spec_anchor(op, site, sites.sites_of, anchor)
         role = "input" if op.role == "in" else "output"
         shape = ",".join(str(d) for d in op.block_shape or ())

@@ -7,9 +7,11 @@ verifies them (fixes/search.py)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .dtypes import ITEM_BITS
-from .results import CapturedCall, Operand
+from .gpus import gpu
+from .results import CapturedCall, GpuDot, GpuKernel, Operand
 
 # The blocks each backend stages in shared memory, as captured: Triton loads a dot's
 # operands through it, one at a time (the request is the largest input block); Mosaic
@@ -35,3 +37,211 @@ def staged_bytes(call: CapturedCall, backend: str | None) -> int:
     if not sizes:
         return 0
     return sum(sizes) if backend == "mosaic_gpu" else max(sizes)
+
+
+# ---- the measured model: estimated_shared_memory ---------------------------------------------
+#
+# Every term below was measured against XLA's GPU compiler (jax 0.10.2, jax-cuda12-plugin
+# 0.10.2) by bench/bench_gpu_smem_model.py, which compiles each kernel for a copy of the
+# target whose shared-memory limit is 1 byte, so that the compiler states its request for
+# kernels that fit too ("requested N, available: 1"); the figures are in bench/RESULTS.md
+# ("Triton and Mosaic GPU shared memory: the model against the compiler (issue 33)").
+
+MOSAIC_ALIGNMENT = 1024  # Mosaic GPU rounds each shared buffer up to 1 KiB (pallas/mosaic_gpu/core.SMEM_ALIGNMENT)
+MBARRIER_BYTES = 8  # one mbarrier: Mosaic GPU's pipeline has one per step in flight; Triton's tcgen05 dots on sm_100
+WGMMA_ROWS = 64  # a dot of fewer rows does not use Hopper's wgmma (nor Blackwell's tcgen05): it stays Ampere's mma
+DEFAULT_CAPABILITY = (9, 0)  # when no target is named: the H100's
+
+
+@dataclass(frozen=True)
+class SharedEstimate:
+    """The model's shared memory of one kernel: the total and the terms it adds up (bytes)."""
+
+    total: int
+    terms: tuple[tuple[str, int], ...]
+
+
+def _align(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def _operand_bytes(call: CapturedCall, dot: GpuDot, side: str) -> int:
+    """One dot operand's bytes in the dot's dtype. An input's whole block is read from the
+    call's operands, so a block edited since the compile (gpu_budget.edited_call) counts as
+    written now; a slice, a loop's tile or a value has the shape the trace saw."""
+    shape = dot.lhs if side == "lhs" else dot.rhs
+    source = dot.lhs_from if side == "lhs" else dot.rhs_from
+    index = dot.lhs_input if side == "lhs" else dot.rhs_input
+    dtype = dot.dtype if side == "lhs" else dot.rhs_dtype or dot.dtype
+    if source == "block" and index is not None:
+        block = next((op for op in call.operands if op.role == "in" and op.index == index), None)
+        if block is not None and block.block_shape is not None:
+            shape = block.block_shape
+    return math.prod(d if d > 0 else 1 for d in shape) * ITEM_BITS.get(dtype, 32) // 8
+
+
+def _mosaic_gpu(call: CapturedCall, kernel: GpuKernel | None) -> SharedEstimate:
+    """Mosaic GPU's request is exact arithmetic (measured equal on every kernel of the bench):
+    its pipeline allocates (depth, *block) for each input and output block in shared memory,
+    each rounded up to 1 KiB, plus one mbarrier per step in flight when an input is staged;
+    the user's SMEM scratch, each rounded up; and reduction_scratch_bytes when the body
+    reduces. The depth is max_concurrent_steps, cut to the steps of the grid's sequential
+    axes (1 when every axis is parallel, the default)."""
+    stages = kernel.stages if kernel is not None else 1
+    sequential = kernel.sequential if kernel is not None else ()
+    steps = math.prod(call.grid[a] for a in sequential if a < len(call.grid)) if sequential else 1
+    depth = max(1, min(stages, steps) if steps > 0 else stages)  # -1: a grid known at run time
+    terms: list[tuple[str, int]] = []
+    ins = 0
+    for op in call.operands:
+        if op.role not in ("in", "out") or op.block_shape is None or op.memory_space not in (None, "smem"):
+            continue
+        ins += op.role == "in"
+        what = f"{op.role} {op.index} block x {depth}" if depth > 1 else f"{op.role} {op.index} block"
+        terms.append((what, _align(depth * block_bytes(op), MOSAIC_ALIGNMENT)))
+    for s in call.scratch:
+        if s.memory_space == "smem":
+            size = math.prod(s.shape) * ITEM_BITS.get(s.dtype or "", 8) // 8
+            terms.append((f"scratch {s.index}", _align(size, MOSAIC_ALIGNMENT)))
+    if kernel is not None and kernel.reduced and kernel.reduction_scratch:
+        terms.append(("reduction scratch", _align(kernel.reduction_scratch, MOSAIC_ALIGNMENT)))
+    if ins:
+        terms.append(("barriers", MBARRIER_BYTES * depth))
+    return SharedEstimate(sum(b for _, b in terms), tuple(terms))
+
+
+def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) -> SharedEstimate:
+    """Triton's request, from the dots of the body (each rule measured, bench/RESULTS.md).
+    A and B are a dot's operands' bytes; "narrow" is 16 bits or fewer; sm_90+ dots of 64
+    rows or more use wgmma (sm_100: tcgen05), the others Ampere's mma.
+
+    - A dot outside any loop converts its operands through shared memory: narrow ones both
+      at once (A + B), f32 ones one at a time (max(A, B)); on sm_100 an f32 dot of 64 rows
+      or more stages B alone. On sm_80/89 a narrow transposed B (x @ y.T) counts a quarter.
+      An input block no dot reads (a bias added to the result) is converted beside it: up
+      to 4096 of its elements on sm_90, a quarter of it on sm_100, up to 2048 elements for
+      a narrow dot on sm_80/89 (nothing for f32 there); f32: max(A, B + that).
+    - A loop's dots (fori_loop over K) have the tiles they read from an input in the loop
+      pipelined: num_stages copies for wgmma's narrow dots, num_stages - 1 otherwise, plus
+      the blocks they read before the loop (attention's q), plus, for an f32 dot on sm_90+,
+      one more copy of its right-hand tile (on sm_100 when its lhs is pipelined too). With
+      num_stages 1 and no wgmma nothing is pipelined: the largest dot's blocks read before
+      the loop plus its other operands (narrow: both; f32: one at a time; sm_100: B).
+    - The largest of those (the compiler reuses the space); sm_100's tcgen05 mbarriers on
+      top (8 bytes, 16 when pipelined).
+    - A kernel with no dot: its reductions' cross-warp scratch, kept elements x 4 bytes x
+      num_warps / 2 (within 2x, at most 4 KiB measured); elementwise: 0.
+    """
+    stages = max(1, kernel.stages)
+    hopper = capability >= (9, 0)
+    blackwell = capability >= (10, 0)
+    outside = [d for d in kernel.dots if not d.in_loop]
+    looped = [d for d in kernel.dots if d.in_loop]
+    read = {i for d in kernel.dots for i in (d.lhs_input, d.rhs_input) if i is not None}
+    beside = [op for op in call.operands if op.role == "in" and op.index not in read and op.block_shape is not None]
+
+    def narrow(d: GpuDot) -> bool:
+        return ITEM_BITS.get(d.dtype, 32) <= 16
+
+    def wgmma(d: GpuDot) -> bool:
+        return hopper and d.m >= WGMMA_ROWS
+
+    def lhs(d: GpuDot) -> int:
+        return _operand_bytes(call, d, "lhs")
+
+    def rhs(d: GpuDot) -> int:
+        return _operand_bytes(call, d, "rhs")
+
+    def converted_beside(d: GpuDot) -> int:
+        total = 0
+        for op in beside:
+            size, elements = block_bytes(op), math.prod(op.block_shape or (1,)) or 1
+            if blackwell:
+                total += size // 4
+            elif hopper:
+                total += min(elements, 4096) * size // elements
+            elif narrow(d):
+                total += min(elements, 2048) * size // elements
+        return total
+
+    def alone(d: GpuDot) -> int:
+        a, b, z = lhs(d), rhs(d), converted_beside(d)
+        if d.rhs_transposed and narrow(d) and not hopper:
+            b //= 4
+        if narrow(d):
+            return a + b + z
+        return b + z if blackwell and wgmma(d) else max(a, b + z)
+
+    def before(d: GpuDot) -> int:
+        """The blocks a loop's dot reads before the loop."""
+        return sum(s for s, f in ((lhs(d), d.lhs_from), (rhs(d), d.rhs_from)) if f in ("block", "slice"))
+
+    def unpipelined(d: GpuDot) -> int:
+        """A loop's dot with nothing pipelined: what it read before the loop stays while its
+        other operands are converted (narrow: together; f32: one at a time); sm_100's f32
+        tcgen05 dot: B alone."""
+        if blackwell and wgmma(d) and not narrow(d):
+            return rhs(d)
+        others = [s for s, f in ((lhs(d), d.lhs_from), (rhs(d), d.rhs_from)) if f not in ("block", "slice")]
+        return before(d) + (sum(others) if narrow(d) else max(others, default=0))
+
+    terms: list[tuple[str, int]] = []
+    candidates: list[tuple[str, int]] = []
+    if outside:
+        candidates.append(("dot operands", max(alone(d) for d in outside)))
+    if looped and stages == 1 and not any(wgmma(d) and narrow(d) for d in looped):
+        candidates.append(("loop dot operands", max(unpipelined(d) for d in looped)))
+    elif looped:
+        pipelined = extra = 0
+        for d in looped:
+            copies = stages if wgmma(d) and narrow(d) else stages - 1
+            pipelined += copies * sum(s for s, f in ((lhs(d), d.lhs_from), (rhs(d), d.rhs_from)) if f == "loop")
+            if wgmma(d) and not narrow(d) and d.rhs_from == "loop" and (not blackwell or d.lhs_from == "loop"):
+                extra = max(extra, rhs(d))
+        candidates.append((f"loop tiles x {stages} stages", pipelined + sum(before(d) for d in looped) + extra))
+    if not kernel.dots and kernel.reduced:
+        candidates.append(("reduction scratch", kernel.reduced * 4 * max(1, kernel.warps) // 2))
+    if candidates:
+        terms.append(max(candidates, key=lambda t: t[1]))
+    if blackwell and any(wgmma(d) for d in kernel.dots):
+        terms.append(("barriers", MBARRIER_BYTES * (2 if looped and stages > 1 else 1)))
+    return SharedEstimate(sum(b for _, b in terms), tuple(terms))
+
+
+def shared_memory_estimate(call: CapturedCall, backend: str | None, target: str | None = None) -> SharedEstimate:
+    """The model's shared memory of a Pallas GPU kernel, with its terms; see
+    estimated_shared_memory for what it is and how far it may be off."""
+    backend = backend or call.gpu_backend or "triton"
+    kernel = call.gpu_kernel
+    if backend == "mosaic_gpu":
+        return _mosaic_gpu(call, kernel)
+    if kernel is None:  # not captured (a result from before the field): the largest input block
+        size = staged_bytes(call, backend)
+        return SharedEstimate(size, (("largest input block", size),) if size else ())
+    capability = gpu(target).capability if target else DEFAULT_CAPABILITY
+    return _triton(call, kernel, capability)
+
+
+def estimated_shared_memory(call: CapturedCall, backend: str | None, target: str | None = None) -> int:
+    """The bytes of shared memory the GPU compiler will request for this kernel's
+    block (what "requested N" says when it refuses one), without compiling: blocks x
+    dtype x stages where stages apply, Mosaic GPU's alignment and barriers, Triton's
+    per-architecture rules (`target`: a GPU target of gpus.py; None: the H100's sm_90).
+    Reads `call.operands` (edited block shapes count as written) and `call.gpu_kernel`
+    (stages, warps, dots, captured by the worker on a GPU target).
+
+    Error, measured against the compiler on 320 kernels x 5 targets (jax 0.10.2, plugin
+    0.10.2; bench/bench_gpu_smem_model.py, the table in bench/RESULTS.md):
+    - Mosaic GPU (180 pairs): exact on every one (copies, adds, reductions, SMEM scratch,
+      1 to 8 pipeline steps, blocks of 512 B to 128 KiB, sm_80 to sm_100);
+    - Triton, requests of 4 KiB or more (1,355 pairs): never above the compiler (but for
+      an sm_100 mbarrier's 8 bytes); median 0%; 96.8% within 10%; the worst -75% (an
+      sm_90 f32 loop with num_stages=1 and K tiles of 16). Of 32 KiB or more (701): 99.3%
+      within 10%, the worst -50% (sm_90 f32 with num_stages=1 or num_warps=8, whose
+      epilogue conversion outweighs the tiles);
+    - Triton requests under 4 KiB (reductions, 55 pairs): within 1 KiB.
+    Kernels unlike those measured (other dot shapes, several loops, fp8) may be further off.
+    A kernel the worker captured no gpu_kernel for (an older result) gets the largest
+    input block, the model before this one.
+    """
+    return shared_memory_estimate(call, backend, target).total

@@ -105,6 +105,39 @@ class Unseen:
 
 
 @dataclass(frozen=True)
+class GpuDot:
+    """One dot_general of a GPU kernel's body, as gpu_layout.py's shared-memory model
+    reads it. Each operand comes from "block" (an input's whole block, read outside any
+    loop), "slice" (part of an input's block, outside any loop), "loop" (read from an
+    input inside a loop: Triton pipelines it over num_stages) or "value" (computed)."""
+
+    lhs: tuple[int, ...]  # the operands' shapes as the dot takes them
+    rhs: tuple[int, ...]
+    dtype: str  # the lhs's dtype, compiler spelling ("bf16")
+    m: int  # the result's rows: the lhs's non-contracting size
+    in_loop: bool  # a loop of the body (fori_loop) runs it
+    lhs_from: str = "value"
+    rhs_from: str = "value"
+    lhs_input: int | None = None  # which input (in_specs index) it reads, when it reads one
+    rhs_input: int | None = None
+    rhs_dtype: str | None = None  # the rhs's dtype when it is not the lhs's
+    rhs_transposed: bool = False  # the rhs contracts its last dimension (x @ y.T)
+
+
+@dataclass(frozen=True)
+class GpuKernel:
+    """What a GPU kernel's compiler params and body tell gpu_layout.py's model of its
+    shared memory (compile/gpu_kernel.py fills it on a GPU target)."""
+
+    stages: int  # Triton num_stages (jax's default on CUDA: 3); Mosaic GPU max_concurrent_steps (1)
+    warps: int  # Triton num_warps (4); Mosaic GPU: 4 (a warpgroup)
+    sequential: tuple[int, ...] = ()  # Mosaic GPU: the grid axes it pipelines over ("sequential")
+    reduction_scratch: int = 0  # Mosaic GPU: reduction_scratch_bytes, reserved when the body reduces
+    reduced: int = 0  # the most elements a reduction of the body keeps (a row sum of (64, 256): 64)
+    dots: tuple[GpuDot, ...] = ()
+
+
+@dataclass(frozen=True)
 class CapturedCall:
     """One pallas_call reached by an example, compiled alone for one target."""
 
@@ -137,6 +170,9 @@ class CapturedCall:
     # "gpu" or "tpu": its compiler params are for that platform, not the target's, so it was
     # not compiled for this target (a Triton kernel checked on a TPU chip). None: it was.
     other_platform: str | None = None
+    ptxas: str | None = None  # ptxas -v's words on this GPU kernel: registers, spills (check --spills)
+    no_ptxas: str | None = None  # why --spills has none for it: no ptxas here, ptxas failed
+    gpu_kernel: GpuKernel | None = None  # on a GPU target: its stages, warps and dots (gpu_layout.py)
 
 
 @dataclass(frozen=True)

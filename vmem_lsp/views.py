@@ -61,7 +61,7 @@ def learn(results: list[ExampleResult], sites_of: SitesOf) -> Learned:
             if on_gpu:
                 gpu_report = None if call.fits else parse_gpu_report(call.compiler_text or "")
                 compiled = from_gpu_compile(call, gpu_report, result.target)
-                on_gpus[result.target] = (call.gpu_backend, scale_of(call, gpu_report))
+                on_gpus[result.target] = (call.gpu_backend, scale_of(call, gpu_report, result.target))
             else:
                 report = None if call.fits else parse_report(call.compiler_text or "")
                 compiled = budgets.from_compile(call, report, result.target, result.libtpu)
@@ -240,8 +240,10 @@ def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic
 
 SCOPES = {"scoped": "scoped limit", "physical": "capacity", SHARED: "shared memory a block may use"}
 STAGED_NOTE = (
-    "Blocks staged in shared memory, by the model: Triton holds one input block at a time (the largest "
-    "counts), Mosaic GPU every block in and out. The total is the compiler's where it refused the kernel."
+    "Blocks staged in shared memory: Triton stages its dots' input blocks (16-bit operands together, f32 "
+    "ones one at a time, a loop's tiles num_stages deep), Mosaic GPU every block in and out. The total is "
+    "the compiler's where it refused the kernel, else the model's (gpu_layout.py: within 10% of the "
+    "compiler's on 97% of the Triton kernels measured, exact on Mosaic GPU's)."
 )
 
 

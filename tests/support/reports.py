@@ -22,6 +22,7 @@ NO_ERROR = "(compiled: no error)"
 
 
 GPU_REPORTS = REPORTS / "gpu"  # the GPU compiler's texts, one folder per CUDA plugin (capture_gpu_reports.py)
+PTXAS_REPORTS = GPU_REPORTS / "ptxas"  # ptxas -v's reports of GPU kernels (capture_ptxas.py), not the compiler's
 
 
 def captured_versions() -> list[str]:
@@ -31,7 +32,7 @@ def captured_versions() -> list[str]:
 
 def gpu_files() -> list[Path]:
     """Every captured GPU text of every CUDA plugin version."""
-    return sorted(GPU_REPORTS.glob("*/*.txt"))
+    return sorted(p for p in GPU_REPORTS.glob("*/*.txt") if p.parent != PTXAS_REPORTS)
 
 
 def folder(libtpu: str = REFERENCE) -> Path:

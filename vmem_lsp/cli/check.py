@@ -98,6 +98,12 @@ def add_parser(commands) -> None:
         "estimate (a few more compiles per fix; the estimate needs v5e or newer)",
     )
     check.add_argument(
+        "--spills",
+        action="store_true",
+        help="GPU targets: warn of each kernel that spills registers to local memory (VMEM054), as ptxas -v "
+        "reports it (a ptxas run per Triton kernel: about as long again as its compile)",
+    )
+    check.add_argument(
         "--require-examples",
         action="store_true",
         help="a pallas_call that no example reaches is an error (VMEM020), not a warning: for CI",
@@ -187,6 +193,8 @@ def settings_for(args):
         changes["require_examples"] = True
     if args.faster_fixes:
         changes["faster_fixes"] = True
+    if args.spills:
+        changes["spills"] = True
     if args.backend:
         changes["backend"] = args.backend
     if args.ray_address:
@@ -268,6 +276,7 @@ def run(args) -> int:
     emit(rendered, args.output)
     report_internal_errors(outcome)
     report_losses(outcome)
+    report_unmeasured_spills(outcome)
     return exit_code(outcome)
 
 
@@ -378,6 +387,13 @@ def report_losses(outcome) -> None:
         seen.update(dict.fromkeys(result.losses))
     for loss in seen:
         print(f"vmem-lsp: {loss}", file=sys.stderr)
+
+
+def report_unmeasured_spills(outcome) -> None:
+    """Why --spills has no ptxas report for a kernel (no ptxas here), each reason once, on stderr."""
+    seen = dict.fromkeys(call.no_ptxas for _, _, result in outcome.results for call in result.calls if call.no_ptxas)
+    for why in seen:
+        print(f"vmem-lsp: --spills: {why}", file=sys.stderr)
 
 
 def report_internal_errors(outcome) -> None:

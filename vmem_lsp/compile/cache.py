@@ -161,6 +161,8 @@ class ResultCache:
             fields = {k: v for k, v in fields.items() if k != "origins"}
         if not fields.get("estimate"):  # likewise: the flag is in the key only when set
             fields = {k: v for k, v in fields.items() if k != "estimate"}
+        if not fields.get("spills"):  # and this one
+            fields = {k: v for k, v in fields.items() if k != "spills"}
         blob = json.dumps(
             {"request": fields, "versions": self.versions, "environment": self.environment}, sort_keys=True
         )

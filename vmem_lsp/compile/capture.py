@@ -27,7 +27,7 @@ from .. import layout
 from ..dtypes import COMPILER_DTYPES
 from ..gpus import is_gpu
 from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
-from . import jax_compat, speed
+from . import gpu_spills, jax_compat, speed
 from .devices import target_device, trace_device
 from .gpu_compile import (
     compiled_mosaic_for,
@@ -37,6 +37,7 @@ from .gpu_compile import (
     printed_errors,
     with_printed,
 )
+from .gpu_kernel import gpu_kernel_of
 from .provenance import (
     PROVENANCE,
     SCOPED,
@@ -583,7 +584,7 @@ def no_phase(phase: str, kernel: str | None = None) -> None:
 
 
 def verdict_key(eqn, device, compiler_options: dict | None = None) -> tuple:
-    return fingerprint(eqn), device.device_kind, tuple(sorted((compiler_options or {}).items()))
+    return fingerprint(eqn), device.device_kind, tuple(sorted((compiler_options or {}).items())), *gpu_spills.key()
 
 
 @dataclass(frozen=True)
@@ -598,6 +599,8 @@ class Verdict:
     seconds: float = 0.0
     estimated_cycles: int | None = None  # the compiler's static estimate, in a worker asked for it (speed.py)
     no_estimate: str | None = None  # why there is none, in such a worker
+    ptxas: str | None = None  # ptxas -v's words on the kernel, when the request asked (gpu_spills.py)
+    no_ptxas: str | None = None  # why there are none, when asked
 
 
 def compile_alone(
@@ -650,14 +653,15 @@ def _compile(eqn, device, compiler_options: dict | None, on_phase, params: dict 
             mosaic_gpu_limit(gpu_limit),
             printed_errors(printed) if gpu_limit is not None else contextlib.nullcontext(),
             compiling_where(compiling(eqn, name)) if gpu_limit is not None else contextlib.nullcontext(),
+            gpu_spills.measuring(device) as spills,
         ):
             on_phase("lower", name)
             lowered = jax.jit(named(name, lambda *a: jax_compat.require_pallas_call().bind(*a, **params))).lower(*args)
             on_phase("compile", name)
             speed.forget()
-            lowered.compile(compiler_options=compiler_options or None)
+            lowered.compile(compiler_options=spills.options(compiler_options) or None)
         cycles, why = speed.estimate_of() if speed.enabled() else (None, None)
-        return Verdict(True, None, None, time.perf_counter() - started, cycles, why)
+        return Verdict(True, None, None, time.perf_counter() - started, cycles, why, spills.text, spills.missing)
     except Exception as error:  # the compiler's verdict, whatever its type
         return Verdict(False, with_printed(str(error), printed), raised_in_body(error), time.perf_counter() - started)
 
@@ -706,6 +710,7 @@ def capture_calls(
     on_phase=no_phase,
     origins: bool = True,
     estimate: bool = False,
+    spills: bool = False,
 ) -> list[CapturedCall]:
     """Every pallas_call the example reaches, described, and compiled alone
     unless `compile` is false (a trace is enough to see block shapes).
@@ -714,8 +719,10 @@ def capture_calls(
     can name what is running. `scoped_limit` is (bytes, where it was set):
     the compiler's scoped VMEM limit for kernels that set none themselves.
     Without `origins`, the specs and scratch carry none and a call's origin
-    is where it was invoked: the provenance hooks stay out of the trace."""
+    is where it was invoked: the provenance hooks stay out of the trace.
+    With `spills`, each GPU kernel that compiles carries ptxas's report (gpu_spills.py)."""
     device = target_device(target) if compile else trace_device(target)
+    gpu_spills.ASKED[0] = spills and is_gpu(target)
     limit, limit_source = scoped_limit or (None, None)
     if is_gpu(target):  # no scoped VMEM on a GPU
         limit, limit_source = None, None
@@ -754,6 +761,8 @@ def capture_calls(
                     compiler_text=text,
                     estimated_cycles=verdict.estimated_cycles,
                     no_estimate=verdict.no_estimate,
+                    ptxas=verdict.ptxas,
+                    no_ptxas=verdict.no_ptxas,
                     compile_seconds=round(seconds, 3),
                     compiled=compiled,
                     reused=reused,
@@ -765,6 +774,7 @@ def capture_calls(
                     interpret=interpret,
                     other_platform=other,
                     gpu_backend=gpu_backend_of(eqn.params.get("compiler_params")) if is_gpu(target) else None,
+                    gpu_kernel=extra(gpu_kernel_of, None, eqn) if is_gpu(target) else None,
                     scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
                     **described,
                 )

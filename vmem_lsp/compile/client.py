@@ -4,6 +4,7 @@ and replace it when it hangs or dies. Never imports jax."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import logging
@@ -70,6 +71,7 @@ class CheckRequest:
     scoped_vmem_limit_source: str | None = None  # where it was set, for messages
     origins: bool = True  # False: the result names no spec's line (vmem_lsp.fits, trace only)
     estimate: bool = False  # the compiler's cycle estimate too: only a worker started with --estimate gives it
+    spills: bool = False  # a GPU target: ptxas's register report of each kernel too (check --spills)
 
 
 def project_root(request: CheckRequest) -> str | None:
@@ -488,6 +490,12 @@ class WorkerClient:
             else f"exited with code {code}"
         )
         log.info("the worker %s; its last output:\n%s", how, "\n".join(self.stderr_log))
+        try:
+            return self._why_ended(how, during_request, code)
+        finally:
+            self._remove_left_files()
+
+    def _why_ended(self, how: str, during_request: bool, code: int | None) -> WorkerError:
         if during_request and self.overrun is not None:
             return self._memory_error(self.share)
         if during_request and code is not None and code < 0 and (hit := self._rlimit_hit(NEAR_LIMIT)):
@@ -510,6 +518,19 @@ class WorkerClient:
             message += f": {fatal}"  # the compiler's own last words (an fp8 dot below sm_89)
             return WorkerError(message, origin=fatal_origin(fatal, self._left_where()))
         return WorkerError(message, origin=frame[1] if frame else None)
+
+    def _remove_left_files(self) -> None:
+        """What a local worker that ended mid-compile left in the temporary folder and
+        was not read: `check --spills`'s PTX dumps, a GPU compile's printed words and note."""
+        from .gpu_compile import compiling_path, printed_path
+        from .gpu_spills import remove_left_dumps
+
+        pid = (self.hello or {}).get("pid")
+        if pid and is_local_command(self.command):
+            remove_left_dumps(pid)
+            for path in (compiling_path(pid), printed_path(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
 
     def _left_where(self) -> dict:
         """What a local worker said it was compiling for a GPU when it ended

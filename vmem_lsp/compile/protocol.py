@@ -13,9 +13,9 @@ import json
 from typing import Any
 
 from ..gpus import is_gpu
-from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch, Unseen
+from ..results import CapturedCall, ExampleResult, GpuDot, GpuKernel, Operand, Origin, Scoped, Scratch, Unseen
 
-PROTOCOL_VERSION = 12  # raised whenever a message or a result's fields change: the hello refuses a mismatch
+PROTOCOL_VERSION = 13  # raised whenever a message or a result's fields change: the hello refuses a mismatch
 
 
 def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:
@@ -54,6 +54,13 @@ def _origin(d: dict | None) -> Origin | None:
     return Origin(**d) if d else None
 
 
+def _gpu_kernel(d: dict | None) -> GpuKernel | None:
+    if not d:
+        return None
+    dots = tuple(GpuDot(**{**g, "lhs": tuple(g["lhs"]), "rhs": tuple(g["rhs"])}) for g in d.get("dots", ()))
+    return GpuKernel(**{**d, "sequential": tuple(d.get("sequential", ())), "dots": dots})
+
+
 def result_from_dict(d: dict) -> ExampleResult:
     calls = tuple(
         CapturedCall(
@@ -90,6 +97,7 @@ def result_from_dict(d: dict) -> ExampleResult:
                 "unseen": tuple(Unseen(**{**u, "origin": _origin(u["origin"])}) for u in c.get("unseen", ())),
                 "error_origin": _origin(c.get("error_origin")),
                 "in_program": tuple(tuple(x) for x in c.get("in_program", ())),
+                "gpu_kernel": _gpu_kernel(c.get("gpu_kernel")),
             }
         )
         for c in d.get("calls", ())

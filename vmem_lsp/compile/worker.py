@@ -249,6 +249,7 @@ class Worker:
                 on_phase=on_phase,
                 origins=origins,
                 estimate=bool(params.get("estimate")),
+                spills=bool(params.get("spills")),
             )
         except self.compat.CompatError as error:
             return self.internal(target, kind, str(error), path)

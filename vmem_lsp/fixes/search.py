@@ -15,7 +15,7 @@ from .. import render
 from ..chips import MiB, chip
 from ..compile.client import CheckRequest
 from ..correlate import SitesOf, kernel_site, operand_named, spec_in_site
-from ..gpu_layout import staged_bytes
+from ..gpu_layout import estimated_shared_memory
 from ..gpus import gpu, is_gpu
 from ..render import size as format_size
 from ..report.gpu import parse_gpu_report
@@ -162,10 +162,10 @@ def gpu_estimate(problem: Problem, calls: list[CapturedCall], target: str) -> tu
         if before is None:
             continue
         report = parse_gpu_report(before.compiler_text or "")
-        modelled = staged_bytes(before, report.backend)
+        modelled = estimated_shared_memory(before, report.backend, target)
         if report.form != "shared_memory" or not report.requested or not modelled:
             continue
-        worst = max(worst, staged_bytes(call, report.backend) * report.requested // modelled)
+        worst = max(worst, estimated_shared_memory(call, report.backend, target) * report.requested // modelled)
     return worst, limit
 
 

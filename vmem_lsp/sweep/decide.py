@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import budget as budgets
 from .. import layout, render
-from ..gpu_layout import block_bytes, staged, staged_bytes
+from ..gpu_layout import block_bytes, estimated_shared_memory, staged
 from ..gpus import gpu, is_gpu
 from ..report.gpu import parse_gpu_report
 from ..report.parse import parse_report
@@ -107,7 +107,7 @@ def size_up_gpu(item: Config) -> None:
     error on GPUs yet)."""
     calls = item.traced.calls
     limit = gpu(item.target).shared_memory_limit
-    item.model_total = max((staged_bytes(c, c.gpu_backend) for c in calls), default=0)
+    item.model_total = max((estimated_shared_memory(c, c.gpu_backend, item.target) for c in calls), default=0)
     item.model_limit = limit
     item.costs = tuple(
         (c.name, tuple(sorted(("block", op.role, op.index, block_bytes(op)) for op in staged(c, "mosaic_gpu"))))

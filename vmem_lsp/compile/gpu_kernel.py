@@ -1,0 +1,122 @@
+"""What a GPU kernel's compiler params and body tell the shared-memory model
+(gpu_layout.py): Triton's num_stages and num_warps, Mosaic GPU's pipeline depth
+(max_concurrent_steps over its "sequential" grid axes) and reduction scratch, and
+each dot of the body with where its operands come from (an input's whole block, a
+slice read inside a loop that Triton pipelines, or a computed value).
+
+Reads the kernel's jaxpr and params only; the worker fills CapturedCall.gpu_kernel
+with it on a GPU target.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..dtypes import COMPILER_DTYPES
+from ..results import GpuDot, GpuKernel
+from . import jax_compat
+from .gpu_compile import lowers_with_mosaic_gpu
+
+# jax's defaults when a kernel's params leave them out (jax 0.10.2): Triton's num_stages
+# on CUDA and num_warps (pallas/triton/pallas_call_registration.py), Mosaic GPU's
+# max_concurrent_steps and reduction_scratch_bytes (pallas/mosaic_gpu/core.CompilerParams).
+TRITON_STAGES, TRITON_WARPS = 3, 4
+MOSAIC_STEPS, MOSAIC_REDUCTION_SCRATCH = 1, 128 * 4 * 4
+
+REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin")
+LOOPS = ("scan", "while")
+READS = ("get", "masked_load")  # a ref read: x_ref[...], pltriton.load
+THROUGH = ("convert_element_type",)  # a cast on the way to a dot keeps its operand's source
+
+
+def _param(params, backend: str, name: str):
+    """A field of the kernel's compiler params: a params class (jax 0.9 on) or an older dict."""
+    if isinstance(params, dict):
+        params = params.get(backend, params)
+        return params.get(name) if isinstance(params, dict) else None
+    return getattr(params, name, None)
+
+
+def _dtype(aval) -> str:
+    name = getattr(aval.dtype, "name", str(aval.dtype))
+    return COMPILER_DTYPES.get(name, name)
+
+
+def _shape(aval) -> tuple[int, ...]:
+    return tuple(int(d) if isinstance(d, int) else -1 for d in getattr(aval, "shape", ()))
+
+
+def gpu_kernel_of(eqn) -> GpuKernel:
+    """The stages, warps, reductions and dots of one pallas_call for a GPU target."""
+    params = eqn.params.get("compiler_params")
+    mapping = eqn.params["grid_mapping"]
+    jaxpr = eqn.params["jaxpr"]
+    first = mapping.num_index_operands
+    # kernel refs: *prefetch, *inputs, *outputs, *scratch; what each var holds: (source, input)
+    held: dict[int, tuple[str, int]] = {
+        id(v): ("ref", n) for n, v in enumerate(jaxpr.invars[first : first + mapping.num_inputs])
+    }
+    dots: list[GpuDot] = []
+    reduced = [0]
+
+    def source(var) -> tuple[str, int | None]:
+        found = held.get(id(var)) if not isinstance(var, jax_compat.Literal) else None
+        return found if found is not None and found[0] != "ref" else ("value", None)
+
+    def walk(body, in_loop: bool) -> None:
+        for e in body.eqns:
+            name = e.primitive.name
+            if name in READS and id(e.invars[0]) in held and held[id(e.invars[0])][0] == "ref":
+                index = held[id(e.invars[0])][1]
+                whole = _shape(e.outvars[0].aval) == _shape(e.invars[0].aval)
+                held[id(e.outvars[0])] = ("loop" if in_loop else "block" if whole else "slice", index)
+            elif name in THROUGH and id(e.invars[0]) in held:
+                held[id(e.outvars[0])] = held[id(e.invars[0])]
+            elif name == "dot_general":
+                (lhs_contract, rhs_contract), (lhs_batch, _) = e.params["dimension_numbers"]
+                lhs, rhs = e.invars[0].aval, e.invars[1].aval
+                kept = [d for n, d in enumerate(_shape(lhs)) if n not in (*lhs_contract, *lhs_batch)]
+                (lhs_from, lhs_input), (rhs_from, rhs_input) = source(e.invars[0]), source(e.invars[1])
+                dots.append(
+                    GpuDot(
+                        _shape(lhs),
+                        _shape(rhs),
+                        _dtype(lhs),
+                        math.prod(kept),
+                        in_loop,
+                        lhs_from,
+                        rhs_from,
+                        lhs_input,
+                        rhs_input,
+                        _dtype(rhs) if _dtype(rhs) != _dtype(lhs) else None,
+                        len(_shape(rhs)) >= 2 and tuple(rhs_contract) == (len(_shape(rhs)) - 1,),
+                    )
+                )
+            elif name in REDUCTIONS:
+                reduced[0] = max(reduced[0], math.prod(_shape(e.outvars[0].aval)))
+            for sub in jax_compat.jaxprs_in_params(e.params):
+                # a loop's body, a branch, a call: its invars are the equation's last ones
+                outer = e.invars[len(e.invars) - len(sub.invars) :] if len(sub.invars) <= len(e.invars) else ()
+                for inner, var in zip(sub.invars, outer):
+                    if not isinstance(var, jax_compat.Literal) and id(var) in held:
+                        held[id(inner)] = held[id(var)]
+                walk(sub, in_loop or name in LOOPS)
+
+    walk(jaxpr, False)
+    if lowers_with_mosaic_gpu(params):
+        semantics = _param(params, "mosaic_gpu", "dimension_semantics") or ()
+        return GpuKernel(
+            stages=int(_param(params, "mosaic_gpu", "max_concurrent_steps") or MOSAIC_STEPS),
+            warps=4,
+            # Mosaic GPU pipelines over every axis not "parallel" (lowering.py: which_parallel)
+            sequential=tuple(n for n, s in enumerate(semantics) if str(getattr(s, "value", s)).lower() != "parallel"),
+            reduction_scratch=int(_param(params, "mosaic_gpu", "reduction_scratch_bytes") or MOSAIC_REDUCTION_SCRATCH),
+            reduced=reduced[0],
+            dots=tuple(dots),
+        )
+    return GpuKernel(
+        stages=int(_param(params, "triton", "num_stages") or TRITON_STAGES),
+        warps=int(_param(params, "triton", "num_warps") or TRITON_WARPS),
+        reduced=reduced[0],
+        dots=tuple(dots),
+    )
