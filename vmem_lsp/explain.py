@@ -1,5 +1,6 @@
 """`vmem-lsp explain`: the VMEM reports in a job's log, found, parsed and
-said in plain words, with the arithmetic of the way out.
+said in plain words, with the arithmetic of the way out; a GPU job's compile
+errors too (explain_gpu.py: shared memory, ops and dtypes an architecture lacks).
 
 A report is met in the log of a job that ran on a real TPU, between other
 lines, each line maybe behind a timestamp, its proto tail cut short; or in a
@@ -20,13 +21,15 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import render
+from . import explain_gpu, render
 from .chips import CHIPS, Chip
 from .report.model import Allocation, Report
 from .report.parse import PROTO_TAIL, parse_report
 
 if TYPE_CHECKING:  # the worker's and the locator's types, not imported to explain a log
     from .correlate import SitesOf
+    from .gpus import Gpu
+    from .report.gpu import GpuReport
     from .results import CapturedCall
     from .source.model import KernelSite, Span
 
@@ -51,10 +54,12 @@ MOST_LINES = 2000  # a report longer than this is cut: a runaway never holds the
 
 @dataclass(frozen=True)
 class Found:
-    """One report in a log: where it starts (1-based line) and its text, prefixes taken off."""
+    """One report in a log: where it starts (1-based line) and its text, prefixes taken off;
+    a GPU report's traceback frames before it ((file, line), innermost last)."""
 
     line: int
     text: str
+    frames: tuple[tuple[str, int], ...] = ()
 
 
 def _prefix_pattern(prefix: str) -> re.Pattern | None:
@@ -106,6 +111,7 @@ def find_reports(lines: Iterable[str]) -> Iterator[Found]:
     current: list[str] = []
     start, head = 0, ""
     prefix: re.Pattern | None = None
+    traceback = explain_gpu.Traceback()
 
     def strip(line: str) -> str | None:
         if prefix is None:
@@ -115,15 +121,19 @@ def find_reports(lines: Iterable[str]) -> Iterator[Found]:
 
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
+        gpu = traceback.see(number, line)  # a GPU report is one line: (its text, the frames before it)
         if current:
             if len(current) == 1:
                 prefix = _line_prefix(head, line)
             body = strip(line)
-            if body is not None and len(current) < MOST_LINES and _goes_on(current, body):
+            if gpu is None and body is not None and len(current) < MOST_LINES and _goes_on(current, body):
                 current.append(body)
                 continue
             yield Found(start, "\n".join(current).strip("\n"))
             current = []
+        if gpu is not None:
+            yield Found(number, *gpu)
+            continue
         cut = _start(line)
         if cut is not None:
             head = line[:cut]
@@ -200,6 +210,8 @@ def verdict(report: Report, chip: Chip | None) -> str:
 
 def chip_of(text: str, target: str | None) -> Chip | None:
     """The chip a report is from: --target, else a device kind the text names."""
+    if target and explain_gpu.target_gpu(target):
+        return None
     if target:
         from .chips import chip
 
@@ -208,9 +220,11 @@ def chip_of(text: str, target: str | None) -> Chip | None:
 
 
 def explain_text(found: Found, target: str | None = None, source_name: str = "the log") -> str:
+    head = f"report at {source_name}, line {found.line}"
+    if (gpu := explain_gpu.parsed(found.text)) is not None:
+        return explain_gpu.explain_text(gpu, head, target, found.frames)
     report = parse_report(found.text)
     chip = chip_of(found.text, target)
-    head = f"report at {source_name}, line {found.line}"
     if report.form in ("unknown", "block_shape"):
         return f"{head}: not understood; the text, whole:\n{found.text}\n"
     lines = [f"{head}: {verdict(report, chip)}"]
@@ -234,10 +248,13 @@ def explain_text(found: Found, target: str | None = None, source_name: str = "th
 def explain_json(found: Found, target: str | None = None) -> dict:
     import dataclasses
 
+    if (gpu := explain_gpu.parsed(found.text)) is not None:
+        return explain_gpu.explain_json(gpu, found.line, target, found.frames)
     report = parse_report(found.text)
     chip = chip_of(found.text, target)
     return {
         "line": found.line,
+        "platform": "tpu",
         "form": report.form,
         "chip": chip.name if chip else None,
         "used": report.used,
@@ -316,14 +333,18 @@ def is_named(names: set[str], site: KernelSite, text: str) -> bool:
     return bool(names & {(site.function or "").split(".")[-1], kernel_name(text, site.span)})
 
 
+def sites_at(candidates: list[Candidate], file: str, line: int) -> list[tuple[str, KernelSite]]:
+    """The candidates that hold `line` of a file named like `file` (a path of the job's machine)."""
+    return [(p, s) for p, s, _ in candidates if p.endswith(file.split("/")[-1]) and s.span.contains_line(line)]
+
+
 def place_by_names(report: Report, candidates: list[Candidate]) -> Placement:
     """By source metadata, else names and literal block shapes: what the report and the text alone tell."""
     from .budget import literal_shape
 
     located = [(file, line) for a in report.allocations if (file := a.source_file) and (line := a.source_line)]
     if located:
-        file, line = located[0]
-        hits = [(p, s) for p, s, _ in candidates if p.endswith(file.split("/")[-1]) and s.span.contains_line(line)]
+        hits = sites_at(candidates, *located[0])
         if len(hits) == 1:
             return Placement(tuple(hits), BY_SOURCE)
     names = report_names(report)
@@ -591,7 +612,7 @@ class Tracer:
         self.paths, self.default_chip = paths, default_chip
         self.done: dict[str, Traced] = {}
 
-    def on(self, chip: Chip | None):
+    def on(self, chip: Chip | Gpu | None):
         """A thunk of the trace on the report's chip (the default when the text names none)."""
         name = chip.name if chip else self.default_chip
 
@@ -609,6 +630,27 @@ class Tracer:
         return traced
 
 
+def undecided(found: Found, placement: Placement, log_name: str) -> list:
+    """VMEM040 on each site a report could be (or none), saying so instead of guessing."""
+    from .diagnostics import Diagnostic
+
+    at = lambda p, s: f"{render.display_path(p)}:{s.name_span.start_line}"
+    return [
+        Diagnostic(
+            p,
+            s.name_span,
+            "information",
+            "VMEM040",
+            f"the report in {log_name}, line {found.line} could be this pallas_call or "
+            f"{', '.join(at(q, t) for q, t in placement.sites if (q, t) != (p, s))} "
+            f"({placement.why}): not placed",
+            origin="log",
+            facts={"log_line": found.line, "why": placement.why},
+        )
+        for p, s in placement.sites
+    ]
+
+
 def placed_diagnostics(found: Found, report: Report, placement: Placement, chip: Chip | None, log_name: str):
     """The diagnostics `check` gives for this report, on the placed site's
     BlockSpecs and pallas_call, marked as read from the log; or, where the
@@ -618,21 +660,7 @@ def placed_diagnostics(found: Found, report: Report, placement: Placement, chip:
     where = f"from the report in {log_name}, line {found.line}"
     facts = {"log_line": found.line, "why": placement.why}
     if len(placement.sites) != 1:
-        at = lambda p, s: f"{render.display_path(p)}:{s.name_span.start_line}"
-        return [
-            Diagnostic(
-                p,
-                s.name_span,
-                "information",
-                "VMEM040",
-                f"the report in {log_name}, line {found.line} could be this pallas_call or "
-                f"{', '.join(at(q, t) for q, t in placement.sites if (q, t) != (p, s))} "
-                f"({placement.why}): not placed",
-                origin="log",
-                facts=facts,
-            )
-            for p, s in placement.sites
-        ]
+        return undecided(found, placement, log_name)
     [(path, site)] = placement.sites
     need = verdict(report, chip)
     out = []
@@ -715,15 +743,54 @@ def placing(
 ) -> tuple[list, Placement | None]:
     """The diagnostics of one found report on the sources' lines, and the placement
     they come from (None for a form with no figures)."""
+    if not isinstance(sources, Sources):
+        sources = Sources(list(sources))
+    if (gpu := explain_gpu.parsed(found.text)) is not None:
+        return gpu_placing(found, gpu, target, log_name, sources)
     report = parse_report(found.text)
     if report.form in ("unknown", "block_shape"):
         return [], None
-    if not isinstance(sources, Sources):
-        sources = Sources(list(sources))
     chip = chip_of(found.text, target)
     traced = sources.tracer.on(chip) if sources.tracer else None
     placement = place(report, sources.sites, traced)
     return placed_diagnostics(found, report, placement, chip, log_name), placement
+
+
+def gpu_placing(
+    found: Found, report: GpuReport, target: str | None, log_name: str, sources: Sources
+) -> tuple[list, Placement]:
+    """A GPU report on the sources' lines: on the pallas_call at a line the log names (MLIR's
+    location of the op, the traceback's frames), else on the line MLIR names in a source file,
+    else on the traced call whose staged blocks come nearest the request (explain_gpu.best_calls);
+    the staged BlockSpecs from that call. A tie is said on each site (VMEM040). A place MLIR names
+    outside the sources is no kernel of theirs: not placed."""
+    lines = explain_gpu.places(report, found.frames)
+    named = next((hits[:1] for file, line in lines if (hits := sites_at(sources.sites, file, line))), [])
+    files = {p for p, _, _ in sources.sites if report.place and p.endswith(report.place[0].split("/")[-1])}
+    on_line = (files.pop(), report.place[1]) if report.place and len(files) == 1 and not named else None
+    placement = Placement(tuple(named), "the line the log names" if named else "nothing in the log names it")
+    if report.place and not named and on_line is None:
+        where = f"{render.display_path(report.place[0])}:{report.place[1]}"
+        placement = Placement((), f"the compiler places it at {where}, in none of the sources")
+    chosen: list[TracedCall] = []
+    sites_of = None
+    if sources.tracer is not None and report.place is None and (not named or report.form == "shared_memory"):
+        trace = sources.tracer.on(explain_gpu.trace_target(report, target))()
+        spans = {(p, s.span) for p, s in named} or {(p, s.span) for p, s, _ in sources.sites}
+        chosen, why = explain_gpu.best_calls(report, [t for t in trace.calls if (t.path, t.site.span) in spans])
+        sites_of = trace.sites_of
+        if not named:
+            placement = Placement(
+                tuple((t.path, t.site) for t in chosen), why if chosen or not trace.note else trace.note
+            )
+        elif chosen:
+            placement = Placement(placement.sites, f"{placement.why}; {why}")
+    if len(placement.sites) > 1:
+        return undecided(found, placement, log_name), placement
+    site = placement.sites[0] if placement.sites else None
+    traced = chosen[0] if len(chosen) == 1 else None
+    at = (found.line, log_name)
+    return explain_gpu.placed_diagnostics(report, at, placement.why, target, site, traced, on_line, sites_of), placement
 
 
 def placed(found: Found, target: str | None, log_name: str, sources: Sources | list[Candidate]) -> list:

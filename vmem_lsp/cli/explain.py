@@ -1,5 +1,6 @@
-"""`vmem-lsp explain [LOG|-]`: the VMEM reports in a TPU job's log, explained
-(no compiler needed), and with --source put on the lines that made them."""
+"""`vmem-lsp explain [LOG|-]`: the VMEM reports in a TPU job's log and the
+compile errors in a GPU job's, explained (no compiler needed), and with --source
+put on the lines that made them."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from .common import EXIT_ERROR, EXIT_OK
 
 def add_parser(commands) -> None:
     explain = commands.add_parser(
-        "explain", help="find the VMEM reports in a TPU job's log and explain them (no compiler needed)"
+        "explain",
+        help="find the VMEM reports in a TPU job's log (shared memory and other compile errors in a GPU job's) "
+        "and explain them (no compiler needed)",
     )
     explain.add_argument("log", nargs="?", default="-", metavar="LOG", help="the log file (default: stdin, or -)")
-    explain.add_argument("--target", help="the chip the job ran on (v4, v5e, v5p, v6e, v7x), for limits and ways out")
+    explain.add_argument(
+        "--target", help="the chip or GPU the job ran on (v4, v5e, v5p, v6e, v7x, h100, ...), for limits and ways out"
+    )
     explain.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
     explain.add_argument(
         "--source",
@@ -30,7 +35,7 @@ def run(args) -> int:
     import json
 
     from ..config import ConfigError, parse_targets
-    from ..explain import explain_json, explain_text, find_reports, placed, source_sites
+    from ..explain import explain_json, explain_text, find_reports, placing, source_sites
 
     try:
         target = parse_targets(args.target)[0] if args.target else None
@@ -55,14 +60,11 @@ def run(args) -> int:
         for f in found:
             count += 1
             if candidates is not None:
-                found_here = placed(f, target, name, candidates)
+                found_here, placement = placing(f, target, name, candidates)
                 diagnostics += found_here
                 if not found_here:
-                    print(
-                        f"{name}, line {f.line}: the report is not placed: nothing in it names or shapes "
-                        f"a pallas_call of the sources",
-                        file=sys.stderr,
-                    )
+                    why = placement.why if placement else "nothing in it names or shapes a pallas_call of the sources"
+                    print(f"{name}, line {f.line}: the report is not placed: {why}", file=sys.stderr)
             if args.format == "json":
                 reports.append(explain_json(f, target))
             elif args.format == "text":
