@@ -35,6 +35,17 @@ def by_target(diagnostic: dict) -> dict:
     return facts["targets"] if "targets" in facts else {diagnostic["target"]: facts}
 
 
+def triton_only_on_h100(folder, name: str, block: int):
+    """The Triton matmul alone, with only its example of `block`, in a project that targets the H100."""
+    text = KERNEL_FILE.read_text()
+    text = text[: text.index("def add_one")]
+    other = 128 if block == 64 else 64
+    path = folder / name
+    path.write_text(text.replace(f"# vmem: triton_matmul(f32[1024, 512], f32[512, 1024], block={other})\n", ""))
+    (folder / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["h100"]\ncache-dir = ".cache"\n')
+    return path
+
+
 TRITON_CALL = "return pl.pallas_call("  # the first pallas_call of the file: the Triton matmul's
 
 
@@ -122,14 +133,7 @@ async def test_the_language_server_puts_the_gpu_overflow_on_the_blockspec_lines(
 async def test_the_editor_shows_a_gpu_kernels_shared_memory_and_estimates_an_edit_before_saving(tmp_path):
     """Hover and inlay hints after the compile; a block made larger while typing is over the
     H100's shared memory by the model, on the BlockSpec lines, before any compile."""
-    path = tmp_path / "triton_fits.py"
-    text = KERNEL_FILE.read_text()
-    path.write_text(
-        text[: text.index("def add_one")].replace(
-            "# vmem: triton_matmul(f32[1024, 512], f32[512, 1024], block=128)\n", ""
-        )
-    )
-    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["h100"]\ncache-dir = ".cache"\n')
+    path = triton_only_on_h100(tmp_path, "triton_fits.py", block=64)
     async with running_server(tmp_path) as client:
         editor = Editor(client, path)
         editor.open()
@@ -174,14 +178,7 @@ def test_the_shrink_fix_for_a_triton_overflow_is_verified_by_the_gpu_compiler(tm
 
 @pytest.mark.asyncio
 async def test_the_editors_quick_fix_for_a_gpu_overflow_is_compiler_verified_and_clears_it(tmp_path):
-    path = tmp_path / "triton_only.py"
-    text = KERNEL_FILE.read_text()
-    path.write_text(
-        text[: text.index("def add_one")].replace(
-            "# vmem: triton_matmul(f32[1024, 512], f32[512, 1024], block=64)\n", ""
-        )
-    )
-    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["h100"]\ncache-dir = ".cache"\n')
+    path = triton_only_on_h100(tmp_path, "triton_only.py", block=128)
     async with running_server(tmp_path) as client:
         editor = Editor(client, path)
         editor.open()

@@ -57,15 +57,23 @@ def at_origin(candidates, origin: Origin):
     return next((c for c in candidates if c.span.contains_line(origin.line)), None)
 
 
+def kernel_label(call: CapturedCall) -> str:
+    """The kernel's name as messages give it: the user's name, without the compiler's suffix."""
+    return call.name.split(" ")[0] if call.name else "pallas_call"
+
+
+def site_at_line(origin: Origin, sites_of: SitesOf) -> KernelSite | None:
+    """The innermost pallas_call site covering the origin's line (a partial's site may contain another)."""
+    found = [s for s in sites_of(origin.file).sites if s.span.contains_line(origin.line)]
+    return min(found, key=lambda s: s.span.end_line - s.span.start_line) if found else None
+
+
 def kernel_site(call: CapturedCall, sites_of: SitesOf) -> KernelSite | None:
     """The pallas_call site a captured call came from: by where pallas_call
     was called, else where its result was invoked."""
     for origin in (call.call_origin, call.invoke_origin):
-        if origin is None:
-            continue
-        found = [s for s in sites_of(origin.file).sites if s.span.contains_line(origin.line)]
-        if found:  # the innermost: a partial's site may contain another
-            return min(found, key=lambda s: s.span.end_line - s.span.start_line)
+        if origin is not None and (site := site_at_line(origin, sites_of)) is not None:
+            return site
     return None
 
 

@@ -491,7 +491,7 @@ def headroom_warnings(learned: views.Learned, headroom: float) -> list[Diagnosti
         views.headroom_warning(learned.sites[key], b, estimated=False)
         for key, by_target in learned.budgets.items()
         for b in by_target.values()
-        if b.fits and b.limit_kind != "shared" and b.headroom() < headroom  # a GPU's figure that fits is a model's
+        if b.fits and not is_gpu(b.target) and b.headroom() < headroom  # a GPU's figure that fits is a model's
     ]
 
 

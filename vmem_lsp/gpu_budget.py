@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import render
 from .budget import Budget, KnownKernel, Part, edited_operand
 from .gpu_layout import block_bytes, estimated_shared_memory, staged
 from .gpus import gpu
@@ -80,17 +79,3 @@ def estimate_gpu(site: KernelSite, known: KnownKernel, target_name: str) -> Budg
     limit = gpu(target_name).shared_memory_limit
     total = round(estimated_shared_memory(call, backend, target_name) * scale)
     return Budget(target_name, parts_of(call, backend), total, limit, SHARED, limit, "model", total <= limit)
-
-
-def over_text(b: Budget) -> str:
-    """The sentence of an estimate over the limit, to save and compile."""
-    return render.needs(
-        b.total,
-        b.limit,
-        b.label,
-        scoped=False,
-        space="shared memory",
-        approx=True,
-        over=b.total - b.limit,
-        note=render.SAVE_TO_COMPILE,
-    )

@@ -9,7 +9,7 @@ wordings, so GPUs merge by subject as TPU chips do (diagnostics.merge_targets).
 from __future__ import annotations
 
 from . import render
-from .correlate import Anchor, Sources, call_anchor, kernel_site, line_span, spec_anchor
+from .correlate import Anchor, Sources, call_anchor, kernel_label, kernel_site, line_span, site_at_line, spec_anchor
 from .diagnostics import Diagnostic, Related, Subject
 from .gpu_budget import culprits
 from .gpu_layout import block_bytes, estimated_shared_memory
@@ -19,10 +19,6 @@ from .render import Wording
 from .report.gpu import GpuReport, parse_gpu_report
 from .results import CapturedCall, ExampleResult
 from .source.directives import Example
-
-
-def kernel_label(call: CapturedCall) -> str:
-    return call.name.split(" ")[0] if call.name else "pallas_call"
 
 
 def other_platform(call: CapturedCall, label: str, anchor: Anchor, example: Example, number: int) -> Diagnostic:
@@ -194,9 +190,7 @@ def ended_at(example: Example, result: ExampleResult, sites: Sources) -> Anchor:
     origin = result.error_origin
     if origin is None or not is_user_file(origin.file):
         return Anchor(example.path, example.span)
-    around = [s for s in sites.sites_of(origin.file).sites if s.span.contains_line(origin.line)]
-    if around:  # the line that invoked the kernel: its pallas_call
-        site = min(around, key=lambda s: s.span.end_line - s.span.start_line)
+    if (site := site_at_line(origin, sites.sites_of)) is not None:  # the line that invoked the kernel
         return Anchor(site.path, site.name_span)
     return Anchor(origin.file, line_span(origin.line))
 

@@ -8,7 +8,7 @@ information. Kernels that spill nothing, and results without a report, say nothi
 from __future__ import annotations
 
 from .compile.gpu_spills import FunctionUsage, kernel_functions, parse_ptxas
-from .correlate import Anchor, Sources, call_anchor, kernel_site
+from .correlate import Anchor, Sources, call_anchor, kernel_label, kernel_site
 from .diagnostics import Diagnostic, Related, Subject
 from .gpus import Gpu, gpu
 from .render import Wording
@@ -34,7 +34,7 @@ def spills(
 ) -> Diagnostic:
     """VMEM054 of one kernel, its functions that spill summed: "matmul_kernel spills 28 bytes to
     local memory (stores), 28 (loads) on NVIDIA A100-SXM4-80GB (sm_80); registers: 255 per thread"."""
-    kernel = call.name.split(" ")[0] if call.name else "pallas_call"
+    kernel = kernel_label(call)
     stores, loads = sum(f.spill_stores for f in spilling), sum(f.spill_loads for f in spilling)
     registers = max((f.registers for f in spilling if f.registers is not None), default=None)
     clause = f"{stores} bytes to local memory (stores), {loads} (loads) on {target.label} ({target.sm})"

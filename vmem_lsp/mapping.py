@@ -17,6 +17,7 @@ from .correlate import (
     Anchor,
     Sources,
     call_anchor,
+    kernel_label,
     kernel_site,
     line_span,
     operand_for,
@@ -64,10 +65,6 @@ class KernelFindings:
     clause: str  # the chip's budget sentence, as the VMEM002 and VMEM004 say it
     facts: dict
     origin: str = "compiler"
-
-
-def kernel_label(call: CapturedCall) -> str:
-    return call.name.split(" ")[0] if call.name else "pallas_call"
 
 
 RESERVED_SLACK = 1 << 20  # a single allocation's limit this close above the capacity is the same memory

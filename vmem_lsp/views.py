@@ -10,7 +10,7 @@ from . import layout, render
 from .budget import Budget, KnownKernel, Part
 from .correlate import SitesOf, kernel_site, spec_ordinals
 from .diagnostics import Diagnostic
-from .gpu_budget import SHARED, culprits, edited_call, estimate_gpu, from_gpu_compile, over_text, scale_of
+from .gpu_budget import SHARED, culprits, edited_call, estimate_gpu, from_gpu_compile, scale_of
 from .gpus import is_gpu
 from .render import size as format_size
 from .report.gpu import parse_gpu_report
@@ -109,6 +109,7 @@ def needs_text(b: Budget, over: bool = False) -> str:
         b.limit,
         b.label,
         scoped=b.limit_kind == "scoped",
+        space=b.space,
         approx=True,
         over=b.total - b.limit if over else None,
         note=render.SAVE_TO_COMPILE,
@@ -171,7 +172,7 @@ def estimated_diagnostics(
 def gpu_estimate_diagnostics(site: KernelSite, known: KnownKernel, b: Budget) -> list[Diagnostic]:
     """While typing, a GPU kernel over its shared memory by the model: VMEM050
     on each staged block, VMEM051 on the pallas_call, as a compile would say."""
-    need = over_text(b)
+    need = needs_text(b, over=True)
     backend, scale = known.gpu[b.target]
     edited = edited_call(site, known, backend)
     over = {(op.role, op.index) for op in culprits(edited, backend, b.limit, scale)}

@@ -532,37 +532,35 @@ class WorkerClient:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
 
-    def _left_where(self) -> dict:
-        """What a local worker said it was compiling for a GPU when it ended
-        (compile/gpu_compile.compiling_where), read once and removed."""
-        from .gpu_compile import compiling_path
-
+    def _left_text(self, path_of) -> str:
+        """A file a local worker's GPU compile left for its pid (`path_of(pid)`), read;
+        "" when there is none. _remove_left_files removes it after."""
         pid = (self.hello or {}).get("pid")
         if not pid or not is_local_command(self.command):
-            return {}
+            return ""
         try:
-            with open(compiling_path(pid)) as said:
-                where = json.load(said)
-            os.unlink(compiling_path(pid))
-        except (OSError, ValueError):
+            with open(path_of(pid), errors="replace") as left:
+                return left.read()
+        except OSError:
+            return ""
+
+    def _left_where(self) -> dict:
+        """What a local worker said it was compiling for a GPU when it ended
+        (compile/gpu_compile.compiling_where)."""
+        from .gpu_compile import compiling_path
+
+        try:
+            where = json.loads(self._left_text(compiling_path) or "{}")
+        except ValueError:
             return {}
         return where if isinstance(where, dict) else {}
 
     def _left_printed(self) -> list[str]:
         """What a local worker's GPU compile printed before it ended the process
-        (compile/gpu_compile.printed_path), read once and removed."""
+        (compile/gpu_compile.printed_path)."""
         from .gpu_compile import printed_path
 
-        pid = (self.hello or {}).get("pid")
-        if not pid or not is_local_command(self.command):
-            return []
-        try:
-            with open(printed_path(pid), errors="replace") as printed:
-                lines = printed.read().splitlines()
-            os.unlink(printed_path(pid))
-        except OSError:
-            return []
-        return lines
+        return self._left_text(printed_path).splitlines()
 
     @staticmethod
     def _pump_stdout(process, lines: queue.Queue) -> None:
