@@ -355,7 +355,7 @@ def side(fits: bool, error: str | None, hlo: str | None) -> dict:
     """A compile's verdict and the figure it gives: the kernel's scoped VMEM when it compiled
     (used_scoped_memory_configs), E1001's "Scoped allocation with size X", or the physical
     report's "Used" (the program's)."""
-    from vmem_lsp.report.parse import parse_report
+    from vmem_lsp.tpu.parse import parse_report
 
     if fits:
         return {"verdict": "fits", "calls": custom_calls(hlo or "")}
@@ -429,7 +429,7 @@ def derive(records: list[dict]) -> list[dict]:
 
 def windows(fits: bool, error: str | None, ballast_shape) -> list[dict] | None:
     """The kernel's allocations compiled alone with the ballast (the physical listing), ballast out."""
-    from vmem_lsp.report.parse import parse_report
+    from vmem_lsp.tpu.parse import parse_report
 
     if fits:
         return None
@@ -496,10 +496,10 @@ def explain(record: dict) -> list[str]:
 
 
 def measure_example(example, namespace: dict, target: str) -> list[dict]:
-    from vmem_lsp.chips import chip
     from vmem_lsp.compile.capture import kernel_name
     from vmem_lsp.compile.devices import target_device
     from vmem_lsp.compile.tracing import trace_example
+    from vmem_lsp.tpu.chips import chip
 
     device = target_device(target)
     path = os.path.abspath(example.path)

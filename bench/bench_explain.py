@@ -24,7 +24,7 @@ REPORTS = ROOT / "tests" / "data" / "reports" / "0.0.42.1"  # the reference libt
 
 def main(size_mb: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from vmem_lsp.report.parse import parse_report
+    from vmem_lsp.tpu.parse import parse_report
 
     texts = [
         t

@@ -107,7 +107,7 @@ def checked(files: list[str], chips: tuple, work: Path):
 
 def marked(example, result, number: int, sources) -> tuple[tuple, tuple]:
     """check's VMEM002 lines and VMEM001 anchors for call `number` of one result."""
-    from vmem_lsp.mapping import diagnostics_for
+    from vmem_lsp.tpu.mapping import diagnostics_for
 
     found = [d for d in diagnostics_for(example, result, sources) if d.subject and d.subject.call == number]
     lines = tuple(sorted({(d.path, d.span.start_line) for d in found if d.code == "VMEM002"}))
@@ -117,7 +117,7 @@ def marked(example, result, number: int, sources) -> tuple[tuple, tuple]:
 
 def failing(outcome):
     """(example, chip, result, call number, call) of each kernel with a VMEM report."""
-    from vmem_lsp.report.parse import parse_report
+    from vmem_lsp.tpu.parse import parse_report
 
     for example, chip, result in outcome.results:
         for number, call in enumerate(result.calls):
@@ -169,8 +169,8 @@ def captured_corpus(work: Path) -> tuple[list[Expected], list[str]]:
     """The captured reports with check's lines for their cases (the directive above
     each case, run on the case's chip), and why any is left out."""
     from vmem_lsp.engine import SourceFiles
-    from vmem_lsp.report.parse import parse_report
     from vmem_lsp.source.directives import find_examples
+    from vmem_lsp.tpu.parse import parse_report
 
     examples = {e.line: e for e in find_examples(CAPTURE.read_text(), str(CAPTURE))[0]}
     directives = case_directives()
@@ -199,7 +199,7 @@ def neutral(text: str) -> str:
     """The report as a real job prints it: its kernel's names (op_name path, the
     custom call's label, a tag) and source locations replaced by `step`."""
     from vmem_lsp.explain import report_names
-    from vmem_lsp.report.parse import parse_report
+    from vmem_lsp.tpu.parse import parse_report
 
     names = report_names(parse_report(text))
     text = re.sub(r'op_name="[^"]*"', 'op_name="jit(step)/pallas_call"', text)

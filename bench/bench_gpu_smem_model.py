@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from vmem_lsp.compile.protocol import result_from_dict  # noqa: E402
-from vmem_lsp.gpu_layout import estimated_shared_memory  # noqa: E402
+from vmem_lsp.gpu.layout import estimated_shared_memory  # noqa: E402
 from vmem_lsp.results import CapturedCall  # noqa: E402
 
 KERNELS = ROOT / "tests" / "data" / "kernels" / "gpu_smem_kernels.py"
@@ -139,7 +139,7 @@ def family(example: str) -> str:
 
 def probe_target(name: str, limit: int) -> str:
     """Register a copy of GPU target `name` whose shared memory per block is `limit` bytes."""
-    from vmem_lsp import gpus
+    from vmem_lsp.gpu import targets as gpus
 
     real = gpus.gpu(name)
     optin = gpus.CAPABILITIES[real.capability].shared_per_block_optin
@@ -182,7 +182,7 @@ def call_of(d: dict) -> CapturedCall:
 
 def compiled(example: str, namespace: dict, target: str) -> tuple[CapturedCall, dict]:
     from vmem_lsp.compile.capture import capture_calls
-    from vmem_lsp.report.gpu import parse_gpu_report
+    from vmem_lsp.gpu.report import parse_gpu_report
 
     [call] = capture_calls(example, namespace, target)
     report = parse_gpu_report(call.compiler_text or "")
@@ -199,7 +199,7 @@ def child(target: str, only: list[str], verify: int, trace: bool = False) -> Non
     import runpy
 
     from vmem_lsp.compile import capture
-    from vmem_lsp.gpus import gpu
+    from vmem_lsp.gpu.targets import gpu
 
     namespace = runpy.run_path(str(KERNELS))
     if trace:  # the calls only, as the worker captures them now: no compiler

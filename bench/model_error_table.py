@@ -1,4 +1,4 @@
-"""Writes vmem_lsp/sweep/model_error.json: how far the layout model's total was
+"""Writes vmem_lsp/tpu/model_error.json: how far the layout model's total was
 from the compiler's, by kind of kernel (model_error.kind_of) and chip, over the
 agreement records of model_results.jsonl. The sweep trusts the model only
 beyond these bounds.
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from model_harness import captured_call, compare, compiler_total, load, usable
 
-from vmem_lsp.chips import chip
-from vmem_lsp.sweep.model_error import TABLE, kind_of
+from vmem_lsp.tpu.chips import chip
+from vmem_lsp.tpu.model_error import TABLE, kind_of
 
 
 def errors(records: list[dict], libtpu: str | None = None) -> dict:

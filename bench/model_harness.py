@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import families
 
-from vmem_lsp import layout
-from vmem_lsp.chips import CHIPS, chip
 from vmem_lsp.compile.protocol import result_from_dict
 from vmem_lsp.render import size as format_size
-from vmem_lsp.report.parse import parse_report
 from vmem_lsp.results import CapturedCall
+from vmem_lsp.tpu import layout
+from vmem_lsp.tpu.chips import CHIPS, chip
+from vmem_lsp.tpu.parse import parse_report
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "model_results.jsonl"

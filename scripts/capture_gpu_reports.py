@@ -198,7 +198,7 @@ def compile_case(case: Case) -> str:
     from jax.experimental import topologies
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from vmem_lsp.gpus import gpu
+    from vmem_lsp.gpu.targets import gpu
 
     topology = topologies.get_topology_desc(
         platform="cuda", target_config=gpu(case.target).target_config(), topology="1x1x1"
@@ -213,7 +213,7 @@ def compile_case(case: Case) -> str:
 
 
 def header(case: Case) -> str:
-    from vmem_lsp.gpus import gpu
+    from vmem_lsp.gpu.targets import gpu
 
     target = gpu(case.target)
     return (

@@ -53,7 +53,7 @@ CASES = {
 
 
 def ptxas_version() -> str:
-    from vmem_lsp.compile.gpu_spills import find_ptxas
+    from vmem_lsp.gpu.ptxas import find_ptxas
 
     ptxas = find_ptxas()
     if ptxas is None:
@@ -63,7 +63,7 @@ def ptxas_version() -> str:
 
 
 def header(case: Case) -> str:
-    from vmem_lsp.gpus import gpu
+    from vmem_lsp.gpu.targets import gpu
 
     target = gpu(case.target)
     return (

@@ -32,7 +32,7 @@ from jax.experimental import topologies
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import SingleDeviceSharding
 
-from vmem_lsp.report.parse import parse_report
+from vmem_lsp.tpu.parse import parse_report
 
 TOPOLOGIES = {"v4": "v4:2x2x1", "v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2", "v7x": "tpu7x:2x2x1"}
 MiB = 2**20

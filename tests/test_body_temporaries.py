@@ -22,9 +22,9 @@ from jax.experimental import pallas as pl
 from support import KERNELS, ROOT, line_of
 from support.cli import run_json
 
-from vmem_lsp import layout
 from vmem_lsp.results import CapturedCall, Operand, Origin, Unseen
-from vmem_lsp.sweep.model_error import kind_of
+from vmem_lsp.tpu import layout
+from vmem_lsp.tpu.model_error import kind_of
 
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))

@@ -14,9 +14,9 @@ from support import EXAMPLES, KERNELS
 from support.cli import run_json
 
 from vmem_lsp.correlate import Anchor
-from vmem_lsp.mapping import Part, culprits
 from vmem_lsp.render import Brief, Wording, briefs_said
 from vmem_lsp.source.model import Span
+from vmem_lsp.tpu.mapping import Part, culprits
 
 M, K = 1 << 20, 1 << 10
 

@@ -17,9 +17,9 @@ from support.project_env import project_venv
 from support.tiers import CLUSTER, starts
 
 from vmem_lsp import versions
-from vmem_lsp.chips import CHIPS
 from vmem_lsp.config import Settings, sources
-from vmem_lsp.gpus import GPUS
+from vmem_lsp.gpu.targets import GPUS
+from vmem_lsp.tpu.chips import CHIPS
 
 CHECK_KEYS = {"section", "name", "status", "message", "fix", "seconds"}
 

@@ -14,7 +14,7 @@ import pytest
 from support import ROOT, line_of, reports
 
 from vmem_lsp.explain import describe, explain_json, explain_text, find_reports
-from vmem_lsp.report.parse import parse_report
+from vmem_lsp.tpu.parse import parse_report
 
 REPORTS = reports.folder()
 LOGS = ROOT / "tests" / "data" / "logs"  # scripts/capture_logs.py's, one folder per libtpu

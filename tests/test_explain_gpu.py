@@ -25,9 +25,9 @@ from vmem_lsp.explain import (
     placing,
     source_sites,
 )
-from vmem_lsp.explain_gpu import best_calls
-from vmem_lsp.gpus import GPUS, gpu
-from vmem_lsp.report.gpu import parse_gpu_report
+from vmem_lsp.gpu.explain import best_calls
+from vmem_lsp.gpu.report import parse_gpu_report
+from vmem_lsp.gpu.targets import GPUS, gpu
 from vmem_lsp.results import CapturedCall, Operand
 
 CAPTURED = reports.GPU_REPORTS / "0.10.2"

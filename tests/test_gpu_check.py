@@ -14,7 +14,7 @@ from support import KERNELS, line_of
 from support.cli import run_cli, run_json
 from support.lsp_client import Editor, apply_text_edits, compiler_tier, estimate_tier, running_server, wait_for
 
-from vmem_lsp.gpus import gpu, gpu_missing
+from vmem_lsp.gpu.targets import gpu, gpu_missing
 
 KERNEL_FILE = KERNELS / "gpu_kernels.py"
 

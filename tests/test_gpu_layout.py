@@ -12,9 +12,9 @@ from support import KERNELS, ROOT
 
 from vmem_lsp.compile.client import CheckRequest
 from vmem_lsp.compile.protocol import result_from_dict, to_json
-from vmem_lsp.gpu_layout import MBARRIER_BYTES, estimated_shared_memory, shared_memory_estimate
-from vmem_lsp.gpus import gpu
-from vmem_lsp.report.gpu import parse_gpu_report
+from vmem_lsp.gpu.layout import MBARRIER_BYTES, estimated_shared_memory, shared_memory_estimate
+from vmem_lsp.gpu.report import parse_gpu_report
+from vmem_lsp.gpu.targets import gpu
 from vmem_lsp.results import CapturedCall, ExampleResult, GpuDot, GpuKernel, Operand, Scratch
 
 RESULTS = ROOT / "bench" / "gpu_smem_results.jsonl"

@@ -12,8 +12,8 @@ import pytest
 from support.reports import GPU_REPORTS, NO_ERROR, capture_gpu, gpu_comparable, gpu_files
 
 from vmem_lsp.compile.client import compiler_fatal, fatal_origin
-from vmem_lsp.gpus import GPUS, gpu
-from vmem_lsp.report.gpu import parse_gpu_report
+from vmem_lsp.gpu.report import parse_gpu_report
+from vmem_lsp.gpu.targets import GPUS, gpu
 from vmem_lsp.results import Origin
 
 FILES = gpu_files()

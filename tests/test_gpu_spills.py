@@ -15,13 +15,13 @@ from support.cli import run_json
 from support.reports import PTXAS_REPORTS
 
 from vmem_lsp.cli.check import report_unmeasured_spills
-from vmem_lsp.compile import gpu_spills
 from vmem_lsp.compile.backend import CheckRequest, runner_for
 from vmem_lsp.compile.cache import ResultCache
-from vmem_lsp.compile.gpu_spills import NO_PTXAS, Measure, find_ptxas, kernel_functions, parse_ptxas
 from vmem_lsp.config import Settings
 from vmem_lsp.engine import request_for
-from vmem_lsp.gpus import gpu
+from vmem_lsp.gpu import ptxas as gpu_spills
+from vmem_lsp.gpu.ptxas import NO_PTXAS, Measure, find_ptxas, kernel_functions, parse_ptxas
+from vmem_lsp.gpu.targets import gpu
 from vmem_lsp.results import CapturedCall, ExampleResult
 from vmem_lsp.source.directives import find_examples
 

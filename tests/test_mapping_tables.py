@@ -16,10 +16,10 @@ from vmem_lsp import budget, render
 from vmem_lsp.correlate import scratch_indices
 from vmem_lsp.diagnostics import merge_targets
 from vmem_lsp.engine import SourceFiles, diagnose
-from vmem_lsp.mapping import allocation_name, diagnostics_for
-from vmem_lsp.report.parse import parse_report
 from vmem_lsp.results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch
 from vmem_lsp.source.directives import find_examples
+from vmem_lsp.tpu.mapping import allocation_name, diagnostics_for
+from vmem_lsp.tpu.parse import parse_report
 
 REPORTS = reports.folder()
 

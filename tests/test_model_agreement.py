@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from vmem_lsp import layout
 from vmem_lsp.results import Operand
+from vmem_lsp.tpu import layout
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))

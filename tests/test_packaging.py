@@ -161,7 +161,7 @@ def test_the_sdist_carries_what_the_tests_read(tmp_path):
         "README.md",
         "pyproject.toml",
         "vmem_lsp/cli/__init__.py",
-        "vmem_lsp/sweep/model_error.json",
+        "vmem_lsp/tpu/model_error.json",
         "editors/vscode/package.json",
     } <= names
     unwanted = [

@@ -11,7 +11,7 @@ from jax.experimental.pallas import tpu as pltpu
 from support import KERNELS, line_of, reports
 from support.cli import run_json
 
-from vmem_lsp.report.parse import parse_report
+from vmem_lsp.tpu.parse import parse_report
 
 KERNEL = KERNELS / "pytree_specs.py"
 RELATIVE = "tests/data/kernels/pytree_specs.py"

@@ -8,9 +8,9 @@ import pytest
 from support import EXAMPLES
 from support.cli import run_cli, run_json
 
-from vmem_lsp.chips import PEAKS
 from vmem_lsp.results import CapturedCall, ExampleResult, Operand
 from vmem_lsp.sweep.rank import Estimate, estimate_from, ranks, roofline_seconds, screen
+from vmem_lsp.tpu.chips import PEAKS
 
 
 def matmul_call(bm: int, bn: int, k: int = 1024, m: int = 2048, n: int = 2048, x_constant=False) -> CapturedCall:

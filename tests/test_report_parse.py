@@ -20,8 +20,8 @@ from support.reports import REFERENCE, case_id, compiler_text
 
 from vmem_lsp import versions
 from vmem_lsp.render import size as format_size
-from vmem_lsp.report.model import Report, Shape
-from vmem_lsp.report.parse import error_kind, parse_report, parse_size
+from vmem_lsp.tpu.parse import error_kind, parse_report, parse_size
+from vmem_lsp.tpu.report import Report, Shape
 
 FILES = reports.every_file()
 VERSIONS = reports.captured_versions()

@@ -10,8 +10,8 @@ import pytest
 
 from vmem_lsp.compile.cache import ResultCache
 from vmem_lsp.compile.client import CheckRequest
-from vmem_lsp.compile.speed import cut_grids, extrapolate
-from vmem_lsp.report.static_profile import ProfileError, parse_static_profile
+from vmem_lsp.tpu.profile import cut_grids, extrapolate
+from vmem_lsp.tpu.static_profile import ProfileError, parse_static_profile
 
 PROFILES = Path(__file__).parent / "data" / "static_profiles"
 CAPTURED = sorted(PROFILES.glob("*/*.textproto"))
@@ -51,7 +51,7 @@ def test_a_profile_without_an_estimate_is_an_error_that_shows_the_text():
 def test_a_zero_estimate_is_read_at_its_own_depth_and_is_no_estimate(tmp_path, monkeypatch):
     """The 0-cycle block nests the op's hlo_instruction (with a `name:` and braces of its
     own): its fields are not the estimate's, and 0 cycles is never ranked fastest."""
-    from vmem_lsp.compile import speed
+    from vmem_lsp.tpu import profile as speed
 
     [path] = [p for p in CAPTURED if p.stem.endswith(ZERO)]
     (op,) = parse_static_profile(path.read_text())

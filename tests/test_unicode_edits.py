@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 from support.fixes import assert_intact, site_rewrites, whole_arrays
 from support.twins import LETTERS, TEXT_CHARS, ascii_twin
 
-from vmem_lsp.chips import MiB
 from vmem_lsp.fixes import rewrites
 from vmem_lsp.fixes.knobs import constant_knobs, default_knobs, example_knobs
 from vmem_lsp.source.directives import find_examples
 from vmem_lsp.source.locate import locate
 from vmem_lsp.source.model import TextEdit
 from vmem_lsp.source.text import apply_edits
+from vmem_lsp.tpu.chips import MiB
 
 PATH = "/work/kernel.py"
 

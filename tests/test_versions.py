@@ -4,9 +4,9 @@ scripts/measure_chips.py measured them on each libtpu (pure: no compiler starts)
 from __future__ import annotations
 
 from vmem_lsp import versions
-from vmem_lsp.chips import CHIPS, chip
 from vmem_lsp.render import size
-from vmem_lsp.sweep import model_error
+from vmem_lsp.tpu import model_error
+from vmem_lsp.tpu.chips import CHIPS, chip
 
 
 def printed(libtpu: str | None) -> dict[str, tuple[str, str]]:

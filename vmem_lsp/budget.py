@@ -13,14 +13,15 @@ import ast
 import operator
 from dataclasses import dataclass, field
 
-from . import layout, render
-from .chips import Chip, chip
+from . import render
 from .correlate import part_indices, scoped_entry
-from .gpus import gpu, is_gpu
-from .report.model import Report
+from .gpu.targets import gpu, is_gpu
 from .results import CapturedCall, Operand
 from .source.model import Expr, KernelSite
 from .source.syntax import parse_quietly
+from .tpu import layout
+from .tpu.chips import Chip, chip
+from .tpu.report import Report
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .chips import DEFAULT_TARGETS, chip
 from .compile.shared_cache import is_url
 from .results import PhaseLimits
 from .targets import target_name
+from .tpu.chips import DEFAULT_TARGETS, chip
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"  # the cache folder in a project's root; shipping never sends it
 

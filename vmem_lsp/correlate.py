@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from . import layout
-from .report.model import Allocation
 from .results import CapturedCall, Operand, Origin, Scoped
 from .source.calls import call_at
 from .source.locate import LocateResult
 from .source.model import BlockSpecSite, KernelSite, ScratchSite, Span
+from .tpu import layout
+from .tpu.report import Allocation
 
 SitesOf = Callable[[str], LocateResult]
 TextOf = Callable[[str], "str | None"]

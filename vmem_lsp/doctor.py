@@ -249,7 +249,7 @@ def compile_error(result: ExampleResult) -> str | None:
 
 def chip_checks(client: Runner, limits: PhaseLimits, libtpu: str | None = None) -> list[Check]:
     """One tiny compile per chip, all in `client`'s one worker, each timed."""
-    from .chips import CHIPS
+    from .tpu.chips import CHIPS
 
     results = tiny_compiles(client, limits, CHIPS)
     install = install_command()
@@ -325,7 +325,7 @@ def chip_checks(client: Runner, limits: PhaseLimits, libtpu: str | None = None) 
 def gpu_checks(client: Runner, limits: PhaseLimits) -> list[Check]:
     """One tiny Triton compile per GPU target (docs/gpu.md); one line when jax's CUDA
     plugin is not installed where the worker runs: GPU targets are optional."""
-    from .gpus import GPUS
+    from .gpu.targets import GPUS
 
     results = tiny_compiles(client, limits, GPUS, GPU_KERNEL)
     if all(r.error_kind == "no_compiler" for _, r, _ in results):
@@ -632,7 +632,7 @@ def diagnose(path: str, worker: str | None = None, python: str | None = None) ->
     if (backend := backend_check(settings, limits)) is not None:
         checks.append(backend)
     problems = [c for c in checks if c.status == "problem"]
-    from .chips import CHIPS
+    from .tpu.chips import CHIPS
 
     tried = {c.name: c for c in checks if c.section == "chips"}
     chips = {

@@ -23,8 +23,7 @@ from . import render, views
 from .compile.backend import CheckRequest, ResultCache, Runner, cache_for, runner_for
 from .config import Settings
 from .diagnostics import Diagnostic, fold_examples, is_suppressed, merge_targets
-from .gpus import is_gpu
-from .mapping import diagnostics_for
+from .gpu.targets import is_gpu
 from .results import ExampleResult, PhaseLimits
 from .shard import Shard, ShardWork, owns, pair_key, take
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
@@ -32,6 +31,7 @@ from .source.locate import LocateResult, locate
 from .source.model import KernelSite, Span
 from .source.notebook import SUFFIX, Notebook, NotebookError, is_notebook, read_notebook
 from .source.text import split_lines
+from .tpu.mapping import diagnostics_for
 
 
 @dataclass

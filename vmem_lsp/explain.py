@@ -21,15 +21,16 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import explain_gpu, render
-from .chips import CHIPS, Chip
-from .report.model import Allocation, Report
-from .report.parse import PROTO_TAIL, parse_report
+from . import render
+from .gpu import explain as explain_gpu
+from .tpu.chips import CHIPS, Chip
+from .tpu.parse import PROTO_TAIL, parse_report
+from .tpu.report import Allocation, Report
 
 if TYPE_CHECKING:  # the worker's and the locator's types, not imported to explain a log
     from .correlate import SitesOf
-    from .gpus import Gpu
-    from .report.gpu import GpuReport
+    from .gpu.report import GpuReport
+    from .gpu.targets import Gpu
     from .results import CapturedCall
     from .source.model import KernelSite, Span
 
@@ -213,7 +214,7 @@ def chip_of(text: str, target: str | None) -> Chip | None:
     if target and explain_gpu.target_gpu(target):
         return None
     if target:
-        from .chips import chip
+        from .tpu.chips import chip
 
         return chip(target)
     return next((c for c in CHIPS.values() if c.device_kind in text), None)
@@ -421,7 +422,7 @@ class Traced:
 
 def typed_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
     """Every dtype[dims] of a piece of HLO text, layouts skipped."""
-    from .report.parse import SHAPE_TEXT
+    from .tpu.parse import SHAPE_TEXT
 
     return [(d, tuple(int(x) for x in dims.split(",") if x)) for d, dims in SHAPE_TEXT.findall(text)]
 
@@ -723,9 +724,9 @@ def source_sites(paths: list[str], trace: bool = True) -> Sources:
     .venv, build and the like): the candidates of `place`. Only files that
     mention pallas_call are parsed. `trace`: their examples may be traced when
     a report needs it (the editor's command does not: it would hold the server)."""
-    from .chips import DEFAULT_TARGETS
     from .config import Settings
     from .engine import SourceFiles, python_files
+    from .tpu.chips import DEFAULT_TARGETS
 
     sources = SourceFiles()
     files = [p for p in python_files(paths, Settings().exclude) if "pallas_call" in (sources.text(p) or "")]

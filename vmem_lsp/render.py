@@ -14,8 +14,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .report.parse import UNITS
 from .source.notebook import cell_line, is_notebook
+from .tpu.parse import UNITS
 
 
 def size(n: int) -> str:
@@ -424,7 +424,7 @@ def headroom(chip: str, free: float, need: str, estimated: bool) -> str:
 def tile(dtype: str) -> tuple[int, int]:
     """The (sublanes, lanes) tile of a dtype in VMEM: 8 rows of 32-bit words,
     packed (bf16 16 rows, int8 32), 128 lanes."""
-    from .layout import packing
+    from .tpu.layout import packing
 
     return 8 * packing(dtype), 128
 

@@ -3,8 +3,8 @@ The one place that knows both, for the settings, labels and messages."""
 
 from __future__ import annotations
 
-from .chips import CHIPS, chip
-from .gpus import GPUS, gpu, is_gpu
+from .gpu.targets import GPUS, gpu, is_gpu
+from .tpu.chips import CHIPS, chip
 
 
 def target_name(text: str) -> str:

@@ -6,17 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import budget as budgets
-from . import layout, render
+from . import render
 from .budget import Budget, KnownKernel, Part
 from .correlate import SitesOf, kernel_site, spec_ordinals
 from .diagnostics import Diagnostic
-from .gpu_budget import SHARED, culprits, edited_call, estimate_gpu, from_gpu_compile, scale_of
-from .gpus import is_gpu
+from .gpu.budget import SHARED, culprits, edited_call, estimate_gpu, from_gpu_compile, scale_of
+from .gpu.report import parse_gpu_report
+from .gpu.targets import is_gpu
 from .render import size as format_size
-from .report.gpu import parse_gpu_report
-from .report.parse import parse_report
 from .results import ExampleResult
 from .source.model import KernelSite, Span
+from .tpu import layout
+from .tpu.parse import parse_report
 
 SiteKey = tuple  # (path, enclosing function, ordinal of the site within that function)
 

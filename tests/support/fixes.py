@@ -9,12 +9,12 @@ import ast
 import pytest
 
 from support.tiers import COMPILER, starts
-from vmem_lsp.chips import MiB
 from vmem_lsp.fixes import rewrites
 from vmem_lsp.fixes.edits import inverse_edits
 from vmem_lsp.results import CapturedCall, Operand, Origin
 from vmem_lsp.source.model import BlockSpecSite, KernelSite
 from vmem_lsp.source.text import apply_edits, offset
+from vmem_lsp.tpu.chips import MiB
 
 
 @starts(COMPILER)

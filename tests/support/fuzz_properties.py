@@ -19,10 +19,10 @@ import warnings
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from vmem_lsp.report.parse import parse_report
 from vmem_lsp.server.documents import apply_change
 from vmem_lsp.source.directives import check_call, find_examples
 from vmem_lsp.source.locate import LocateResult, locate
+from vmem_lsp.tpu.parse import parse_report
 
 FORMS = {"physical", "scoped", "single_allocation", "block_shape", "unknown"}
 CODEC = PositionCodec()  # UTF-16, the LSP's default

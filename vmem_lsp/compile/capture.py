@@ -23,13 +23,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import SingleDeviceSharding
 
-from .. import layout
 from ..dtypes import COMPILER_DTYPES
-from ..gpus import is_gpu
-from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
-from . import gpu_spills, jax_compat, speed
-from .devices import target_device, trace_device
-from .gpu_compile import (
+from ..gpu import ptxas as gpu_spills
+from ..gpu.compile import (
     compiled_mosaic_for,
     compiling_where,
     lowers_with_mosaic_gpu,
@@ -37,7 +33,13 @@ from .gpu_compile import (
     printed_errors,
     with_printed,
 )
-from .gpu_kernel import gpu_kernel_of
+from ..gpu.kernel import gpu_kernel_of
+from ..gpu.targets import is_gpu
+from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
+from ..tpu import layout
+from ..tpu import profile as speed
+from . import jax_compat
+from .devices import target_device, trace_device
 from .provenance import (
     PROVENANCE,
     SCOPED,

@@ -522,8 +522,8 @@ class WorkerClient:
     def _remove_left_files(self) -> None:
         """What a local worker that ended mid-compile left in the temporary folder and
         was not read: `check --spills`'s PTX dumps, a GPU compile's printed words and note."""
-        from .gpu_compile import compiling_path, printed_path
-        from .gpu_spills import remove_left_dumps
+        from ..gpu.compile import compiling_path, printed_path
+        from ..gpu.ptxas import remove_left_dumps
 
         pid = (self.hello or {}).get("pid")
         if pid and is_local_command(self.command):
@@ -547,7 +547,7 @@ class WorkerClient:
     def _left_where(self) -> dict:
         """What a local worker said it was compiling for a GPU when it ended
         (compile/gpu_compile.compiling_where)."""
-        from .gpu_compile import compiling_path
+        from ..gpu.compile import compiling_path
 
         try:
             where = json.loads(self._left_text(compiling_path) or "{}")
@@ -558,7 +558,7 @@ class WorkerClient:
     def _left_printed(self) -> list[str]:
         """What a local worker's GPU compile printed before it ended the process
         (compile/gpu_compile.printed_path)."""
-        from .gpu_compile import printed_path
+        from ..gpu.compile import printed_path
 
         return self._left_text(printed_path).splitlines()
 

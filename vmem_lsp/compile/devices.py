@@ -11,8 +11,8 @@ import functools
 
 from jax.experimental import topologies
 
-from ..chips import chip
-from ..gpus import gpu, is_gpu
+from ..gpu.targets import gpu, is_gpu
+from ..tpu.chips import chip
 
 
 @functools.cache

@@ -12,7 +12,7 @@ import dataclasses
 import json
 from typing import Any
 
-from ..gpus import is_gpu
+from ..gpu.targets import is_gpu
 from ..results import CapturedCall, ExampleResult, GpuDot, GpuKernel, Operand, Origin, Scoped, Scratch, Unseen
 
 PROTOCOL_VERSION = 13  # raised whenever a message or a result's fields change: the hello refuses a mismatch

@@ -16,7 +16,7 @@ import sys
 import traceback as tb
 import types
 
-from ..gpus import gpu_missing, is_gpu
+from ..gpu.targets import gpu_missing, is_gpu
 from ..results import ExampleResult, Origin
 from ..source.notebook import is_notebook, read_notebook
 from .request_limits import OverTime
@@ -213,7 +213,7 @@ class Worker:
             raise ValueError("an estimate was asked of a worker started without --estimate")
         device = self.devices.trace_device(target)
         if device is not None and compile and is_gpu(target):
-            from .gpu_compile import needs_fresh_process
+            from ..gpu.compile import needs_fresh_process
 
             if needs_fresh_process(device.compute_capability):
                 return ExampleResult(target, device.device_kind, error=FRESH, error_kind="fresh_worker")

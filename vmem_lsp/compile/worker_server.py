@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.estimate:  # before jax loads: libtpu reads its flags once, when it starts
-        from .speed import enable
+        from ..tpu.profile import enable
 
         enable()
     die_with_parent()

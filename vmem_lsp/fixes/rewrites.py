@@ -10,12 +10,12 @@ import re
 from dataclasses import dataclass
 
 from ..budget import literal_int
-from ..chips import MiB
 from ..correlate import spec_in_site
 from ..results import CapturedCall
 from ..source.model import BlockSpecSite, Expr, KernelSite, Span, TextEdit
 from ..source.syntax import parse_quietly
 from ..source.text import node_span, offset, split_lines
+from ..tpu.chips import MiB
 from .edits import position
 
 TPU_ALIAS = re.compile(

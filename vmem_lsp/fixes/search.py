@@ -12,19 +12,19 @@ from typing import NamedTuple
 
 from .. import budget as budgets
 from .. import render
-from ..chips import MiB, chip
 from ..compile.client import CheckRequest
 from ..correlate import SitesOf, kernel_site, operand_named, spec_in_site
-from ..gpu_layout import estimated_shared_memory
-from ..gpus import gpu, is_gpu
+from ..gpu.layout import estimated_shared_memory
+from ..gpu.report import parse_gpu_report
+from ..gpu.targets import gpu, is_gpu
 from ..render import size as format_size
-from ..report.gpu import parse_gpu_report
-from ..report.parse import parse_report
 from ..results import CapturedCall, ExampleResult, Operand
 from ..source.directives import Example
 from ..source.model import TextEdit
 from ..source.text import apply_edits, split_lines
 from ..targets import target_label
+from ..tpu.chips import MiB, chip
+from ..tpu.parse import parse_report
 from . import rewrites
 from .edits import Fix
 from .knobs import Knob, constant_knobs, default_knobs, example_knobs, keyword_knobs

@@ -20,13 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from .. import budget as budgets
-from .. import layout, render
-from ..gpu_layout import block_bytes, estimated_shared_memory, staged
-from ..gpus import gpu, is_gpu
-from ..report.gpu import parse_gpu_report
-from ..report.parse import parse_report
+from .. import render
+from ..gpu.layout import block_bytes, estimated_shared_memory, staged
+from ..gpu.report import parse_gpu_report
+from ..gpu.targets import gpu, is_gpu
 from ..results import CapturedCall, ExampleResult
-from .model_error import bound, kind_of, model_decides
+from ..tpu import layout
+from ..tpu.model_error import bound, kind_of, model_decides
+from ..tpu.parse import parse_report
 
 VMEM_FORMS = ("physical", "scoped", "single_allocation")
 OTHER_PLATFORM = "its compiler params are another platform's (a Triton kernel on a TPU chip): not compiled for it"

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..chips import PEAKS, Peak
-from ..compile.speed import ESTIMATED_STEPS
-from ..layout import grid_steps, in_vmem, padded_bytes
 from ..results import CapturedCall, ExampleResult
+from ..tpu.chips import PEAKS, Peak
+from ..tpu.layout import grid_steps, in_vmem, padded_bytes
+from ..tpu.profile import ESTIMATED_STEPS
 
 # What a grid step costs beyond its work (the pipeline's bookkeeping, a DMA's
 # issue): measured on the deviceless compiler's estimates (../shared/notes).

@@ -15,7 +15,7 @@ from ..compile.backend import estimate_runner, runner_for
 from ..compile.cache import ResultCache
 from ..config import Settings
 from ..engine import Progress, Silent, request_for
-from ..gpus import is_gpu
+from ..gpu.targets import is_gpu
 from ..results import ExampleResult
 from . import rank as speed
 from .decide import CompileBudget, Config, Plan, Verdict, size_up

@@ -19,16 +19,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import render
-from .gpu_layout import block_bytes, estimated_shared_memory, staged
-from .gpus import GPUS, Gpu, gpu, is_gpu
-from .report.gpu import GpuReport, parse_gpu_report
+from .. import render
+from .layout import block_bytes, estimated_shared_memory, staged
+from .report import GpuReport, parse_gpu_report
+from .targets import GPUS, Gpu, gpu, is_gpu
 
 if TYPE_CHECKING:  # explain.py's types: it imports this module, never the other way
-    from .correlate import SitesOf
-    from .diagnostics import Diagnostic
-    from .explain import TracedCall
-    from .source.model import KernelSite
+    from ..correlate import SitesOf
+    from ..diagnostics import Diagnostic
+    from ..explain import TracedCall
+    from ..source.model import KernelSite
 
 # ---- finding ------------------------------------------------------------------------------------
 
@@ -447,8 +447,8 @@ def placed_diagnostics(
     """check's GPU codes, from a log: VMEM051 on the pallas_call and VMEM050 on each BlockSpec whose
     block is staged (with the traced call's blocks), VMEM053 for tensor memory, VMEM052 on the line
     that wrote an op the architecture lacks (else the pallas_call). `at`: (the report's line, the log's name)."""
-    from .correlate import Anchor, line_span, spec_anchor
-    from .diagnostics import Diagnostic, Related
+    from ..correlate import Anchor, line_span, spec_anchor
+    from ..diagnostics import Diagnostic, Related
 
     where = f"from the report in {at[1]}, line {at[0]}"
     owners = ran_on(report, target)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .dtypes import ITEM_BITS
-from .gpus import gpu
-from .results import CapturedCall, GpuDot, GpuKernel, Operand
+from ..dtypes import ITEM_BITS
+from ..results import CapturedCall, GpuDot, GpuKernel, Operand
+from .targets import gpu
 
 # The blocks each backend stages in shared memory, as captured: Triton loads a dot's
 # operands through it, one at a time (the request is the largest input block); Mosaic

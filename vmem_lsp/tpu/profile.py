@@ -16,7 +16,7 @@ import resource
 import shutil
 import tempfile
 
-from ..report.static_profile import PROFILE_FLAG, PROFILE_SUFFIX, ProfileError, parse_static_profile
+from .static_profile import PROFILE_FLAG, PROFILE_SUFFIX, ProfileError, parse_static_profile
 
 SPEED_FOLDER = "VMEM_LSP_SPEED_DIR"  # set in a worker whose compiles leave a static profile
 

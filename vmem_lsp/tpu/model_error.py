@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .. import layout
 from ..results import CapturedCall
 from ..versions import facts_for
+from . import layout
 
 TABLE = Path(__file__).with_name("model_error.json")
 PAD = 0.02  # of the limit, beyond the worst error measured: the corpus is finite

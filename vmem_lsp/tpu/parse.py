@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from vmem_lsp.report.model import Allocation, Report, Shape
+from vmem_lsp.tpu.report import Allocation, Report, Shape
 
 # Printed sizes: "128.00M", "64.0K", "512B". Digit runs are bounded so that int()/float() on a
 # mutated text can neither overflow nor hit Python's int-string length limit.

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
+from ..compile import jax_compat
 from ..dtypes import COMPILER_DTYPES
 from ..results import GpuDot, GpuKernel
-from . import jax_compat
-from .gpu_compile import lowers_with_mosaic_gpu
+from .compile import lowers_with_mosaic_gpu
 
 # jax's defaults when a kernel's params leave them out (jax 0.10.2): Triton's num_stages
 # on CUDA and num_warps (pallas/triton/pallas_call_registration.py), Mosaic GPU's

@@ -7,13 +7,13 @@ information. Kernels that spill nothing, and results without a report, say nothi
 
 from __future__ import annotations
 
-from .compile.gpu_spills import FunctionUsage, kernel_functions, parse_ptxas
-from .correlate import Anchor, Sources, call_anchor, kernel_label, kernel_site
-from .diagnostics import Diagnostic, Related, Subject
-from .gpus import Gpu, gpu
-from .render import Wording
-from .results import CapturedCall, ExampleResult
-from .source.directives import Example
+from ..correlate import Anchor, Sources, call_anchor, kernel_label, kernel_site
+from ..diagnostics import Diagnostic, Related, Subject
+from ..render import Wording
+from ..results import CapturedCall, ExampleResult
+from ..source.directives import Example
+from .ptxas import FunctionUsage, kernel_functions, parse_ptxas
+from .targets import Gpu, gpu
 
 
 def spill_diagnostics(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:

@@ -8,17 +8,17 @@ wordings, so GPUs merge by subject as TPU chips do (diagnostics.merge_targets).
 
 from __future__ import annotations
 
-from . import render
-from .correlate import Anchor, Sources, call_anchor, kernel_label, kernel_site, line_span, site_at_line, spec_anchor
-from .diagnostics import Diagnostic, Related, Subject
-from .gpu_budget import culprits
-from .gpu_layout import block_bytes, estimated_shared_memory
-from .gpu_spill_diagnostics import spill_diagnostics
-from .gpus import Gpu, gpu
-from .render import Wording
-from .report.gpu import GpuReport, parse_gpu_report
-from .results import CapturedCall, ExampleResult
-from .source.directives import Example
+from .. import render
+from ..correlate import Anchor, Sources, call_anchor, kernel_label, kernel_site, line_span, site_at_line, spec_anchor
+from ..diagnostics import Diagnostic, Related, Subject
+from ..render import Wording
+from ..results import CapturedCall, ExampleResult
+from ..source.directives import Example
+from .budget import culprits
+from .layout import block_bytes, estimated_shared_memory
+from .report import GpuReport, parse_gpu_report
+from .spills import spill_diagnostics
+from .targets import Gpu, gpu
 
 
 def other_platform(call: CapturedCall, label: str, anchor: Anchor, example: Example, number: int) -> Diagnostic:
@@ -144,7 +144,7 @@ def rejected(call, report: GpuReport, target: Gpu, sites: Sources, anchor: Ancho
     """VMEM052: an op or dtype the architecture lacks, on the line the compiler
     names when it is the user's, else the pallas_call; VMEM053: tensor memory;
     VMEM011: any other compile error, whole."""
-    from .compile.provenance import is_user_file
+    from ..compile.provenance import is_user_file
 
     where = anchor
     if report.form == "unsupported_op" and report.place and is_user_file(report.place[0]):
@@ -185,7 +185,7 @@ def rejected(call, report: GpuReport, target: Gpu, sites: Sources, anchor: Ancho
 def ended_at(example: Example, result: ExampleResult, sites: Sources) -> Anchor:
     """Where a compile that ended the process is said: the kernel-body line the
     worker named (its first fp8 dot), the pallas_call it invoked, else the example."""
-    from .compile.provenance import is_user_file
+    from ..compile.provenance import is_user_file
 
     origin = result.error_origin
     if origin is None or not is_user_file(origin.file):

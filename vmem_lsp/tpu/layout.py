@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .dtypes import ITEM_BITS
-from .results import CapturedCall, Operand, Scoped, Unseen
+from ..dtypes import ITEM_BITS
+from ..results import CapturedCall, Operand, Scoped, Unseen
 
 LANES = 128
 SUBLANES = 8

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .budget import Budget, KnownKernel, Part, edited_operand
-from .gpu_layout import block_bytes, estimated_shared_memory, staged
-from .gpus import gpu
-from .report.gpu import GpuReport
-from .results import CapturedCall
-from .source.model import KernelSite
+from ..budget import Budget, KnownKernel, Part, edited_operand
+from ..results import CapturedCall
+from ..source.model import KernelSite
+from .layout import block_bytes, estimated_shared_memory, staged
+from .report import GpuReport
+from .targets import gpu
 
 SHARED = "shared"  # Budget.limit_kind of a GPU's shared memory per block
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .versions import DEFAULT_LIBTPU, chip_figures
+from ..versions import DEFAULT_LIBTPU, chip_figures
 
 MiB = 1 << 20
 

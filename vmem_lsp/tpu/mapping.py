@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from . import layout, render
-from .chips import Chip, chip
-from .correlate import (
+from .. import render
+from ..correlate import (
     Anchor,
     Sources,
     call_anchor,
@@ -31,16 +30,18 @@ from .correlate import (
     scratch_indices,
     spec_anchor,
 )
-from .diagnostics import Diagnostic, Related, Subject
-from .gpu_diagnostics import gpu_diagnostics_for, other_platform, process_ended
-from .gpus import is_gpu
-from .render import Wording
-from .report.model import Allocation, Report
-from .report.parse import error_kind, parse_report
-from .results import CapturedCall, ExampleResult, Scoped
-from .source.directives import Example
-from .source.model import Span
-from .source.text import split_lines
+from ..diagnostics import Diagnostic, Related, Subject
+from ..gpu.diagnostics import gpu_diagnostics_for, other_platform, process_ended
+from ..gpu.targets import is_gpu
+from ..render import Wording
+from ..results import CapturedCall, ExampleResult, Scoped
+from ..source.directives import Example
+from ..source.model import Span
+from ..source.text import split_lines
+from . import layout
+from .chips import Chip, chip
+from .parse import error_kind, parse_report
+from .report import Allocation, Report
 
 
 @dataclass
@@ -338,7 +339,7 @@ def estimated_parts(call, report, target, site, sites, anchor, need, base) -> li
 def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites: Sources) -> KernelFindings | None:
     """Without a compiler (--no-compile, or no libtpu): the layout model's
     verdict, every figure marked as its estimate. None when it fits."""
-    from .budget import from_compile
+    from ..budget import from_compile
 
     b = from_compile(call, None, target)
     if b.total <= b.limit:
@@ -457,7 +458,7 @@ def fitting(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, 
     """VMEM007, information: a kernel that fits, with what was checked (its grid, blocks and
     buffering) and the layout model's figures (a kernel that fits gets none from the compiler).
     JSON always has it; text shows it with --show-fits; the editor has its hover instead."""
-    from .budget import from_compile
+    from ..budget import from_compile
 
     b = from_compile(call, None, target)
     scoped = b.limit_kind == "scoped"
@@ -530,7 +531,7 @@ def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Examp
     """The model's "fits" with a warning where the body computes a value it
     cannot place that could make it overflow: never a silent pass. On the
     line that computes it, else the pallas_call."""
-    from .budget import from_compile
+    from ..budget import from_compile
 
     b = from_compile(call, None, target)
     unseen = layout.unseen_could_overflow(call, b.total, b.limit, target.name)
