@@ -6,7 +6,7 @@ trace, copies of jax's ops kernels with the examples of tests/jax_ops.py, and PR
 each chip, at the compiler's default limits:
 
   alone    each pallas_call compiled alone, lowered as the worker lowers it (compile_call mirrors
-           vmem_lsp.compile.capture._compile, keeping the compiled HLO);
+           vmem_lsp.compile.kernels.lower_and_compile, keeping the compiled HLO);
   context  the example function jitted as one program (`jax.jit(run).lower(*shapes).compile()`).
 
 The figure of each side is the kernel's scoped VMEM: `used_scoped_memory_configs` (memory space 1)
@@ -268,12 +268,13 @@ def compile_whole(call_text: str, namespace: dict, device) -> tuple[bool, str | 
 
 
 def compile_call(eqn, device) -> tuple[bool, str | None, str | None, float]:
-    """One pallas_call alone, lowered exactly as capture._compile lowers it (the worker's way),
-    keeping the compiled HLO (capture._compile returns only the verdict)."""
+    """One pallas_call alone, lowered exactly as kernels.lower_and_compile lowers it (the worker's way),
+    keeping the compiled HLO (the worker keeps only the verdict)."""
     import jax
     from jax.sharding import SingleDeviceSharding
 
-    from vmem_lsp.compile.capture import kernel_name, named, pallas_call_p
+    from vmem_lsp.compile.capture import pallas_call_p
+    from vmem_lsp.compile.kernels import kernel_name, named
 
     sharding = SingleDeviceSharding(device)
     args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=sharding) for v in eqn.invars]
@@ -496,8 +497,8 @@ def explain(record: dict) -> list[str]:
 
 
 def measure_example(example, namespace: dict, target: str) -> list[dict]:
-    from vmem_lsp.compile.capture import kernel_name
     from vmem_lsp.compile.devices import target_device
+    from vmem_lsp.compile.kernels import kernel_name
     from vmem_lsp.compile.tracing import trace_example
     from vmem_lsp.tpu.chips import chip
 

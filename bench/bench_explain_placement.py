@@ -107,7 +107,7 @@ def checked(files: list[str], chips: tuple, work: Path):
 
 def marked(example, result, number: int, sources) -> tuple[tuple, tuple]:
     """check's VMEM002 lines and VMEM001 anchors for call `number` of one result."""
-    from vmem_lsp.tpu.mapping import diagnostics_for
+    from vmem_lsp.engine import diagnostics_for
 
     found = [d for d in diagnostics_for(example, result, sources) if d.subject and d.subject.call == number]
     lines = tuple(sorted({(d.path, d.span.start_line) for d in found if d.code == "VMEM002"}))

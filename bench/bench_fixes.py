@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from vmem_lsp.compile.client import WorkerClient  # noqa: E402
 from vmem_lsp.config import Settings  # noqa: E402
 from vmem_lsp.engine import SourceFiles, check  # noqa: E402
+from vmem_lsp.families import family_of  # noqa: E402
 from vmem_lsp.fixes.plan import overflowing  # noqa: E402
 from vmem_lsp.fixes.search import Problem, find_fixes  # noqa: E402
 
@@ -53,6 +54,7 @@ def main() -> None:
                     per_target,
                     lambda r: worker.check(r, 300),
                     sources.sites_of,
+                    family_of=family_of,
                 )
                 started = time.perf_counter()
                 fixes = find_fixes(problem)

@@ -276,12 +276,12 @@ def report(records: list[dict], quiet: bool = False) -> list[dict]:
             if said.get("requested") is None:
                 rows.append({"example": record["example"], "target": target, "error": said.get("form")})
                 continue
-            model = estimated_shared_memory(call, call.gpu_backend, target)
+            model = estimated_shared_memory(call, call.backend, target)
             rows.append(
                 {
                     "example": record["example"],
                     "family": family(record["example"]),
-                    "backend": call.gpu_backend,
+                    "backend": call.backend,
                     "target": target,
                     "compiler": said["requested"],
                     "model": model,

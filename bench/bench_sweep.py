@@ -31,6 +31,7 @@ from support.jax_ops import EXAMPLES, copy_with_example  # noqa: E402
 from vmem_lsp.compile.backend import runner_for  # noqa: E402
 from vmem_lsp.config import load_settings  # noqa: E402
 from vmem_lsp.engine import request_for  # noqa: E402
+from vmem_lsp.families import family_of  # noqa: E402
 from vmem_lsp.sweep.decide import Config, compiled_verdict  # noqa: E402
 from vmem_lsp.sweep.run import run_sweep  # noqa: E402
 from vmem_lsp.sweep.spec import parse_spec  # noqa: E402
@@ -72,7 +73,7 @@ def brute_force(sweep, settings, workers) -> tuple[list, int, float]:
     def one(job):
         number, config, target = job
         result = workers.check(request_for(sweep.example_for(config), target, settings), settings.limits())
-        return compiled_verdict(Config(number, config, target, result), result)
+        return compiled_verdict(Config(number, config, target, result), result, family_of(target))
 
     with ThreadPoolExecutor(max(workers.size, 1) if hasattr(workers, "size") else 1) as pool:
         verdicts = list(pool.map(one, jobs))

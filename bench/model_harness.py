@@ -192,10 +192,13 @@ def family(record: dict) -> str:
 
 def measure(case, target: str) -> list[dict]:
     """One record per pallas_call of `case` on `target`."""
-    from vmem_lsp.compile.capture import compile_alone, describe, kernel_name
+    from vmem_lsp.compile.capture import compile_alone, describe
     from vmem_lsp.compile.devices import target_device
+    from vmem_lsp.compile.kernels import kernel_name
+    from vmem_lsp.families import family_of
 
     device = target_device(target)
+    side = family_of(target).worker()
     capacity = CHIPS[target].capacity
     try:
         plain = trace(case, target)
@@ -214,7 +217,7 @@ def measure(case, target: str) -> list[dict]:
     records = []
     for n, eqn in enumerate(plain):
         started = time.perf_counter()
-        fits, text = verdict_of(compile_alone(eqn, device))
+        fits, text = verdict_of(compile_alone(eqn, device, side))
         call = CapturedCall(
             name=kernel_name(eqn),
             call_origin=None,
@@ -223,6 +226,7 @@ def measure(case, target: str) -> list[dict]:
             compiler_text=None,
             compile_seconds=0.0,
             **describe(eqn, None),
+            **side.call_facts(eqn),
         )
         record = {
             "case": case.id,
@@ -249,7 +253,7 @@ def measure(case, target: str) -> list[dict]:
             record.update(total=report.used, total_source="report")
         if record["allocations"] is None and record["status"] == "ok" and n < len(ballasted):
             ballast_operand = sum(1 for o in call.operands if o.role != "out")
-            _, ballast_text = verdict_of(compile_alone(ballasted[n], device))
+            _, ballast_text = verdict_of(compile_alone(ballasted[n], device, side))
             listed = listing(ballast_text or "", ballast_operand)
             if listed:
                 record["allocations"] = listed[1]
@@ -267,9 +271,10 @@ def measure(case, target: str) -> list[dict]:
 def tiny_limit_total(case, target: str, n: int, device) -> dict:
     """E1001's 'Scoped allocation with size X' with vmem_limit_bytes=4 KiB."""
     from vmem_lsp.compile.capture import compile_alone
+    from vmem_lsp.families import family_of
 
     eqns = trace(case, target, ballast_patch(None, TINY_LIMIT))
-    _, text = verdict_of(compile_alone(eqns[n], device))
+    _, text = verdict_of(compile_alone(eqns[n], device, family_of(target).worker()))
     report = parse_report(text or "")
     if report.form == "scoped" and report.used is not None:
         return {"total": report.used, "total_source": "tiny_limit"}
@@ -509,7 +514,9 @@ def retrace_job(job: tuple[str, str]) -> list[dict] | str:
     with today's capture (scoped buffers, unseen values, constant index maps)."""
     import model_corpus
 
-    from vmem_lsp.compile.capture import describe, kernel_name
+    from vmem_lsp.compile.capture import describe
+    from vmem_lsp.compile.kernels import kernel_name
+    from vmem_lsp.families import family_of
 
     case_id, target = job
     case = next(c for c in model_corpus.all_cases() if c.id == case_id)
@@ -529,6 +536,7 @@ def retrace_job(job: tuple[str, str]) -> list[dict] | str:
                     compiler_text=None,
                     compile_seconds=0.0,
                     **describe(eqn, None),
+                    **family_of(target).worker().call_facts(eqn),
                 )
             ),
         }

@@ -67,7 +67,7 @@ def on_rows(kernel, rows: int = 512, cols: int = 1024):
 
 
 def live_of(jaxpr) -> Unseen | None:
-    from vmem_lsp.compile.capture import live_values
+    from vmem_lsp.tpu.body import live_values
 
     return live_values(jaxpr)
 

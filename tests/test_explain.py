@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from support import ROOT, line_of, reports
 
-from vmem_lsp.explain import describe, explain_json, explain_text, find_reports
+from vmem_lsp.explain import explain_json, explain_text, find_reports
+from vmem_lsp.tpu.explain import describe
 from vmem_lsp.tpu.parse import parse_report
 
 REPORTS = reports.folder()

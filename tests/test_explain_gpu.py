@@ -241,7 +241,7 @@ def traced_call(backend: str, *blocks: tuple[str, tuple[int, ...]], dtype: str =
         operands.append(Operand(role, count[role], number, dtype, shape, shape, None, None, False, None))
         count[role] += 1
     return CapturedCall(
-        "kernel", None, None, (1,), 0, tuple(operands), (), None, True, None, 0.0, compiled=False, gpu_backend=backend
+        "kernel", None, None, (1,), 0, tuple(operands), (), None, True, None, 0.0, compiled=False, backend=backend
     )
 
 

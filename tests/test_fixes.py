@@ -285,13 +285,16 @@ def test_knobs_know_what_they_share_and_titles_say_so():
 def test_fixes_that_touch_only_the_example_rank_before_shared_ones():
     """The ranking, with a runner whose every compile fits: a shared variant
     that would leave more room still comes after the example's own."""
+    from vmem_lsp.families import family_of
     from vmem_lsp.fixes.search import Problem, Variant, verified_best
     from vmem_lsp.results import ExampleResult
     from vmem_lsp.source.directives import find_examples
 
     text = (KERNELS / "shared_default.py").read_text()
     [example], _ = find_examples(text, str(KERNELS / "shared_default.py"))
-    problem = Problem(example, text, ("v5e",), {}, lambda request: ExampleResult("v5e", None, ()), None)
+    problem = Problem(
+        example, text, ("v5e",), {}, lambda request: ExampleResult("v5e", None, ()), None, family_of=family_of
+    )
     own = Variant((), example.text, text, "own")
     shared = Variant((), example.text, text, "shared", shared=True)
     scored = [(10, shared, {"v5e": (10, 100)}), (50, own, {"v5e": (50, 100)})]

@@ -12,13 +12,14 @@ from dataclasses import replace
 import pytest
 from support import reports
 
-from vmem_lsp import budget, render
-from vmem_lsp.correlate import scratch_indices
+from vmem_lsp import render
 from vmem_lsp.diagnostics import merge_targets
-from vmem_lsp.engine import SourceFiles, diagnose
+from vmem_lsp.engine import SourceFiles, diagnose, diagnostics_for
 from vmem_lsp.results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch
 from vmem_lsp.source.directives import find_examples
-from vmem_lsp.tpu.mapping import allocation_name, diagnostics_for
+from vmem_lsp.tpu.budget import from_compile
+from vmem_lsp.tpu.correlate import scratch_indices
+from vmem_lsp.tpu.mapping import allocation_name
 from vmem_lsp.tpu.parse import parse_report
 
 REPORTS = reports.folder()
@@ -159,7 +160,7 @@ def test_two_allocations_alike_are_two_diagnostics_and_add_up_to_the_total():
     sizes = [d.facts["size"] for d in parts] + [256 * 1024] * len(small)
     assert sum(sizes) == parsed.used
     assert len([d for d in parts if d.span.start_line == SCRATCH]) == 2
-    b = budget.from_compile(call(text), parsed, "v6e")
+    b = from_compile(call(text), parsed, "v6e")
     assert sum(p.bytes for p in b.parts) == b.total == parsed.used
 
 
@@ -170,7 +171,7 @@ def test_the_budget_names_a_pipeline_window_by_its_place_as_its_diagnostic_does(
         Scoped(kind, index, "f32", (2, 512, 1024), 2, "vmem", None, 0, -1, window)
         for index, (kind, window) in enumerate([("pipeline_in", 0), ("pipeline_in", 1), ("pipeline_out", 0)])
     )
-    labels = [p.label for p in budget.from_compile(replace(call(None), scoped=windows), None, "v6e").parts]
+    labels = [p.label for p in from_compile(replace(call(None), scoped=windows), None, "v6e").parts]
     for name in ("pipeline input 0 window f32[512,1024]", "pipeline input 1 window", "pipeline output 0 window"):
         assert any(label.startswith(name) for label in labels), labels
 

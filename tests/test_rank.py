@@ -9,8 +9,9 @@ from support import EXAMPLES
 from support.cli import run_cli, run_json
 
 from vmem_lsp.results import CapturedCall, ExampleResult, Operand
-from vmem_lsp.sweep.rank import Estimate, estimate_from, ranks, roofline_seconds, screen
+from vmem_lsp.sweep.rank import Estimate, estimate_from, ranks, screen
 from vmem_lsp.tpu.chips import PEAKS
+from vmem_lsp.tpu.speed import roofline_seconds
 
 
 def matmul_call(bm: int, bn: int, k: int = 1024, m: int = 2048, n: int = 2048, x_constant=False) -> CapturedCall:

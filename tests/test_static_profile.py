@@ -10,7 +10,7 @@ import pytest
 
 from vmem_lsp.compile.cache import ResultCache
 from vmem_lsp.compile.client import CheckRequest
-from vmem_lsp.tpu.profile import cut_grids, extrapolate
+from vmem_lsp.compile.cut_grids import cut_grids, extrapolate
 from vmem_lsp.tpu.static_profile import ProfileError, parse_static_profile
 
 PROFILES = Path(__file__).parent / "data" / "static_profiles"

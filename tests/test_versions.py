@@ -29,8 +29,8 @@ def test_chip_figures_per_libtpu_as_measured():
 
 
 def test_the_budget_uses_the_compilers_figures():
-    from vmem_lsp.budget import from_compile
     from vmem_lsp.results import CapturedCall
+    from vmem_lsp.tpu.budget import from_compile
 
     call = CapturedCall("k", None, None, (1,), 0, (), (), 100 * 2**20, True, None, 0.0)
     assert from_compile(call, None, "v7x", "0.0.50.1").capacity == 64 * 2**20 - 64 * 2**10
@@ -60,6 +60,7 @@ def test_version_keys():
 
 
 def test_the_sweep_judges_a_config_with_the_bounds_and_figures_of_the_compiler_that_traced_it():
+    from vmem_lsp.families import family_of
     from vmem_lsp.results import CapturedCall, ExampleResult
     from vmem_lsp.sweep.decide import Config, compiled_verdict, size_up
 
@@ -68,6 +69,6 @@ def test_the_sweep_judges_a_config_with_the_bounds_and_figures_of_the_compiler_t
     for libtpu in ("0.0.42.1", "0.0.50.1"):
         traced = ExampleResult("v7x", "TPU7x", (call,), libtpu=libtpu)
         item = Config(0, {}, "v7x", traced)
-        size_up(item)
-        limits[libtpu] = (item.model_limit, compiled_verdict(item, traced).limit)
+        size_up(item, family_of("v7x"))
+        limits[libtpu] = (item.model_limit, compiled_verdict(item, traced, family_of("v7x")).limit)
     assert limits == {"0.0.42.1": (64 * 2**20,) * 2, "0.0.50.1": (64 * 2**20 - 64 * 2**10,) * 2}

@@ -182,8 +182,8 @@ def fits(
 ) -> Verdict:
     """Whether `fn(*args, **kwargs)` fits in VMEM on `target`: with `compile`,
     the TPU compiler's verdict; without, the layout model's on a trace (no compile)."""
-    from . import budget as budgets
     from .config import parse_targets
+    from .families import family_of
     from .sweep.decide import Config, compiled_verdict
 
     (target,) = parse_targets(target)
@@ -196,10 +196,9 @@ def fits(
         if compile:
             engine.cache.put(request, result)
     if compile:
-        parts = tuple(
-            (p.label, p.bytes) for call in result.calls for p in budgets.from_compile(call, None, target).parts
-        )
-        v = compiled_verdict(Config(0, {}, target, result), result)
+        family = family_of(target)
+        parts = tuple((p.label, p.bytes) for call in result.calls for p in family.model_budget(call, target).parts)
+        v = compiled_verdict(Config(0, {}, target, result), result, family)
         return Verdict(v.fits, v.used, v.limit, parts, v.decided_by, target, v.error)
     return model_verdict(result, target)
 
@@ -214,13 +213,14 @@ def fits_request(example: Example, target: str, settings: Settings, compile: boo
 
 
 def model_verdict(result: ExampleResult, target: str) -> Verdict:
-    """The layout model's verdict on a trace-only result."""
-    from . import budget as budgets
+    """The target's family's model's verdict on a trace-only result (the layout model on a TPU chip)."""
+    from .families import family_of
     from .sweep.decide import tightest
 
     if result.error or not result.calls:
         return Verdict(None, None, None, (), "error", target, result.error or "the call reaches no pallas_call")
-    found = [budgets.from_compile(c, None, target) for c in result.calls]
+    family = family_of(target)
+    found = [family.model_budget(c, target) for c in result.calls]
     parts = tuple((p.label, p.bytes) for b in found for p in b.parts)
     worst = tightest(found)
     return Verdict(worst.total <= worst.limit, worst.total, worst.limit, parts, "model", target)

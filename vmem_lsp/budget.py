@@ -1,9 +1,8 @@
-"""A kernel's VMEM budget on one chip: what each window and scratch buffer
-takes, the compiler-internal remainder, the total against the limit.
-
-Two sources: a compile (the compiler's figures where its report lists them,
-the layout model's split where it gives only a total) and, while the user
-types, an estimate from the last compile's shapes with the edited literals.
+"""A kernel's budget on one target, as every family gives it: what each part (a window, a
+block, a scratch buffer, the compiler's own remainder) takes, the total against the limit.
+The figures are the family's (tpu/budget.py, gpu/budget.py); here are the data, what the
+last compile taught of a site (KnownKernel), the reading of the literals a user has typed
+since, which every family's estimate starts from, and the diagnostics an estimate gives.
 Pure functions over plain data.
 """
 
@@ -14,14 +13,10 @@ import operator
 from dataclasses import dataclass, field
 
 from . import render
-from .correlate import part_indices, scoped_entry
-from .gpu.targets import gpu, is_gpu
+from .diagnostics import Diagnostic
 from .results import CapturedCall, Operand
-from .source.model import Expr, KernelSite
+from .source.model import Expr, KernelSite, Span
 from .source.syntax import parse_quietly
-from .tpu import layout
-from .tpu.chips import Chip, chip
-from .tpu.report import Report
 
 
 @dataclass(frozen=True)
@@ -39,106 +34,17 @@ class Budget:
     target: str
     parts: tuple[Part, ...]
     total: int
-    limit: int  # the limit that applies: scoped (default or vmem_limit_bytes) or capacity
-    limit_kind: str  # "scoped" | "physical" | "shared" (a GPU's shared memory per block: gpu_budget.py)
+    limit: int  # the limit that applies: scoped (default or vmem_limit_bytes), capacity, shared memory per block
+    limit_kind: str  # "scoped" | "physical" | "shared" (a block's share, with no capacity of its own to show)
     capacity: int
     source: str  # "compiler": the total is the compiler's; "model": an estimate
     fits: bool  # the compiler's verdict when it has one, else the estimate's
-
-    @property
-    def chip(self) -> Chip:
-        return chip(self.target)
-
-    @property
-    def label(self) -> str:
-        """The chip's or the GPU's name as messages give it."""
-        return gpu(self.target).label if is_gpu(self.target) else chip(self.target).label
-
-    @property
-    def space(self) -> str:
-        return "shared memory" if is_gpu(self.target) else "VMEM"
+    label: str = ""  # the target as messages name it: "TPU v5e", "NVIDIA H100 80GB HBM3"
+    space: str = "VMEM"  # the memory its figures are of: "VMEM", "shared memory"
+    note: str | None = None  # what the family says under its hover table (how its parts are counted)
 
     def headroom(self) -> float:
         return 1 - self.total / self.limit if self.limit else 0.0
-
-
-def part_for_cost(cost: layout.WindowCost, call: CapturedCall) -> Part:
-    """A priced buffer as the budget table lists it, labelled as its diagnostic
-    is (a pipeline window by its place in its pipeline: "pipeline input 0 window")."""
-    entry = scoped_entry(call, cost.index) if cost.kind in layout.SCOPED_KINDS and cost.index is not None else None
-    label = render.cost_label(cost.kind, cost.index, cost.dtype, cost.shape, entry.window if entry else None)
-    return Part(cost.kind, cost.index, label, cost.bytes, cost.buffering, True)
-
-
-def scoped_limit(call: CapturedCall, target: Chip) -> int:
-    """The kernel's own vmem_limit_bytes, else the limit the compile ran under
-    (a setting, LIBTPU_INIT_ARGS), else the chip's default."""
-    return min(call.vmem_limit_bytes or call.scoped_limit or target.scoped_limit, target.capacity)
-
-
-def from_compile(
-    call: CapturedCall, report: Report | None, target_name: str | Chip, libtpu: str | None = None
-) -> Budget:
-    """The budget a compile established: exact where the report lists allocations. The chip's
-    figures are `libtpu`'s (or those of the Chip given)."""
-    target = target_name if isinstance(target_name, Chip) else chip(target_name, libtpu)
-    costs = [part_for_cost(c, call) for c in layout.window_costs(call, target.name)]
-    modelled = sum(p.bytes for p in costs)
-    if report is None or report.form not in ("physical", "scoped", "single_allocation"):
-        internal = layout.internal_estimate(call, target.name)
-        parts = (*costs, *((internal_part(internal, "compiler-internal (model estimate)"),) if internal else ()))
-        return Budget(
-            target.name,
-            parts,
-            modelled + internal,
-            scoped_limit(call, target),
-            "scoped",
-            target.capacity,
-            "model",
-            report is None,
-        )
-    if report.form == "physical":
-        listed = tuple(
-            Part(a.kind, index, render.allocation_label(a), a.size, a.buffers, False)
-            for a, index in zip(report.allocations, part_indices(call, report.allocations))
-        )
-        return Budget(
-            target.name,
-            listed,
-            report.used or sum(p.bytes for p in listed),
-            report.limit or target.capacity,
-            "physical",
-            target.capacity,
-            "compiler",
-            False,
-        )
-    if report.form == "scoped":
-        remainder = (report.used or modelled) - modelled
-        unlisted = (internal_part(remainder, "compiler-internal"),) if remainder > 0 else ()
-        return Budget(
-            target.name,
-            (*costs, *unlisted),
-            report.used or modelled,
-            report.limit or scoped_limit(call, target),
-            "scoped",
-            target.capacity,
-            "compiler",
-            False,
-        )
-    return Budget(
-        target.name,
-        tuple(costs),
-        modelled,
-        report.limit or target.capacity,
-        "physical",
-        target.capacity,
-        "model",
-        False,
-    )
-
-
-def internal_part(size: int, label: str) -> Part:
-    return Part("internal", None, label, size, None, True)
 
 
 # ---- estimates while typing ---------------------------------------------------------
@@ -150,11 +56,8 @@ class KnownKernel:
 
     call: CapturedCall
     spec_ordinals: dict = field(default_factory=dict)  # (role, index) -> position in the site's spec tuple
-    internal: dict = field(default_factory=dict)  # target -> compiler-internal bytes last seen
     names: dict = field(default_factory=dict)  # name -> the value it had in the compiled block shapes and grid
-    libtpu: str | None = None  # the compiler that compiled it: its chip figures bound the estimate
-    gpu: dict = field(default_factory=dict)  # GPU target -> (backend, compiler's request / model) last seen
-    tpu: bool = True  # compiled or traced for a TPU chip: not a GPU kernel only, so TPU chips are estimated
+    learned: dict = field(default_factory=dict)  # family name -> what its compiles taught (Family.learn)
 
 
 _OPERATORS = {
@@ -259,30 +162,83 @@ def edited_operand(op: Operand, site: KernelSite, known: KnownKernel) -> Operand
     return Operand(**{**vars(op), "block_shape": shape, "buffer_count": buffers})
 
 
-def estimate(site: KernelSite, known: KnownKernel, target_name: str) -> Budget:
-    """The budget of the site as it is written now, from the last compile's
-    dtypes and array shapes and the literals the user has since typed."""
-    target = chip(target_name, known.libtpu)
-    call = known.call
-    operands = tuple(edited_operand(op, site, known) for op in call.operands)
-    limit = literal_limit(site) or call.vmem_limit_bytes
-    grid = literal_shape(site.grid, known.names) if site.grid is not None else None
-    edited = CapturedCall(
-        **{
-            **vars(call),
-            "operands": operands,
-            "vmem_limit_bytes": limit,
-            "grid": grid if grid is not None else call.grid,
-        }
+# ---- what an estimate says while the user types ------------------------------------------
+
+
+def part_span(part: Part, site: KernelSite, known: KnownKernel | None) -> Span:
+    """Where an estimated part is marked: its BlockSpec's block shape, its
+    scratch entry, or the pallas_call."""
+    if part.kind in ("input_window", "output_window") and known is not None:
+        role = "in" if part.kind == "input_window" else "out"
+        ordinal = known.spec_ordinals.get((role, part.index))
+        specs = site.in_specs if role == "in" else site.out_specs
+        if ordinal is not None and ordinal < len(specs):
+            return (specs[ordinal].block_shape or specs[ordinal]).span
+    if part.kind == "scratch":
+        entry = next((s for s in site.scratch if s.index == part.index), None)
+        if entry is not None:
+            return entry.span
+    return site.name_span
+
+
+def needs_text(b: Budget, over: bool = False) -> str:
+    """The budget sentence of an estimate; with how much it is over, to save and compile."""
+    return render.needs(
+        b.total,
+        b.limit,
+        b.label,
+        scoped=b.limit_kind == "scoped",
+        space=b.space,
+        approx=True,
+        over=b.total - b.limit if over else None,
+        note=render.SAVE_TO_COMPILE,
     )
-    parts = [part_for_cost(c, edited) for c in layout.window_costs(edited, target.name)]
-    internal = known.internal.get(target.name)
-    label = "compiler-internal (last compile)"
-    if internal is None:
-        internal, label = layout.internal_estimate(edited, target.name), "compiler-internal (model estimate)"
-    if internal:
-        parts.append(internal_part(internal, label))
-    total = sum(p.bytes for p in parts)
-    scoped = scoped_limit(edited, target)
-    limit, kind = (scoped, "scoped") if scoped < target.capacity else (target.capacity, "physical")
-    return Budget(target.name, tuple(parts), total, limit, kind, target.capacity, "model", total <= limit)
+
+
+def overflow_estimate(
+    site: KernelSite, known: KnownKernel, b: Budget, parts: list[Part], codes: tuple[str, str]
+) -> list[Diagnostic]:
+    """An estimated overflow as a compile would say it: each part that makes it on its own line
+    (`codes[0]`: VMEM001, VMEM050), the total on the pallas_call (`codes[1]`: VMEM002, VMEM051)."""
+    need = needs_text(b, over=True)
+    found = [
+        Diagnostic(
+            site.path,
+            part_span(part, site, known),
+            "error",
+            codes[0],
+            render.part(part.label, part.bytes, need, buffers=part.buffers, approx=True).text(),
+            b.target,
+            "model",
+            facts={"estimated": True, "size": part.bytes},
+        )
+        for part in parts
+    ]
+    found.append(
+        Diagnostic(
+            site.path,
+            site.name_span,
+            "error",
+            codes[1],
+            need,
+            b.target,
+            "model",
+            facts={"estimated": True, "total": b.total},
+        )
+    )
+    return found
+
+
+def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic:
+    """VMEM005: a kernel that fits with little to spare."""
+    free = max(b.headroom(), 0.0)
+    return Diagnostic(
+        site.path,
+        site.name_span,
+        "warning",
+        "VMEM005",
+        render.headroom(b.label, free, needs_text(b), estimated),
+        b.target,
+        "model",
+        facts={"estimated": True, "total": b.total, "limit": b.limit},
+    )

@@ -12,16 +12,15 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .compile.shared_cache import is_url
+from .families import default_targets, families, family_of, target_name
 from .results import PhaseLimits
-from .targets import target_name
-from .tpu.chips import DEFAULT_TARGETS, chip
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"  # the cache folder in a project's root; shipping never sends it
 
 
 @dataclass(frozen=True)
 class Settings:
-    targets: tuple[str, ...] = DEFAULT_TARGETS  # chips (and GPUs: gpus.py) to check against
+    targets: tuple[str, ...] = field(default_factory=default_targets)  # TPU chips, GPUs: families.py
     examples: tuple[str, ...] = ()  # "package.module:function(f32[8, 128])"
     timeout: float = 300.0  # seconds to lower and compile one kernel
     trace_timeout: float = 60.0  # seconds for the user's Python: import, run the example
@@ -223,9 +222,18 @@ def parse_scoped_limits(value) -> tuple[tuple[str, int], ...]:
     else:
         raise ConfigError(f'scoped-vmem-limit: expected a table such as {{ v5e = "64MiB" }}, not {value!r}')
     try:
-        return tuple(sorted((chip(name).name, parse_size(size)) for name, size in pairs))
+        return tuple(sorted((scoped_target(name), parse_size(size)) for name, size in pairs))
     except ValueError as error:
         raise ConfigError(str(error)) from None
+
+
+def scoped_target(name: str) -> str:
+    """The target a scoped limit is set for: one whose family has a scoped limit (a TPU chip)."""
+    found = target_name(name)
+    if not family_of(found).scoped_limits:
+        choices = ", ".join(t for f in families() if f.scoped_limits for t in f.targets())
+        raise ValueError(f"{name!r} has no scoped VMEM limit: set it for a TPU chip ({choices})")
+    return found
 
 
 Reader = Callable[[Any, str], Any]  # (the table's value, the project root) -> the field's value

@@ -18,10 +18,11 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import __version__, versions
+from .checkup import EXAMPLE, KERNEL, NO_COMPILE, Check, compile_error, install_command
+from .families import families
 
 if TYPE_CHECKING:
     from .compile.backend import Runner
@@ -31,58 +32,8 @@ EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 PINNED = versions.COMPILER_PACKAGES
 START_SECONDS = 90.0  # a cold machine's first import of jax and libtpu
 URL_SECONDS = 10.0  # an object store's answer to one listing
-NO_COMPILE = "or check without a compiler: `vmem-lsp check --no-compile` (the layout model's estimates only)"
-
-# The tiny kernel each chip compiles: written to a folder of its own, so a
-# worker over SSH is sent this one file and nothing else.
-KERNEL = '''"""vmem-lsp doctor: one tiny kernel, compiled once per chip."""
-import jax
-from jax.experimental import pallas as pl
-
-
-def copy_kernel(x_ref, o_ref):
-    o_ref[...] = x_ref[...]
-
-
-# vmem: doctor_copy(f32[8, 128])
-def doctor_copy(x):
-    return pl.pallas_call(copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
-'''
-EXAMPLE = "doctor_copy(f32[8, 128])"
-# The GPU targets' tiny kernel: Triton's (Mosaic GPU, jax's default on a GPU, has no sm_80 copy).
-GPU_KERNEL = (
-    KERNEL.replace("one tiny kernel, compiled once per chip", "one tiny Triton kernel, once per GPU")
-    .replace(
-        "from jax.experimental import pallas as pl\n",
-        "from jax.experimental import pallas as pl\nfrom jax.experimental.pallas import triton as pltriton\n",
-    )
-    .replace(
-        "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)",
-        "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), compiler_params=pltriton.CompilerParams())(x)",
-    )
-)
-
-
-@dataclass
-class Check:
-    section: str
-    name: str
-    status: str  # "ok" | "problem" | "info"
-    message: str
-    fix: str | None = None
-    seconds: float | None = None
-
 
 # ---- versions ----------------------------------------------------------------------
-
-REFUSED = "requires a libtpu version"  # jax's own refusal of a libtpu it was not built with
-UNKNOWN_CHIP = "Invalid TPU external name"  # a libtpu older than the chip
-
-
-def install_command(python: str | None = None) -> str:
-    return (
-        f"{python + ' -m ' if python else ''}pip install 'jax[tpu]>={versions.OLDEST_JAX},<{versions.NEWEST_JAX_BELOW}'"
-    )
 
 
 def version_checks(found: dict[str, str | None], where: str, python: str | None, judged: bool) -> list[Check]:
@@ -230,124 +181,6 @@ def tiny_compiles(
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return results
-
-
-def compile_error(result: ExampleResult) -> str | None:
-    """Why the tiny kernel was not compiled, or None when it compiled and fits: a compile
-    the compiler rejected (jax refusing its libtpu) is no compile."""
-    if result.error:
-        return result.error
-    if not result.calls:
-        return "traced, but no pallas_call was reached"
-    for call in result.calls:
-        if not call.compiled:
-            return "traced, but not compiled"
-        if not call.fits or call.compiler_text:
-            return call.compiler_text or "the compiler rejected it"
-    return None
-
-
-def chip_checks(client: Runner, limits: PhaseLimits, libtpu: str | None = None) -> list[Check]:
-    """One tiny compile per chip, all in `client`'s one worker, each timed."""
-    from .tpu.chips import CHIPS
-
-    results = tiny_compiles(client, limits, CHIPS)
-    install = install_command()
-    missing = [name for name, result, _ in results if result.error_kind == "no_compiler"]
-    if missing and len(missing) == len(results):
-        return [
-            Check(
-                "chips",
-                "libtpu",
-                "problem",
-                f"libtpu missing: the worker has no TPU compiler, so no chip can be compiled for "
-                f"({', '.join(missing)}): {results[0][1].error}",
-                f"install libtpu where the worker runs ({install}; Linux only), {NO_COMPILE}",
-            )
-        ]
-    checks = []
-    for name, result, seconds in results:
-        why = compile_error(result)
-        if why is None:
-            checks.append(
-                Check(
-                    "chips",
-                    name,
-                    "ok",
-                    f"{name}: compiled in {seconds:.1f} s ({result.device_kind})",
-                    seconds=round(seconds, 2),
-                )
-            )
-            continue
-        what = why.strip().splitlines()[0] if why.strip() else why
-        if UNKNOWN_CHIP in why:
-            checks.append(
-                Check(
-                    "chips",
-                    name,
-                    "info",
-                    f"{name}: libtpu {libtpu or '(version unknown)'} does not know this chip ({what})",
-                    "a newer libtpu knows it (a newer jax[tpu])",
-                    round(seconds, 2),
-                )
-            )
-            continue
-        if REFUSED in why:
-            checks.append(
-                Check(
-                    "chips",
-                    name,
-                    "problem",
-                    f"{name}: jax refuses this libtpu: {what}",
-                    f"install the libtpu this jax pairs with: {install_command()}",
-                    round(seconds, 2),
-                )
-            )
-            continue
-        fix = (
-            f"install libtpu where the worker runs ({install}), {NO_COMPILE}"
-            if result.error_kind == "no_compiler"
-            else f"run with a tested pair ({versions.tested_text()}), or report it with this line"
-        )
-        checks.append(
-            Check(
-                "chips",
-                name,
-                "problem",
-                f"{name}: the tiny compile failed after {seconds:.1f} s: {what}",
-                fix,
-                round(seconds, 2),
-            )
-        )
-    return checks
-
-
-def gpu_checks(client: Runner, limits: PhaseLimits) -> list[Check]:
-    """One tiny Triton compile per GPU target (docs/gpu.md); one line when jax's CUDA
-    plugin is not installed where the worker runs: GPU targets are optional."""
-    from .gpu.targets import GPUS
-
-    results = tiny_compiles(client, limits, GPUS, GPU_KERNEL)
-    if all(r.error_kind == "no_compiler" for _, r, _ in results):
-        return [
-            Check(
-                "gpus",
-                "gpus",
-                "info",
-                f"GPU targets ({', '.join(GPUS)}): {results[0][1].error}",
-                "pip install 'vmem-lsp[gpu]' where the worker runs, to check Pallas GPU kernels",
-            )
-        ]
-    checks = []
-    for name, result, seconds in results:
-        why = compile_error(result)
-        status, said = (
-            ("ok", f"compiled in {seconds:.1f} s ({result.device_kind})") if why is None else ("problem", why)
-        )
-        fix = None if why is None else "pip install 'vmem-lsp[gpu]' (the CUDA plugin of this jax, and ptxas)"
-        first = said.strip().splitlines()[0] if said.strip() else said
-        checks.append(Check("gpus", name, status, f"{name}: {first}", fix, round(seconds, 2)))
-    return checks
 
 
 # ---- the cache ---------------------------------------------------------------------------
@@ -622,8 +455,10 @@ def diagnose(path: str, worker: str | None = None, python: str | None = None) ->
     else:
         try:
             hello = getattr(client, "hello", None) or {}
-            checks += chip_checks(client, limits, hello.get("libtpu") or (installed or {}).get("libtpu"))
-            checks += gpu_checks(client, limits)
+            tiny = lambda targets, kernel: tiny_compiles(client, limits, targets, kernel)
+            version = hello.get("libtpu") or (installed or {}).get("libtpu")
+            for family in families():
+                checks += family.doctor(tiny, limits, version)
         finally:
             client.stop()
     checks.append(cache_check(settings))
@@ -632,16 +467,18 @@ def diagnose(path: str, worker: str | None = None, python: str | None = None) ->
     if (backend := backend_check(settings, limits)) is not None:
         checks.append(backend)
     problems = [c for c in checks if c.status == "problem"]
-    from .tpu.chips import CHIPS
-
-    tried = {c.name: c for c in checks if c.section == "chips"}
+    # Each target the families try, with whether it compiled, whether the compiler knew it
+    # (Family.doctor says "does not know" as an info line), and how long it took.
+    tried = {c.name: c for c in checks if c.section in {f.doctor_section for f in families()}}
     chips = {
         name: {
             "compiled": name in tried and tried[name].status == "ok",
-            "known": name not in tried or UNKNOWN_CHIP not in tried[name].message,
+            "known": name not in tried or "does not know" not in tried[name].message,
             "seconds": tried[name].seconds if name in tried else None,
         }
-        for name in CHIPS
+        for family in families()
+        if family.doctor_section == "chips"
+        for name in family.targets()
     }
     return {
         "version": __version__,

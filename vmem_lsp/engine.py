@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from . import render, views
+from .budget import headroom_warning
 from .compile.backend import CheckRequest, ResultCache, Runner, cache_for, runner_for
 from .config import Settings
+from .correlate import Anchor, call_anchor, kernel_site
 from .diagnostics import Diagnostic, fold_examples, is_suppressed, merge_targets
-from .gpu.targets import is_gpu
+from .families import families, family_of, target_label
 from .results import ExampleResult, PhaseLimits
 from .shard import Shard, ShardWork, owns, pair_key, take
 from .source.directives import DirectiveError, Example, find_examples, parse_pyproject_example
@@ -31,7 +33,7 @@ from .source.locate import LocateResult, locate
 from .source.model import KernelSite, Span
 from .source.notebook import SUFFIX, Notebook, NotebookError, is_notebook, read_notebook
 from .source.text import split_lines
-from .tpu.mapping import diagnostics_for
+from .unchecked import error_diagnostic, other_platform
 
 
 @dataclass
@@ -155,8 +157,9 @@ def gather_examples(files: list[str], settings: Settings, sources: SourceFiles, 
 
 
 def request_for(example: Example, target: str, settings: Settings, spills: bool = False) -> CheckRequest:
-    """The request of one example on one target; with `spills` (a check's settings.spills), a GPU
-    target's asks for ptxas's report of each kernel too (never a sweep's, a fix's or the tuner's)."""
+    """The request of one example on one target; with `spills` (a check's settings.spills), a
+    target whose family reads spills on request (a GPU's: ptxas's report of each kernel) asks for
+    them too (never a sweep's, a fix's or the tuner's)."""
     limit = settings.scoped_limit_for(target)
     return CheckRequest(
         example.text,
@@ -167,7 +170,7 @@ def request_for(example: Example, target: str, settings: Settings, spills: bool 
         compile=settings.compile,
         scoped_vmem_limit=limit,
         scoped_vmem_limit_source=settings.scoped_vmem_limit_source if limit else None,
-        spills=spills and is_gpu(target),
+        spills=spills and family_of(target).spills_on_request,
     )
 
 
@@ -188,8 +191,9 @@ def run_example(
     if before_compile:
         before_compile()
     result = worker.check(request, settings.limits())
-    if result.error_kind == "no_compiler" and request.compile:
-        # No libtpu here (macOS): the layout model's verdict, marked as such, beats none.
+    if result.error_kind == "no_compiler" and request.compile and family_of(target).model_without_compiler:
+        # No libtpu here (macOS): the layout model's verdict, marked as such, beats none. A family
+        # without such a model (a GPU's) keeps the error: nothing was checked, and it says so.
         result = worker.check(dataclasses.replace(request, compile=False), settings.limits())
     cache.put(request, result)
     return result, False
@@ -345,6 +349,25 @@ def unmerged(
     return [d for d in unique if not is_suppressed(d, sources.line(d.path, d.span.start_line))]
 
 
+def diagnostics_for(example: Example, result: ExampleResult, sources: SourceFiles) -> list[Diagnostic]:
+    """All diagnostics one example's result on one target gives: its family's, and what every
+    family says alike (an example that did not run, a kernel for another platform)."""
+    family = family_of(result.target)
+    if result.error:
+        return [
+            family.ended(example, result, sources)
+            or error_diagnostic(example, result, result.error, family.label(result.target))
+        ]
+    found = family.diagnostics(example, result, sources)
+    for number, call in enumerate(result.calls):
+        if call.other_platform:
+            owner = next((f for f in families() if f.platform == call.other_platform), None)
+            kind = owner.kernel_words if owner is not None else f"a {call.other_platform} kernel"
+            anchor = call_anchor(call, kernel_site(call, sources.sites_of), Anchor(example.path, example.span))
+            found.append(other_platform(call, kind, family.label(result.target), anchor, example, number))
+    return found
+
+
 def merge_chips(diagnostics: list[Diagnostic], compiled: dict) -> list[Diagnostic]:
     """One diagnostic per subject across chips, with the chips its kernel compiled on;
     one for the examples that reach a kernel alike."""
@@ -369,9 +392,6 @@ def generation_differences(diagnostics: list[Diagnostic], compiled: dict) -> lis
     """A compile error that fails on some chips says on which others the
     same example compiled (`compiled`, as compiled_chips gives it):
     "fails on TPU v5e; compiles on TPU v6e"."""
-    from . import render
-    from .targets import target_label
-
     out = []
     for d in diagnostics:
         if d.code in GENERATION_CODES and d.subject is not None and d.target:
@@ -388,8 +408,6 @@ def generation_differences(diagnostics: list[Diagnostic], compiled: dict) -> lis
 
 def reached_sites(results: list[ExampleResult], sites_of) -> set[tuple[str, Span]]:
     """(path, span) of every pallas_call site a captured call came from."""
-    from .correlate import kernel_site
-
     reached = set()
     for result in results:
         for call in result.calls:
@@ -488,10 +506,11 @@ def analyse(path: str, version: int, text: str, targets, known: dict, headroom: 
 def headroom_warnings(learned: views.Learned, headroom: float) -> list[Diagnostic]:
     """VMEM005 for each compiled kernel that fits with less than `headroom` free."""
     return [
-        views.headroom_warning(learned.sites[key], b, estimated=False)
+        headroom_warning(learned.sites[key], b, estimated=False)
         for key, by_target in learned.budgets.items()
         for b in by_target.values()
-        if b.fits and not is_gpu(b.target) and b.headroom() < headroom  # a GPU's figure that fits is a model's
+        # A GPU's figure of a kernel that fits is a model's: its family warns on no such figure.
+        if b.fits and family_of(b.target).headroom_warnings and b.headroom() < headroom
     ]
 
 

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .source.notebook import cell_line, is_notebook
-from .tpu.parse import UNITS
+
+UNITS = "BKMGTPE"  # as the compiler prints sizes: 12.35M
 
 
 def size(n: int) -> str:
@@ -421,29 +422,6 @@ def headroom(chip: str, free: float, need: str, estimated: bool) -> str:
     )
 
 
-def tile(dtype: str) -> tuple[int, int]:
-    """The (sublanes, lanes) tile of a dtype in VMEM: 8 rows of 32-bit words,
-    packed (bf16 16 rows, int8 32), 128 lanes."""
-    from .tpu.layout import packing
-
-    return 8 * packing(dtype), 128
-
-
-def block_not_tiling(label: str, block, dtype: str, full) -> str:
-    """VMEM030's head for an operand the error names."""
-    rows, lanes = tile(dtype)
-    written = f"{label} block ({', '.join(map(str, block))}) of {shape(dtype, full)} does not tile"
-    if len(block) == 1:  # err-block-rank1-v6e
-        return (
-            f"{written}: a rank-1 block must be the whole array, a multiple of 1024, or a power of 2 of "
-            f"at least {lanes}"
-        )
-    return (
-        f"{written}: its last two dimensions must be multiples of ({rows}, {lanes}) for {dtype}, or the "
-        f"array's whole dimensions"
-    )
-
-
 def block_summary(label: str, block, where: str) -> str:
     """VMEM030 at the example."""
     return f"example does not compile: {label} block ({', '.join(map(str, block))}) at {where} does not tile"
@@ -508,15 +486,13 @@ def example_rejected_at(where: str, first_line: str) -> str:
 
 
 def not_checked(target: str | None, error: str, raised_at: str | None) -> Wording:
-    """VMEM010/012, with the chip as the clause, so the same failure on several
-    chips is one message naming them. Where it raised belongs in the text too,
-    not only in JSON's related locations."""
+    """VMEM010/012, with the target (as messages name it: "TPU v5e") as the clause, so the
+    same failure on several chips is one message naming them. Where it raised belongs in
+    the text too, not only in JSON's related locations."""
     tail = f": {error}" + (f" (raised at {raised_at})" if raised_at else "")
     if not target:
         return Wording("example not checked", "", "", tail=tail)
-    from .targets import target_label
-
-    return Wording("example not checked on", " ", target_label(target), ", ", tail)
+    return Wording("example not checked on", " ", target, ", ", tail)
 
 
 def at(path: str, line: int) -> str:

@@ -12,6 +12,7 @@ No jax and nothing of the worker here: the editor side imports this module.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -105,39 +106,6 @@ class Unseen:
 
 
 @dataclass(frozen=True)
-class GpuDot:
-    """One dot_general of a GPU kernel's body, as gpu_layout.py's shared-memory model
-    reads it. Each operand comes from "block" (an input's whole block, read outside any
-    loop), "slice" (part of an input's block, outside any loop), "loop" (read from an
-    input inside a loop: Triton pipelines it over num_stages) or "value" (computed)."""
-
-    lhs: tuple[int, ...]  # the operands' shapes as the dot takes them
-    rhs: tuple[int, ...]
-    dtype: str  # the lhs's dtype, compiler spelling ("bf16")
-    m: int  # the result's rows: the lhs's non-contracting size
-    in_loop: bool  # a loop of the body (fori_loop) runs it
-    lhs_from: str = "value"
-    rhs_from: str = "value"
-    lhs_input: int | None = None  # which input (in_specs index) it reads, when it reads one
-    rhs_input: int | None = None
-    rhs_dtype: str | None = None  # the rhs's dtype when it is not the lhs's
-    rhs_transposed: bool = False  # the rhs contracts its last dimension (x @ y.T)
-
-
-@dataclass(frozen=True)
-class GpuKernel:
-    """What a GPU kernel's compiler params and body tell gpu_layout.py's model of its
-    shared memory (compile/gpu_kernel.py fills it on a GPU target)."""
-
-    stages: int  # Triton num_stages (jax's default on CUDA: 3); Mosaic GPU max_concurrent_steps (1)
-    warps: int  # Triton num_warps (4); Mosaic GPU: 4 (a warpgroup)
-    sequential: tuple[int, ...] = ()  # Mosaic GPU: the grid axes it pipelines over ("sequential")
-    reduction_scratch: int = 0  # Mosaic GPU: reduction_scratch_bytes, reserved when the body reduces
-    reduced: int = 0  # the most elements a reduction of the body keeps (a row sum of (64, 256): 64)
-    dots: tuple[GpuDot, ...] = ()
-
-
-@dataclass(frozen=True)
 class CapturedCall:
     """One pallas_call reached by an example, compiled alone for one target."""
 
@@ -163,16 +131,18 @@ class CapturedCall:
     interpret: bool = False  # traced with interpret=True: it runs on the CPU, so it was not compiled for the TPU
     flops_per_step: int | None = None  # the body's matrix work per grid step (2*M*N*K of its dots)
     loops_unknown: bool = False  # the body loops a number of times known only at run time (a while loop)
-    gpu_backend: str | None = None  # on a GPU target: "triton" or "mosaic_gpu", as it lowers
+    backend: str | None = None  # how the target's family lowers it, where it has several: "triton", "mosaic_gpu"
     steps_vary: bool = False  # the body does its matrix work under a condition (causal attention skips blocks)
     estimated_cycles: int | None = None  # the compiler's static estimate (a worker started with --estimate)
     no_estimate: str | None = None  # why such a worker has none for this kernel
-    # "gpu" or "tpu": its compiler params are for that platform, not the target's, so it was
-    # not compiled for this target (a Triton kernel checked on a TPU chip). None: it was.
+    # The platform its compiler params are for ("gpu", "tpu": a Family.platform), when not the
+    # target's: it was not compiled for this target (a Triton kernel checked on a TPU chip). None: it was.
     other_platform: str | None = None
-    ptxas: str | None = None  # ptxas -v's words on this GPU kernel: registers, spills (check --spills)
+    ptxas: str | None = None  # the compiler's words on its registers and spills (check --spills: ptxas -v)
     no_ptxas: str | None = None  # why --spills has none for it: no ptxas here, ptxas failed
-    gpu_kernel: GpuKernel | None = None  # on a GPU target: its stages, warps and dots (gpu_layout.py)
+    # What the target's family read of the kernel for its model (a GPU kernel's stages, warps and
+    # dots: gpu/layout.GpuKernel); the family decodes it from the worker's JSON (Family.decode_facts).
+    family_facts: Any = None
 
 
 @dataclass(frozen=True)
@@ -189,3 +159,21 @@ class ExampleResult:
     deps: dict[str, str] = field(default_factory=dict)  # user source files reached -> sha256
     losses: tuple[str, ...] = ()  # what the worker's jax lacks, in the user's words (compile/jax_compat.py)
     libtpu: str | None = None  # the worker's libtpu (its hello): whose chip figures apply
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """One example to run on one target: what the faces ask of a worker."""
+
+    example: str
+    target: str
+    path: str | None = None  # the file holding the example
+    module: str | None = None  # or a dotted module (pyproject examples)
+    root: str | None = None  # put on sys.path first (the project root)
+    source: str | None = None  # run this text as the file at `path` (verifying a fix)
+    compile: bool = True  # False: trace only, to read block shapes
+    scoped_vmem_limit: int | None = None  # bytes: the compiler's scoped VMEM limit for this target
+    scoped_vmem_limit_source: str | None = None  # where it was set, for messages
+    origins: bool = True  # False: the result names no spec's line (vmem_lsp.fits, trace only)
+    estimate: bool = False  # the compiler's cycle estimate too: only a worker started with --estimate gives it
+    spills: bool = False  # the compiler's words on each kernel's register spills (check --spills; GPU targets)

@@ -178,6 +178,7 @@ def run_table(args, settings) -> int:
         print(f"vmem-lsp sweep: {args.table}: {error}", file=sys.stderr)
         return EXIT_ERROR
     from ..config import parse_targets
+    from ..families import family_of
 
     cache = cache_for(settings, enabled=not args.no_cache)
     worker = start_workers(settings)
@@ -194,7 +195,7 @@ def run_table(args, settings) -> int:
                 code = EXIT_FOUND
                 continue
             result, _ = run_example(example, target, settings, cache, worker)
-            verdict = compiled_verdict(Config(0, {}, target, result), result)
+            verdict = compiled_verdict(Config(0, {}, target, result), result, family_of(target))
             rows.append(
                 {**entry, "fits": verdict.fits, "used": verdict.used, "limit": verdict.limit, "error": verdict.error}
             )

@@ -1,45 +1,28 @@
 """Capturing an example's calls, inside the worker: each pallas_call the
-trace reached is described (operands, scratch, scoped buffers, values the
-layout model cannot place, as `results.CapturedCall`) and compiled alone for
-a TPU target with no TPU attached; verdicts are kept by what decides them,
-so an edit elsewhere in the file compiles nothing again.
+trace reached is described (operands, scratch, scoped buffers, as
+`results.CapturedCall`, with what the target's family reads of it for its
+model) and compiled alone by the target's family (Family.worker()) with no
+hardware attached; verdicts are kept by what decides them, so an edit
+elsewhere in the file compiles nothing again.
 
 Imports jax; only the worker process loads this module.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import os
 import re
-import time
-import traceback
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
-import jax
-import jax.numpy as jnp
-from jax.sharding import SingleDeviceSharding
-
-from ..dtypes import COMPILER_DTYPES
-from ..gpu import ptxas as gpu_spills
-from ..gpu.compile import (
-    compiled_mosaic_for,
-    compiling_where,
-    lowers_with_mosaic_gpu,
-    mosaic_gpu_limit,
-    printed_errors,
-    with_printed,
-)
-from ..gpu.kernel import gpu_kernel_of
-from ..gpu.targets import is_gpu
-from ..results import CapturedCall, Operand, Origin, Scoped, Scratch, Unseen
-from ..tpu import layout
-from ..tpu import profile as speed
+from ..families import families, family_of
+from ..family import Verdict, WorkerSide
+from ..results import CapturedCall, Operand, Origin, Scoped, Scratch
 from . import jax_compat
+from .cut_grids import cut_grids, extrapolate
 from .devices import target_device, trace_device
+from .kernels import MLIR_LOCATION, compiler_dtype, first_origin, kernel_name, no_phase
 from .provenance import (
     PROVENANCE,
     SCOPED,
@@ -52,11 +35,6 @@ from .provenance import (
 )
 from .request_limits import OverTime
 from .tracing import IN_PROGRAM, extra, trace_example
-
-
-def compiler_dtype(dtype) -> str:
-    name = jnp.dtype(dtype).name if not hasattr(dtype, "name") else dtype.name
-    return COMPILER_DTYPES.get(name, name)
 
 
 def _block_sizes(block_shape) -> tuple[int, ...]:
@@ -103,30 +81,17 @@ def _vmem_limit(compiler_params) -> int | None:
     return getattr(params, "vmem_limit_bytes", None)
 
 
-# The modules of jax whose compiler params name a GPU backend (jax 0.9 on: classes) and the
-# keys of older params dicts, for each platform.
-GPU_PARAMS = ("triton", "mosaic_gpu")
-TPU_PARAMS = ("mosaic", "mosaic_tpu")
-
-
 def params_platform(compiler_params) -> str | None:
-    """ "gpu" or "tpu" when a kernel's compiler params are for one platform (pltriton,
-    plgpu, pltpu); None when it gives none, and lowers for any."""
+    """The platform (a Family.platform: "tpu", "gpu") whose compiler params a kernel carries
+    (pltpu, pltriton, plgpu: jax 0.9 on, classes of those modules; before, dicts keyed by
+    their names); None when it gives none, and lowers for any."""
     if not compiler_params:
         return None
     if isinstance(compiler_params, dict):
         keys = set(compiler_params)
-        return "gpu" if keys & set(GPU_PARAMS) else "tpu" if keys & set(TPU_PARAMS) else None
-    module = type(compiler_params).__module__
-    if any(f".{name}." in f"{module}." for name in GPU_PARAMS):
-        return "gpu"
-    if any(f".{name}." in f"{module}." for name in TPU_PARAMS):
-        return "tpu"
-    return None
-
-
-def gpu_backend_of(compiler_params) -> str:
-    return "mosaic_gpu" if lowers_with_mosaic_gpu(compiler_params) else "triton"
+        return next((f.platform for f in families() if keys & set(f.params_modules)), None)
+    module = f"{type(compiler_params).__module__}."
+    return next((f.platform for f in families() if any(f".{name}." in module for name in f.params_modules)), None)
 
 
 def _pick(origins, index):
@@ -182,7 +147,6 @@ def describe(eqn, provenance: Provenance | None) -> dict:
         scratch=tuple(scratch),
         vmem_limit_bytes=_vmem_limit(eqn.params.get("compiler_params")),
         scoped=extra(scoped_buffers, (), eqn.params["jaxpr"]),
-        unseen=extra(large_values, (), eqn.params["jaxpr"]),
         flops_per_step=extra(body_flops, None, eqn.params["jaxpr"]),
         loops_unknown=extra(has_unknown_loops, False, eqn.params["jaxpr"]),
         steps_vary=extra(has_conditional_work, False, eqn.params["jaxpr"]),
@@ -302,185 +266,6 @@ def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
     return tuple(found)
 
 
-# Values up to this size stay in the vector registers (64 x 4 KiB).
-VREG_FILE_BYTES = 64 * 4096
-
-
-# Primitives whose big results the compiler stages in VMEM: a dot's result
-# (matmul-bf16-1024^3: internal scratch beside its f32[1024,1024] dot)
-# and a transpose. A load, a store or an elementwise op of a block streams
-# through the registers (pipeline-flat-v6e: a copy of f32[1024,8192] blocks needed
-# nothing beyond its pipeline windows).
-STAGED_IN_VMEM = ("dot_general", "transpose")
-
-
-def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
-    """The largest results of STAGED_IN_VMEM primitives in the kernel body
-    that do not fit the vector registers, biggest first, then the body's
-    values live across a whole-value op at their peak (live_values): VMEM the
-    compiler adds (internal scratch) that no spec names and the model can only
-    bound."""
-    found = []
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            for var in eqn.outvars if eqn.primitive.name in STAGED_IN_VMEM else ():
-                aval = var.aval
-                if not hasattr(aval, "shape") or not hasattr(aval, "dtype") or hasattr(aval, "inner_aval"):
-                    continue
-                try:
-                    size = int(jnp.dtype(aval.dtype).itemsize) * math.prod(int(d) for d in aval.shape)
-                except TypeError:
-                    continue
-                if size > VREG_FILE_BYTES:
-                    what = f"{compiler_dtype(aval.dtype)}[{','.join(str(int(d)) for d in aval.shape)}] from {eqn.primitive.name}"
-                    found.append(Unseen(what, size, traceback_origin(eqn.source_info.traceback)))
-            for sub in jax_compat.jaxprs_in_params(eqn.params):
-                walk(sub)
-
-    walk(kernel_jaxpr)
-    unique: dict[tuple, Unseen] = {}
-    for u in sorted(found, key=lambda u: -u.bytes):
-        unique.setdefault((u.what, u.origin), u)
-    live = live_values(kernel_jaxpr)
-    return tuple(list(unique.values())[:most]) + ((live,) if live is not None else ())
-
-
-# Primitives that need the whole of a value before their result exists (a
-# reduction, a dot, a roll or transpose of a block): what the body computed
-# before one and uses after it cannot stream through the registers and is
-# spilled to VMEM. softmax-f32-b1024x2048: exp(x - max) is live across the
-# sum, 3.08M of spill slots on v5e; chain-gelu4-* and mask-causal-* (elementwise
-# chains and iota masks of 8 MiB blocks, no such op) spilled nothing.
-WHOLE_VALUE_OPS = (
-    "reduce_max",
-    "reduce_min",
-    "reduce_sum",
-    "reduce_prod",
-    "reduce_and",
-    "reduce_or",
-    "argmax",
-    "argmin",
-    "dot_general",
-    "roll",
-    "transpose",
-)
-# What the compiler reads again from its window instead of keeping: a load.
-# rmsnorm-f32-b1024x2048: the loaded x is live across its mean, and nothing
-# spilled; rmsnorm-bf16-*'s f32 cast of the same x spilled 2.84M.
-RELOADED = ("get",)
-# Calls whose body is the caller's code (jnp.where is a jit of select_n):
-# their equations are read in line, in order.
-INLINED = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "remat", "checkpoint")
-
-
-def _vmem_bytes(aval) -> int:
-    """The tiled VMEM bytes of a vector value (layout.padded_bytes); 0 for
-    scalars (scalar registers), refs and shapes known only at run time."""
-    if not hasattr(aval, "shape") or not hasattr(aval, "dtype") or hasattr(aval, "inner_aval") or not aval.shape:
-        return 0
-    try:
-        shape = tuple(int(d) for d in aval.shape)
-        return layout.padded_bytes(compiler_dtype(aval.dtype), shape)
-    except (TypeError, ValueError):
-        return 0
-
-
-@dataclass(frozen=True)
-class _Op:
-    """One equation of a body read in line: what it reads and makes (by identity)."""
-
-    eqn: Any  # a jax JaxprEqn
-    reads: tuple[int, ...]
-    makes: tuple[int, ...]
-    whole: bool  # a WHOLE_VALUE_OPS primitive, or a region (a loop, a branch, a scope)
-
-
-def _in_line(jaxpr, ops: list[_Op], names: dict[int, int], regions: list) -> None:
-    """`jaxpr`'s equations in program order with INLINED calls opened;
-    the bodies of other regions go to `regions`, read on their own."""
-
-    def name(v) -> int | None:
-        return None if isinstance(v, jax_compat.Literal) else names.get(id(v), id(v))
-
-    for eqn in jaxpr.eqns:
-        subs = jax_compat.jaxprs_in_params(eqn.params)
-        if eqn.primitive.name in INLINED and len(subs) == 1 and len(subs[0].invars) == len(eqn.invars):
-            inner = subs[0]
-            for param, arg in zip(inner.invars, eqn.invars):
-                if (n := name(arg)) is not None:
-                    names[id(param)] = n
-            _in_line(inner, ops, names, regions)
-            for result, out in zip(inner.outvars, eqn.outvars):
-                if (n := name(result)) is not None:
-                    names[id(out)] = n
-            continue
-        regions.extend(subs)
-        reads = tuple(n for v in eqn.invars if (n := name(v)) is not None)
-        ops.append(
-            _Op(eqn, reads, tuple(id(v) for v in eqn.outvars), bool(subs) or eqn.primitive.name in WHOLE_VALUE_OPS)
-        )
-
-
-@dataclass(frozen=True)
-class _Peak:
-    """The body's values live across one whole-value op, where they weigh most."""
-
-    bytes: int
-    avals: tuple  # of the live values
-    eqn: Any  # the op they are live across
-
-
-def _live_peak(jaxpr) -> _Peak | None:
-    """The computed values live across one whole-value op at the body's peak,
-    this body's regions included (each read on its own); None when nothing is."""
-    ops: list[_Op] = []
-    regions: list = []
-    _in_line(jaxpr, ops, {}, regions)
-    made: dict[int, tuple[int, int, Any]] = {}  # value -> (op index, bytes, aval)
-    last: dict[int, int] = {}
-    for i, op in enumerate(ops):
-        for n in op.reads:
-            last[n] = i
-        if op.eqn.primitive.name not in RELOADED:
-            for v, n in zip(op.eqn.outvars, op.makes):
-                if size := _vmem_bytes(v.aval):
-                    made[n] = (i, size, v.aval)
-    # bytes made before op i and read after it, as a difference array over the ops
-    change = [0] * (len(ops) + 1)
-    for n, (at, size, _) in made.items():
-        if last.get(n, at) > at + 1:
-            change[at + 1] += size
-            change[last[n]] -= size
-    best: tuple[int, int] | None = None
-    running = 0
-    for i, op in enumerate(ops):
-        running += change[i]
-        if op.whole and running and (best is None or running > best[0]):
-            best = (running, i)
-    peaks = [p for sub in regions if (p := _live_peak(sub)) is not None]
-    if best is not None:
-        size, at = best
-        live = tuple(aval for n, (i, _, aval) in made.items() if i < at < last.get(n, i))
-        peaks.append(_Peak(size, live, ops[at].eqn))
-    return max(peaks, key=lambda p: p.bytes, default=None)
-
-
-def live_values(kernel_jaxpr) -> Unseen | None:
-    """The body's values live at once across a whole-value op, at their peak
-    (bench/MODEL.md, "Body temporaries"), as one Unseen of kind "live": the
-    layout model sizes their spill slots within measured bounds."""
-    peak = _live_peak(kernel_jaxpr)
-    if peak is None:
-        return None
-    largest = max(peak.avals, key=_vmem_bytes)
-    shape = f"{compiler_dtype(largest.dtype)}[{','.join(str(int(d)) for d in largest.shape)}]"
-    count = f"{len(peak.avals)} temporar{'ies' if len(peak.avals) != 1 else 'y'}"
-    what = f"{count} live at once across a {peak.eqn.primitive.name} (the largest {shape}), together"
-    return Unseen(what, peak.bytes, traceback_origin(peak.eqn.source_info.traceback), "live")
-
-
-MLIR_LOCATION = re.compile(r'"([^"]+\.py)":(\d+):(\d+)')
 # "...lowering for tc: sort"; jax 0.8 names the core "KernelType.TC"
 UNIMPLEMENTED = re.compile(r"Unimplemented primitive in Pallas TPU lowering(?: for [\w.]+)?: (\w+)")
 
@@ -500,45 +285,6 @@ def body_origin(text: str | None, kernel_jaxpr) -> Origin | None:
     if found is None:
         return None
     return first_origin(kernel_jaxpr, lambda eqn: eqn.primitive.name == found[1])
-
-
-def first_origin(jaxpr, matches, around: Origin | None = None) -> Origin | None:
-    """The user line of the first equation, nested ones included, that `matches`."""
-    for eqn in jaxpr.eqns:
-        # An equation inside a jitted helper (jnp.sort is one) keeps only jax's
-        # frames: the user line is that of the call around it.
-        here = traceback_origin(eqn.source_info.traceback) or around
-        if matches(eqn):
-            return here
-        for sub in jax_compat.jaxprs_in_params(eqn.params):
-            if (origin := first_origin(sub, matches, here)) is not None:
-                return origin
-    return None
-
-
-def uses_fp8(eqn) -> bool:
-    """Whether an equation reads or makes an 8-bit float: what GPUs below sm_89 cannot convert."""
-    return any("float8" in str(getattr(v.aval, "dtype", "")) for v in (*eqn.invars, *eqn.outvars))
-
-
-def converts_fp8(eqn) -> bool:
-    """A dot or conversion on 8-bit floats: where the GPU compiler converts them."""
-    return eqn.primitive.name in ("dot_general", "convert_element_type") and uses_fp8(eqn)
-
-
-def compiling(eqn, name: str) -> dict:
-    """What the client needs if this GPU compile ends the process: the kernel,
-    where it was invoked, and its first fp8 line (gpu_compile.compiling_where)."""
-
-    def pair(origin: Origin | None):
-        return [origin.file, origin.line] if origin else None
-
-    body = eqn.params["jaxpr"]
-    return {
-        "kernel": name,
-        "invoked": pair(traceback_origin(eqn.source_info.traceback)),
-        "fp8": pair(first_origin(body, converts_fp8) or first_origin(body, uses_fp8)),
-    }
 
 
 def program_made(eqn, operands) -> tuple[tuple[str, int], ...]:
@@ -581,46 +327,26 @@ VERDICTS: dict[tuple, Verdict] = {}  # (fingerprint, device kind, options) -> ve
 VERDICTS_KEPT = 4096
 
 
-def no_phase(phase: str, kernel: str | None = None) -> None:
-    pass
-
-
-def verdict_key(eqn, device, compiler_options: dict | None = None) -> tuple:
-    return fingerprint(eqn), device.device_kind, tuple(sorted((compiler_options or {}).items())), *gpu_spills.key()
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The compiler's word on one pallas_call: whether it fits, its text, the
-    kernel-body line its exception points at (a Mosaic error's traceback
-    ends there; str() of it does not say), and how long it took."""
-
-    fits: bool
-    text: str | None
-    origin: Origin | None = None
-    seconds: float = 0.0
-    estimated_cycles: int | None = None  # the compiler's static estimate, in a worker asked for it (speed.py)
-    no_estimate: str | None = None  # why there is none, in such a worker
-    ptxas: str | None = None  # ptxas -v's words on the kernel, when the request asked (gpu_spills.py)
-    no_ptxas: str | None = None  # why there are none, when asked
+def verdict_key(eqn, device, side: WorkerSide, compiler_options: dict | None = None) -> tuple:
+    return fingerprint(eqn), device.device_kind, tuple(sorted((compiler_options or {}).items())), *side.verdict_key()
 
 
 def compile_alone(
-    eqn, device, compiler_options: dict | None = None, on_phase=no_phase, key: tuple | None = None
+    eqn, device, side: WorkerSide, compiler_options: dict | None = None, on_phase=no_phase, key: tuple | None = None
 ) -> Verdict:
-    """This one pallas_call's verdict on the device: compiled, or reused
-    (seconds 0) when this process compiled the same kernel with the same options."""
-    key = key or verdict_key(eqn, device, compiler_options)
+    """This one pallas_call's verdict on the device, by its family's compile: compiled, or
+    reused (seconds 0) when this process compiled the same kernel with the same options."""
+    key = key or verdict_key(eqn, device, side, compiler_options)
     if key in VERDICTS:
         return replace(VERDICTS[key], seconds=0.0)
-    verdict = _compile(eqn, device, compiler_options, on_phase)
+    verdict = side.compile(eqn, device, compiler_options, on_phase)
     if len(VERDICTS) >= VERDICTS_KEPT:
         VERDICTS.pop(next(iter(VERDICTS)))
     VERDICTS[key] = verdict
     return verdict
 
 
-def estimate_alone(eqn, device, compiler_options: dict | None = None, on_phase=no_phase) -> Verdict:
+def estimate_alone(eqn, device, side: WorkerSide, compiler_options: dict | None = None, on_phase=no_phase) -> Verdict:
     """The compiler's cycle estimate of this pallas_call (a worker started with
     --estimate), on cut grids where its own is long (cut_grids)."""
     grid = tuple(eqn.params["grid_mapping"].grid)
@@ -629,78 +355,14 @@ def estimate_alone(eqn, device, compiler_options: dict | None = None, on_phase=n
     if math.prod(grid) == 0:
         return Verdict(True, None, no_estimate="its grid has no step (a block larger than its array): it does no work")
     points, seconds = [], 0.0
-    for cut in speed.cut_grids(grid):
+    for cut in cut_grids(grid):
         params = {**eqn.params, "grid_mapping": replace(eqn.params["grid_mapping"], grid=cut)}
-        verdict = _compile(eqn, device, compiler_options, on_phase, params)
+        verdict = side.compile(eqn, device, compiler_options, on_phase, params)
         seconds += verdict.seconds
         if not verdict.fits or verdict.estimated_cycles is None:
             return replace(verdict, seconds=seconds)
         points.append((math.prod(cut), verdict.estimated_cycles))
-    return Verdict(True, None, None, seconds, speed.extrapolate(points, math.prod(grid)))
-
-
-def _compile(eqn, device, compiler_options: dict | None, on_phase, params: dict | None = None) -> Verdict:
-    sharding = SingleDeviceSharding(device)
-    args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=sharding) for v in eqn.invars]
-    params = params or eqn.params
-    name = kernel_name(eqn)
-    started = time.perf_counter()
-    gpu_limit = shared_memory_limit(device)
-    printed: list[str] = []
-    if gpu_limit is not None and lowers_with_mosaic_gpu(params.get("compiler_params")):
-        compiled_mosaic_for(device.compute_capability)
-    try:
-        with (
-            jax.default_device(device),
-            mosaic_gpu_limit(gpu_limit),
-            printed_errors(printed) if gpu_limit is not None else contextlib.nullcontext(),
-            compiling_where(compiling(eqn, name)) if gpu_limit is not None else contextlib.nullcontext(),
-            gpu_spills.measuring(device) as spills,
-        ):
-            on_phase("lower", name)
-            lowered = jax.jit(named(name, lambda *a: jax_compat.require_pallas_call().bind(*a, **params))).lower(*args)
-            on_phase("compile", name)
-            speed.forget()
-            lowered.compile(compiler_options=spills.options(compiler_options) or None)
-        cycles, why = speed.estimate_of() if speed.enabled() else (None, None)
-        return Verdict(True, None, None, time.perf_counter() - started, cycles, why, spills.text, spills.missing)
-    except Exception as error:  # the compiler's verdict, whatever its type
-        return Verdict(False, with_printed(str(error), printed), raised_in_body(error), time.perf_counter() - started)
-
-
-def shared_memory_limit(device) -> int | None:
-    """A GPU device's shared memory a block may use (its target's); None for a TPU."""
-    return getattr(device, "shared_memory_per_block_optin", None) if device.platform == "gpu" else None
-
-
-def raised_in_body(error: BaseException) -> Origin | None:
-    """The user line a compile error points at: jax rewrites a Mosaic error's
-    traceback to end at the kernel-body line (err-align-v6e: compile_errors.py:64,
-    the unaligned pl.ds; its loc(...) is only in the chained cause's text)."""
-    cause = error.__cause__ or error.__context__
-    # A lowering error's cause is jax's stack before the transformation: it too ends at the user's line.
-    for raised in (error, cause):
-        frames = [f for f in traceback.extract_tb(getattr(raised, "__traceback__", None)) if is_user_file(f.filename)]
-        if frames:
-            return Origin(frames[-1].filename, frames[-1].lineno or 0)
-    for file, line, _ in MLIR_LOCATION.findall(str(cause)) if cause is not None else ():
-        if is_user_file(file) and os.path.isabs(file):
-            return Origin(file, int(line))
-    return None
-
-
-def named(name: str, function):
-    """`function` under the kernel's name: the compiler names what it
-    allocates for a kernel body after the jitted function ("scoped memory for
-    outer_kernel.1"), which must be the user's kernel, not our `<lambda>`."""
-    function.__name__ = function.__qualname__ = "".join(c if c.isalnum() else "_" for c in name) or "pallas_call"
-    return function
-
-
-def kernel_name(eqn) -> str:
-    """The name the user gave (`name=`), else the kernel function's."""
-    debug = getattr(eqn.params["jaxpr"], "debug_info", None)
-    return eqn.params.get("name") or getattr(debug, "func_name", None) or "pallas_call"
+    return Verdict(True, None, None, seconds, extrapolate(points, math.prod(grid)))
 
 
 def capture_calls(
@@ -722,13 +384,17 @@ def capture_calls(
     the compiler's scoped VMEM limit for kernels that set none themselves.
     Without `origins`, the specs and scratch carry none and a call's origin
     is where it was invoked: the provenance hooks stay out of the trace.
-    With `spills`, each GPU kernel that compiles carries ptxas's report (gpu_spills.py)."""
+    With `spills`, each kernel that compiles carries its compiler's words on its register spills
+    where its family reads them (a GPU's: ptxas's report). The target's family compiles
+    (Family.worker(): its devices, options and compile) and reads what its model needs."""
+    family = family_of(target)
+    side = family.worker()
     device = target_device(target) if compile else trace_device(target)
-    gpu_spills.ASKED[0] = spills and is_gpu(target)
+    side.prepare(target, spills)
     limit, limit_source = scoped_limit or (None, None)
-    if is_gpu(target):  # no scoped VMEM on a GPU
+    compiler_options = side.compiler_options(limit) if limit else None
+    if compiler_options is None:  # a limit its compiler takes no option for (a GPU has no scoped VMEM)
         limit, limit_source = None, None
-    compiler_options = {"xla_tpu_scoped_vmem_limit_kib": limit // 1024} if limit else None
     PROVENANCE.clear()
     on_phase("trace", None)
     calls = []
@@ -740,15 +406,15 @@ def capture_calls(
             provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
             interpret = bool(eqn.params.get("interpret"))  # a CPU run: its TPU compile would say nothing
             platform = params_platform(eqn.params.get("compiler_params"))
-            other = platform if platform not in (None, "gpu" if is_gpu(target) else "tpu") else None
+            other = platform if platform not in (None, family.platform) else None
             compiled = compile and not interpret and other is None
             reused = False
             if compiled and estimate:  # its fit is known: what is asked is the compiler's estimate of its speed
-                verdict = estimate_alone(eqn, device, compiler_options, on_phase)
+                verdict = estimate_alone(eqn, device, side, compiler_options, on_phase)
             elif compiled:
-                key = verdict_key(eqn, device, compiler_options)  # the fingerprint, once
+                key = verdict_key(eqn, device, side, compiler_options)  # the fingerprint, once
                 reused = key in VERDICTS
-                verdict = compile_alone(eqn, device, compiler_options, on_phase, key)
+                verdict = compile_alone(eqn, device, side, compiler_options, on_phase, key)
             else:
                 verdict = Verdict(True, None)
             fits, text, seconds = verdict.fits, verdict.text, verdict.seconds
@@ -775,8 +441,7 @@ def capture_calls(
                     in_program=program_made(eqn, described["operands"]),
                     interpret=interpret,
                     other_platform=other,
-                    gpu_backend=gpu_backend_of(eqn.params.get("compiler_params")) if is_gpu(target) else None,
-                    gpu_kernel=extra(gpu_kernel_of, None, eqn) if is_gpu(target) else None,
+                    **side.call_facts(eqn),
                     scoped_limit_source="the pallas_call (vmem_limit_bytes)" if own_limit else limit_source,
                     **described,
                 )

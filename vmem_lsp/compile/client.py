@@ -4,7 +4,6 @@ and replace it when it hangs or dies. Never imports jax."""
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import json
 import logging
@@ -17,13 +16,13 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 
 from .. import lifetime
-from ..results import ExampleResult, Origin, PhaseLimits
+from ..families import families
+from ..results import CheckRequest, ExampleResult, Origin, PhaseLimits
 from . import memory
 from .interpreter import is_local_command, worker_environment
-from .protocol import PROTOCOL_VERSION, phase_doing, phase_words, result_from_dict
+from .protocol import PROTOCOL_VERSION, family_for, phase_doing, phase_words, result_from_dict
 from .shipping import Manifests, SourceTexts, relocate, workspace_folder
 from .worker import module_name_for
 
@@ -56,22 +55,6 @@ GRACE_SECONDS = 10.0
 WATCH_SECONDS = 0.1  # how often a local worker's resident memory is read during a request
 NEAR_LIMIT = 0.75  # a worker killed by a signal this close to a per-process limit ran out of memory
 FAULT_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
-
-
-@dataclass(frozen=True)
-class CheckRequest:
-    example: str
-    target: str
-    path: str | None = None  # the file holding the example
-    module: str | None = None  # or a dotted module (pyproject examples)
-    root: str | None = None  # put on sys.path first (the project root)
-    source: str | None = None  # run this text as the file at `path` (verifying a fix)
-    compile: bool = True  # False: trace only, to read block shapes
-    scoped_vmem_limit: int | None = None  # bytes: the compiler's scoped VMEM limit for this target
-    scoped_vmem_limit_source: str | None = None  # where it was set, for messages
-    origins: bool = True  # False: the result names no spec's line (vmem_lsp.fits, trace only)
-    estimate: bool = False  # the compiler's cycle estimate too: only a worker started with --estimate gives it
-    spills: bool = False  # a GPU target: ptxas's register report of each kernel too (check --spills)
 
 
 def project_root(request: CheckRequest) -> str | None:
@@ -514,53 +497,30 @@ class WorkerClient:
         if frame is not None:
             function, origin = frame
             message += f", in {function} at {os.path.basename(origin.file)}:{origin.line}"
-        elif phase == "compile" and (fatal := compiler_fatal([*self.stderr_log, *self._left_printed()])):
-            message += f": {fatal}"  # the compiler's own last words (an fp8 dot below sm_89)
-            return WorkerError(message, origin=fatal_origin(fatal, self._left_where()))
+        elif phase == "compile":
+            printed, where = self._left_by_crash(self.phase.get("target"))
+            if fatal := compiler_fatal([*self.stderr_log, *printed]):
+                message += f": {fatal}"  # the compiler's own last words (an fp8 dot below sm_89)
+                return WorkerError(message, origin=fatal_origin(fatal, where))
         return WorkerError(message, origin=frame[1] if frame else None)
+
+    def _local_pid(self) -> int | None:
+        """The worker's pid when it runs on this machine: what it left is in this temporary folder."""
+        pid = (self.hello or {}).get("pid")
+        return pid if pid and is_local_command(self.command) else None
 
     def _remove_left_files(self) -> None:
         """What a local worker that ended mid-compile left in the temporary folder and
-        was not read: `check --spills`'s PTX dumps, a GPU compile's printed words and note."""
-        from ..gpu.compile import compiling_path, printed_path
-        from ..gpu.ptxas import remove_left_dumps
+        was not read (Family.clean_after: a GPU compile's printed words, note, PTX dumps)."""
+        if (pid := self._local_pid()) is not None:
+            for family in families():
+                family.clean_after(pid)
 
-        pid = (self.hello or {}).get("pid")
-        if pid and is_local_command(self.command):
-            remove_left_dumps(pid)
-            for path in (compiling_path(pid), printed_path(pid)):
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-
-    def _left_text(self, path_of) -> str:
-        """A file a local worker's GPU compile left for its pid (`path_of(pid)`), read;
-        "" when there is none. _remove_left_files removes it after."""
-        pid = (self.hello or {}).get("pid")
-        if not pid or not is_local_command(self.command):
-            return ""
-        try:
-            with open(path_of(pid), errors="replace") as left:
-                return left.read()
-        except OSError:
-            return ""
-
-    def _left_where(self) -> dict:
-        """What a local worker said it was compiling for a GPU when it ended
-        (compile/gpu_compile.compiling_where)."""
-        from ..gpu.compile import compiling_path
-
-        try:
-            where = json.loads(self._left_text(compiling_path) or "{}")
-        except ValueError:
-            return {}
-        return where if isinstance(where, dict) else {}
-
-    def _left_printed(self) -> list[str]:
-        """What a local worker's GPU compile printed before it ended the process
-        (compile/gpu_compile.printed_path)."""
-        from ..gpu.compile import printed_path
-
-        return self._left_text(printed_path).splitlines()
+    def _left_by_crash(self, target: str | None) -> tuple[list[str], dict]:
+        """What the compiler of `target`'s family printed and said it was compiling before it
+        ended a local worker (Family.left_by_crash); nothing for a remote one."""
+        pid, family = self._local_pid(), family_for(target)
+        return family.left_by_crash(pid) if pid is not None and family is not None else ([], {})
 
     @staticmethod
     def _pump_stdout(process, lines: queue.Queue) -> None:

@@ -1,31 +1,22 @@
-"""The TPU a request compiles for, with no TPU attached: libtpu's deviceless
-topology of the chip (chips.py names it); or the NVIDIA GPU, a compile-only
-CUDA device made from its GpuTargetConfig (gpus.py) by jax's CUDA plugin.
+"""The device a request compiles for, with no hardware attached: its target's family makes
+it (Family.worker().devices: libtpu's deviceless topology of a TPU chip, a compile-only
+CUDA device from a GPU's target config), kept here once per target with why none came.
 
-Imports jax; only the worker process loads this module.
+Only the worker process loads this module (the families' devices import jax).
 """
 
 from __future__ import annotations
 
 import functools
 
-from jax.experimental import topologies
-
-from ..gpu.targets import gpu, is_gpu
-from ..tpu.chips import chip
+from ..families import family_of
 
 
 @functools.cache
 def target_devices(target: str) -> tuple:
     """Every device of the target's deviceless topology (a host's chips, as
     `jax.devices()` lists them on that host); a GPU target's one device."""
-    if is_gpu(target):
-        topology = topologies.get_topology_desc(
-            platform="cuda", target_config=gpu(target).target_config(), topology="1x1x1"
-        )
-    else:
-        topology = topologies.get_topology_desc(platform="tpu", topology_name=chip(target).topology)
-    found = tuple(topology.devices)
+    found = family_of(target).worker().devices(target)
     _SIBLINGS[id(found[0])] = found
     return found
 
@@ -49,9 +40,10 @@ _ERRORS: dict[str, str] = {}  # target -> why libtpu gave no device for it
 
 
 def trace_device(target: str):
-    """The target's compile-only device, or None where libtpu is absent (macOS), or
-    does not know the chip (v7x on libtpu 0.0.23: "Invalid TPU external name"): a trace
-    for the layout model needs no compiler. Why is kept for device_error."""
+    """The target's compile-only device, or None where its compiler is absent (libtpu on
+    macOS, jax's CUDA plugin), or does not know the target (v7x on libtpu 0.0.23: "Invalid
+    TPU external name"): a trace for the layout model needs no compiler. Why is kept for
+    device_error."""
     try:
         return target_device(target)
     except Exception as error:
@@ -60,5 +52,5 @@ def trace_device(target: str):
 
 
 def device_error(target: str) -> str | None:
-    """What libtpu said when it gave no device for `target`, if it said anything."""
+    """What the compiler said when it gave no device for `target`, if it said anything."""
     return _ERRORS.get(target)

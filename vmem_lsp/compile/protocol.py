@@ -12,10 +12,11 @@ import dataclasses
 import json
 from typing import Any
 
-from ..gpu.targets import is_gpu
-from ..results import CapturedCall, ExampleResult, GpuDot, GpuKernel, Operand, Origin, Scoped, Scratch, Unseen
+from ..families import family_of
+from ..family import Family
+from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch, Unseen
 
-PROTOCOL_VERSION = 13  # raised whenever a message or a result's fields change: the hello refuses a mismatch
+PROTOCOL_VERSION = 14  # raised whenever a message or a result's fields change: the hello refuses a mismatch
 
 
 def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:
@@ -26,13 +27,23 @@ def phase_words(phase: str | None, kernel: str | None, target: str | None, secon
     if phase == "lower":
         return f"lowering kernel {kernel!r}{on} did not finish within {seconds:g} s"
     if phase == "compile":
-        which = "GPU" if target and is_gpu(target) else "TPU"
+        family = family_for(target)
+        which = family.noun if family is not None else "target's"
         return f"the {which} compiler did not finish kernel {kernel!r}{on} within {seconds:g} s"
     return f"the example's Python did not return within {seconds:g} s"
 
 
+def family_for(target: str | None) -> Family | None:
+    """The target's family, None for no target or one this process does not know."""
+    try:
+        return family_of(target) if target else None
+    except ValueError:
+        return None
+
+
 def compiler_of(target: str | None) -> str:
-    return "XLA's GPU compiler" if target and is_gpu(target) else "libtpu"
+    family = family_for(target)
+    return family.compiler if family is not None else "the compiler"
 
 
 def phase_doing(phase: str | None, kernel: str | None, target: str | None) -> str:
@@ -54,14 +65,9 @@ def _origin(d: dict | None) -> Origin | None:
     return Origin(**d) if d else None
 
 
-def _gpu_kernel(d: dict | None) -> GpuKernel | None:
-    if not d:
-        return None
-    dots = tuple(GpuDot(**{**g, "lhs": tuple(g["lhs"]), "rhs": tuple(g["rhs"])}) for g in d.get("dots", ()))
-    return GpuKernel(**{**d, "sequential": tuple(d.get("sequential", ())), "dots": dots})
-
-
 def result_from_dict(d: dict) -> ExampleResult:
+    family = family_for(d.get("target"))
+    facts = family.decode_facts if family is not None else (lambda data: data)
     calls = tuple(
         CapturedCall(
             **{
@@ -97,7 +103,7 @@ def result_from_dict(d: dict) -> ExampleResult:
                 "unseen": tuple(Unseen(**{**u, "origin": _origin(u["origin"])}) for u in c.get("unseen", ())),
                 "error_origin": _origin(c.get("error_origin")),
                 "in_program": tuple(tuple(x) for x in c.get("in_program", ())),
-                "gpu_kernel": _gpu_kernel(c.get("gpu_kernel")),
+                "family_facts": facts(c.get("family_facts")),
             }
         )
         for c in d.get("calls", ())

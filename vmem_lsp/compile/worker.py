@@ -16,7 +16,7 @@ import sys
 import traceback as tb
 import types
 
-from ..gpu.targets import gpu_missing, is_gpu
+from ..families import family_of
 from ..results import ExampleResult, Origin
 from ..source.notebook import is_notebook, read_notebook
 from .request_limits import OverTime
@@ -24,6 +24,7 @@ from .shipping import file_digest
 
 # Said when a GPU request needs a process that has not compiled Mosaic GPU for another architecture.
 FRESH = "this worker compiled Mosaic GPU for another GPU architecture: asked again in a fresh one"
+ESTIMATES = "VMEM_LSP_ESTIMATES"  # set in a worker started with --estimate (worker_server)
 BARE_TRACES_KEPT = 256  # requests without origins between two clearings of jax's traces
 
 
@@ -209,26 +210,15 @@ class Worker:
         target = params["target"]
         path, module = params.get("path"), params.get("module")
         compile = params.get("compile", True)
-        if params.get("estimate") and not self.capture.speed.enabled():
+        if params.get("estimate") and not os.environ.get(ESTIMATES):
             raise ValueError("an estimate was asked of a worker started without --estimate")
+        side = family_of(target).worker()
         device = self.devices.trace_device(target)
-        if device is not None and compile and is_gpu(target):
-            from ..gpu.compile import needs_fresh_process
-
-            if needs_fresh_process(device.compute_capability):
-                return ExampleResult(target, device.device_kind, error=FRESH, error_kind="fresh_worker")
+        if device is not None and compile and side.fresh_process(device):
+            return ExampleResult(target, device.device_kind, error=FRESH, error_kind="fresh_worker")
         if device is None and compile:
             said = getattr(self.devices, "device_error", lambda _: None)(target) or ""
-            if is_gpu(target):
-                error = gpu_missing(target, said)
-            elif "Invalid TPU external name" in said:  # a libtpu older than the chip
-                error = f"no TPU compiler for {target}: this libtpu does not know {target} ({said.splitlines()[0]})"
-            else:
-                error = (
-                    f"no TPU compiler for {target}: libtpu is not "
-                    f"available here (install jax[tpu] on Linux, or use --no-compile)"
-                )
-            return ExampleResult(target, None, error=error, error_kind="no_compiler")
+            return ExampleResult(target, None, error=side.missing(target, said), error_kind="no_compiler")
         kind = device.device_kind if device is not None else None
         source = params.get("source")
         try:

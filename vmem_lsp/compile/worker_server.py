@@ -199,9 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.estimate:  # before jax loads: libtpu reads its flags once, when it starts
-        from ..tpu.profile import enable
+        from ..families import families
+        from .worker import ESTIMATES
 
-        enable()
+        for family in families():
+            family.prepare_estimates()
+        os.environ[ESTIMATES] = "1"
     die_with_parent()
     limits = Limits(
         int(args.max_request_mb * 2**20),

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 
 from ..correlate import SitesOf
+from ..families import family_of
 from ..source.directives import Example
 from ..source.text import split_lines
 from .edits import Fix
@@ -54,6 +55,7 @@ def plan(
             max_compiles=max_compiles,
             progress=progress and functools.partial(progress, example),
             estimate=estimate,
+            family_of=family_of,
         )
         planned.append((example, find_fixes(problem)))
     return planned

@@ -15,8 +15,9 @@ from ..results import CapturedCall
 from ..source.model import BlockSpecSite, Expr, KernelSite, Span, TextEdit
 from ..source.syntax import parse_quietly
 from ..source.text import node_span, offset, split_lines
-from ..tpu.chips import MiB
 from .edits import position
+
+MiB = 1 << 20
 
 TPU_ALIAS = re.compile(
     r"^\s*(?:from\s+jax\.experimental\.pallas\s+import\s+tpu\s+as\s+(\w+)"

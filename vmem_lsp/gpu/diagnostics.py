@@ -21,28 +21,7 @@ from .spills import spill_diagnostics
 from .targets import Gpu, gpu
 
 
-def other_platform(call: CapturedCall, label: str, anchor: Anchor, example: Example, number: int) -> Diagnostic:
-    """VMEM015: a kernel whose compiler params are another platform's (a Triton
-    kernel checked on a TPU chip) is not compiled for this target: said, not
-    counted as fitting."""
-    kind = "a GPU kernel (Triton or Mosaic GPU compiler params)" if call.other_platform == "gpu" else "a TPU kernel"
-    wording = Wording(f"{kernel_label(call)} is {kind}: not compiled", " for ", label, ", ")
-    return Diagnostic(
-        anchor.path,
-        anchor.span,
-        "information",
-        "VMEM015",
-        wording.text(),
-        None,
-        "compiler",
-        (Related(example.path, example.span, f"example {example.text}"),),
-        {"kernel": kernel_label(call), "platform": call.other_platform, "example": str(example.key)},
-        Subject(example.key, number, "other platform"),
-        wording,
-    )
-
-
-def gpu_diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
+def diagnostics(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
     """All diagnostics one example's result on one GPU target gives."""
     target = gpu(result.target)
     found: list[Diagnostic] = []
@@ -50,8 +29,7 @@ def gpu_diagnostics_for(example: Example, result: ExampleResult, sites: Sources)
     for number, call in enumerate(result.calls):
         site = kernel_site(call, sites.sites_of)
         anchor = call_anchor(call, site, Anchor(example.path, example.span))
-        if call.other_platform:
-            found.append(other_platform(call, target.label, anchor, example, number))
+        if call.other_platform:  # said by the core, as for every family (unchecked.other_platform)
             continue
         if not call.compiled or call.fits:
             found.append(fitting(call, target, anchor, example, number))
@@ -195,7 +173,7 @@ def ended_at(example: Example, result: ExampleResult, sites: Sources) -> Anchor:
     return Anchor(origin.file, line_span(origin.line))
 
 
-def process_ended(example: Example, result: ExampleResult, sites: Sources) -> Diagnostic | None:
+def ended(example: Example, result: ExampleResult, sites: Sources) -> Diagnostic | None:
     """VMEM052 when the GPU compiler ended the worker over a compute capability
     (an fp8 dot below sm_89: an LLVM fatal error, its words in the crash
     message), on the body line that asked for it; None for any other failure,

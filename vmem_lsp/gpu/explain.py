@@ -2,11 +2,11 @@
 begins on a log line, what the Python traceback around it says, and the
 explanation: which backend, requested against available bytes, which GPUs
 have that limit, which blocks count and how far they must shrink; for an op
-or a dtype the architecture lacks, which targets have it. Pure but for
-`Traceback`, the little that must be remembered from line to line;
-explain.py finds, places and prints, this module knows the GPU side.
+or a dtype the architecture lacks, which targets have it; and where it goes
+among the sources' pallas_calls. Pure but for `Traceback`, the little that must
+be remembered from line to line; explain.py drives the reading for every family.
 
-The texts are report/gpu.py's forms, one line each: Triton's "Shared memory
+The texts are report.py's forms, one line each: Triton's "Shared memory
 size limit exceeded" (XLA's RESOURCE_EXHAUSTED), Mosaic GPU's ValueError,
 MLIR's "error: '<op>' op is not supported on sm_80" behind its location, and
 LLVM's fatal "... is only supported on compute capability >= 89".
@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import render
+from ..logs import Found, Placement, Sources, TracedCall, sites_at, undecided
 from .layout import block_bytes, estimated_shared_memory, staged
 from .report import GpuReport, parse_gpu_report
 from .targets import GPUS, Gpu, gpu, is_gpu
 
-if TYPE_CHECKING:  # explain.py's types: it imports this module, never the other way
+if TYPE_CHECKING:
     from ..correlate import SitesOf
     from ..diagnostics import Diagnostic
-    from ..explain import TracedCall
     from ..source.model import KernelSite
 
 # ---- finding ------------------------------------------------------------------------------------
@@ -112,6 +112,26 @@ class Traceback:
         frames = tuple(self.frames) if number - self.frame_line <= NEAR else ()
         self.last, self.chained, self.frames = text, False, []
         return None if repeat else (text, frames)
+
+
+class Reader:
+    """GPU reports in a log (logs.LogReader): each is one line, with the traceback frames
+    before it (Traceback)."""
+
+    def __init__(self) -> None:
+        self.traceback = Traceback()
+
+    def see(self, number: int, line: str) -> tuple[list[Found], bool]:
+        found = self.traceback.see(number, line)
+        if found is None:
+            return [], False
+        return [Found(number, found[0], found[1], family="gpu")], True
+
+    def interrupt(self) -> list[Found]:
+        return []
+
+    def finish(self) -> list[Found]:
+        return []
 
 
 def parsed(text: str) -> GpuReport | None:
@@ -395,9 +415,7 @@ def best_calls(report: GpuReport, calls: Sequence[TracedCall]) -> tuple[list[Tra
     operands for an fp8 conversion); for shared memory the site whose staged blocks' bytes, by
     the layout model, come nearest the request. More than one: a tie, said."""
     mine = [
-        t
-        for t in calls
-        if t.call.other_platform is None and report.backend in (None, t.call.gpu_backend or report.backend)
+        t for t in calls if t.call.other_platform is None and report.backend in (None, t.call.backend or report.backend)
     ]
     kind = BACKEND.get(report.backend or "", "GPU")
     if report.form == "compute_capability" and "f8" in (report.what or ""):
@@ -506,3 +524,40 @@ def placed_diagnostics(
             )
         )
     return out
+
+
+def placing(
+    report: GpuReport, found: Found, target: str | None, log_name: str, sources: Sources
+) -> tuple[list, Placement]:
+    """A GPU report on the sources' lines: on the pallas_call at a line the log names (MLIR's
+    location of the op, the traceback's frames), else on the line MLIR names in a source file,
+    else on the traced call whose staged blocks come nearest the request (best_calls);
+    the staged BlockSpecs from that call. A tie is said on each site (VMEM040). A place MLIR names
+    outside the sources is no kernel of theirs: not placed."""
+    lines = places(report, found.frames)
+    named = next((hits[:1] for file, line in lines if (hits := sites_at(sources.sites, file, line))), [])
+    files = {p for p, _, _ in sources.sites if report.place and p.endswith(report.place[0].split("/")[-1])}
+    on_line = (files.pop(), report.place[1]) if report.place and len(files) == 1 and not named else None
+    placement = Placement(tuple(named), "the line the log names" if named else "nothing in the log names it")
+    if report.place and not named and on_line is None:
+        where = f"{render.display_path(report.place[0])}:{report.place[1]}"
+        placement = Placement((), f"the compiler places it at {where}, in none of the sources")
+    chosen: list[TracedCall] = []
+    sites_of = None
+    if sources.tracer is not None and report.place is None and (not named or report.form == "shared_memory"):
+        trace = sources.tracer.on(trace_target(report, target))()
+        spans = {(p, s.span) for p, s in named} or {(p, s.span) for p, s, _ in sources.sites}
+        chosen, why = best_calls(report, [t for t in trace.calls if (t.path, t.site.span) in spans])
+        sites_of = trace.sites_of
+        if not named:
+            placement = Placement(
+                tuple((t.path, t.site) for t in chosen), why if chosen or not trace.note else trace.note
+            )
+        elif chosen:
+            placement = Placement(placement.sites, f"{placement.why}; {why}")
+    if len(placement.sites) > 1:
+        return undecided(found, placement, log_name), placement
+    site = placement.sites[0] if placement.sites else None
+    traced = chosen[0] if len(chosen) == 1 else None
+    at = (found.line, log_name)
+    return placed_diagnostics(report, at, placement.why, target, site, traced, on_line, sites_of), placement

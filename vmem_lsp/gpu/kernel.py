@@ -4,7 +4,7 @@
 each dot of the body with where its operands come from (an input's whole block, a
 slice read inside a loop that Triton pipelines, or a computed value).
 
-Reads the kernel's jaxpr and params only; the worker fills CapturedCall.gpu_kernel
+Reads the kernel's jaxpr and params only; the worker fills CapturedCall.family_facts
 with it on a GPU target.
 """
 
@@ -14,8 +14,8 @@ import math
 
 from ..compile import jax_compat
 from ..dtypes import COMPILER_DTYPES
-from ..results import GpuDot, GpuKernel
 from .compile import lowers_with_mosaic_gpu
+from .layout import GpuDot, GpuKernel
 
 # jax's defaults when a kernel's params leave them out (jax 0.10.2): Triton's num_stages
 # on CUDA and num_warps (pallas/triton/pallas_call_registration.py), Mosaic GPU's

@@ -10,8 +10,50 @@ import math
 from dataclasses import dataclass
 
 from ..dtypes import ITEM_BITS
-from ..results import CapturedCall, GpuDot, GpuKernel, Operand
+from ..results import CapturedCall, Operand
 from .targets import gpu
+
+
+@dataclass(frozen=True)
+class GpuDot:
+    """One dot_general of a GPU kernel's body, as the shared-memory model
+    reads it. Each operand comes from "block" (an input's whole block, read outside any
+    loop), "slice" (part of an input's block, outside any loop), "loop" (read from an
+    input inside a loop: Triton pipelines it over num_stages) or "value" (computed)."""
+
+    lhs: tuple[int, ...]  # the operands' shapes as the dot takes them
+    rhs: tuple[int, ...]
+    dtype: str  # the lhs's dtype, compiler spelling ("bf16")
+    m: int  # the result's rows: the lhs's non-contracting size
+    in_loop: bool  # a loop of the body (fori_loop) runs it
+    lhs_from: str = "value"
+    rhs_from: str = "value"
+    lhs_input: int | None = None  # which input (in_specs index) it reads, when it reads one
+    rhs_input: int | None = None
+    rhs_dtype: str | None = None  # the rhs's dtype when it is not the lhs's
+    rhs_transposed: bool = False  # the rhs contracts its last dimension (x @ y.T)
+
+
+@dataclass(frozen=True)
+class GpuKernel:
+    """What a GPU kernel's compiler params and body tell this model of its shared memory
+    (kernel.py reads it in the worker: CapturedCall.family_facts on a GPU target)."""
+
+    stages: int  # Triton num_stages (jax's default on CUDA: 3); Mosaic GPU max_concurrent_steps (1)
+    warps: int  # Triton num_warps (4); Mosaic GPU: 4 (a warpgroup)
+    sequential: tuple[int, ...] = ()  # Mosaic GPU: the grid axes it pipelines over ("sequential")
+    reduction_scratch: int = 0  # Mosaic GPU: reduction_scratch_bytes, reserved when the body reduces
+    reduced: int = 0  # the most elements a reduction of the body keeps (a row sum of (64, 256): 64)
+    dots: tuple[GpuDot, ...] = ()
+
+
+def decode_facts(data: dict | None) -> GpuKernel | None:
+    """A GpuKernel back from the worker's JSON (its tuples are lists there)."""
+    if not data:
+        return None
+    dots = tuple(GpuDot(**{**g, "lhs": tuple(g["lhs"]), "rhs": tuple(g["rhs"])}) for g in data.get("dots", ()))
+    return GpuKernel(**{**data, "sequential": tuple(data.get("sequential", ())), "dots": dots})
+
 
 # The blocks each backend stages in shared memory, as captured: Triton loads a dot's
 # operands through it, one at a time (the request is the largest input block); Mosaic
@@ -211,8 +253,8 @@ def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) 
 def shared_memory_estimate(call: CapturedCall, backend: str | None, target: str | None = None) -> SharedEstimate:
     """The model's shared memory of a Pallas GPU kernel, with its terms; see
     estimated_shared_memory for what it is and how far it may be off."""
-    backend = backend or call.gpu_backend or "triton"
-    kernel = call.gpu_kernel
+    backend = backend or call.backend or "triton"
+    kernel = call.family_facts
     if backend == "mosaic_gpu":
         return _mosaic_gpu(call, kernel)
     if kernel is None:  # not captured (a result from before the field): the largest input block
@@ -227,7 +269,7 @@ def estimated_shared_memory(call: CapturedCall, backend: str | None, target: str
     block (what "requested N" says when it refuses one), without compiling: blocks x
     dtype x stages where stages apply, Mosaic GPU's alignment and barriers, Triton's
     per-architecture rules (`target`: a GPU target of gpus.py; None: the H100's sm_90).
-    Reads `call.operands` (edited block shapes count as written) and `call.gpu_kernel`
+    Reads `call.operands` (edited block shapes count as written) and `call.family_facts`
     (stages, warps, dots, captured by the worker on a GPU target).
 
     Error, measured against the compiler on 320 kernels x 5 targets (jax 0.10.2, plugin

@@ -1,9 +1,10 @@
 """Which configs of a sweep fit, with as few compiles as can be had and no
 guess: pure, the compiles come in through a function.
 
-1. The layout model sizes every traced config. Where its total is further
-   from the limit than the model's measured error for that chip and kind of
-   kernel (model_error.py), and every block tiles legally, the model decides.
+1. The target's family's model sizes every traced config (Family.sweep_size).
+   Where it may decide (on a TPU chip: its total is further from the limit
+   than the layout model's measured error for that chip and kind of kernel,
+   and every block tiles legally), it decides.
 2. The rest are compiled, nearest the frontier first: a config whose windows
    are each no larger than those of one that fits, fits too; one whose
    windows are each no smaller than those of one that overflows, overflows
@@ -18,18 +19,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from .. import budget as budgets
-from .. import render
-from ..gpu.layout import block_bytes, estimated_shared_memory, staged
-from ..gpu.report import parse_gpu_report
-from ..gpu.targets import gpu, is_gpu
-from ..results import CapturedCall, ExampleResult
-from ..tpu import layout
-from ..tpu.model_error import bound, kind_of, model_decides
-from ..tpu.parse import parse_report
+from ..budget import Budget
+from ..results import ExampleResult
 
-VMEM_FORMS = ("physical", "scoped", "single_allocation")
+if TYPE_CHECKING:
+    from ..family import Family
+
 OTHER_PLATFORM = "its compiler params are another platform's (a Triton kernel on a TPU chip): not compiled for it"
 
 
@@ -67,79 +64,27 @@ class Config:
     model_total: int = 0
     model_limit: int = 0
     model_says: bool | None = None
+    model_why: str = ""  # why the model alone decides it, when it does
     costs: tuple = ()  # per call: sorted (kind, index, bytes) of the model's windows, scratch, scoped
     verdict: Verdict | None = None
     compiled: ExampleResult | None = None
 
 
-def legal_blocks(call: CapturedCall) -> bool:
-    """Every VMEM window tiles as the TPU lowering requires (the model cannot
-    see a block shape error; a compile can)."""
-    for op in call.operands:
-        if op.block_shape is None or not layout.in_vmem(op.memory_space) or op.role == "prefetch":
-            continue
-        if len(op.block_shape) == 1:
-            if op.block_shape[0] != op.full_shape[0] and op.block_shape[0] % 1024:
-                return False
-            continue
-        for size, tile, full in zip(op.block_shape[-2:], render.tile(op.dtype), op.full_shape[-2:]):
-            if size is not None and size != full and size % tile:
-                return False
-    return True
-
-
-def exact_bytes(b) -> int:
-    """The parts of a model budget it sizes exactly: windows, scratch, scoped buffers, not its internal guess."""
-    return sum(p.bytes for p in b.parts if p.kind != "internal")
-
-
-def costs_of(call: CapturedCall, target: str) -> tuple:
-    return tuple(sorted((c.kind, c.index, c.bytes) for c in layout.window_costs(call, target)))
-
-
-def tightest(budgets_) -> budgets.Budget:
+def tightest(budgets_) -> Budget:
     """Of a config's kernels, the one nearest its limit (or furthest over): the config's figure."""
     return max(budgets_, key=lambda b: b.total / max(b.limit, 1))
 
 
-def size_up_gpu(item: Config) -> None:
-    """A GPU config: the staged blocks' bytes against the target's shared memory, for the
-    table and monotonicity; the compiler decides every config (the model has no measured
-    error on GPUs yet)."""
-    calls = item.traced.calls
-    limit = gpu(item.target).shared_memory_limit
-    item.model_total = max((estimated_shared_memory(c, c.gpu_backend, item.target) for c in calls), default=0)
-    item.model_limit = limit
-    item.costs = tuple(
-        (c.name, tuple(sorted(("block", op.role, op.index, block_bytes(op)) for op in staged(c, "mosaic_gpu"))))
-        for c in calls
-    )
-
-
-def size_up(item: Config) -> None:
-    """The model's total, limit and verdict for a traced config."""
+def size_up(item: Config, family: Family) -> None:
+    """The model's total, limit and verdict for a traced config, by its target's family."""
     if all(c.other_platform for c in item.traced.calls):
         item.verdict = Verdict(
             item.config, item.target, None, None, None, "error", "not compiled here", error=OTHER_PLATFORM
         )
-        return None
-    if is_gpu(item.target):
-        return size_up_gpu(item)
-    calls, libtpu = item.traced.calls, item.traced.libtpu  # the bounds and figures of the compiler that traced
-    budgets_ = [budgets.from_compile(c, None, item.target, libtpu) for c in calls]
-    worst = tightest(budgets_)
-    item.model_total, item.model_limit = worst.total, worst.limit
-    item.costs = tuple((c.name, costs_of(c, item.target)) for c in calls)
-    says = [
-        None
-        if not legal_blocks(c)
-        else model_decides(b.total, exact_bytes(b), b.limit, bound(kind_of(c, item.target), item.target, libtpu))
-        for c, b in zip(calls, budgets_)
-    ]
-    if any(s is False for s in says):
-        item.model_says = False
-    elif says and all(s is True for s in says):
-        item.model_says = True
+        return
+    size = family.sweep_size(item.traced.calls, item.target, item.traced.libtpu)
+    item.model_total, item.model_limit, item.model_says, item.costs = size.total, size.limit, size.says, size.costs
+    item.model_why = size.why
 
 
 def value_no_larger(x, y) -> bool:
@@ -167,59 +112,25 @@ def no_larger(a: Config, b: Config) -> bool:
     return True
 
 
-def compiled_verdict(item: Config, result: ExampleResult) -> Verdict:
-    """What a compile said: fits, overflows (a VMEM report), or another error."""
+def compiled_verdict(item: Config, result: ExampleResult, family: Family) -> Verdict:
+    """What a compile said: fits, overflows (its figures), or another error (the family reads it)."""
     if result.error:
         return Verdict(
             item.config, item.target, None, None, None, "error", "the example did not run", error=result.error
         )
-    failing = [c for c in result.calls if not c.fits]
-    if is_gpu(item.target):
-        return gpu_verdict(item, failing)
-    if not failing:
-        worst = tightest(budgets.from_compile(c, None, item.target, result.libtpu) for c in result.calls)
-        return Verdict(item.config, item.target, True, worst.total, worst.limit, "compiler", "compiled")
-    reports = [(c, parse_report(c.compiler_text or "")) for c in failing]
-    vmem = [(c, r) for c, r in reports if r.form in VMEM_FORMS]
-    if len(vmem) < len(reports):
-        text = next(c.compiler_text for c, r in reports if r.form not in VMEM_FORMS)
-        return Verdict(
-            item.config,
-            item.target,
-            None,
-            None,
-            None,
-            "error",
-            "does not compile",
-            error=(text or "").strip().split("\n")[0],
-        )
-    call, report = vmem[0]
-    b = budgets.from_compile(call, report, item.target, result.libtpu)
-    return Verdict(item.config, item.target, False, b.total, b.limit, "compiler", "compiled")
+    return family.sweep_verdict(item, result)
 
 
-def gpu_verdict(item: Config, failing: list[CapturedCall]) -> Verdict:
-    """What the GPU compiler said: fits, over its shared memory (its requested and
-    available bytes), or another error."""
-    if not failing:
-        return Verdict(item.config, item.target, True, item.model_total, item.model_limit, "compiler", "compiled")
-    report = parse_gpu_report(failing[0].compiler_text or "")
-    if report.form != "shared_memory":
-        first = (failing[0].compiler_text or "").strip().split("\n")[0]
-        return Verdict(item.config, item.target, None, None, None, "error", "does not compile", error=first)
-    return Verdict(item.config, item.target, False, report.requested, report.available, "compiler", "compiled")
+def error_verdict(item: Config, text: str | None) -> Verdict:
+    """A config that does not compile for another reason than memory: the error's first line."""
+    first = (text or "").strip().split("\n")[0]
+    return Verdict(item.config, item.target, None, None, None, "error", "does not compile", error=first)
 
 
 def model_verdict(item: Config) -> Verdict:
-    kind = kind_of(item.traced.calls[0], item.target)
+    """What the model alone decided, with why it may."""
     return Verdict(
-        item.config,
-        item.target,
-        item.model_says,
-        item.model_total,
-        item.model_limit,
-        "model",
-        f"{'under' if item.model_says else 'over'} by more than its error ({kind} kernels)",
+        item.config, item.target, item.model_says, item.model_total, item.model_limit, "model", item.model_why
     )
 
 
@@ -251,6 +162,7 @@ class Plan:
 
     items: list[Config]
     compile_batch: Callable[[list[Config]], list[ExampleResult]]
+    family: Family  # the chip's: its compiler's words read into verdicts
     budget: CompileBudget = field(default_factory=lambda: CompileBudget(None))
     batch: int = 1
     monotone: bool = True
@@ -282,7 +194,7 @@ class Plan:
             results = self.compile_batch(chosen)
             self.compiles += len(chosen)
             for item, result in zip(chosen, results):
-                item.compiled, item.verdict = result, compiled_verdict(item, result)
+                item.compiled, item.verdict = result, compiled_verdict(item, result, self.family)
             if self.monotone and not self.consistent():
                 self.monotone = False
                 for item in self.items:

@@ -9,8 +9,8 @@ import json
 import os
 from itertools import groupby
 
+from ..families import target_label
 from ..render import size
-from ..targets import target_label
 from .decide import Verdict, describe
 from .rank import describe_seconds
 from .run import S, SweepOutcome

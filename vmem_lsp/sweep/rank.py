@@ -1,9 +1,10 @@
 """Which of the configs that fit is fastest, by the compiler's own static cycle
-estimate (compile/speed.py), which costs several compiles' time each: a
-roofline screens first, and only the best `top` of each chip are estimated.
+estimate (tpu/profile.py), which costs several compiles' time each: the target's
+family's roofline screens first (Family.roofline: tpu/speed.py), and only the best
+`top` of each chip are estimated.
 
-Pure: the roofline, the screen and the ranks. The estimates come in through
-run.py. Cycles compare within one chip only: the clock is not published.
+Pure: the screen and the ranks. The estimates come in through run.py. Cycles
+compare within one chip only: the clock is not published.
 """
 
 from __future__ import annotations
@@ -11,44 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..results import CapturedCall, ExampleResult
-from ..tpu.chips import PEAKS, Peak
-from ..tpu.layout import grid_steps, in_vmem, padded_bytes
-from ..tpu.profile import ESTIMATED_STEPS
-
-# What a grid step costs beyond its work (the pipeline's bookkeeping, a DMA's
-# issue): measured on the deviceless compiler's estimates (../shared/notes).
-STEP_SECONDS = 0.35e-6
+from ..compile.cut_grids import ESTIMATED_STEPS, grid_steps
+from ..results import ExampleResult
 
 # After this many configs of one chip in a row whose compile libtpu aborted under
 # the profile, with none estimated, that chip's other configs are not tried.
 ABORTS_BEFORE_GIVING_UP = 2
-
-
-def roofline_seconds(call: CapturedCall, peak: Peak) -> float:
-    """One pallas_call's time at best: per grid step the larger of its matrix
-    work at peak FLOP/s and its windows' copies at HBM bandwidth, plus a step's
-    overhead; a window whose block never moves is copied once."""
-    steps = grid_steps(call.grid)
-    each_step = once = 0
-    for op in call.operands:
-        if op.role == "prefetch" or not in_vmem(op.memory_space):
-            continue
-        moved = padded_bytes(op.dtype, op.block_shape if op.block_shape is not None else op.full_shape)
-        if op.constant_index:
-            once += moved
-        else:
-            each_step += moved
-    compute = (call.flops_per_step or 0) / peak.flops
-    return steps * (max(compute, each_step / peak.hbm) + STEP_SECONDS) + once / peak.hbm
-
-
-def example_seconds(traced: ExampleResult, target: str) -> float | None:
-    """The roofline of every pallas_call an example reaches on `target`; None for a chip without figures."""
-    peak = PEAKS.get(target)
-    if peak is None:
-        return None
-    return sum(roofline_seconds(call, peak) for call in traced.calls)
 
 
 def screen(seconds: dict[int, float | None], top: int | None) -> list[int]:

@@ -15,7 +15,7 @@ from ..compile.backend import estimate_runner, runner_for
 from ..compile.cache import ResultCache
 from ..config import Settings
 from ..engine import Progress, Silent, request_for
-from ..gpu.targets import is_gpu
+from ..families import family_of
 from ..results import ExampleResult
 from . import rank as speed
 from .decide import CompileBudget, Config, Plan, Verdict, size_up
@@ -115,7 +115,7 @@ def run_sweep(
                 if not item.traced.calls:
                     item.traced = dataclasses.replace(item.traced, error="the example reaches no pallas_call")
                 else:
-                    size_up(item)
+                    size_up(item, family_of(item.target))
 
         def compile_one(item: Config) -> ExampleResult:
             result = run(request_for(sweep.example_for(item.config), item.target, settings))
@@ -131,7 +131,7 @@ def run_sweep(
         # Every chip's plan at once: the pool's lanes stay busy while one chip waits for its batch.
         shared = CompileBudget(budget)
         plans = [
-            Plan([i for i in items if i.target == target], compile_batch, budget=shared, batch=lanes)
+            Plan([i for i in items if i.target == target], compile_batch, family_of(target), budget=shared, batch=lanes)
             for target in settings.targets
         ]
         verdicts = in_parallel(Plan.run, plans)  # one worker (no pool) takes one request at a time
@@ -180,13 +180,14 @@ def rank_speed(
     try:
         progress.start(sum(len(v) if top is None else min(top, len(v)) for v in by_chip.values()))
         for target, fitting in by_chip.items():
-            seconds = {i.number: speed.example_seconds(i.traced, target) for i in fitting}
+            family = family_of(target)
+            seconds = {i.number: family.roofline(i.traced, target) for i in fitting}
             by_number = {i.number: i for i in fitting}
             estimates: dict[int, speed.Estimate] = {}
             aborts = 0
-            if is_gpu(target):  # the estimate is libtpu's static profile
-                outcome.no_estimates[target] = "the compiler's cycle estimate is libtpu's: a GPU target has none"
-            for number in [] if is_gpu(target) else speed.screen(seconds, top):
+            if not family.speed_estimates:  # the estimate is libtpu's static profile
+                outcome.no_estimates[target] = family.no_estimate
+            for number in speed.screen(seconds, top) if family.speed_estimates else []:
                 item = by_number[number]
                 if aborts >= speed.ABORTS_BEFORE_GIVING_UP and not any(e.cycles for e in estimates.values()):
                     estimates[number] = speed.Estimate(None, f"not tried: {outcome.no_estimates[target]}")

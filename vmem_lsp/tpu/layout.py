@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..compile.cut_grids import grid_steps
 from ..dtypes import ITEM_BITS
 from ..results import CapturedCall, Operand, Scoped, Unseen
 
@@ -86,11 +87,6 @@ def padded_bytes(dtype: str, shape: tuple[int, ...]) -> int:
     padded_rows = math.ceil(rows / tile) * tile
     padded_cols = math.ceil(cols / LANES) * LANES
     return math.prod(leading) * padded_rows * padded_cols * bits // 8
-
-
-def grid_steps(grid: tuple[int, ...]) -> int:
-    """Steps of the grid; a dimension only known at run time counts as many."""
-    return math.prod(g if g > 0 else 2 for g in grid)
 
 
 def buffer_count(operand: Operand, grid: tuple[int, ...]) -> int:
@@ -311,3 +307,9 @@ def unseen_could_overflow(call: CapturedCall, total: int, limit: int, target: st
     most = LIVE_SPILL_MOST_ATTENTION if attention_scores_bytes(call) else LIVE_SPILL_MOST
     unsized = int(most * live.bytes) - internal_estimate(call, target)
     return live if total + unsized > limit else None
+
+
+def tile(dtype: str) -> tuple[int, int]:
+    """The (sublanes, lanes) tile of a dtype in VMEM: 8 rows of 32-bit words,
+    packed (bf16 16 rows, int8 32), 128 lanes."""
+    return 8 * packing(dtype), 128

@@ -19,20 +19,14 @@ from ..correlate import (
     kernel_label,
     kernel_site,
     line_span,
-    operand_for,
-    operand_named,
-    scoped_allocations,
     scoped_anchor,
     scoped_caller_anchor,
     scoped_entry,
     scratch_anchor,
     scratch_entry,
-    scratch_indices,
     spec_anchor,
 )
 from ..diagnostics import Diagnostic, Related, Subject
-from ..gpu.diagnostics import gpu_diagnostics_for, other_platform, process_ended
-from ..gpu.targets import is_gpu
 from ..render import Wording
 from ..results import CapturedCall, ExampleResult, Scoped
 from ..source.directives import Example
@@ -40,6 +34,7 @@ from ..source.model import Span
 from ..source.text import split_lines
 from . import layout
 from .chips import Chip, chip
+from .correlate import operand_for, operand_named, scoped_allocations, scratch_indices
 from .parse import error_kind, parse_report
 from .report import Allocation, Report
 
@@ -339,7 +334,7 @@ def estimated_parts(call, report, target, site, sites, anchor, need, base) -> li
 def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites: Sources) -> KernelFindings | None:
     """Without a compiler (--no-compile, or no libtpu): the layout model's
     verdict, every figure marked as its estimate. None when it fits."""
-    from ..budget import from_compile
+    from .budget import from_compile
 
     b = from_compile(call, None, target)
     if b.total <= b.limit:
@@ -402,21 +397,14 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
 # ---- an example's diagnostics on one chip -------------------------------------------------
 
 
-def diagnostics_for(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
-    """All diagnostics one example's result on one target gives."""
-    if result.error and is_gpu(result.target) and (ended := process_ended(example, result, sites)) is not None:
-        return [ended]
-    if result.error:
-        return [error_diagnostic(example, result, result.error)]
-    if is_gpu(result.target):
-        return gpu_diagnostics_for(example, result, sites)
+def diagnostics(example: Example, result: ExampleResult, sites: Sources) -> list[Diagnostic]:
+    """All diagnostics one example's result (no error) on one chip gives."""
     target = chip(result.target, result.libtpu)
     found = []
     for number, call in enumerate(result.calls):
         site = kernel_site(call, sites.sites_of)
         anchor = call_anchor(call, site, Anchor(example.path, example.span))
-        if call.other_platform:
-            found.append(other_platform(call, target.label, anchor, example, number))
+        if call.other_platform:  # said by the core, as for every family (unchecked.other_platform)
             continue
         if call.interpret:
             found.append(interpreted(call, target, anchor, example, number))
@@ -458,7 +446,7 @@ def fitting(call: CapturedCall, target: Chip, anchor: Anchor, example: Example, 
     """VMEM007, information: a kernel that fits, with what was checked (its grid, blocks and
     buffering) and the layout model's figures (a kernel that fits gets none from the compiler).
     JSON always has it; text shows it with --show-fits; the editor has its hover instead."""
-    from ..budget import from_compile
+    from .budget import from_compile
 
     b = from_compile(call, None, target)
     scoped = b.limit_kind == "scoped"
@@ -531,7 +519,7 @@ def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Examp
     """The model's "fits" with a warning where the body computes a value it
     cannot place that could make it overflow: never a silent pass. On the
     line that computes it, else the pallas_call."""
-    from ..budget import from_compile
+    from .budget import from_compile
 
     b = from_compile(call, None, target)
     unseen = layout.unseen_could_overflow(call, b.total, b.limit, target.name)
@@ -677,7 +665,7 @@ def block_shape_error(
     if op is not None and op.role != "prefetch" and op.block_shape is not None:
         where = spec_anchor(op, site, sites.sites_of, anchor)
         label = render.operand(op.role, op.index)
-        head = render.block_not_tiling(label, op.block_shape, op.dtype, op.full_shape)
+        head = block_not_tiling(label, op.block_shape, op.dtype, op.full_shape)
         short = render.block_summary(label, op.block_shape, render.at(where.path, where.span.start_line))
         part = label
     else:
@@ -798,28 +786,16 @@ def line_text_span(text: str | None, line: int) -> Span:
     return Span(line, len(written) - len(written.lstrip()), line, len(written.rstrip()))
 
 
-def error_diagnostic(example: Example, result: ExampleResult, error: str) -> Diagnostic:
-    """VMEM010 (raised, hung, crashed, out of memory), VMEM012 (no compiler): the example was not checked."""
-    soft = result.error_kind in ("no_compiler", "no_kernel")
-    code = "VMEM012" if result.error_kind == "no_compiler" else "VMEM010"
-    origin = result.error_origin
-    related = (Related(origin.file, line_span(origin.line), "raised here"),) if origin is not None else ()
-    raised_at = (
-        render.at(origin.file, origin.line)
-        if origin is not None and result.error_kind in ("raised", "import", "memory")
-        else None
-    )
-    wording = render.not_checked(result.target, error, raised_at)
-    return Diagnostic(
-        example.path,
-        example.span,
-        "warning" if soft else "error",
-        code,
-        wording.text(),
-        result.target,
-        "compiler",
-        related,
-        {"error_kind": result.error_kind, "target": result.target},
-        Subject(example.key, None, "not checked"),
-        wording,
+def block_not_tiling(label: str, block, dtype: str, full) -> str:
+    """VMEM030's head for an operand the error names."""
+    rows, lanes = layout.tile(dtype)
+    written = f"{label} block ({', '.join(map(str, block))}) of {render.shape(dtype, full)} does not tile"
+    if len(block) == 1:  # err-block-rank1-v6e
+        return (
+            f"{written}: a rank-1 block must be the whole array, a multiple of 1024, or a power of 2 of "
+            f"at least {lanes}"
+        )
+    return (
+        f"{written}: its last two dimensions must be multiples of ({rows}, {lanes}) for {dtype}, or the "
+        f"array's whole dimensions"
     )

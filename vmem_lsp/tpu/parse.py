@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from vmem_lsp.tpu.report import Allocation, Report, Shape
+from ..render import UNITS
+from .report import Allocation, Report, Shape
 
 # Printed sizes: "128.00M", "64.0K", "512B". Digit runs are bounded so that int()/float() on a
 # mutated text can neither overflow nor hit Python's int-string length limit.
-UNITS = "BKMGTPE"
 _BYTES = r"\d{1,20}(?:\.\d{1,20})?[BKMGTPE]"  # an allocation's size: never negative
 _SIZE = rf"-?{_BYTES}"
 SIZE_TEXT = re.compile(r"(-?\d{1,20}(?:\.\d{1,20})?)([BKMGTPE])")

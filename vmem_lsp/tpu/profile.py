@@ -10,7 +10,6 @@ never a verdict (the sweep keeps the fit from an ordinary compile).
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import resource
 import shutil
@@ -74,34 +73,3 @@ def zero_cycles(op) -> str:
     does work is never free; its model does not cover it (never ranked fastest)."""
     how = f" ({op.dma})" if op.dma else ""
     return f"the compiler estimated 0 cycles for {op.hlo_op}{how}: its model does not cover this kernel"
-
-
-# The static profile simulates every grid step: a 512-step matmul of 1024-blocks took
-# 60 s and 8 GB (0.9 s and 0.4 GB without it). A longer grid is estimated on two
-# shorter ones, its axes cut, and the cycles extrapolated along the steps
-# (bench/RESULTS.md: within 1% of the whole grid's estimate on the matmuls measured).
-ESTIMATED_STEPS = 64
-
-
-def cut_grids(grid: tuple[int, ...], most: int = ESTIMATED_STEPS) -> list[tuple[int, ...]]:
-    """The grid itself when it has at most `most` steps; else two grids of its
-    axes cut to k and k-1 (the largest k whose grid has at most `most` steps)."""
-    if math.prod(grid) <= most:
-        return [grid]
-    cut = lambda k: tuple(min(extent, k) for extent in grid)
-    k = max((k for k in range(1, most + 1) if math.prod(cut(k)) <= most), default=1)
-    shorter = cut(max(k - 1, 1))
-    return [cut(k)] if math.prod(shorter) == math.prod(cut(k)) else [shorter, cut(k)]
-
-
-def extrapolate(points: list[tuple[int, int]], steps: int) -> int:
-    """Cycles at `steps` from (steps, cycles) measured: the line through two
-    points, or one point scaled."""
-    if len(points) == 1:
-        ((measured, cycles),) = points
-        if measured == steps or measured == 0:  # the grid itself (one with no step: a block over the array)
-            return cycles
-        return round(cycles * steps / measured)
-    (s1, c1), (s2, c2) = points
-    per_step = (c2 - c1) / (s2 - s1)
-    return round(c2 + per_step * (steps - s2))

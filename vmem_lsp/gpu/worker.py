@@ -1,0 +1,117 @@
+"""The GPU family's part of the worker process (family.WorkerSide): a compile-only CUDA
+device made from the target's GpuTargetConfig by jax's CUDA plugin, and one pallas_call
+compiled alone for it: Mosaic GPU held to the target's shared memory, what MLIR prints kept
+with the error, a note of what is compiling for a compile that ends the process (an fp8 dot
+below sm_89), ptxas's words on spills when asked; and what the shared-memory model reads of
+the kernel (kernel.py).
+
+Imports jax; only the worker process loads this module.
+"""
+
+from __future__ import annotations
+
+import time
+
+from jax.experimental import topologies
+
+from ..compile.kernels import first_origin, kernel_name, lower_and_compile, no_phase, raised_in_body
+from ..compile.provenance import traceback_origin
+from ..compile.tracing import extra
+from ..family import Verdict
+from ..results import Origin
+from . import ptxas
+from .compile import (
+    compiled_mosaic_for,
+    compiling_where,
+    lowers_with_mosaic_gpu,
+    mosaic_gpu_limit,
+    needs_fresh_process,
+    printed_errors,
+    with_printed,
+)
+from .kernel import gpu_kernel_of
+from .targets import gpu, gpu_missing
+
+
+def devices(target: str) -> tuple:
+    """The GPU target's one compile-only device."""
+    topology = topologies.get_topology_desc(
+        platform="cuda", target_config=gpu(target).target_config(), topology="1x1x1"
+    )
+    return tuple(topology.devices)
+
+
+def missing(target: str, said: str) -> str:
+    return gpu_missing(target, said)
+
+
+def fresh_process(device) -> bool:
+    """Mosaic GPU compiled for another architecture in this process first (compile.MOSAIC_ARCH)."""
+    return needs_fresh_process(device.compute_capability)
+
+
+def compiler_options(scoped_limit: int | None) -> dict | None:
+    return None  # no scoped VMEM on a GPU
+
+
+def prepare(target: str, spills: bool) -> None:
+    ptxas.ASKED[0] = spills
+
+
+def verdict_key() -> tuple:
+    return ptxas.key()
+
+
+def uses_fp8(eqn) -> bool:
+    """Whether an equation reads or makes an 8-bit float: what GPUs below sm_89 cannot convert."""
+    return any("float8" in str(getattr(v.aval, "dtype", "")) for v in (*eqn.invars, *eqn.outvars))
+
+
+def converts_fp8(eqn) -> bool:
+    """A dot or conversion on 8-bit floats: where the GPU compiler converts them."""
+    return eqn.primitive.name in ("dot_general", "convert_element_type") and uses_fp8(eqn)
+
+
+def compiling(eqn, name: str) -> dict:
+    """What the client needs if this GPU compile ends the process: the kernel,
+    where it was invoked, and its first fp8 line (compile.compiling_where)."""
+
+    def pair(origin: Origin | None):
+        return [origin.file, origin.line] if origin else None
+
+    body = eqn.params["jaxpr"]
+    return {
+        "kernel": name,
+        "invoked": pair(traceback_origin(eqn.source_info.traceback)),
+        "fp8": pair(first_origin(body, converts_fp8) or first_origin(body, uses_fp8)),
+    }
+
+
+def compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, params: dict | None = None) -> Verdict:
+    """XLA's GPU compiler's verdict on one pallas_call for the target's device."""
+    params = params or eqn.params
+    limit = device.shared_memory_per_block_optin  # the target's: what a block may use
+    printed: list[str] = []
+    if lowers_with_mosaic_gpu(params.get("compiler_params")):
+        compiled_mosaic_for(device.compute_capability)
+    started = time.perf_counter()
+    try:
+        with (
+            mosaic_gpu_limit(limit),
+            printed_errors(printed),
+            compiling_where(compiling(eqn, kernel_name(eqn))),
+            ptxas.measuring(device) as spills,
+        ):
+            lower_and_compile(eqn, device, spills.options(compiler_options), on_phase, params)
+        return Verdict(True, None, None, time.perf_counter() - started, None, None, spills.text, spills.missing)
+    except Exception as error:  # the compiler's verdict, whatever its type
+        return Verdict(False, with_printed(str(error), printed), raised_in_body(error), time.perf_counter() - started)
+
+
+def call_facts(eqn) -> dict:
+    """How the kernel lowers (Triton, Mosaic GPU) and what its params and body tell the
+    shared-memory model (layout.GpuKernel: stages, warps, dots)."""
+    return {
+        "backend": "mosaic_gpu" if lowers_with_mosaic_gpu(eqn.params.get("compiler_params")) else "triton",
+        "family_facts": extra(gpu_kernel_of, None, eqn),
+    }

@@ -1,0 +1,196 @@
+"""What a TPU kernel's body holds that no spec names, read from its jaxpr in the worker:
+the largest values the compiler stages in VMEM (a big dot's result), and the values live at
+once across an op that needs the whole of one (a reduction, a dot): internal scratch and
+spill slots the layout model can only bound (CapturedCall.unseen; layout.unseen_could_overflow).
+Imports jax; only the worker process loads this module."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax.numpy as jnp
+
+from ..compile import jax_compat
+from ..compile.kernels import compiler_dtype
+from ..compile.provenance import traceback_origin
+from ..results import Unseen
+from .layout import padded_bytes
+
+# Values up to this size stay in the vector registers (64 x 4 KiB).
+VREG_FILE_BYTES = 64 * 4096
+
+
+# Primitives whose big results the compiler stages in VMEM: a dot's result
+# (matmul-bf16-1024^3: internal scratch beside its f32[1024,1024] dot)
+# and a transpose. A load, a store or an elementwise op of a block streams
+# through the registers (pipeline-flat-v6e: a copy of f32[1024,8192] blocks needed
+# nothing beyond its pipeline windows).
+STAGED_IN_VMEM = ("dot_general", "transpose")
+
+
+def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
+    """The largest results of STAGED_IN_VMEM primitives in the kernel body
+    that do not fit the vector registers, biggest first, then the body's
+    values live across a whole-value op at their peak (live_values): VMEM the
+    compiler adds (internal scratch) that no spec names and the model can only
+    bound."""
+    found = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            for var in eqn.outvars if eqn.primitive.name in STAGED_IN_VMEM else ():
+                aval = var.aval
+                if not hasattr(aval, "shape") or not hasattr(aval, "dtype") or hasattr(aval, "inner_aval"):
+                    continue
+                try:
+                    size = int(jnp.dtype(aval.dtype).itemsize) * math.prod(int(d) for d in aval.shape)
+                except TypeError:
+                    continue
+                if size > VREG_FILE_BYTES:
+                    what = f"{compiler_dtype(aval.dtype)}[{','.join(str(int(d)) for d in aval.shape)}] from {eqn.primitive.name}"
+                    found.append(Unseen(what, size, traceback_origin(eqn.source_info.traceback)))
+            for sub in jax_compat.jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(kernel_jaxpr)
+    unique: dict[tuple, Unseen] = {}
+    for u in sorted(found, key=lambda u: -u.bytes):
+        unique.setdefault((u.what, u.origin), u)
+    live = live_values(kernel_jaxpr)
+    return tuple(list(unique.values())[:most]) + ((live,) if live is not None else ())
+
+
+# Primitives that need the whole of a value before their result exists (a
+# reduction, a dot, a roll or transpose of a block): what the body computed
+# before one and uses after it cannot stream through the registers and is
+# spilled to VMEM. softmax-f32-b1024x2048: exp(x - max) is live across the
+# sum, 3.08M of spill slots on v5e; chain-gelu4-* and mask-causal-* (elementwise
+# chains and iota masks of 8 MiB blocks, no such op) spilled nothing.
+WHOLE_VALUE_OPS = (
+    "reduce_max",
+    "reduce_min",
+    "reduce_sum",
+    "reduce_prod",
+    "reduce_and",
+    "reduce_or",
+    "argmax",
+    "argmin",
+    "dot_general",
+    "roll",
+    "transpose",
+)
+# What the compiler reads again from its window instead of keeping: a load.
+# rmsnorm-f32-b1024x2048: the loaded x is live across its mean, and nothing
+# spilled; rmsnorm-bf16-*'s f32 cast of the same x spilled 2.84M.
+RELOADED = ("get",)
+# Calls whose body is the caller's code (jnp.where is a jit of select_n):
+# their equations are read in line, in order.
+INLINED = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "remat", "checkpoint")
+
+
+def _vmem_bytes(aval) -> int:
+    """The tiled VMEM bytes of a vector value (layout.padded_bytes); 0 for
+    scalars (scalar registers), refs and shapes known only at run time."""
+    if not hasattr(aval, "shape") or not hasattr(aval, "dtype") or hasattr(aval, "inner_aval") or not aval.shape:
+        return 0
+    try:
+        shape = tuple(int(d) for d in aval.shape)
+        return padded_bytes(compiler_dtype(aval.dtype), shape)
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass(frozen=True)
+class _Op:
+    """One equation of a body read in line: what it reads and makes (by identity)."""
+
+    eqn: Any  # a jax JaxprEqn
+    reads: tuple[int, ...]
+    makes: tuple[int, ...]
+    whole: bool  # a WHOLE_VALUE_OPS primitive, or a region (a loop, a branch, a scope)
+
+
+def _in_line(jaxpr, ops: list[_Op], names: dict[int, int], regions: list) -> None:
+    """`jaxpr`'s equations in program order with INLINED calls opened;
+    the bodies of other regions go to `regions`, read on their own."""
+
+    def name(v) -> int | None:
+        return None if isinstance(v, jax_compat.Literal) else names.get(id(v), id(v))
+
+    for eqn in jaxpr.eqns:
+        subs = jax_compat.jaxprs_in_params(eqn.params)
+        if eqn.primitive.name in INLINED and len(subs) == 1 and len(subs[0].invars) == len(eqn.invars):
+            inner = subs[0]
+            for param, arg in zip(inner.invars, eqn.invars):
+                if (n := name(arg)) is not None:
+                    names[id(param)] = n
+            _in_line(inner, ops, names, regions)
+            for result, out in zip(inner.outvars, eqn.outvars):
+                if (n := name(result)) is not None:
+                    names[id(out)] = n
+            continue
+        regions.extend(subs)
+        reads = tuple(n for v in eqn.invars if (n := name(v)) is not None)
+        ops.append(
+            _Op(eqn, reads, tuple(id(v) for v in eqn.outvars), bool(subs) or eqn.primitive.name in WHOLE_VALUE_OPS)
+        )
+
+
+@dataclass(frozen=True)
+class _Peak:
+    """The body's values live across one whole-value op, where they weigh most."""
+
+    bytes: int
+    avals: tuple  # of the live values
+    eqn: Any  # the op they are live across
+
+
+def _live_peak(jaxpr) -> _Peak | None:
+    """The computed values live across one whole-value op at the body's peak,
+    this body's regions included (each read on its own); None when nothing is."""
+    ops: list[_Op] = []
+    regions: list = []
+    _in_line(jaxpr, ops, {}, regions)
+    made: dict[int, tuple[int, int, Any]] = {}  # value -> (op index, bytes, aval)
+    last: dict[int, int] = {}
+    for i, op in enumerate(ops):
+        for n in op.reads:
+            last[n] = i
+        if op.eqn.primitive.name not in RELOADED:
+            for v, n in zip(op.eqn.outvars, op.makes):
+                if size := _vmem_bytes(v.aval):
+                    made[n] = (i, size, v.aval)
+    # bytes made before op i and read after it, as a difference array over the ops
+    change = [0] * (len(ops) + 1)
+    for n, (at, size, _) in made.items():
+        if last.get(n, at) > at + 1:
+            change[at + 1] += size
+            change[last[n]] -= size
+    best: tuple[int, int] | None = None
+    running = 0
+    for i, op in enumerate(ops):
+        running += change[i]
+        if op.whole and running and (best is None or running > best[0]):
+            best = (running, i)
+    peaks = [p for sub in regions if (p := _live_peak(sub)) is not None]
+    if best is not None:
+        size, at = best
+        live = tuple(aval for n, (i, _, aval) in made.items() if i < at < last.get(n, i))
+        peaks.append(_Peak(size, live, ops[at].eqn))
+    return max(peaks, key=lambda p: p.bytes, default=None)
+
+
+def live_values(kernel_jaxpr) -> Unseen | None:
+    """The body's values live at once across a whole-value op, at their peak
+    (bench/MODEL.md, "Body temporaries"), as one Unseen of kind "live": the
+    layout model sizes their spill slots within measured bounds."""
+    peak = _live_peak(kernel_jaxpr)
+    if peak is None:
+        return None
+    largest = max(peak.avals, key=_vmem_bytes)
+    shape = f"{compiler_dtype(largest.dtype)}[{','.join(str(int(d)) for d in largest.shape)}]"
+    count = f"{len(peak.avals)} temporar{'ies' if len(peak.avals) != 1 else 'y'}"
+    what = f"{count} live at once across a {peak.eqn.primitive.name} (the largest {shape}), together"
+    return Unseen(what, peak.bytes, traceback_origin(peak.eqn.source_info.traceback), "live")

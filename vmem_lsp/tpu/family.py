@@ -1,0 +1,97 @@
+"""TPU chips through libtpu, as a family (family.Family): the chips and their figures
+(chips.py), the worker's deviceless compile (worker.py), the report parser (parse.py), the
+layout model and budgets (layout.py, budget.py), the mapping of a report onto the BlockSpecs
+(mapping.py), explain's reader (explain.py), the fixes (fixes.py), a sweep's model and
+verdicts (sweep.py), the roofline and cycle estimates (speed.py, profile.py), doctor's
+tiny compiles (doctor.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..family import Family, SweepSize
+from . import budget, chips, doctor, explain, fixes, mapping, parse, profile, speed, sweep
+
+
+class TpuFamily(Family):
+    name = "tpu"
+    platform = "tpu"
+    noun = "TPU"
+    compiler = "libtpu"
+    space = "VMEM"
+    kernel_words = "a TPU kernel"
+    params_modules = ("mosaic", "mosaic_tpu")
+    worker_module = "vmem_lsp.tpu.worker"
+    default_targets = chips.DEFAULT_TARGETS
+    model_without_compiler = True  # no libtpu (macOS): the layout model's verdict on a trace
+    scoped_limits = True
+    headroom_warnings = True
+    speed_estimates = True
+    doctor_section = "chips"
+
+    def targets(self) -> tuple[str, ...]:
+        return tuple(chips.CHIPS)
+
+    def canonical(self, text: str) -> str | None:
+        try:
+            return chips.chip(text).name
+        except ValueError:
+            return None
+
+    def label(self, target: str) -> str:
+        return chips.chip(target).label
+
+    def prepare_estimates(self) -> None:
+        profile.enable()
+
+    def diagnostics(self, example, result, sources):
+        return mapping.diagnostics(example, result, sources)
+
+    def learn(self, call, result, state):
+        return budget.learn(call, result, state)
+
+    def estimate(self, site, known, target, headroom):
+        return budget.estimated(site, known, target, headroom)
+
+    def model_budget(self, call, target, version=None):
+        return budget.from_compile(call, None, target, version)
+
+    def fixes(self, problem):
+        return fixes.fixes(problem)
+
+    def shrinks(self, problem):
+        return fixes.shrinks(problem, [t for t in problem.targets if problem.family(t) is self])
+
+    def fix_figures(self, problem, calls, target, scale):
+        return fixes.figures(problem, calls, target, scale)
+
+    def sweep_size(self, calls: Sequence, target: str, version: str | None) -> SweepSize:
+        return sweep.size(calls, target, version)
+
+    def sweep_verdict(self, item, result):
+        return sweep.verdict(item, result)
+
+    def roofline(self, traced, target):
+        return speed.example_seconds(traced, target)
+
+    def log_reader(self):
+        return explain.Reader()
+
+    def explained(self, found) -> Any:
+        return parse.parse_report(found.text)
+
+    def explain_text(self, report, found, head, target):
+        return explain.explain_text(report, found, head, target)
+
+    def explain_json(self, report, found, target):
+        return explain.explain_json(report, found, target)
+
+    def placing(self, report, found, target, log_name, sources):
+        return explain.placing(report, found, target, log_name, sources)
+
+    def doctor(self, tiny, limits, version):
+        return doctor.chip_checks(tiny, limits, version)
+
+
+TPU = TpuFamily()

@@ -1,0 +1,69 @@
+"""The TPU family's part of the worker process (family.WorkerSide): libtpu's deviceless
+topology of a chip, the scoped VMEM limit as a compile option, one pallas_call compiled
+alone (with libtpu's static cycle estimate read after it, in a worker started with
+--estimate), and what the layout model cannot see in its body (body.py).
+
+Imports jax; only the worker process loads this module.
+"""
+
+from __future__ import annotations
+
+import time
+
+from jax.experimental import topologies
+
+from ..compile.kernels import lower_and_compile, no_phase, raised_in_body
+from ..compile.tracing import extra
+from ..family import Verdict
+from . import profile
+from .body import large_values
+from .chips import chip
+
+
+def devices(target: str) -> tuple:
+    """Every device of the chip's deviceless topology (a host's chips, as jax.devices() lists them)."""
+    return tuple(topologies.get_topology_desc(platform="tpu", topology_name=chip(target).topology).devices)
+
+
+def missing(target: str, said: str) -> str:
+    if "Invalid TPU external name" in said:  # a libtpu older than the chip
+        return f"no TPU compiler for {target}: this libtpu does not know {target} ({said.splitlines()[0]})"
+    return (
+        f"no TPU compiler for {target}: libtpu is not available here (install jax[tpu] on Linux, or use --no-compile)"
+    )
+
+
+def fresh_process(device) -> bool:
+    return False
+
+
+def compiler_options(scoped_limit: int | None) -> dict | None:
+    """The compiler's scoped VMEM limit for kernels that set none themselves (whole KiB)."""
+    return {"xla_tpu_scoped_vmem_limit_kib": scoped_limit // 1024} if scoped_limit else None
+
+
+def prepare(target: str, spills: bool) -> None:
+    pass
+
+
+def verdict_key() -> tuple:
+    return ()
+
+
+def compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, params: dict | None = None) -> Verdict:
+    """libtpu's verdict on one pallas_call; in a worker started with --estimate, with its
+    static cycle estimate (the profile of this compile alone: earlier ones are forgotten)."""
+    started = time.perf_counter()
+    try:
+        profile.forget()
+        lower_and_compile(eqn, device, compiler_options, on_phase, params)
+        cycles, why = profile.estimate_of() if profile.enabled() else (None, None)
+        return Verdict(True, None, None, time.perf_counter() - started, cycles, why)
+    except Exception as error:  # the compiler's verdict, whatever its type
+        return Verdict(False, str(error), raised_in_body(error), time.perf_counter() - started)
+
+
+def call_facts(eqn) -> dict:
+    """What the layout model cannot place in VMEM, read from the body: its largest staged
+    values and the temporaries live at once (CapturedCall.unseen)."""
+    return {"unseen": extra(large_values, (), eqn.params["jaxpr"])}
