@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "vmem_lsp"
@@ -172,4 +173,76 @@ def test_a_face_importing_the_worker_client_is_seen(tmp_path):
     (top / "server" / "compiler.py").write_text("from ..compile.backend import x\nfrom ..compile.client import y\n")
     assert faces_reaching_past_the_backend(import_graph(top)) == [
         ("vmem_lsp.server.compiler", "vmem_lsp.compile.client")
+    ]
+
+
+# ---- hardware families: each a package of its own, asked through one interface (issue 40) ----------
+
+FAMILIES = ("vmem_lsp.tpu", "vmem_lsp.gpu")  # each the one home of its family
+REGISTRY = "vmem_lsp.families"  # the one module of the core that imports them
+# What the core may not say: a test of which family it holds ("is_gpu(...)"), or a name of a GPU
+# part ("gpu_layout", "call.gpu_backend"): the issue's `grep -rn "is_gpu\|gpu_" vmem_lsp/`.
+FAMILY_TESTS = re.compile(r"is_gpu|is_tpu|gpu_")
+
+
+def family_of_module(module: str) -> str | None:
+    return next((f for f in FAMILIES if module == f or module.startswith(f + ".")), None)
+
+
+def core_importing_a_family(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, family module) for each import of a family's package by a module outside it,
+    the registry aside: by the core, or by another family."""
+    return sorted(
+        (m, t)
+        for m, targets in graph.items()
+        if m != REGISTRY
+        for t in targets
+        if (owner := family_of_module(t)) is not None and family_of_module(m) != owner
+    )
+
+
+def family_tests_in_the_core(top: pathlib.Path = PACKAGE) -> list[str]:
+    """`path:line: text` of every line outside the families' packages and the registry that
+    tests which family it has or names a GPU part (FAMILY_TESTS), comments and docstrings too."""
+    found = []
+    for path in sorted(top.rglob("*.py")):
+        module = module_name(path, top)
+        if module == REGISTRY or family_of_module(module) is not None:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if FAMILY_TESTS.search(line):
+                found.append(f"{path.relative_to(top.parent)}:{number}: {line.strip()}")
+    return found
+
+
+def test_the_core_imports_no_family_but_through_the_registry():
+    assert core_importing_a_family(import_graph()) == []
+
+
+def test_the_core_never_tests_which_family_it_has():
+    assert family_tests_in_the_core() == []
+
+
+def test_the_family_rules_see_a_planted_branch(tmp_path):
+    """The two checks on a small package with the faults planted: engine tests is_gpu, imported
+    lazily from the GPU's package; the TPU's package imports the GPU's; the registry may import both."""
+    top = tmp_path / "vmem_lsp"
+    for folder in ("tpu", "gpu"):
+        (top / folder).mkdir(parents=True)
+        (top / folder / "__init__.py").write_text("")
+    (top / "__init__.py").write_text("")
+    (top / "gpu" / "targets.py").write_text("def is_gpu(name):\n    return name == 'h100'\n")
+    (top / "tpu" / "chips.py").write_text("from ..gpu.targets import is_gpu\n")
+    (top / "families.py").write_text("from .gpu import targets\nfrom .tpu import chips\n")
+    (top / "engine.py").write_text(
+        "def run(target):\n    from .gpu.targets import is_gpu\n\n    return 'GPU' if is_gpu(target) else 'TPU'\n"
+    )
+    graph = import_graph(top)
+    assert core_importing_a_family(graph) == [
+        ("vmem_lsp.engine", "vmem_lsp.gpu.targets"),
+        ("vmem_lsp.tpu.chips", "vmem_lsp.gpu.targets"),
+    ]
+    assert family_tests_in_the_core(top) == [
+        "vmem_lsp/engine.py:2: from .gpu.targets import is_gpu",
+        "vmem_lsp/engine.py:4: return 'GPU' if is_gpu(target) else 'TPU'",
     ]

@@ -255,7 +255,7 @@ class WorkerClient:
         registers something on import) is tried once more in a new worker;
         not an example that raises (the fix search's variants often do). So is
         a GPU request the worker cannot take after another architecture's
-        Mosaic GPU kernels (compile/gpu_compile.py)."""
+        Mosaic GPU kernels (gpu/compile.py: Family.worker().fresh_process)."""
         limits = limits if isinstance(limits, PhaseLimits) else PhaseLimits(limits, limits)
         result, reran = self._check(request, limits)
         if (reran and result.error_kind == "import") or result.error_kind == "fresh_worker":
