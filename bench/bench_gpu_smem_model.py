@@ -1,4 +1,4 @@
-"""Triton's and Mosaic GPU's shared memory: the model (vmem_lsp/gpu_layout.py,
+"""Triton's and Mosaic GPU's shared memory: the model (vmem_lsp/gpu/layout.py,
 estimated_shared_memory) against XLA's GPU compiler, kernel by kernel (issue 33, item 3).
 
     .venv/bin/python bench/bench_gpu_smem_model.py [--targets h100,h200,a100,l4,b200] [--verify 3]
@@ -9,14 +9,14 @@ whole K in a block, matmuls looping over K in fori_loop slices, attention, bias,
 reductions, each over block sizes, f32/bf16/f16, num_stages 1..4 and num_warps 4/8; Mosaic GPU
 copies, adds, scratch and reductions over 1..8 pipeline steps) is captured and compiled by the
 project's own worker code (compile/capture.py capture_calls, the compile-only CUDA device of
-compile/devices.py) and the compiler's words read by report/gpu.py.
+compile/devices.py) and the compiler's words read by gpu/report.py.
 
 The compiler states its request only for a kernel it refuses. So each target is compiled, in a
 child process of its own (JAX_PLATFORMS=cpu; Mosaic GPU keeps the first architecture of a
 process), for a copy of its GpuTargetConfig (gpus.py) whose shared_memory_per_block_optin is
 1 byte: every kernel that uses shared memory is refused with "requested N, available: 1"
 (Triton: XLA's check after Triton's passes; Mosaic GPU: its own while lowering, its bound set
-from the device by compile/gpu_compile.py), and one that compiles requests none. With
+from the device by gpu/compile.py), and one that compiles requests none. With
 --verify N the route is checked: the N configs nearest the real limit on each side are
 compiled again for the real target; those over it must be refused with the same N, those
 under it must pass the shared-memory check.

@@ -196,7 +196,7 @@ def flash_case(shape: tuple) -> dict:
 
 
 # The cut-grid check: a grid over 64 steps is estimated on two grids of its axes cut and
-# extrapolated along the steps (compile/speed.py). Heads are independent and alike, so
+# extrapolated along the steps (tpu/profile.py, compile/cut_grids.py). Heads are independent and alike, so
 # H x the estimate at 1 head (a grid of at most 64 steps: estimated whole) is what the
 # H-head estimate should be, give or take the pipeline's first and last copies.
 CUT_CHECK = (

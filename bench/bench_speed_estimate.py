@@ -1,5 +1,5 @@
 """The compiler's cycle estimate of a long grid, taken on two cut grids and
-extrapolated (compile/speed.py, what `sweep --rank speed` does), against the
+extrapolated (tpu/profile.py, compile/cut_grids.py, what `sweep --rank speed` does), against the
 estimate of the whole grid, and what each costs.
 
     .venv/bin/python bench/bench_speed_estimate.py [--target v6e] [--configs 4096:512:512:512,...]

@@ -6,7 +6,7 @@ A family is one kind of kernel (copy, tiled matmul, flash attention, ...). The c
 prefix decides it, so records made before families were recorded get one too.
 
 The model's constants are fitted by hand, not by code: SPILL_SHARE, NO_SPILL_UP_TO and
-attention_scores_bytes in vmem_lsp/layout.py were read off the compiler's reports of the
+attention_scores_bytes in vmem_lsp/tpu/layout.py were read off the compiler's reports of the
 families their docstrings cite. Every family recorded on 2026-11-29 (the corpus the
 model was written against) was *seen*: its disagreements were read, and the structural
 rules (tiles, buffers, memory spaces) cite copy, buffering, scratch and space cases.
@@ -56,7 +56,7 @@ PREFIXES = (
     ("sort-", "sort"),
 )
 
-# What each constant of the model was read off (its docstring's citations in vmem_lsp/layout.py).
+# What each constant of the model was read off (its docstring's citations in vmem_lsp/tpu/layout.py).
 FITTED_ON = {
     "matmul": "SPILL_SHARE, NO_SPILL_UP_TO (matmul-bf16-{512,1024,2048}^3), accumulator_bytes (matmul-s8/f32-*)",
     "jaxmatmul": "NO_SPILL_UP_TO (jaxmatmul-bf16-512x512x512)",

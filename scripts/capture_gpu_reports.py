@@ -4,7 +4,7 @@ Usage: JAX_PLATFORMS=cpu python scripts/capture_gpu_reports.py [--out OUTDIR] [C
 
 Needs the CUDA plugin of the running jax (`pip install 'jax[cuda12-local]==<jax version>'`,
 no NVIDIA wheels and no GPU). Each case compiles one Pallas kernel for a GPU target of
-vmem_lsp/gpus.py through a compile-only device (`topologies.get_topology_desc(platform="cuda",
+vmem_lsp/gpu/targets.py through a compile-only device (`topologies.get_topology_desc(platform="cuda",
 target_config=...)`), in a child process of its own: some compiler errors end the process
 (an LLVM fatal error for an fp8 dot below sm_89). It writes OUTDIR/CASE.txt: three `#` header
 lines (target, versions, the kernel), then the exception text verbatim, "(compiled: no error)",

@@ -5,7 +5,7 @@ Usage: python scripts/capture_ptxas.py [--out OUTDIR] [CASE ...]
 Each case is an example of the test kernels (tests/data/kernels/gpu_spills.py and
 gpu_kernels.py) checked for a GPU target with `spills` on, by vmem-lsp's own worker, as
 `check --target <gpu> --spills` runs it: ptxas on the PTX XLA dumped for a Triton kernel,
-Mosaic GPU's own printed report for a Mosaic GPU kernel (vmem_lsp/compile/gpu_spills.py).
+Mosaic GPU's own printed report for a Mosaic GPU kernel (vmem_lsp/gpu/ptxas.py).
 Needs jax's CUDA plugin and ptxas (`pip install 'vmem-lsp[gpu]'`), no GPU. It writes
 OUTDIR/CASE.txt: three `#` header lines (target, versions with ptxas's, the example), then
 the report as the worker carried it (CapturedCall.ptxas), verbatim, or "(no report: why)".

@@ -1,7 +1,7 @@
 """The GPU report parser against the real GPU compiler's texts (tests/data/reports/gpu/<plugin>/,
 made by scripts/capture_gpu_reports.py with the CUDA plugin and no GPU). The figures it reads
 are checked against what can be worked out apart from the text: the blocks' bytes, and the
-shared-memory limit of each target in vmem_lsp/gpus.py."""
+shared-memory limit of each target in vmem_lsp/gpu/targets.py."""
 
 from __future__ import annotations
 

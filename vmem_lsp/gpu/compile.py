@@ -26,7 +26,7 @@ import os
 import sys
 import tempfile
 
-STDERR = "--- stderr ---"  # as scripts/capture_gpu_reports.py writes it: report/gpu.py reads either
+STDERR = "--- stderr ---"  # as scripts/capture_gpu_reports.py writes it: gpu/report.py reads either
 
 
 def mosaic_gpu_core():

@@ -1,5 +1,5 @@
 """VMEM054: a GPU kernel that spills registers to local memory, as ptxas reports it
-(`check --spills`; the worker runs ptxas, compile/gpu_spills.py). A warning on the
+(`check --spills`; the worker runs ptxas, gpu/ptxas.py). A warning on the
 pallas_call, never an error: the kernel compiles and runs, each spill a trip to memory
 the registers would have spared. ptxas's own lines stay in the facts and the related
 information. Kernels that spill nothing, and results without a report, say nothing.

@@ -1,4 +1,4 @@
-"""Pallas GPU kernels whose shared memory the model (vmem_lsp/gpu_layout.py) is measured
+"""Pallas GPU kernels whose shared memory the model (vmem_lsp/gpu/layout.py) is measured
 on: bench/bench_gpu_smem_model.py compiles a grid of their configs for each GPU target,
 tests/test_gpu_layout.py a few examples below through the worker. Triton kernels take
 (stages, warps); Mosaic GPU ones (steps, sequential): max_concurrent_steps and whether
