@@ -198,7 +198,7 @@ def captured_corpus(work: Path) -> tuple[list[Expected], list[str]]:
 def neutral(text: str) -> str:
     """The report as a real job prints it: its kernel's names (op_name path, the
     custom call's label, a tag) and source locations replaced by `step`."""
-    from vmem_lsp.explain import report_names
+    from vmem_lsp.tpu.explain import report_names
     from vmem_lsp.tpu.parse import parse_report
 
     names = report_names(parse_report(text))

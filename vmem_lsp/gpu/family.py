@@ -3,7 +3,10 @@ GpuTargetConfig (targets.py), the worker's compile-only CUDA device and compile 
 compile.py, kernel.py, ptxas.py), the report parser (report.py), the shared-memory model and
 budgets (layout.py, budget.py), the diagnostics (diagnostics.py, spills.py), explain's reader
 (explain.py), the fixes (fixes.py), a sweep's figures (sweep.py), doctor's tiny compiles
-(doctor.py)."""
+(doctor.py).
+
+The worker process imports this module too (to find a target's family and its worker side):
+only what names the targets is imported here; each answer imports its module when asked."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..family import Family, SweepSize
-from . import budget, diagnostics, doctor, explain, fixes, layout, sweep, targets
+from . import layout, targets
 from .compile import compiling_path, printed_path
 from .ptxas import remove_left_dumps
 
@@ -47,9 +50,13 @@ class GpuFamily(Family):
         return layout.decode_facts(data)
 
     def diagnostics(self, example, result, sources):
+        from . import diagnostics
+
         return diagnostics.diagnostics(example, result, sources)
 
     def ended(self, example, result, sources):
+        from . import diagnostics
+
         return diagnostics.ended(example, result, sources)
 
     def left_by_crash(self, pid: int) -> tuple[list[str], dict]:
@@ -68,45 +75,73 @@ class GpuFamily(Family):
                 os.unlink(path)
 
     def learn(self, call, result, state):
+        from . import budget
+
         return budget.learn(call, result, state)
 
     def estimate(self, site, known, target, headroom):
+        from . import budget
+
         return budget.estimated(site, known, target)
 
     def model_budget(self, call, target, version=None):
+        from . import budget
+
         return budget.from_gpu_compile(call, None, target)
 
     def fixes(self, problem):
+        from . import fixes
+
         return fixes.fixes(problem)
 
     def shrinks(self, problem):
+        from . import fixes
+
         return fixes.shrinks(problem, [t for t in problem.targets if problem.family(t) is self])
 
     def fix_figures(self, problem, calls, target, scale):
+        from . import fixes
+
         return fixes.figures(problem, calls, target, scale)
 
     def sweep_size(self, calls: Sequence, target: str, version: str | None) -> SweepSize:
+        from . import sweep
+
         return sweep.size(calls, target)
 
     def sweep_verdict(self, item, result):
+        from . import sweep
+
         return sweep.verdict(item, result)
 
     def log_reader(self):
+        from . import explain
+
         return explain.Reader()
 
     def explained(self, found) -> Any:
+        from . import explain
+
         return explain.parsed(found.text)
 
     def explain_text(self, report, found, head, target):
+        from . import explain
+
         return explain.explain_text(report, head, target, found.frames)
 
     def explain_json(self, report, found, target):
+        from . import explain
+
         return explain.explain_json(report, found.line, target, found.frames)
 
     def placing(self, report, found, target, log_name, sources):
+        from . import explain
+
         return explain.placing(report, found, target, log_name, sources)
 
     def doctor(self, tiny, limits, version):
+        from . import doctor
+
         return doctor.gpu_checks(tiny, limits)
 
 

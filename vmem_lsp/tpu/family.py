@@ -3,7 +3,10 @@
 layout model and budgets (layout.py, budget.py), the mapping of a report onto the BlockSpecs
 (mapping.py), explain's reader (explain.py), the fixes (fixes.py), a sweep's model and
 verdicts (sweep.py), the roofline and cycle estimates (speed.py, profile.py), doctor's
-tiny compiles (doctor.py)."""
+tiny compiles (doctor.py).
+
+The worker process imports this module too (to find a target's family and its worker side):
+only what names the targets is imported here; each answer imports its module when asked."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..family import Family, SweepSize
-from . import budget, chips, doctor, explain, fixes, mapping, parse, profile, speed, sweep
+from . import chips, profile
 
 
 class TpuFamily(Family):
@@ -46,51 +49,83 @@ class TpuFamily(Family):
         profile.enable()
 
     def diagnostics(self, example, result, sources):
+        from . import mapping
+
         return mapping.diagnostics(example, result, sources)
 
     def learn(self, call, result, state):
+        from . import budget
+
         return budget.learn(call, result, state)
 
     def estimate(self, site, known, target, headroom):
+        from . import budget
+
         return budget.estimated(site, known, target, headroom)
 
     def model_budget(self, call, target, version=None):
+        from . import budget
+
         return budget.from_compile(call, None, target, version)
 
     def fixes(self, problem):
+        from . import fixes
+
         return fixes.fixes(problem)
 
     def shrinks(self, problem):
+        from . import fixes
+
         return fixes.shrinks(problem, [t for t in problem.targets if problem.family(t) is self])
 
     def fix_figures(self, problem, calls, target, scale):
+        from . import fixes
+
         return fixes.figures(problem, calls, target, scale)
 
     def sweep_size(self, calls: Sequence, target: str, version: str | None) -> SweepSize:
+        from . import sweep
+
         return sweep.size(calls, target, version)
 
     def sweep_verdict(self, item, result):
+        from . import sweep
+
         return sweep.verdict(item, result)
 
     def roofline(self, traced, target):
+        from . import speed
+
         return speed.example_seconds(traced, target)
 
     def log_reader(self):
+        from . import explain
+
         return explain.Reader()
 
     def explained(self, found) -> Any:
+        from . import parse
+
         return parse.parse_report(found.text)
 
     def explain_text(self, report, found, head, target):
+        from . import explain
+
         return explain.explain_text(report, found, head, target)
 
     def explain_json(self, report, found, target):
+        from . import explain
+
         return explain.explain_json(report, found, target)
 
     def placing(self, report, found, target, log_name, sources):
+        from . import explain
+
         return explain.placing(report, found, target, log_name, sources)
 
     def doctor(self, tiny, limits, version):
+        from . import doctor
+
         return doctor.chip_checks(tiny, limits, version)
 
 
