@@ -25,11 +25,12 @@ This module ties them together: `locate` is the one entry point.
 
 from __future__ import annotations
 
+import ast
 import gc
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import pieces, prepass, statements
 from .model import KernelSite
@@ -38,6 +39,7 @@ from .prepass import make_plan
 from .sites import kernel_site as _kernel_site  # a module global: tests/data/faults plants a bug in its place
 from .sites import site_calls
 from .statements import top_level_statements
+from .templates import reaching_among
 
 __all__ = ["LocateResult", "clear_cache", "locate"]
 
@@ -95,7 +97,14 @@ def _locate(source: str, path: str) -> LocateResult:
     walk_module(file, module)
     sites = [site for record in file.site_statements for site in _kernel_sites(file, record)]
     sites.sort(key=lambda site: (site.span.start_line, site.span.start_col))
+    if error is None:  # VMEM020's suggestion, here where the statements are parsed already, not per keystroke
+        sites = [replace(site, example_calls=_example_calls(module, site.span.start_line)) for site in sites]
     return LocateResult(tuple(sites), error)
+
+
+def _example_calls(module: list[ast.stmt], line: int) -> str | None:
+    function = reaching_among(module, line)
+    return function.name if function is not None else None
 
 
 def _kernel_sites(file: File, record: SiteStatement) -> list[KernelSite]:
