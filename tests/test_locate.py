@@ -1011,6 +1011,9 @@ def test_example_calls_is_what_add_examples_writes_for_and_follows_edits():
     (site,) = locate(PRIVATE_KERNEL.replace("def api(", "def _api("), "m.py").sites
     assert site.example_calls == "_kernel_call"
     assert [s.example_calls for s in locate(PRIVATE_KERNEL + "\ndef broken(:\n", "m.py").sites] == [None]
+    # The caller names the helper in fullwidth letters, which the parser folds (NFKC) into `_helper`.
+    (site,) = locate(PRIVATE_KERNEL.replace("return _helper(x)", "return _\uff48elper(x)"), "m.py").sites
+    assert site.example_calls == "api"
     for path in JAX_FILES:
         text = path.read_text()
         module = ast.parse(text)

@@ -16,7 +16,7 @@ import ast
 import functools
 import os
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..dtypes import TABLE
@@ -87,6 +87,15 @@ def _called_names(function: Function) -> frozenset[str]:
     return found
 
 
+def _calls(function: Function, names: list[str], may_call: Callable[[Function, list[str]], bool] | None) -> bool:
+    called = _called.get(function)
+    if called is None:
+        if may_call is not None and not may_call(function, names):
+            return False  # not walked: an edit made it new, and it does not name them
+        called = _called_names(function)
+    return not called.isdisjoint(names)
+
+
 def reaching_function(module: ast.Module, line: int) -> Function | None:
     """The module-level function to call for the pallas_call on `line`: the
     top-level def around it when public, else a public one that calls it
@@ -94,8 +103,12 @@ def reaching_function(module: ast.Module, line: int) -> Function | None:
     return reaching_among(module.body, line)
 
 
-def reaching_among(statements: Sequence[ast.stmt], line: int) -> Function | None:
-    """reaching_function over a module's top-level statements (the locator's, statements.py)."""
+def reaching_among(
+    statements: Sequence[ast.stmt], line: int, may_call: Callable[[Function, list[str]], bool] | None = None
+) -> Function | None:
+    """reaching_function over a module's top-level statements (the locator's, statements.py).
+    `may_call(function, names)`, where given, is False only where `function` surely calls none
+    of `names` (its text does not hold them): a function not walked yet is not walked then."""
     functions = _functions(statements)
     around = next((f for f in functions.values() if f.lineno <= line <= (f.end_lineno or f.lineno)), None)
     if around is None:
@@ -104,7 +117,7 @@ def reaching_among(statements: Sequence[ast.stmt], line: int) -> Function | None
         return around
     reached, frontier = {around.name}, [around.name]
     while frontier:
-        callers = [f for f in functions.values() if f.name not in reached and not _called_names(f).isdisjoint(frontier)]
+        callers = [f for f in functions.values() if f.name not in reached and _calls(f, frontier, may_call)]
         public = [f for f in callers if not f.name.startswith("_")]
         if public:
             return min(public, key=lambda f: f.lineno)
