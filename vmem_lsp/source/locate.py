@@ -42,7 +42,7 @@ from .prepass import make_plan
 from .sites import kernel_site as _kernel_site  # a module global: tests/data/faults plants a bug in its place
 from .sites import site_calls
 from .statements import first_line, last_line, top_level_statements
-from .templates import reaching_among
+from .templates import ModuleFunctions
 
 __all__ = ["LocateResult", "clear_cache", "locate"]
 
@@ -101,13 +101,12 @@ def _locate(source: str, path: str) -> LocateResult:
     sites = [site for record in file.site_statements for site in _kernel_sites(file, record)]
     sites.sort(key=lambda site: (site.span.start_line, site.span.start_col))
     if error is None:  # VMEM020's suggestion, here where the statements are parsed already, not per keystroke
-        may_call = functools.partial(_may_call, lines)
-        sites = [replace(site, example_calls=_example_calls(module, site, may_call)) for site in sites]
+        functions = ModuleFunctions(module, functools.partial(_words_of, lines))
+        sites = [replace(site, example_calls=_name(functions.reaching(site.span.start_line))) for site in sites]
     return LocateResult(tuple(sites), error)
 
 
-def _example_calls(module: list[ast.stmt], site: KernelSite, may_call) -> str | None:
-    function = reaching_among(module, site.span.start_line, may_call)
+def _name(function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> str | None:
     return function.name if function is not None else None
 
 
@@ -117,15 +116,14 @@ _WORD = re.compile(r"\w+")
 _words: weakref.WeakKeyDictionary[ast.AST, frozenset[str] | None] = weakref.WeakKeyDictionary()
 
 
-def _may_call(lines: list[str], function: ast.FunctionDef | ast.AsyncFunctionDef, names: list[str]) -> bool:
-    """Whether `function` may call one of `names`: False where no word of its text is one of them,
-    so that the function a keystroke made new is walked only where it names a caller's callee. In
-    ASCII text an identifier is a word as written; elsewhere the parser's NFKC may have changed it."""
+def _words_of(lines: list[str], function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str] | None:
+    """The words of `function`'s text: the function a keystroke made new is walked only where one
+    of them is a name the search follows. In ASCII text an identifier is a word as written;
+    elsewhere the parser's NFKC may have changed it (None: walked)."""
     if function not in _words:
         text = "\n".join(lines[first_line(function) - 1 : last_line(function)])
         _words[function] = frozenset(_WORD.findall(text)) if text.isascii() else None
-    words = _words[function]
-    return words is None or not words.isdisjoint(names)
+    return _words[function]
 
 
 def _kernel_sites(file: File, record: SiteStatement) -> list[KernelSite]:

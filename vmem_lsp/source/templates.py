@@ -87,43 +87,61 @@ def _called_names(function: Function) -> frozenset[str]:
     return found
 
 
-def _calls(function: Function, names: list[str], may_call: Callable[[Function, list[str]], bool] | None) -> bool:
-    called = _called.get(function)
-    if called is None:
-        if may_call is not None and not may_call(function, names):
-            return False  # not walked: an edit made it new, and it does not name them
-        called = _called_names(function)
-    return not called.isdisjoint(names)
-
-
 def reaching_function(module: ast.Module, line: int) -> Function | None:
     """The module-level function to call for the pallas_call on `line`: the
     top-level def around it when public, else a public one that calls it
     (through private helpers of the file), else the def itself."""
-    return reaching_among(module.body, line)
+    return ModuleFunctions(module.body).reaching(line)
 
 
-def reaching_among(
-    statements: Sequence[ast.stmt], line: int, may_call: Callable[[Function, list[str]], bool] | None = None
-) -> Function | None:
-    """reaching_function over a module's top-level statements (the locator's, statements.py).
-    `may_call(function, names)`, where given, is False only where `function` surely calls none
-    of `names` (its text does not hold them): a function not walked yet is not walked then."""
-    functions = _functions(statements)
-    around = next((f for f in functions.values() if f.lineno <= line <= (f.end_lineno or f.lineno)), None)
-    if around is None:
-        return None
-    if not around.name.startswith("_"):
+class ModuleFunctions:
+    """A module's top-level functions, for reaching_function's search, once for all its sites
+    (the locator's statements, statements.py). `words(function)`, where given, is the set of
+    words of the function's text, or None where that cannot tell which names it calls: a
+    function not walked yet whose words hold none of the names asked is not walked then."""
+
+    def __init__(
+        self, statements: Sequence[ast.stmt], words: Callable[[Function], frozenset[str] | None] | None = None
+    ):
+        self.functions = _functions(statements)
+        self.words = words
+        self.known: dict[str, tuple[bool, frozenset[str]]] = {}  # name -> (walked: its called names, else its words)
+
+    def reaching(self, line: int) -> Function | None:
+        functions = self.functions
+        around = next((f for f in functions.values() if f.lineno <= line <= (f.end_lineno or f.lineno)), None)
+        if around is None:
+            return None
+        if not around.name.startswith("_"):
+            return around
+        reached, frontier = {around.name}, [around.name]
+        while frontier:
+            callers = [f for f in functions.values() if f.name not in reached and self._calls(f, frontier)]
+            public = [f for f in callers if not f.name.startswith("_")]
+            if public:
+                return min(public, key=lambda f: f.lineno)
+            frontier = [f.name for f in callers]
+            reached.update(frontier)
         return around
-    reached, frontier = {around.name}, [around.name]
-    while frontier:
-        callers = [f for f in functions.values() if f.name not in reached and _calls(f, frontier, may_call)]
-        public = [f for f in callers if not f.name.startswith("_")]
-        if public:
-            return min(public, key=lambda f: f.lineno)
-        frontier = [f.name for f in callers]
-        reached.update(frontier)
-    return around
+
+    def _calls(self, function: Function, names: list[str]) -> bool:
+        known = self.known.get(function.name)
+        if known is None:
+            called = _called.get(function)
+            if called is not None:
+                known = (True, called)
+            elif self.words is not None and (words := self.words(function)) is not None:
+                known = (False, words)
+            else:
+                known = (True, _called_names(function))
+            self.known[function.name] = known
+        walked, found = known
+        if not walked:
+            if found.isdisjoint(names):
+                return False  # not walked: an edit made it new, and no word of it is one of `names`
+            found = _called_names(function)
+            self.known[function.name] = (True, found)
+        return not found.isdisjoint(names)
 
 
 # One text: --add-examples asks for each unreached site of a file in turn, a code action for one.
