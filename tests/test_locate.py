@@ -980,3 +980,43 @@ def test_an_editors_edits_locate_as_a_fresh_locate():
             dataclasses.replace(s, path="fresh") for s in fresh.sites
         ], number
     assert [site.grid.text for site in locate(source, "edited.py").sites] == ["(1,)", "(2,)", "(4,)"]
+
+
+PRIVATE_KERNEL = """\
+from jax.experimental import pallas as pl
+
+def _kernel_call(x):
+    return pl.pallas_call(k, out_shape=x)(x)
+
+def _helper(x):
+    return _kernel_call(x)
+
+def api(x):
+    return _helper(x)
+"""
+
+
+def test_example_calls_is_what_add_examples_writes_for_and_follows_edits():
+    """VMEM020's suggestion comes from the locator: the public function that reaches a private one
+    (templates.reaching_function); after an edit elsewhere, what the kept statements call is
+    still right; none where the module does not parse."""
+    from vmem_lsp.source.templates import reaching_function
+
+    clear_cache()
+    (site,) = locate(PRIVATE_KERNEL, "m.py").sites
+    assert site.example_calls == "api"
+    cut = PRIVATE_KERNEL.replace("    return _helper(x)", "    return x")
+    (site,) = locate(cut, "m.py").sites
+    assert site.example_calls == "_kernel_call"
+    (site,) = locate(PRIVATE_KERNEL.replace("def api(", "def _api("), "m.py").sites
+    assert site.example_calls == "_kernel_call"
+    assert [s.example_calls for s in locate(PRIVATE_KERNEL + "\ndef broken(:\n", "m.py").sites] == [None]
+    # The caller names the helper in fullwidth letters, which the parser folds (NFKC) into `_helper`.
+    (site,) = locate(PRIVATE_KERNEL.replace("return _helper(x)", "return _\uff48elper(x)"), "m.py").sites
+    assert site.example_calls == "api"
+    for path in JAX_FILES:
+        text = path.read_text()
+        module = ast.parse(text)
+        for site in locate(text, str(path)).sites:
+            found = reaching_function(module, site.span.start_line)
+            assert site.example_calls == (found.name if found else None), (path, site.span)

@@ -454,10 +454,9 @@ def unreached_diagnostic(site: KernelSite, text: str, required: bool) -> Diagnos
     for (source/templates.py): the module-level function that reaches the
     call, not the nested one (`outer.inner`) it sits in."""
     from .source.calls import kernel_name
-    from .source.templates import callable_for
 
     name = kernel_name(text, site.span)
-    to_call = callable_for(text, site.span.start_line) or (site.function or "").split(".")[0] or None
+    to_call = site.example_calls or (site.function or "").split(".")[0] or None  # found by the locator
     return Diagnostic(
         site.path,
         site.name_span,

@@ -25,11 +25,15 @@ This module ties them together: `locate` is the one entry point.
 
 from __future__ import annotations
 
+import ast
+import functools
 import gc
+import re
 import traceback
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import pieces, prepass, statements
 from .model import KernelSite
@@ -37,7 +41,8 @@ from .nameflow import File, SiteStatement, walk_module
 from .prepass import make_plan
 from .sites import kernel_site as _kernel_site  # a module global: tests/data/faults plants a bug in its place
 from .sites import site_calls
-from .statements import top_level_statements
+from .statements import first_line, last_line, top_level_statements
+from .templates import ModuleFunctions
 
 __all__ = ["LocateResult", "clear_cache", "locate"]
 
@@ -95,7 +100,30 @@ def _locate(source: str, path: str) -> LocateResult:
     walk_module(file, module)
     sites = [site for record in file.site_statements for site in _kernel_sites(file, record)]
     sites.sort(key=lambda site: (site.span.start_line, site.span.start_col))
+    if error is None:  # VMEM020's suggestion, here where the statements are parsed already, not per keystroke
+        functions = ModuleFunctions(module, functools.partial(_words_of, lines))
+        sites = [replace(site, example_calls=_name(functions.reaching(site.span.start_line))) for site in sites]
     return LocateResult(tuple(sites), error)
+
+
+def _name(function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> str | None:
+    return function.name if function is not None else None
+
+
+_WORD = re.compile(r"\w+")
+# The words of each top-level function's text, kept as long as its ast node lives (statements.py
+# keeps a node only while its lines are unchanged); None where the text is not all ASCII.
+_words: weakref.WeakKeyDictionary[ast.AST, frozenset[str] | None] = weakref.WeakKeyDictionary()
+
+
+def _words_of(lines: list[str], function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str] | None:
+    """The words of `function`'s text: the function a keystroke made new is walked only where one
+    of them is a name the search follows. In ASCII text an identifier is a word as written;
+    elsewhere the parser's NFKC may have changed it (None: walked)."""
+    if function not in _words:
+        text = "\n".join(lines[first_line(function) - 1 : last_line(function)])
+        _words[function] = frozenset(_WORD.findall(text)) if text.isascii() else None
+    return _words[function]
 
 
 def _kernel_sites(file: File, record: SiteStatement) -> list[KernelSite]:

@@ -84,3 +84,6 @@ class KernelSite:
     # The keyword arguments written in the call at `span`, in source order: name -> span of
     # `name=value` (where the fixes insert a keyword, without parsing the call again).
     keywords: tuple[tuple[str, Span], ...] = ()
+    # The module-level function an example calls to reach this pallas_call, as --add-examples writes
+    # its template (templates.reaching_function); None where the module does not parse.
+    example_calls: str | None = None

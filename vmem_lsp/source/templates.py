@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 import functools
 import os
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..dtypes import TABLE
@@ -63,56 +64,94 @@ class Template:
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def _functions(module: ast.Module) -> dict[str, Function]:
-    return {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+def _functions(statements: Sequence[ast.stmt]) -> dict[str, Function]:
+    return {n.name: n for n in statements if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
-def _calls_to(node: ast.AST, names: set[str]) -> bool:
-    return any(
-        isinstance(n, ast.Call)
-        and (
-            (isinstance(n.func, ast.Name) and n.func.id in names)
-            or (isinstance(n.func, ast.Attribute) and n.func.attr in names)
+# What each function calls, by name, kept as long as its ast node lives: the locator reuses the
+# nodes of the statements an edit did not touch (statements.py), so a keystroke walks only the
+# function it changed, not every function of the file for each site (VMEM020 asks per keystroke).
+_called: weakref.WeakKeyDictionary[ast.AST, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def _called_names(function: Function) -> frozenset[str]:
+    """The names `function` calls: `f` of `f(...)` and of `m.f(...)`, anywhere in it (its decorators too)."""
+    found = _called.get(function)
+    if found is None:
+        found = frozenset(
+            n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+            for n in ast.walk(function)
+            if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
         )
-        for n in ast.walk(node)
-    )
+        _called[function] = found
+    return found
 
 
 def reaching_function(module: ast.Module, line: int) -> Function | None:
     """The module-level function to call for the pallas_call on `line`: the
     top-level def around it when public, else a public one that calls it
     (through private helpers of the file), else the def itself."""
-    functions = _functions(module)
-    around = next((f for f in functions.values() if f.lineno <= line <= (f.end_lineno or f.lineno)), None)
-    if around is None:
-        return None
-    if not around.name.startswith("_"):
+    return ModuleFunctions(module.body).reaching(line)
+
+
+class ModuleFunctions:
+    """A module's top-level functions, for reaching_function's search, once for all its sites
+    (the locator's statements, statements.py). `words(function)`, where given, is the set of
+    words of the function's text, or None where that cannot tell which names it calls: a
+    function not walked yet whose words hold none of the names asked is not walked then."""
+
+    def __init__(
+        self, statements: Sequence[ast.stmt], words: Callable[[Function], frozenset[str] | None] | None = None
+    ):
+        self.functions = _functions(statements)
+        self.words = words
+        self.known: dict[str, tuple[bool, frozenset[str]]] = {}  # name -> (walked: its called names, else its words)
+
+    def reaching(self, line: int) -> Function | None:
+        functions = self.functions
+        around = next((f for f in functions.values() if f.lineno <= line <= (f.end_lineno or f.lineno)), None)
+        if around is None:
+            return None
+        if not around.name.startswith("_"):
+            return around
+        reached, frontier = {around.name}, [around.name]
+        while frontier:
+            callers = [f for f in functions.values() if f.name not in reached and self._calls(f, frontier)]
+            public = [f for f in callers if not f.name.startswith("_")]
+            if public:
+                return min(public, key=lambda f: f.lineno)
+            frontier = [f.name for f in callers]
+            reached.update(frontier)
         return around
-    reached, frontier = {around.name}, [around.name]
-    while frontier:
-        callers = [f for f in functions.values() if f.name not in reached and _calls_to(f, set(frontier))]
-        public = [f for f in callers if not f.name.startswith("_")]
-        if public:
-            return min(public, key=lambda f: f.lineno)
-        frontier = [f.name for f in callers]
-        reached.update(frontier)
-    return around
+
+    def _calls(self, function: Function, names: list[str]) -> bool:
+        known = self.known.get(function.name)
+        if known is None:
+            called = _called.get(function)
+            if called is not None:
+                known = (True, called)
+            elif self.words is not None and (words := self.words(function)) is not None:
+                known = (False, words)
+            else:
+                known = (True, _called_names(function))
+            self.known[function.name] = known
+        walked, found = known
+        if not walked:
+            if found.isdisjoint(names):
+                return False  # not walked: an edit made it new, and no word of it is one of `names`
+            found = _called_names(function)
+            self.known[function.name] = (True, found)
+        return not found.isdisjoint(names)
 
 
-@functools.lru_cache(maxsize=64)
+# One text: --add-examples asks for each unreached site of a file in turn, a code action for one.
+# Each entry holds a whole module's ast (3.5 MB for a 2,600-line file), which the collector walks.
+@functools.lru_cache(maxsize=1)
 def _module(text: str) -> ast.Module | None:
     try:
         return parse_quietly(text)
     except (SyntaxError, ValueError):
         return None
-
-
-def callable_for(text: str, line: int) -> str | None:
-    """The name an example of the pallas_call on `line` calls, as --add-examples
-    writes it (reaching_function); None where the text does not parse."""
-    module = _module(text)
-    found = reaching_function(module, line) if module is not None else None
-    return found.name if found is not None else None
 
 
 def _default_text(node: ast.AST) -> str | None:
