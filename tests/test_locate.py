@@ -982,6 +982,185 @@ def test_an_editors_edits_locate_as_a_fresh_locate():
     assert [site.grid.text for site in locate(source, "edited.py").sites] == ["(1,)", "(2,)", "(4,)"]
 
 
+# Sites that read other top-level statements: a module constant, a helper, a class, a partial, a
+# name bound after its use, a recursion, text that is not ASCII. locate.py keeps each top-level
+# statement's sites with what they read; an edit anywhere must give what a fresh locate gives.
+SHARED = """\
+from functools import partial
+from typing import NamedTuple
+from jax.experimental import pallas as pl
+
+GRID = (4,)
+BLOCK = (8, 128)
+SPECS = [pl.BlockSpec(BLOCK, lambda i: (i, 0))]
+MORE = SPECS + [pl.BlockSpec((8, 256), None)]
+TAIL = [pl.BlockSpec((1, 128), None)]
+
+def specs(n):
+    return [pl.BlockSpec((n, 128), lambda i: (i, 0))] + TAIL
+
+class Out(NamedTuple):
+    a: object
+    b: object
+
+call = partial(pl.pallas_call, grid=GRID)
+
+def uses_module(x):
+    return pl.pallas_call(k, in_specs=MORE, out_specs=specs(8)[0], grid=GRID)(x)
+
+def uses_the_same(x):  # what uses_module computed, kept for this one to read: with what it read
+    return pl.pallas_call(k, in_specs=MORE, out_specs=specs(4), grid=(8,))(x)
+
+def uses_class(x):
+    s = SPECS
+    return call(k, out_specs=Out(a=s[0], b=pl.BlockSpec(BLOCK, None)), scratch_shapes=[pltpu.VMEM(BLOCK, f32)])(x)
+
+def unrelated(x):
+    note = "héllo wörld"
+    return x + 1
+
+def loops():
+    return again()
+
+def again():
+    return loops()
+
+def cyclic(x):
+    return pl.pallas_call(k, in_specs=[pl.BlockSpec(BLOCK, None)] + loops(), grid=LATER)(x)
+
+top = pl.pallas_call(k, in_specs=SPECS, grid=LATER, compiler_params=dict(mosaic=dict(vmem_limit_bytes=LIMIT)))
+LIMIT = 1 << 20
+LATER = (2, 2)
+é_spec = pl.pallas_call(k, in_specs=[pl.BlockSpec((8, 128), None)], grid=(1,))  # ünïcode
+"""
+
+SHARED_EDITS = [
+    ("GRID = (4,)", "GRID = (6,)"),
+    ("GRID = (4,)", "GRID = (4,); SPECS = [pl.BlockSpec((1, 1), None)]"),
+    ("BLOCK = (8, 128)", "BLOCK = (16, 128)"),
+    ("SPECS = [pl", "SPECS = specs(2) + [pl"),
+    ("TAIL = [pl.BlockSpec((1, 128)", "TAIL = [pl.BlockSpec((2, 128)"),
+    ("MORE = SPECS + [", "MORE = SPECS + TAIL + ["),
+    ("    return [pl.BlockSpec((n, 128)", "    return [None, pl.BlockSpec((n, 256)"),
+    ("    b: object\n", "    b: object\n    c: object\n"),
+    ("class Out(NamedTuple)", "class Out"),
+    ("grid=GRID)\n\ndef uses", "grid=(1,))\n\ndef uses"),
+    ("call = partial(", "calls = partial("),
+    ('    note = "héllo wörld"', '    note = "héllo wörld ünd méhr"'),
+    ("    return x + 1", "    SPECS = None\n    return x + 1"),
+    ("def unrelated(x):", "GRID = (9, 9)\n\ndef unrelated(x):"),
+    ("def unrelated(x):", "def specs(n):\n    return []\n\ndef unrelated(x):"),
+    ("    return again()", "    return [pl.BlockSpec(BLOCK, None)]"),
+    ("LATER = (2, 2)", "LATER = (3, 3)"),
+    ("LATER = (2, 2)", ""),
+    ("LIMIT = 1 << 20", "LIMIT = 1 << 21"),
+    ("é_spec = pl", "é_spéc = pl"),
+    ("((8, 128), None)], grid=(1,))", "((8, 128), None)], grid=(1, 2))"),
+    ("    s = SPECS", "    s = SPECS + SPECS"),
+    ("def uses_class(x):", "def uses_class(x, SPECS):"),
+]
+
+
+def _plain(sites):
+    import dataclasses
+
+    return [dataclasses.replace(s, path="p") for s in sites]
+
+
+@pytest.mark.parametrize("edit", range(len(SHARED_EDITS)), ids=lambda i: SHARED_EDITS[i][1][:30])
+def test_sites_kept_across_an_edit_are_those_of_a_fresh_locate(edit):
+    """Each edit, then undone, then a keystroke on every line of the edited text (a character not
+    ASCII among them): as locating each text afresh, by a path the locator has not seen."""
+    old, new = SHARED_EDITS[edit]
+    assert old in SHARED
+    edited = SHARED.replace(old, new, 1)
+    clear_cache()
+    texts = [SHARED, edited, SHARED, edited]
+    lines = edited.split("\n")
+    texts += ["\n".join(lines[:i] + [line + (" é" if i % 3 else " ")] + lines[i + 1 :]) for i, line in enumerate(lines)]
+    for number, text in enumerate(texts):
+        got = locate(text, "kept.py")
+        fresh = locate(text, f"fresh{edit}-{number}.py")
+        assert got.internal_error is None and fresh.internal_error is None, got.internal_error or fresh.internal_error
+        assert (got.error, _plain(got.sites)) == (fresh.error, _plain(fresh.sites)), (number, text)
+        for site in got.sites:
+            for expr in exprs_of(site):
+                assert source_at(text, expr.span) == expr.text, (number, expr)
+
+
+def test_an_edit_builds_the_sites_of_its_own_top_level_statement_only(monkeypatch):
+    """A keystroke in a function without sites builds none; one in a function with a site builds that
+    one; one in a statement the sites read (a module constant) builds those that read it. Where a
+    recursion is cut short (SHARED's loops() and again()), every keystroke builds them all."""
+    from vmem_lsp.source import locate as located
+
+    built: list[int] = []
+    original = located._kernel_site
+
+    def counted(file, call, piece, function):
+        site = original(file, call, piece, function)
+        built.append(site.span.start_line)
+        return site
+
+    monkeypatch.setattr(located, "_kernel_site", counted)
+    source = SHARED.replace("    return again()", "    return []")
+    lines = source.split("\n")
+
+    def site_in(function: str) -> int:
+        """The line after `function`'s def: its pallas_call's (uses_class's is one line further)."""
+        return next(n for n, line in enumerate(lines, 1) if line.startswith(f"def {function}(")) + 1
+
+    def built_by(old: str, new: str, text: str = source) -> list[int]:
+        assert old in text
+        built.clear()
+        result = locate(text.replace(old, new, 1), "counted.py")
+        assert result.internal_error is None and len(result.sites) == 6
+        return sorted(built)
+
+    clear_cache()
+    assert len(locate(source, "counted.py").sites) == 6
+    assert built_by("    return x + 1", "    return x + 2") == []
+    assert built_by('    note = "héllo wörld"', '    note = "héllo wörld!"') == []
+    uses_module, uses_the_same, uses_class = site_in("uses_module"), site_in("uses_the_same"), site_in("uses_class") + 1
+    top = lines.index("LIMIT = 1 << 20")  # 0-based: the 1-based number of the line before, `top = ...`
+    assert built_by("out_specs=specs(8)[0]", "out_specs=specs(9)[0]") == [uses_module]
+    assert built_by("GRID = (4,)", "GRID = (6,)") == [uses_module, uses_class]  # grid=GRID, and call's
+    assert built_by("LIMIT = 1 << 20", "LIMIT = 1 << 22") == []  # bound after `top`: not followed there
+    # Read through MORE and specs(), whose values uses_module computed and uses_the_same was given:
+    assert built_by("SPECS = [pl", "SPECS = [None, pl") == [uses_module, uses_the_same, uses_class, top]
+    assert built_by("TAIL = [pl.BlockSpec((1,", "TAIL = [pl.BlockSpec((3,") == [uses_module, uses_the_same]
+    assert built_by("SPECS = [pl", "SPECS = [None, pl") == []  # kept from the text before
+    every = sorted(site.span.start_line for site in locate(source, "every.py").sites)
+    assert sorted(set(built_by("    return x + 1", "    return x + 2", SHARED))) == every  # kept, then again
+    assert built_by("    return x + 1", "    return x + 3", SHARED) == every  # afresh, once
+
+
+def test_a_recursion_cut_short_gives_what_a_fresh_locate_gives():
+    """`A` is asked for while computing `f()`'s value or the other way round, whichever site asks
+    first: with the first site's sites kept, the second's must still come out as in one locate."""
+    source = textwrap.dedent("""\
+        from jax.experimental import pallas as pl
+
+        def first(x):
+            return pl.pallas_call(k, in_specs=A, grid=(1,))(x)
+
+        def second(x):
+            return pl.pallas_call(k, in_specs=f(), grid=(2,))(x)
+
+        def f():
+            return A
+
+        A = f() + [pl.BlockSpec((8, 128), None)]
+        """)
+    clear_cache()
+    for number, text in enumerate(
+        [source, source.replace("grid=(2,)", "grid=(3,)"), source.replace("grid=(1,)", "grid=(4,)"), source]
+    ):
+        got, fresh = locate(text, "cycle.py"), locate(text, f"cycle-fresh{number}.py")
+        assert got.internal_error is None
+        assert _plain(got.sites) == _plain(fresh.sites), number
+
+
 PRIVATE_KERNEL = """\
 from jax.experimental import pallas as pl
 

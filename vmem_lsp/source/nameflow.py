@@ -13,7 +13,8 @@ from __future__ import annotations
 import ast
 import itertools
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import libcst as cst
@@ -23,7 +24,13 @@ from .prepass import Plan
 
 
 class File(Source):
-    """The module being located: its statements parsed on demand, its plan, and the walk's state."""
+    """The module being located: its statements parsed on demand, its plan, and the walk's state.
+
+    It also records what a computation reads beyond the top-level statement it started in
+    (`recording`), so that locate.py can keep its sites while none of that changes: the top-level
+    statements whose nodes it reads, by index, and each name it looks up at module level, with the
+    point of the module's walk it is looked up at (`Scope.point`). A value kept during the locate
+    (a binding's, a helper's) keeps what its computation read, and adds it to each later reader's."""
 
     def __init__(self, path: str, lines: list[str], plan: Plan):
         super().__init__(lines)
@@ -31,8 +38,44 @@ class File(Source):
         self.plan = plan
         self.names = plan.names
         self.site_statements: list[SiteStatement] = []
-        self.helper_values: dict[int, Value | None] = {}
+        self.helper_values: dict[int, tuple[Value | None, Deps | None]] = {}  # None: being computed
         self.scopes: list[Scope] = []  # keeps alive the scopes that defs refer to weakly
+        self.top_level: dict[int, int] = {}  # id of a top-level statement -> its index (walk_module)
+        self.module_envs: list[Env] = []  # the module's names before each top-level statement, and at the end
+        self.cut_short = 0  # values asked for while being computed (recursion): what they give depends on the order
+        self._recording: list[Deps] = []
+
+    @contextmanager
+    def recording(self) -> Iterator[Deps]:
+        """What the block reads (see the class), also added to the recording around it, if any."""
+        deps: Deps = set()
+        self._recording.append(deps)
+        try:
+            yield deps
+        finally:
+            self._recording.pop()
+            self.depend(deps)
+
+    def depend(self, deps: Deps) -> None:
+        if self._recording and deps is not self._recording[-1]:
+            self._recording[-1] |= deps
+
+    def looked_up(self, name: str, scope: Scope) -> None:
+        if self._recording:
+            self._recording[-1].add((name, scope.point))
+
+    def reads(self, statement: ast.stmt, ancestors: tuple[ast.stmt, ...]) -> None:
+        if self._recording:
+            self._recording[-1].add(self.top_level.get(id(ancestors[0] if ancestors else statement), -1))
+
+    def statement(self, statement: ast.stmt, ancestors: tuple[ast.stmt, ...]) -> tuple[Piece, cst.CSTNode] | None:
+        self.reads(statement, ancestors)
+        return super().statement(statement, ancestors)
+
+
+# What a computation read: indices of top-level statements (-1: one not of the module), and
+# (name, point) of each module-level lookup (point None: a scope without one).
+Deps = set[int | tuple[str, int | None]]
 
 
 # --- what names may hold ---------------------------------------------------------------------------
@@ -179,19 +222,27 @@ def _shifted(entries: tuple[Entry, ...], offset: int | None) -> tuple[Entry, ...
 
 
 class Scope:
-    """Names at one point of a body, then the enclosing body's (filled once that body is walked)."""
+    """Names at one point of a body, then the enclosing body's (filled once that body is walked).
 
-    def __init__(self, names: Mapping[str, _Binding], parent: Scope | None):
+    A module-level scope (no parent) has a `point`: the index of the top-level statement it is in
+    (its names are those bound before that statement, and within it up to there), or the number of
+    statements for the module's names at the end, which functions see."""
+
+    def __init__(self, names: Mapping[str, _Binding], parent: Scope | None, point: int | None = None):
         self.names = names
         self.parent = parent
+        self.point = point
 
-    def lookup(self, name: str) -> _Binding | None:
-        scope: Scope | None = self
-        while scope is not None:
+    def lookup(self, name: str, file: File | None = None) -> _Binding | None:
+        """The binding of `name` here; with `file`, a lookup that reaches the module is recorded there."""
+        scope = self
+        while scope.parent is not None:
             if name in scope.names:
                 return scope.names[name]
             scope = scope.parent
-        return None
+        if file is not None:
+            file.looked_up(name, scope)
+        return scope.names.get(name)
 
 
 class _Binding:
@@ -219,7 +270,13 @@ class _Lazy(_Binding):
     def value(self, file: File) -> Value | None:
         if not hasattr(self, "_value"):
             self._value = None
-            self._value = self._compute(file)
+            self._busy = True
+            with file.recording() as self._deps:
+                self._value = self._compute(file)
+            self._busy = False
+        else:
+            file.cut_short += self._busy
+            file.depend(self._deps)
         return self._value
 
     def _compute(self, file: File) -> Value | None:
@@ -490,6 +547,7 @@ class _Walk:
         self.record_sites = record_sites
         self.returns: list[tuple[ast.Return, tuple[ast.stmt, ...], Scope]] = []
         self.nested: list[tuple[_Def, tuple[ast.stmt, ...]]] = []
+        self.point: int | None = None  # in the module's walk, the top-level statement it is in
 
     def body(self, statements: Sequence[ast.stmt], env: Env, ancestors: tuple[ast.stmt, ...]) -> Env:
         for statement in statements:
@@ -497,7 +555,7 @@ class _Walk:
         return env
 
     def statement(self, statement: ast.stmt, env: Env, ancestors: tuple[ast.stmt, ...]) -> Env:
-        scope = Scope(env, self.parent)
+        scope = Scope(env, self.parent, self.point)
         if self.record_sites and id(statement) in self.file.plan.flagged:
             self.file.site_statements.append(SiteStatement(statement, ancestors, scope, self.function))
         inner = ancestors + (statement,)
@@ -633,12 +691,48 @@ def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Env:
     return _opaque({}, names, "a parameter")
 
 
-def walk_module(file: File, statements: list[ast.stmt]) -> None:
-    module = Scope({}, None)
+@dataclass(frozen=True)
+class TopLevel:
+    """What the module's walk found in one top-level statement: its site statements at module level,
+    and the defs and classes within it that hold sites (`walk_sites` walks them)."""
+
+    index: int
+    records: list[SiteStatement]
+    nested: list[tuple[_Def, tuple[ast.stmt, ...]]]
+
+
+def walk_module(file: File, statements: list[ast.stmt]) -> tuple[Scope, list[TopLevel]]:
+    """The module's names, statement by statement (nothing is evaluated yet), and the top-level
+    statements that hold sites."""
+    module = Scope({}, None, len(statements))
     file.scopes.append(module)
+    file.top_level = {id(statement): index for index, statement in enumerate(statements)}
     walk = _Walk(file, parent=None, defining=module, function=None, record_sites=True)
-    module.names = walk.body(statements, {}, ())
-    _walk_nested(file, walk.nested, module, None)
+    env: Env = {}
+    file.module_envs = [env]
+    holding: list[TopLevel] = []
+    for index, statement in enumerate(statements):
+        walk.point = index
+        records, nested = len(file.site_statements), len(walk.nested)
+        env = walk.statement(statement, env, ())
+        file.module_envs.append(env)
+        if len(file.site_statements) > records or len(walk.nested) > nested:
+            holding.append(TopLevel(index, file.site_statements[records:], walk.nested[nested:]))
+    module.names = env
+    return module, holding
+
+
+def walk_sites(file: File, module: Scope, top: TopLevel) -> list[SiteStatement]:
+    """The site statements of one top-level statement: the module-level ones the module's walk found,
+    then those of the defs and classes in it, walked now."""
+    before = len(file.site_statements)
+    _walk_nested(file, top.nested, module, None)
+    return top.records + file.site_statements[before:]
+
+
+def binds(file: File, index: int, name: str) -> bool:
+    """Whether top-level statement `index` binds `name` anew in the module's walk."""
+    return file.module_envs[index + 1].get(name) is not file.module_envs[index].get(name)
 
 
 def _walk_nested(
@@ -663,8 +757,16 @@ def _walk_nested(
 def _helper_value(file: File, function: _Function) -> Value | None:
     """What a module or local helper returns, joined over its return statements (walked once per def)."""
     key = id(function.statement)
-    if key not in file.helper_values:
-        file.helper_values[key] = None  # a recursive helper is not followed
+    if key in file.helper_values:
+        value, deps = file.helper_values[key]
+        if deps is None:  # a recursive helper is not followed
+            file.cut_short += 1
+        else:
+            file.depend(deps)
+        return value
+    file.helper_values[key] = (None, None)
+    with file.recording() as deps:
+        file.reads(function.statement, function.ancestors)  # its body's statements, walked here
         body = Scope({}, function.enclosing)
         file.scopes.append(body)
         walk = _Walk(file, parent=function.enclosing, defining=body, function=None, record_sites=False)
@@ -672,8 +774,9 @@ def _helper_value(file: File, function: _Function) -> Value | None:
             function.statement.body, _parameters(function.statement), function.ancestors + (function.statement,)
         )
         values = [_return_value(file, *returned) for returned in walk.returns]
-        file.helper_values[key] = _join(values) if values else None
-    return file.helper_values[key]
+        value = _join(values) if values else None
+    file.helper_values[key] = (value, deps)
+    return value
 
 
 def _return_value(file: File, statement: ast.Return, ancestors: tuple[ast.stmt, ...], scope: Scope) -> Value:
@@ -722,7 +825,7 @@ def _evaluate_name(file: File, leaf: Leaf, node: cst.Name) -> Value:
     name = node.value
     if name in ("None", "True", "False"):
         return Value(leaves=(leaf,))
-    binding = leaf.scope.lookup(name)
+    binding = leaf.scope.lookup(name, file)
     if binding is None:
         return Value(unknown=(f"`{name}`",))
     value = binding.value(file)
@@ -791,7 +894,7 @@ def _evaluate_call(file: File, leaf: Leaf, node: cst.Call) -> Value:
     binding = None
     if isinstance(node.func, cst.Name):
         name = node.func.value
-        binding = leaf.scope.lookup(name)
+        binding = leaf.scope.lookup(name, file)
         if isinstance(binding, _Function):
             value = _helper_value(file, binding)
             return value if value is not None else Value(unknown=(f"what `{name}()` returns",))
@@ -867,7 +970,7 @@ def follow(file: File, leaf: Leaf | None) -> Leaf | None:
     for _ in range(16):
         if leaf is None or not isinstance(leaf.node, cst.Name):
             return leaf
-        binding = leaf.scope.lookup(leaf.node.value)
+        binding = leaf.scope.lookup(leaf.node.value, file)
         expression = binding.expression(file) if binding is not None else None
         if expression is None:
             return leaf

@@ -44,6 +44,9 @@ class Plan:
     flagged: frozenset[int]  # ids of innermost statements referring to pallas_call
     enclosing: frozenset[int]  # ids of defs / classes containing a flagged statement
     called_partials: frozenset[str]  # partial aliases that are called somewhere: the calls are the sites
+    # Each top-level statement's text and where it is: (first line, text, line of the statement itself
+    # after its decorators, first column, end column). Equal keys, equal ast (locate.py caches by them).
+    keys: tuple[tuple[int, str, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,8 @@ def make_plan(statements: list[ast.stmt], lines: list[str]) -> Plan:
             flagged.update(id(_at(statement, path)) for path in flags.flagged)
             enclosing.update(id(_at(statement, path)) for path in flags.enclosing)
             called |= flags.called
-    return Plan(names, frozenset(flagged), frozenset(enclosing), frozenset(called))
+    placed = tuple((first_line(s), *key) for s, key in zip(statements, keys))
+    return Plan(names, frozenset(flagged), frozenset(enclosing), frozenset(called), placed)
 
 
 def _flags(statement: ast.stmt, text: str, refs: frozenset[str], partials: frozenset[str]) -> _Flags:
