@@ -15,9 +15,12 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import threading
 import weakref
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from ..dtypes import TABLE
 from .model import Span
@@ -231,37 +234,76 @@ def array_literal(node: ast.AST, names: Mapping[str, ast.AST]) -> str | None:
 def calls_with_shapes(text: str, name: str) -> list[tuple[int, tuple[str, ...]]]:
     """(line, arguments) of each call of `name` in `text` whose array arguments
     are all constructors of literal shape (or names assigned one)."""
-    try:
-        module = parse_quietly(text)
-    except (SyntaxError, ValueError):
-        return []
-    found: list[tuple[int, list[str]]] = []
-    scopes: list[ast.AST] = [
-        module,
-        *(n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
-    ]
-    for scope in scopes:
-        names = {
-            t.id: n.value
-            for n in ast.walk(scope)
-            if isinstance(n, ast.Assign)
-            for t in n.targets
-            if isinstance(t, ast.Name)
-        }
-        for call in ast.walk(scope):
-            if not (
-                isinstance(call, ast.Call)
-                and isinstance(call.func, (ast.Name, ast.Attribute))
-                and (getattr(call.func, "id", None) or getattr(call.func, "attr", None)) == name
-            ):
-                continue
-            arrays = [literal for a in call.args if (literal := array_literal(a, names))]
-            if call.args and len(arrays) == len(call.args):
+    return list(_calls_with_shapes(text).get(name, ()))
+
+
+_SHAPED_TEXTS = 32  # a project's test modules, and the file itself: their calls, never their ast
+_shaped: OrderedDict[str, dict[str, list[tuple[int, tuple[str, ...]]]]] = OrderedDict()
+_shaped_lock = threading.Lock()  # the server's code actions and the CLI's engine may ask from two threads
+
+
+def _calls_with_shapes(text: str, module: ast.Module | None = None) -> dict[str, list[tuple[int, tuple[str, ...]]]]:
+    """calls_with_shapes for every callee name of `text`, found once per text (`module`: its parse,
+    where the caller has it): the "add example" code action asks on each request, for the file and
+    each test module of the project, and the CLI for each unreached site of a file."""
+    with _shaped_lock:
+        if text in _shaped:
+            _shaped.move_to_end(text)
+            return _shaped[text]
+    if module is None:
+        try:
+            module = parse_quietly(text)
+        except (SyntaxError, ValueError):
+            module = None
+    found = _shaped_calls(module) if module is not None else {}
+    with _shaped_lock:
+        _shaped[text] = found
+        if len(_shaped) > _SHAPED_TEXTS:
+            _shaped.popitem(last=False)
+    return found
+
+
+def _shaped_calls(module: ast.Module) -> dict[str, list[tuple[int, tuple[str, ...]]]]:
+    """Each call of literal-shaped arrays, by callee name, as found in each scope: the module, then
+    every function (at any depth, in ast.walk's order), each call of a scope read with the names
+    assigned anywhere in that scope (the last assignment in ast.walk's order winning). In one walk:
+    a scope's nodes come in the order ast.walk of the module gives them; a call whose arguments name
+    no variable reads the same in every scope around it, so only the module's reading of it counts
+    (the others add nothing new to the set, and the set keeps the first)."""
+    functions: list[ast.AST] = []
+    names: dict[ast.AST, dict[str, ast.AST]] = {module: {}}
+    calls: list[ast.Call] = []  # in the module, in ast.walk's order
+    naming: dict[ast.AST, list[ast.Call]] = {}  # function -> its calls with a name among their arguments
+    todo: deque[tuple[ast.AST, tuple[ast.AST, ...]]] = deque([(module, (module,))])
+    while todo:
+        node, scopes = todo.popleft()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.append(node)
+            names[node], naming[node] = {}, []
+            scopes = (*scopes, node)
+        todo.extend((child, scopes) for child in ast.iter_child_nodes(node))
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    for scope in scopes:
+                        names[scope][target.id] = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) and node.args:
+            calls.append(node)
+            if any(isinstance(a, ast.Name) for a in node.args):
+                for scope in scopes[1:]:
+                    naming[scope].append(node)
+    found: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+    for scope, within in [(module, calls), *((f, naming[f]) for f in functions)]:
+        assigned = names[scope]
+        for call in within:
+            arrays = [literal for a in call.args if (literal := array_literal(a, assigned))]
+            if len(arrays) == len(call.args):
+                name = call.func.id if isinstance(call.func, ast.Name) else cast(ast.Attribute, call.func).attr
                 keywords = [
                     f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords if k.arg and _default_text(k.value)
                 ]
-                found.append((call.lineno, [*arrays, *keywords]))
-    return sorted(set((line, tuple(args)) for line, args in found), key=lambda f: f[0])
+                found.setdefault(name, []).append((call.lineno, tuple([*arrays, *keywords])))
+    return {name: sorted(set(shaped), key=lambda f: f[0]) for name, shaped in found.items()}
 
 
 def test_files(path: str, root: str | None) -> list[str]:
@@ -296,7 +338,8 @@ def template_for(text: str, path: str, site_span: Span, others: Sequence[tuple[s
     indent = ""
     required, written = parameters(function)
     for where, source in [(path, text), *others]:
-        for line, arguments in calls_with_shapes(source, function.name):
+        calls = _calls_with_shapes(source, module if source is text else None).get(function.name, [])
+        for line, arguments in calls:
             keywords = {a.split("=")[0] for a in arguments if "=" in a}
             needed = {w.split("=")[0] for w in written if w.endswith("=...")}
             if len([a for a in arguments if "=" not in a]) == len(required) and needed <= keywords:
