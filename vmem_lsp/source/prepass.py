@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 _Path = tuple[int, ...]  # a nested statement: child indices (in _child_statements' order) from the top-level one
 _TextKey = tuple[str, int, int, int]
+_PlacedKey = tuple[int, str, int, int, int]  # the first line, then a _TextKey
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Plan:
     called_partials: frozenset[str]  # partial aliases that are called somewhere: the calls are the sites
     # Each top-level statement's text and where it is: (first line, text, line of the statement itself
     # after its decorators, first column, end column). Equal keys, equal ast (locate.py caches by them).
-    keys: tuple[tuple[int, str, int, int, int], ...] = ()
+    keys: tuple[_PlacedKey, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,16 +81,33 @@ class _Recent:
 
 _learners_by_text = _Recent()
 _flags_by_text = _Recent()
+# A top-level statement's text and key, kept as long as its ast node lives: statements.py keeps a node
+# only while its lines are unchanged, so a keystroke joins and hashes the text of the statement it
+# edited, not the whole file's again.
+_placed: weakref.WeakKeyDictionary[ast.stmt, tuple[str, _TextKey, _PlacedKey]] = weakref.WeakKeyDictionary()
 
 
 def clear_cache() -> None:
     _learners_by_text.plans.clear()
     _flags_by_text.plans.clear()
+    _placed.clear()
+
+
+def _place(statement: ast.stmt, lines: list[str]) -> tuple[str, _TextKey, _PlacedKey]:
+    """The statement's text (its whole lines), its key, and that key with the first line (Plan.keys)."""
+    placed = _placed.get(statement)
+    if placed is None:
+        first = first_line(statement)
+        text = "\n".join(lines[first - 1 : last_line(statement)])
+        key = (text, statement.lineno - first, statement.col_offset, statement.end_col_offset or 0)
+        placed = _placed[statement] = (text, key, (first, *key))
+    return placed
 
 
 def make_plan(statements: list[ast.stmt], lines: list[str]) -> Plan:
-    texts = ["\n".join(lines[first_line(s) - 1 : last_line(s)]) for s in statements]
-    keys = [(text, s.lineno - first_line(s), s.col_offset, s.end_col_offset or 0) for s, text in zip(statements, texts)]
+    placed = [_place(s, lines) for s in statements]
+    texts = [text for text, _, _ in placed]
+    keys = [key for _, key, _ in placed]
     _learners_by_text.start()
     _flags_by_text.start()
     names = _kernel_names(statements, texts, keys)
@@ -105,8 +124,7 @@ def make_plan(statements: list[ast.stmt], lines: list[str]) -> Plan:
             flagged.update(id(_at(statement, path)) for path in flags.flagged)
             enclosing.update(id(_at(statement, path)) for path in flags.enclosing)
             called |= flags.called
-    placed = tuple((first_line(s), *key) for s, key in zip(statements, keys))
-    return Plan(names, frozenset(flagged), frozenset(enclosing), frozenset(called), placed)
+    return Plan(names, frozenset(flagged), frozenset(enclosing), frozenset(called), tuple(p[2] for p in placed))
 
 
 def _flags(statement: ast.stmt, text: str, refs: frozenset[str], partials: frozenset[str]) -> _Flags:
@@ -175,12 +193,27 @@ def _kernel_names(statements: list[ast.stmt], texts: list[str], keys: list[_Text
 
 
 def _learners(statement: ast.stmt) -> tuple[ast.stmt, ...]:
-    """The statements within that _learn_names may learn from, in order (it reads names, never positions)."""
+    """The statements within that _learn_names may learn from, in order (it reads names, never positions):
+    imports, and assignments of a name (`pc = pl.pallas_call`) or of a call whose first argument is one
+    (`call = partial(pl.pallas_call, ...)`); it learns nothing from other assignments, which are most."""
     return tuple(
         nested
         for nested in _statements_within(statement)
-        if isinstance(nested, (ast.ImportFrom, ast.Assign, ast.AnnAssign))
+        if isinstance(nested, ast.ImportFrom)
+        or isinstance(nested, (ast.Assign, ast.AnnAssign))
+        and _may_alias(nested.value)
     )
+
+
+def _may_alias(value: ast.expr | None) -> bool:
+    """Whether _learn_names may learn from an assignment of `value`: a name, or a call of one with a name first."""
+    if isinstance(value, ast.Call):
+        return isinstance(value.func, (ast.Name, ast.Attribute)) and bool(value.args) and _is_name(value.args[0])
+    return _is_name(value)
+
+
+def _is_name(node: ast.expr | None) -> bool:
+    return isinstance(node, (ast.Name, ast.Attribute))
 
 
 def _learn_names(statement: ast.stmt, imported: dict[str, str], pallas: set[str], partials: set[str]) -> None:

@@ -85,14 +85,10 @@ def _reparse_edit(last: _Clean, lines: list[str]) -> list[ast.stmt] | None:
     if not old_statements:
         return None
     shortest = min(len(old), len(lines))
-    same_before = 0
-    while same_before < shortest and old[same_before] == lines[same_before]:
-        same_before += 1
+    same_before = _same_lines(old, lines, False, shortest)
     if same_before == len(old) == len(lines):
         return old_statements
-    same_after = 0
-    while same_after < shortest - same_before and old[-1 - same_after] == lines[-1 - same_after]:
-        same_after += 1
+    same_after = _same_lines(old, lines, True, shortest - same_before)
     kept_before = 0
     while kept_before < len(old_statements) and last_line(old_statements[kept_before]) <= same_before:
         kept_before += 1
@@ -113,6 +109,21 @@ def _reparse_edit(last: _Clean, lines: list[str]) -> list[ast.stmt] | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return old_statements[:kept_before] + middle + old_statements[kept_after:]
+
+
+def _same_lines(old: list[str], new: list[str], from_end: bool, most: int) -> int:
+    """How many lines are equal in both, from the first on (or from the last back), at most `most`:
+    halving the lines in doubt, each half compared as one slice, in C (a keystroke in a 2,600-line
+    file compared them one at a time in Python)."""
+    same, unsure = 0, most  # equal: `same`; the first difference, if any, is within the next `unsure`
+    while unsure:
+        half = (unsure + 1) // 2
+        if from_end:
+            equal = old[len(old) - same - half : len(old) - same] == new[len(new) - same - half : len(new) - same]
+        else:
+            equal = old[same : same + half] == new[same : same + half]
+        same, unsure = (same + half, unsure - half) if equal else (same, half - 1)
+    return same
 
 
 def _ends_cleanly(lines: list[str], statements: list[ast.stmt], index: int) -> bool:
