@@ -944,6 +944,30 @@ def test_statements_after_an_edit_are_those_of_a_whole_parse(source):
             assert error is None and dump(statements) == expected, text
 
 
+def test_the_lines_an_edit_left_are_counted_as_one_at_a_time():
+    """statements._same_lines halves the lines in doubt: the same counts as comparing them in turn."""
+    from vmem_lsp.source.statements import _same_lines
+
+    def in_turn(old, new, most, from_end):
+        n = 0
+        while n < most and (old[-1 - n] == new[-1 - n] if from_end else old[n] == new[n]):
+            n += 1
+        return n
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        old = [rng.choice("ab") for _ in range(rng.randrange(12))]
+        new = list(old)
+        for _ in range(rng.randrange(3)):
+            at = rng.randrange(len(new) + 1)
+            new[at:at] = [rng.choice("abc")] if rng.random() < 0.5 or not new else []
+            if new and rng.random() < 0.3:
+                del new[rng.randrange(len(new))]
+        for most in range(min(len(old), len(new)) + 1):
+            for from_end in (False, True):
+                assert _same_lines(old, new, from_end, most) == in_turn(old, new, most, from_end), (old, new, most)
+
+
 def test_an_editors_edits_locate_as_a_fresh_locate():
     """Typing, Enter above a site (its lines move), a syntax error, undo: as locating each text afresh."""
     import dataclasses
