@@ -2,9 +2,10 @@
 examples against compiling the same examples directly, side by side in one run.
 
     nice .venv/bin/python bench/bench_check_overhead.py FILE [--python PY] [--target v5e] [--repeats 3]
+        [--before TREE]
 
-Each repeat runs, in fresh processes and in alternating order (direct first on
-even repeats, the check first on odd ones, so a neighbour's load falls on both):
+Each repeat runs, in fresh processes and in rotating order (each side first in
+turn, so a neighbour's load falls on all):
 
   direct  PY this-file --direct FILE: one process imports FILE and, for each
           `# vmem:` example, `jax.jit(f).lower(*ShapeDtypeStructs on the target's
@@ -12,6 +13,9 @@ even repeats, the check first on odd ones, so a neighbour's load falls on both):
           counts too), as shared/DESIGN.md describes compiling an example directly.
   check   vmem-lsp check FILE --target T --no-cache [--python PY]: the CLI and its
           worker(s).
+  before  (with --before TREE) the same check with the vmem-lsp of another checkout
+          (`git worktree add --detach TREE <commit>`): a baseline measured in the
+          same run; what it says is compared with what the check says.
 
 Both are timed as processes (wall, and CPU: user + system of the process and
 of every child it waited for, the worker included), and the direct one also
@@ -133,21 +137,44 @@ def direct(path: str, target: str) -> dict:
             return callee(*a, **k)
 
         begun = time.perf_counter()
-        error = None
+        error, steps = None, []
         try:
             with on_target(device):
-                jax.jit(run).lower(*[leaves[i] for i in slots]).compile()
+                traced = jax.jit(run).trace(*[leaves[i] for i in slots])  # what .lower() does, in its steps
+                steps.append(time.perf_counter())
+                lowered = traced.lower()
+                steps.append(time.perf_counter())
+                lowered.compile()
         except Exception as raised:  # an overflow: the compiler's verdict, timed too
             error = f"{type(raised).__name__}: {(str(raised).splitlines() or [''])[0][:120]}"
-        timings.append({"line": line, "seconds": round(time.perf_counter() - begun, 3), "error": error})
-    return {"setup": round(ready - started, 3), "examples": timings, "compiles": sum(t["seconds"] for t in timings)}
+        ended = time.perf_counter()
+        steps = ([begun, *steps, ended] + [ended] * 3)[:4]
+        timings.append(
+            {
+                "line": line,
+                "seconds": round(ended - begun, 3),
+                "trace": round(steps[1] - steps[0], 3),
+                "lower": round(steps[2] - steps[1], 3),
+                "compile": round(steps[3] - steps[2], 3),
+                "error": error,
+            }
+        )
+    total = lambda key: round(sum(t[key] for t in timings), 3)
+    return {
+        "setup": round(ready - started, 3),
+        "examples": timings,
+        "compiles": total("seconds"),
+        **{step: total(step) for step in ("trace", "lower", "compile")},
+    }
 
 
-def timed(command: list[str], env: dict | None = None) -> tuple[float, float, subprocess.CompletedProcess]:
+def timed(
+    command: list[str], env: dict | None = None, cwd: str = ROOT
+) -> tuple[float, float, subprocess.CompletedProcess]:
     """(wall, CPU of the process and its waited-for children, the finished process)."""
     before = os.times()
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
@@ -162,15 +189,22 @@ def run_direct(python: str, path: str, target: str) -> dict:
     return {"wall": wall, "cpu": cpu, **inside}
 
 
-def run_check(python: str | None, path: str, target: str, extra: list[str]) -> dict:
+def run_check(python: str | None, path: str, target: str, extra: list[str], tree: str = ROOT) -> dict:
+    """vmem-lsp check as a user runs it, with the vmem-lsp of `tree` (this one, or --before's)."""
     command = [sys.executable, "-m", "vmem_lsp", "check", path, "--target", target, "--no-cache", *extra]
     if python:
         command += ["--python", python]
-    wall, cpu, done = timed(command)
+    env = {**os.environ, "PYTHONPATH": tree} if tree != ROOT else None
+    wall, cpu, done = timed(command, env, cwd=tree)
     if done.returncode not in (0, 1):
         raise SystemExit(f"the check failed ({done.returncode}):\n{done.stderr[-4000:]}")
     lines = done.stdout.strip().splitlines()
-    return {"wall": wall, "cpu": cpu, "summary": lines[-1] if lines else "", "diagnostics": len(lines) - 1}
+    # What it found, without how long it took, paths as from this tree (a check prints them relative to its folder).
+    said = [SECONDS.sub("", line).replace(f"{ROOT}{os.sep}", "") for line in lines]
+    return {"wall": wall, "cpu": cpu, "summary": lines[-1] if lines else "", "said": said}
+
+
+SECONDS = re.compile(r"\d+(\.\d+)? s\b")
 
 
 def main() -> None:
@@ -179,6 +213,7 @@ def main() -> None:
     parser.add_argument("--python", help="the project's Python (both sides run there); default: this one")
     parser.add_argument("--target", default="v5e")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--before", metavar="TREE", help="also check with the vmem-lsp of this checkout (a baseline)")
     parser.add_argument("--direct", action="store_true", help="(internal) compile the examples here, print JSON")
     parser.add_argument("--check-arg", action="append", default=[], help="one more argument for vmem-lsp check")
     args = parser.parse_args()
@@ -190,35 +225,46 @@ def main() -> None:
     python = args.python or sys.executable
     print(f"{len(examples_of(path))} examples in {args.file}, target {args.target}, python {python}")
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}\n")
-    rows = []
+    sides = ["direct", "check"] + (["before"] if args.before else [])
+    rows: list[dict] = []
     for repeat in range(args.repeats):
-        order = ("direct", "check") if repeat % 2 == 0 else ("check", "direct")
+        order = sides[repeat % len(sides) :] + sides[: repeat % len(sides)]  # each side first in turn
         got = {}
         for side in order:
             if side == "direct":
                 got[side] = run_direct(python, path, args.target)
             else:
-                got[side] = run_check(args.python, path, args.target, args.check_arg)
-        d, c = got["direct"], got["check"]
-        rows.append((d, c))
+                tree = os.path.abspath(args.before) if side == "before" else ROOT
+                got[side] = run_check(args.python, path, args.target, args.check_arg, tree)
+        rows.append(got)
+        d = got["direct"]
         errors = sum(1 for t in d["examples"] if t["error"])
         print(
-            f"#{repeat} ({order[0]} first)  direct: wall {d['wall']:7.2f} s cpu {d['cpu']:7.2f} s"
-            f" (compiles {d['compiles']:.2f} s, setup {d['setup']:.2f} s, {errors} raised)"
-            f"  check: wall {c['wall']:7.2f} s cpu {c['cpu']:7.2f} s"
-            f"  ratio wall {c['wall'] / d['wall']:.3f} cpu {c['cpu'] / d['cpu']:.3f}"
+            f"#{repeat} (order {', '.join(order)})  direct: wall {d['wall']:7.2f} s cpu {d['cpu']:7.2f} s"
+            f" (setup {d['setup']:.2f} s, examples {d['compiles']:.2f} s: trace {d['trace']:.2f}, lower"
+            f" {d['lower']:.2f}, compile {d['compile']:.2f}; {errors} raised)"
         )
-        print(f"    check said: {c['summary']}")
-        print(f"    direct per example: {[(t['line'], t['seconds']) for t in d['examples']]}")
-    median = lambda side, key: statistics.median(r[0 if side == "direct" else 1][key] for r in rows)
-    print(
-        f"\nmedian over {len(rows)}: direct wall {median('direct', 'wall'):.2f} s cpu {median('direct', 'cpu'):.2f} s;"
-        f" check wall {median('check', 'wall'):.2f} s cpu {median('check', 'cpu'):.2f} s"
-    )
-    print(
-        f"ratio check/direct: wall {statistics.median(c['wall'] / d['wall'] for d, c in rows):.3f}"
-        f" cpu {statistics.median(c['cpu'] / d['cpu'] for d, c in rows):.3f}"
-    )
+        for side in sides[1:]:
+            c = got[side]
+            print(
+                f"    {side:6s}: wall {c['wall']:7.2f} s cpu {c['cpu']:7.2f} s"
+                f"  ratio to direct: wall {c['wall'] / d['wall']:.3f} cpu {c['cpu'] / d['cpu']:.3f}"
+                f"  | {c['summary']}"
+            )
+        if "before" in got and got["before"]["said"] != got["check"]["said"]:
+            print("    THE CHECK SAID SOMETHING ELSE THAN BEFORE:")
+            print("\n".join(f"      - {line}" for line in got["before"]["said"] if line not in got["check"]["said"]))
+            print("\n".join(f"      + {line}" for line in got["check"]["said"] if line not in got["before"]["said"]))
+        print(f"    direct per example (line, s): {[(t['line'], t['seconds']) for t in d['examples']]}")
+    median = lambda side, key: statistics.median(r[side][key] for r in rows)
+    print(f"\nmedians over {len(rows)} repeats:")
+    for side in sides:
+        ratio = ""
+        if side != "direct":
+            walls = statistics.median(r[side]["wall"] / r["direct"]["wall"] for r in rows)
+            cpus = statistics.median(r[side]["cpu"] / r["direct"]["cpu"] for r in rows)
+            ratio = f"  ratio to direct (median of the repeats'): wall {walls:.3f} cpu {cpus:.3f}"
+        print(f"  {side:6s} wall {median(side, 'wall'):7.2f} s cpu {median(side, 'cpu'):7.2f} s{ratio}")
 
 
 if __name__ == "__main__":
