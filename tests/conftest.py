@@ -33,6 +33,7 @@ def _fixture_functions(item: pytest.Item) -> Iterator:
                 yield definition
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         kinds = kinds_reached(getattr(item, "function", None))
@@ -57,6 +58,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(FAST)
         if group is not None and "xdist_group" not in marked:
             item.add_marker(pytest.mark.xdist_group(group))
+        _name_the_group(config, item)
+
+
+def _name_the_group(config: pytest.Config, item: pytest.Item) -> None:
+    """On an xdist worker with --dist loadgroup, `<nodeid>@<group>`, the id the scheduler groups
+    by. xdist 3.8 renames the item by its `_nodeid`, which pytest 9.2 no longer reads (a node's id
+    is its `_id`): the groups were never formed, each group's tests were spread over both workers,
+    and each worker set up the process-starting fixtures of every group again."""
+    marks = list(item.iter_markers("xdist_group"))
+    if not marks or not getattr(config.option, "loadgroup", False) or "@" in item.nodeid:
+        return
+    from _pytest.nodeid import NodeId
+
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+    item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # xdist's own spelling of it
 
 
 # The calls that start a process or a server, each replaced in a fast test by one that fails.

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
-from support import KERNELS, ROOT, line_of
+from support import KERNELS, ROOT, line_of, model_records
 from support.cli import run_json
 
 from vmem_lsp.results import CapturedCall, Operand, Origin, Unseen
@@ -147,15 +147,14 @@ def test_the_sweep_never_takes_the_model_s_word_on_temporaries_without_their_own
 
 @pytest.fixture(scope="module")
 def recorded() -> list[dict]:
-    path = BENCH / "model_results.jsonl"
-    if not path.exists():
+    if not model_records.RECORDED.exists():
         pytest.skip("no recorded results: run bench/model_harness.py")
-    return model_harness.load(path)
+    return model_records.recorded()
 
 
 @pytest.fixture(scope="module")
 def body_rows(recorded) -> list[dict]:
-    return [r for r in model_harness.family_rows(recorded) if r["family"] in families.BODY_TEMPORARIES]
+    return [r for r in model_records.family_rows() if r["family"] in families.BODY_TEMPORARIES]
 
 
 def test_every_body_temporaries_family_was_compiled_on_every_chip(recorded):

@@ -164,7 +164,8 @@ def test_locator_on_every_ops_file_cut_at_random_points(points, lines):
     """Half-typed files: every jax ops/tpu file cut at random points, at
     random line starts (those prefixes mostly parse, so the site count is
     checked against ast's) and whole; each answer comes back, without an
-    internal error, and in bounded time."""
+    internal error, and in bounded time: the CPU of one locate (about 0.1 s at most), which a
+    busy machine does not stretch as it does the wall clock (2.6 s seen at load 8)."""
     rng = random.Random(7)
     slowest = 0.0
     for path in OPS_FILES:
@@ -174,10 +175,10 @@ def test_locator_on_every_ops_file_cut_at_random_points(points, lines):
             line_starts, min(lines, len(line_starts))
         )
         for cut in sorted(cuts) + [len(text)]:
-            started = time.perf_counter()
+            started = time.process_time()
             check_locate(text[:cut], str(path))
-            slowest = max(slowest, time.perf_counter() - started)
-    assert slowest < 2.0, f"slowest locate of a cut file: {slowest:.2f} s"
+            slowest = max(slowest, time.process_time() - started)
+    assert slowest < 2.0, f"slowest locate of a cut file: {slowest:.2f} s of CPU"
 
 
 LINE_PIECES = st.sampled_from(["a", "bc", "é", "😋", " ", "\t", "\n", "\r\n", "\r"])

@@ -10,6 +10,7 @@ annotation may name a face's type (a handler naming its server) without dependin
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 import re
 
@@ -108,19 +109,25 @@ def is_face(module: str) -> bool:
     return module.endswith(".__main__") or any(module == f or module.startswith(f + ".") for f in FACES)
 
 
+@functools.cache
+def package_graph() -> dict[str, set[str]]:
+    """vmem_lsp's own graph, read (every module parsed) once for the three tests that look at it."""
+    return import_graph()
+
+
 def core_importing_faces(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     """(module, face) for every module below the faces that imports one of them."""
     return sorted((m, t) for m, targets in graph.items() if not is_face(m) for t in targets if is_face(t))
 
 
 def test_no_import_cycle():
-    graph = import_graph()
+    graph = package_graph()
     knots = ["\n".join(f"  {m} -> {', '.join(sorted(graph[m] & c))}" for m in sorted(c)) for c in cycles(graph)]
     assert not knots, "modules that import each other, round and round:\n" + "\n\n".join(knots)
 
 
 def test_nothing_below_the_faces_imports_them():
-    assert core_importing_faces(import_graph()) == []
+    assert core_importing_faces(package_graph()) == []
 
 
 def test_the_checks_see_a_planted_cycle_and_a_core_importing_a_face(tmp_path):
@@ -160,7 +167,7 @@ def faces_reaching_past_the_backend(graph: dict[str, set[str]]) -> list[tuple[st
 
 
 def test_the_faces_compile_through_the_backend_only():
-    assert faces_reaching_past_the_backend(import_graph()) == []
+    assert faces_reaching_past_the_backend(package_graph()) == []
 
 
 def test_a_face_importing_the_worker_client_is_seen(tmp_path):

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import model_records
 
 from vmem_lsp.results import Operand
 from vmem_lsp.tpu import layout
@@ -79,18 +80,18 @@ def test_window_allocations_are_whole_kib():
 def recorded() -> list[dict]:
     if not RECORDED.exists():
         pytest.skip("no recorded results: run bench/model_harness.py")
-    return model_harness.load(RECORDED)
+    return model_records.recorded()
 
 
 def test_recorded_allocations_agree(recorded):
     """Every window and scratch buffer the compiler listed, as the model sizes it."""
-    rows, _ = model_harness.summarize(recorded)
+    rows, _ = model_records.summary()
     for row in rows:
         assert row["alloc_exact"] >= model_harness.TARGETS_MET["allocations"], row
 
 
 def test_recorded_totals_and_verdicts_agree(recorded):
-    rows, _ = model_harness.summarize(recorded)
+    rows, _ = model_records.summary()
     for row in rows:
         assert row["verdict"] >= model_harness.TARGETS_MET["verdict"], row
         assert row["total_close"] >= model_harness.TARGETS_MET["total"], row
@@ -98,7 +99,7 @@ def test_recorded_totals_and_verdicts_agree(recorded):
 
 @pytest.fixture(scope="module")
 def family_rows(recorded) -> list[dict]:
-    return model_harness.family_rows(recorded)
+    return model_records.family_rows()
 
 
 def test_recorded_families_cover_every_chip(recorded):

@@ -1,8 +1,9 @@
 """What the tests share: the checkout's paths here, and one module a concern
 beside them (the CLI as a subprocess, the LSP client, fixes and their edits,
 process trees, sshd, a Ray cluster, jax's own kernels, notebooks, the fuzz
-properties). Test modules import from here, never from one another or from
-conftest.py, which keeps only fixtures and hooks."""
+properties, the layout model's recorded corpus). Test modules import from
+here, never from one another or from conftest.py, which keeps only fixtures
+and hooks."""
 
 from __future__ import annotations
 

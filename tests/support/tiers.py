@@ -9,6 +9,7 @@ to that: in a fast test, starting a process or listening on a socket fails."""
 from __future__ import annotations
 
 import dis
+import functools
 import importlib
 import sys
 import types
@@ -62,19 +63,30 @@ def unwrapped(function):
     return function
 
 
+IMPORT_NAME = dis.opmap["IMPORT_NAME"]
+
+
+@functools.cache
+def _import_names(code: types.CodeType) -> tuple[str, ...]:
+    """The names of the modules `code` imports. Disassembling is most of the cost of marking
+    the tests (1,700 of them, each with its fixtures and helpers, which many share): once per
+    code object."""
+    if IMPORT_NAME not in code.co_code[::2]:  # the opcodes (2 bytes a unit): most functions import nothing
+        return ()
+    return tuple(i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME")
+
+
 def _imported(code: types.CodeType) -> list[types.ModuleType]:
     """The modules a function imports in its body (`from support.lsp_client
     import running_server` inside a test): tests/support is imported to look,
     anything else is looked at only if loaded already."""
     found = []
-    for instruction in dis.get_instructions(code):
-        if instruction.opname == "IMPORT_NAME":
-            name = instruction.argval
-            module = sys.modules.get(name)
-            if module is None and name.split(".")[0] == "support":
-                module = importlib.import_module(name)
-            if module is not None:
-                found.append(module)
+    for name in _import_names(code):
+        module = sys.modules.get(name)
+        if module is None and name.split(".")[0] == "support":
+            module = importlib.import_module(name)
+        if module is not None:
+            found.append(module)
     return found
 
 
