@@ -3,6 +3,7 @@ estimated_shared_memory) against XLA's GPU compiler, kernel by kernel (issue 33,
 
     .venv/bin/python bench/bench_gpu_smem_model.py [--targets h100,h200,a100,l4,b200] [--verify 3]
     .venv/bin/python bench/bench_gpu_smem_model.py --from bench/gpu_smem_results.jsonl  # the model again, no compiler
+    .venv/bin/python bench/bench_gpu_smem_model.py --corpus [--targets h100,a100,l4,b200]  # jax's own kernels
 
 A grid of Pallas kernels (tests/data/kernels/gpu_smem_kernels.py: Triton matmuls with the
 whole K in a block, matmuls looping over K in fori_loop slices, attention, bias, elementwise,
@@ -20,6 +21,13 @@ from the device by gpu/compile.py), and one that compiles requests none. With
 --verify N the route is checked: the N configs nearest the real limit on each side are
 compiled again for the real target; those over it must be refused with the same N, those
 under it must pass the shared-memory check.
+
+With --corpus [DIR], the examples are instead every `# vmem:` line of DIR's files
+(tests/data/gpu_corpus: jax's shipped Pallas GPU kernels as jax's tests call them), each run in
+its own file's namespace; an example that reaches several kernels (a gradient: forward,
+preprocess, backward) gives a row per kernel, and the family of a row is the example's
+function (with the kernel's name when it reaches several). Written to
+bench/gpu_corpus_results.jsonl by default.
 
 Writes one line per kernel to --out (bench/gpu_smem_results.jsonl): the example, its call
 as captured (operands, gpu_kernel) and each target's request; prints each kernel's model
@@ -47,6 +55,8 @@ from vmem_lsp.results import CapturedCall  # noqa: E402
 
 KERNELS = ROOT / "tests" / "data" / "kernels" / "gpu_smem_kernels.py"
 OUT = ROOT / "bench" / "gpu_smem_results.jsonl"
+CORPUS = ROOT / "tests" / "data" / "gpu_corpus"
+CORPUS_OUT = ROOT / "bench" / "gpu_corpus_results.jsonl"
 TARGETS = "h100,h200,a100,l4,b200"
 PROBE_LIMIT = 1  # bytes: every kernel that uses shared memory says how much
 SMALL = 4096  # requests below this are judged in bytes, not relative error
@@ -130,8 +140,23 @@ def cases() -> list[str]:
     return found
 
 
+def corpus_cases(folder: Path) -> list[str]:
+    """Every `# vmem:` example of the corpus' files, as "file.py:call"."""
+    from vmem_lsp.source.directives import find_examples
+
+    found: list[str] = []
+    for path in sorted(folder.glob("*.py")):
+        examples, _ = find_examples(path.read_text(), str(path))
+        found += [f"{path.name}:{e.text}" for e in examples]
+    return found
+
+
 def family(example: str) -> str:
-    return example.split("(", 1)[0]
+    """The grid's kernel function; a corpus row's example function, and its kernel when the
+    example reaches several ("mha_backward/mha_backward")."""
+    call = example.split(".py:", 1)[-1]
+    name = call.split("(", 1)[0]
+    return f"{name}/{call.rsplit(' [', 1)[1][:-1]}" if call.endswith("]") and " [" in call else name
 
 
 # ---- the child: one target, in its own process --------------------------------------------------
@@ -177,51 +202,69 @@ def compact(call: CapturedCall) -> dict:
 
 
 def call_of(d: dict) -> CapturedCall:
-    return result_from_dict({"target": "", "device_kind": None, "calls": [d]}).calls[0]
+    # Any GPU target decodes the call: its family reads family_facts back as a GpuKernel (with
+    # no target, they stayed a dict and the model failed on them: --from was broken since
+    # CapturedCall.gpu_kernel became family_facts).
+    return result_from_dict({"target": "h100", "device_kind": None, "calls": [d]}).calls[0]
 
 
-def compiled(example: str, namespace: dict, target: str) -> tuple[CapturedCall, dict]:
-    from vmem_lsp.compile.capture import capture_calls
+def said_of(call: CapturedCall) -> dict:
     from vmem_lsp.gpu.report import parse_gpu_report
 
-    [call] = capture_calls(example, namespace, target)
     report = parse_gpu_report(call.compiler_text or "")
     if report.form == "shared_memory":
-        said = {"requested": report.requested, "available": report.available, "form": report.form}
-    elif call.fits:
-        said = {"requested": 0, "available": None, "form": "fits"}
-    else:
-        said = {"requested": None, "available": None, "form": report.form, "text": (call.compiler_text or "")[:300]}
-    return call, said
+        return {"requested": report.requested, "available": report.available, "form": report.form}
+    if call.fits:
+        return {"requested": 0, "available": None, "form": "fits"}
+    return {"requested": None, "available": None, "form": report.form, "text": (call.compiler_text or "")[:300]}
 
 
-def child(target: str, only: list[str], verify: int, trace: bool = False) -> None:
+def calls_of(case: str, namespaces: dict, target: str, compile: bool = True) -> list[tuple[str, CapturedCall]]:
+    """Each kernel a case reaches, named as its row: the case itself, or with the kernel's
+    name in brackets when it reaches several."""
+    from vmem_lsp.compile.capture import capture_calls
+
+    file, _, call_text = case.partition(":") if ".py:" in case else ("", "", case)
+    calls = capture_calls(call_text, namespaces[file], target, compile=compile)
+    return [(case if len(calls) == 1 else f"{case} [{c.name}]", c) for c in calls]
+
+
+def namespaces_of(corpus: Path | None) -> dict:
+    """Each case's namespace by its file ("" for the grid's KERNELS)."""
     import runpy
 
+    if corpus is None:
+        return {"": runpy.run_path(str(KERNELS))}
+    return {path.name: runpy.run_path(str(path)) for path in sorted(corpus.glob("*.py"))}
+
+
+def child(target: str, only: list[str], verify: int, trace: bool = False, corpus: Path | None = None) -> None:
     from vmem_lsp.compile import capture
     from vmem_lsp.gpu.targets import gpu
 
-    namespace = runpy.run_path(str(KERNELS))
+    namespaces = namespaces_of(corpus)
+    todo = only or (corpus_cases(corpus) if corpus else cases())
     if trace:  # the calls only, as the worker captures them now: no compiler
-        for example in only or cases():
-            [call] = capture.capture_calls(example, namespace, target, compile=False)
-            print(json.dumps({"example": example, "call": compact(call)}), flush=True)
+        for case in todo:
+            for example, call in calls_of(case, namespaces, target, compile=False):
+                print(json.dumps({"example": example, "call": compact(call)}), flush=True)
         return
     probe = probe_target(target, PROBE_LIMIT)
     measured = []
-    for example in only or cases():
-        call, said = compiled(example, namespace, probe)
-        measured.append((example, said))
-        print(json.dumps({"example": example, "target": target, **said, "call": compact(call)}), flush=True)
+    for case in todo:
+        for example, call in calls_of(case, namespaces, probe):
+            said = said_of(call)
+            measured.append((case, example, said))
+            print(json.dumps({"example": example, "target": target, **said, "call": compact(call)}), flush=True)
     if not verify:
         return
     capture.VERDICTS.clear()  # the probe's verdicts are kept under the same device kind
     limit = gpu(target).shared_memory_limit
-    known = [(e, s["requested"]) for e, s in measured if s["requested"]]
-    over = sorted((x for x in known if x[1] > limit), key=lambda x: x[1])[:verify]
-    under = sorted((x for x in known if x[1] <= limit), key=lambda x: -x[1])[:verify]
-    for example, requested in over + under:
-        _, said = compiled(example, namespace, target)
+    known = [(c, e, s["requested"]) for c, e, s in measured if s["requested"]]
+    over = sorted((x for x in known if x[2] > limit), key=lambda x: x[2])[:verify]
+    under = sorted((x for x in known if x[2] <= limit), key=lambda x: -x[2])[:verify]
+    for case, example, requested in over + under:
+        said = next(said_of(c) for e, c in calls_of(case, namespaces, target) if e == example)
         agrees = said["requested"] == requested if requested > limit else said["form"] != "shared_memory"
         print(
             json.dumps(
@@ -234,7 +277,9 @@ def child(target: str, only: list[str], verify: int, trace: bool = False) -> Non
 # ---- the parent: every target, then the table ---------------------------------------------------
 
 
-def run_target(target: str, only: list[str], verify: int, trace: bool = False) -> tuple[list[dict], list[dict]]:
+def run_target(
+    target: str, only: list[str], verify: int, trace: bool = False, corpus: Path | None = None
+) -> tuple[list[dict], list[dict]]:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     command = [
         sys.executable,
@@ -244,6 +289,7 @@ def run_target(target: str, only: list[str], verify: int, trace: bool = False) -
         "--verify",
         str(verify),
         *(["--trace"] if trace else []),
+        *(["--corpus", str(corpus)] if corpus else []),
         *(["--only", *only] if only else []),
     ]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600)
@@ -334,10 +380,17 @@ def summary(rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", default=TARGETS)
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, help="default bench/gpu_smem_results.jsonl (--corpus: gpu_corpus_results)")
     parser.add_argument("--from", dest="source", type=Path, help="report on a results file, no compiler")
     parser.add_argument("--verify", type=int, default=0, help="check the route on N configs each side of the limit")
     parser.add_argument("--only", nargs="*", default=[], help="these examples instead of the grid")
+    parser.add_argument(
+        "--corpus",
+        nargs="?",
+        type=Path,
+        const=CORPUS,
+        help="the `# vmem:` examples of this folder's files instead of the grid (default tests/data/gpu_corpus)",
+    )
     parser.add_argument("--quiet", action="store_true", help="the summaries only")
     parser.add_argument(
         "--retrace", action="store_true", help="with --from: capture the calls again (no compiler), keep the figures"
@@ -346,12 +399,14 @@ def main() -> None:
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.only, args.verify, args.trace)
+        child(args.child, args.only, args.verify, args.trace, args.corpus)
         return
+    args.out = args.out or (CORPUS_OUT if args.corpus else OUT)
     if args.source:
         records = [json.loads(line) for line in args.source.read_text().splitlines() if line.strip()]
-        if args.retrace:
-            calls = {r["example"]: r["call"] for r in run_target("h100", [r["example"] for r in records], 0, True)[0]}
+        if args.retrace:  # a corpus's records are recaptured whole: a row per kernel, named as measured
+            cases = [r["example"] for r in records] if not args.corpus else []
+            calls = {r["example"]: r["call"] for r in run_target("h100", cases, 0, True, args.corpus)[0]}
             records = [{**r, "call": calls[r["example"]]} for r in records]
             args.source.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
         report(records, args.quiet)
@@ -359,7 +414,7 @@ def main() -> None:
     print(f"jax {version('jax')}, jax-cuda12-plugin {version('jax-cuda12-plugin')}; probe limit {PROBE_LIMIT} B")
     rows, checks = [], []
     for target in args.targets.split(","):
-        found, verified = run_target(target, args.only, args.verify)
+        found, verified = run_target(target, args.only, args.verify, corpus=args.corpus)
         rows += found
         checks += verified
         print(f"{target}: {len(found)} kernels compiled", flush=True)
