@@ -7,6 +7,7 @@ again here through the worker, where they overflow the target, so the compiler s
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from support import KERNELS, ROOT
 
@@ -160,6 +161,105 @@ def test_the_estimate_names_its_terms_and_they_add_up_to_it():
     blackwell = shared_memory_estimate(with_bias, "triton", "b200")
     assert [what for what, _ in blackwell.terms] == ["dot operands", "barriers"]
     assert blackwell.total == 32768 + 16384 // 4 + 8  # the compiler: 36864
+
+
+# ---- jax's own kernels (tests/data/gpu_corpus): what the reader sees of them, the rules they needed ----
+
+
+def attention_dots(bq: int, bk: int, d: int, dtype: str = "f16", stages: int = 2) -> CapturedCall:
+    """jax's flash attention as kernel.py reads it: q's block held across the loop, k read in the
+    loop and contracted as k.T, p computed and dotted with v read in the loop."""
+    blocks = [operand("in", 0, dtype, (bq, d)), operand("in", 1, dtype, (512, d)), operand("in", 2, dtype, (512, d))]
+    qk = GpuDot((bq, d), (d, bk), dtype, bq, True, "block", "loop", 0, 1, None, True, 1, bk, False, 14, 8, 12)
+    pv = GpuDot((bq, bk), (bk, d), dtype, bq, True, "value", "loop", None, 2, None, False, 1, d, False, 30, 0, 28)
+    return call_of(blocks, GpuKernel(stages, 4, dots=(qk, pv)), "triton")
+
+
+def test_the_reader_follows_a_tile_through_k_transposed_and_a_page_through_its_gather_and_reshape():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.gpu import attention, paged_attention
+
+    from vmem_lsp.compile.tracing import pallas_equations
+    from vmem_lsp.gpu.kernel import gpu_kernel_of
+
+    def kernel_of(f, *shapes):
+        args = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in shapes]
+        return gpu_kernel_of(pallas_equations(jax.make_jaxpr(f)(*args).jaxpr)[0])
+
+    qkv = [((1, 256, 1, 128), jnp.float16)] * 3
+    mha = kernel_of(lambda q, k, v: attention.mha(q, k, v, None, block_sizes=attention.BlockSizes(128, 64)), *qkv)
+    qk, pv = mha.dots
+    assert (qk.lhs_from, qk.rhs_from, qk.rhs_input, qk.loop) == ("block", "loop", 1, 1)  # k.T: still k's tile
+    assert (pv.lhs_from, pv.rhs_from, pv.rhs_input, pv.m, pv.n) == ("value", "loop", 2, 128, 128)
+    assert qk.lhs_at < qk.at and pv.rhs_at < pv.at and qk.at < pv.rhs_at  # v is read after q @ k.T
+    paged = kernel_of(
+        lambda q, kp, vp, table, lengths: paged_attention.paged_attention(
+            q, kp, vp, table, lengths, pages_per_compute_block=4, k_splits=4
+        ),
+        ((5, 32, 64), jnp.float16),
+        ((2, 320, 16, 64), jnp.float16),
+        ((2, 320, 16, 64), jnp.float16),
+        ((5, 64), jnp.int32),
+        ((5,), jnp.int32),
+    )
+    # k_pages_ref[block_tables]: pages read at indices read in the loop, reshaped to (block_k, head_dim)
+    assert [(d.lhs_from, d.rhs_from, d.rhs_input) for d in paged.dots] == [
+        ("block", "gather", 1),
+        ("value", "gather", 2),
+    ]
+
+
+def test_flash_attentions_q_tile_is_held_and_its_k_and_v_tiles_pipelined():
+    # the compiler, jax's mha f16 head_dim 128 blocks 128: 163840 on the H100 (wgmma: 2 copies), 98304 on the A100
+    call = attention_dots(128, 128, 128)
+    assert estimated_shared_memory(call, "triton", "h100") == 32768 + 2 * (32768 + 32768)
+    assert estimated_shared_memory(call, "triton", "a100") == 32768 + 1 * (32768 + 32768)
+    # num_stages 1: nothing pipelined, k and v converted one dot at a time (the compiler: 65536 on both)
+    one = attention_dots(128, 128, 128, stages=1)
+    assert estimated_shared_memory(one, "triton", "h100") == estimated_shared_memory(one, "triton", "a100") == 65536
+
+
+def test_p_goes_through_shared_memory_on_mma_when_the_result_has_fewer_rows_than_columns():
+    # block_q 64 < head_dim 128 on the A100: p (64 x 64 f16) is converted for the second dot (the compiler: 57344)
+    assert estimated_shared_memory(attention_dots(64, 64, 128), "triton", "a100") == 16384 + 32768 + 8192
+    # on the H100 wgmma takes p from registers (the compiler: 81920)
+    assert estimated_shared_memory(attention_dots(64, 64, 128), "triton", "h100") == 16384 + 2 * 32768
+    # decode attention: 16 heads < head_dim 64, no wgmma on either (the compiler: 20480 on both)
+    decode = attention_dots(16, 64, 64)
+    assert estimated_shared_memory(decode, "triton", "h100") == 2048 + (8192 + 8192) + 2048
+
+
+def test_a_gathered_page_is_one_copy_deep_whatever_num_stages():
+    call = attention_dots(16, 128, 64, stages=3)
+    gathered = tuple(replace(d, rhs_from="gather") for d in call.family_facts.dots)
+    paged = call_of(list(call.operands), GpuKernel(3, 8, dots=gathered), "triton")
+    # jax's paged attention, pages of 16 x 8 per block, head_dim 64: the compiler asks 38944 (38912 at num_stages 2)
+    assert estimated_shared_memory(paged, "triton", "h100") == 2048 + 16384 + 16384 + 4096
+
+
+def test_a_tile_two_dots_take_counts_once_and_each_loop_of_the_body_on_its_own():
+    """jax's attention backward: its dK/dV loop reads q and do once a step for two dots each, then its
+    dQ loop reads k and v; the space of one loop is the next one's."""
+    blocks = [operand("in", n, "f16", (256, 64)) for n in range(5)]
+    tile = (64, 64)
+
+    def dot(lhs_from, lhs_input, rhs_from, rhs_input, loop, lhs_transposed=False):
+        return GpuDot(
+            tile, tile, "f16", 64, True, lhs_from, rhs_from, lhs_input, rhs_input, None, False, loop, 64, lhs_transposed
+        )
+
+    dkdv = (
+        dot("loop", 0, "slice", 1, 1),  # q @ k.T
+        dot("value", None, "loop", 4, 1, lhs_transposed=True),  # p.T @ do
+        dot("loop", 4, "slice", 2, 1),  # do @ v.T
+        dot("value", None, "loop", 0, 1, lhs_transposed=True),  # ds.T @ q
+    )
+    dq = (dot("slice", 0, "loop", 1, 2), dot("slice", 4, "loop", 2, 2), dot("value", None, "loop", 1, 2))
+    call = call_of(blocks, GpuKernel(2, 4, dots=dkdv + dq), "triton")
+    estimate = shared_memory_estimate(call, "triton", "h100")
+    # loop 1: k, v held (16K), q and do pipelined twice (32K), p.T converted (8K); the compiler: 57856
+    assert estimate.terms == (("loop 1 tiles x 2 stages", 16384 + 32768 + 8192),)
 
 
 # ---- the bench's measurements -------------------------------------------------------------------

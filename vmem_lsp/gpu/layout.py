@@ -19,7 +19,8 @@ class GpuDot:
     """One dot_general of a GPU kernel's body, as the shared-memory model
     reads it. Each operand comes from "block" (an input's whole block, read outside any
     loop), "slice" (part of an input's block, outside any loop), "loop" (read from an
-    input inside a loop: Triton pipelines it over num_stages) or "value" (computed)."""
+    input inside a loop: Triton pipelines it over num_stages), "gather" (read inside a
+    loop at indices read in that loop: paged attention's pages) or "value" (computed)."""
 
     lhs: tuple[int, ...]  # the operands' shapes as the dot takes them
     rhs: tuple[int, ...]
@@ -32,6 +33,12 @@ class GpuDot:
     rhs_input: int | None = None
     rhs_dtype: str | None = None  # the rhs's dtype when it is not the lhs's
     rhs_transposed: bool = False  # the rhs contracts its last dimension (x @ y.T)
+    loop: int = 0  # which top-level loop of the body runs it (1, 2, ...; 0: none, or not recorded)
+    n: int = 0  # the result's columns: the rhs's non-contracting size (0: not recorded)
+    lhs_transposed: bool = False  # the lhs is transposed since it was read or computed (p.T @ do)
+    at: int = 0  # where the dot is in the body (equations walked before it; 0: not recorded)
+    lhs_at: int = 0  # where the read that made each operand is (0: not a read, or not recorded)
+    rhs_at: int = 0
 
 
 @dataclass(frozen=True)
@@ -163,14 +170,23 @@ def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) 
       An input block no dot reads (a bias added to the result) is converted beside it: up
       to 4096 of its elements on sm_90, a quarter of it on sm_100, up to 2048 elements for
       a narrow dot on sm_80/89 (nothing for f32 there); f32: max(A, B + that).
-    - A loop's dots (fori_loop over K) have the tiles they read from an input in the loop
-      pipelined: num_stages copies for wgmma's narrow dots, num_stages - 1 otherwise, plus
-      the blocks they read before the loop (attention's q), plus, for an f32 dot on sm_90+,
-      one more copy of its right-hand tile (on sm_100 when its lhs is pipelined too). With
-      num_stages 1 and no wgmma nothing is pipelined: the largest dot's blocks read before
-      the loop plus its other operands (narrow: both; f32: one at a time; sm_100: B).
-    - The largest of those (the compiler reuses the space); sm_100's tcgen05 mbarriers on
-      top (8 bytes, 16 when pipelined).
+    - Each loop of the body (fori_loop) on its own, the space reused from one to the next:
+      - the blocks its dots read before the loop (attention's q), held across it;
+      - the tiles its dots read from an input in the loop, pipelined: num_stages copies for
+        wgmma's narrow dots, num_stages - 1 otherwise; a tile read once and taken by two
+        dots (the backward's q) counted once; a tile gathered at indices read in the loop
+        (paged attention's pages, by the page table) one copy; for an f32 dot on sm_90+,
+        one more copy of its right-hand tile (on sm_100 when its lhs is pipelined too);
+      - what a dot converts through shared memory while it runs, the largest of its dots:
+        a computed lhs transposed (the backward's p.T @ do), or on mma when the result has
+        fewer rows than columns (Triton lays the warps along the columns, so the chained
+        dot's accumulator is not in the operand's layout: flash attention's p with block_q <
+        head_dim); a computed rhs on wgmma; with num_stages 1 nothing is pipelined and each
+        dot converts its loop tiles too (narrow: together; f32: one at a time; sm_100's f32
+        tcgen05 dot: B alone), wgmma's narrow dots all the tiles read and not yet used by
+        their last dot (held from their read on). Gathered tiles with num_stages 1 are left
+        out (the compiler converts them in pieces, measured at a quarter to all of a tile).
+    - The largest of those; sm_100's tcgen05 mbarriers on top (8 bytes, 16 when pipelined).
     - A kernel with no dot: its reductions' cross-warp scratch, kept elements x 4 bytes x
       num_warps / 2 (within 2x, at most 4 KiB measured); elementwise: 0.
     """
@@ -178,7 +194,10 @@ def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) 
     hopper = capability >= (9, 0)
     blackwell = capability >= (10, 0)
     outside = [d for d in kernel.dots if not d.in_loop]
-    looped = [d for d in kernel.dots if d.in_loop]
+    loops: dict[int, list[GpuDot]] = {}
+    for d in kernel.dots:
+        if d.in_loop:
+            loops.setdefault(d.loop, []).append(d)
     read = {i for d in kernel.dots for i in (d.lhs_input, d.rhs_input) if i is not None}
     beside = [op for op in call.operands if op.role == "in" and op.index not in read and op.block_shape is not None]
 
@@ -214,39 +233,63 @@ def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) 
             return a + b + z
         return b + z if blackwell and wgmma(d) else max(a, b + z)
 
-    def before(d: GpuDot) -> int:
-        """The blocks a loop's dot reads before the loop."""
-        return sum(s for s, f in ((lhs(d), d.lhs_from), (rhs(d), d.rhs_from)) if f in ("block", "slice"))
-
-    def unpipelined(d: GpuDot) -> int:
-        """A loop's dot with nothing pipelined: what it read before the loop stays while its
-        other operands are converted (narrow: together; f32: one at a time); sm_100's f32
-        tcgen05 dot: B alone."""
-        if blackwell and wgmma(d) and not narrow(d):
+    def converted(d: GpuDot, live: int) -> int:
+        """What a loop's dot converts through shared memory while it runs; `live`: the loop
+        tiles read and not yet used by their last dot where this one runs, which wgmma's
+        narrow dots hold in shared memory from their read on when nothing is pipelined."""
+        if stages == 1 and blackwell and wgmma(d) and not narrow(d):
             return rhs(d)
-        others = [s for s, f in ((lhs(d), d.lhs_from), (rhs(d), d.rhs_from)) if f not in ("block", "slice")]
-        return before(d) + (sum(others) if narrow(d) else max(others, default=0))
+        parts = []
+        if d.lhs_from == "value" and (d.lhs_transposed or (not wgmma(d) and 0 < d.m < d.n)):
+            parts.append(lhs(d))
+        if d.rhs_from == "value" and wgmma(d):
+            parts.append(rhs(d))
+        if stages == 1 and wgmma(d) and narrow(d):
+            parts.append(live)
+        elif stages == 1:
+            parts += [size for size, f in ((lhs(d), d.lhs_from), (rhs(d), d.rhs_from)) if f == "loop"]
+        return sum(parts) if narrow(d) else max(parts, default=0)
+
+    def in_loop(dots: list[GpuDot]) -> int:
+        held: dict[tuple, int] = {}  # read before the loop, by input
+        tiles: dict[tuple, int] = {}  # read in it, by input: bytes x copies
+        lives: dict[tuple, tuple[int, int, int]] = {}  # read in it, by input: (read at, last used at, bytes)
+        extra = during = 0
+        for d in dots:
+            for size, source, index, side, at in (
+                (lhs(d), d.lhs_from, d.lhs_input, "lhs", d.lhs_at),
+                (rhs(d), d.rhs_from, d.rhs_input, "rhs", d.rhs_at),
+            ):
+                key = (source, index) if index is not None else (source, id(d), side)
+                if source in ("block", "slice") and not (stages == 1 and blackwell and wgmma(d) and not narrow(d)):
+                    held[key] = max(held.get(key, 0), size)
+                elif source in ("loop", "gather") and stages > 1:
+                    copies = 1 if source == "gather" else stages if wgmma(d) and narrow(d) else stages - 1
+                    tiles[key] = max(tiles.get(key, 0), copies * size)
+                elif source == "loop":
+                    read, last, was = lives.get(key, (at, d.at, 0))
+                    lives[key] = (min(read, at), max(last, d.at), max(was, size))
+            if stages > 1 and wgmma(d) and not narrow(d) and d.rhs_from == "loop":
+                if not blackwell or d.lhs_from == "loop":
+                    extra = max(extra, rhs(d))
+        for d in dots:
+            live = sum(size for read, last, size in lives.values() if read <= d.at <= last)
+            during = max(during, converted(d, live))
+        return sum(held.values()) + sum(tiles.values()) + extra + during
 
     terms: list[tuple[str, int]] = []
     candidates: list[tuple[str, int]] = []
     if outside:
         candidates.append(("dot operands", max(alone(d) for d in outside)))
-    if looped and stages == 1 and not any(wgmma(d) and narrow(d) for d in looped):
-        candidates.append(("loop dot operands", max(unpipelined(d) for d in looped)))
-    elif looped:
-        pipelined = extra = 0
-        for d in looped:
-            copies = stages if wgmma(d) and narrow(d) else stages - 1
-            pipelined += copies * sum(s for s, f in ((lhs(d), d.lhs_from), (rhs(d), d.rhs_from)) if f == "loop")
-            if wgmma(d) and not narrow(d) and d.rhs_from == "loop" and (not blackwell or d.lhs_from == "loop"):
-                extra = max(extra, rhs(d))
-        candidates.append((f"loop tiles x {stages} stages", pipelined + sum(before(d) for d in looped) + extra))
+    for number, dots in sorted(loops.items()):
+        what = f"loop {number} tiles x {stages} stages" if len(loops) > 1 else f"loop tiles x {stages} stages"
+        candidates.append((what, in_loop(dots)))
     if not kernel.dots and kernel.reduced:
         candidates.append(("reduction scratch", kernel.reduced * 4 * max(1, kernel.warps) // 2))
     if candidates:
         terms.append(max(candidates, key=lambda t: t[1]))
     if blackwell and any(wgmma(d) for d in kernel.dots):
-        terms.append(("barriers", MBARRIER_BYTES * (2 if looped and stages > 1 else 1)))
+        terms.append(("barriers", MBARRIER_BYTES * (2 if loops and stages > 1 else 1)))
     return SharedEstimate(sum(b for _, b in terms), tuple(terms))
 
 
