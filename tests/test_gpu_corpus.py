@@ -100,6 +100,24 @@ def test_each_sized_family_fits_and_overflows_on_every_gpu(direct):
     assert backward == {"h100": True, "a100": True, "l4": False, "b200": False}
 
 
+def test_a_blockspec_over_the_limit_says_the_tiles_triton_stages_of_its_block_not_the_block(checked):
+    """jax's flash attention on the L4, blocks 128, head_dim 128, num_stages 3: k's block is the
+    whole sequence, f16[1,384,1,128] = 96.0K; Triton stages tiles of it, 128 rows a step, two
+    copies on the L4's mma (num_stages - 1): 64.0K, and as much of v's."""
+    [k, v] = [
+        d
+        for d in checked["diagnostics"]
+        if d["code"] == "VMEM050"
+        and d["path"].endswith("ops/gpu/attention.py")
+        and "l4" in by_target(d)
+        and by_target(d)["l4"]["requested"] == 163840
+    ]
+    for d, index in ((k, 1), (v, 2)):
+        assert by_target(d)["l4"]["index"] == index and by_target(d)["l4"]["staged_bytes"] == 65536
+        assert f"input {index} block f16[1,384,1,128]: tiles f16[128,128] x 2 stages = 64.0K" in d["message"]
+        assert "96.0K" not in d["message"]
+
+
 def test_the_model_on_the_corpus_is_within_what_bench_results_records():
     """bench/bench_gpu_smem_model.py --corpus: jax's kernels x h100, a100, l4, b200, each the
     compiler's own request (a fit too). The model never asks for more (but sm_100's barriers'

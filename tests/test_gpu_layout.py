@@ -13,7 +13,15 @@ from support import KERNELS, ROOT
 
 from vmem_lsp.compile.client import CheckRequest
 from vmem_lsp.compile.protocol import result_from_dict, to_json
-from vmem_lsp.gpu.layout import MBARRIER_BYTES, GpuDot, GpuKernel, estimated_shared_memory, shared_memory_estimate
+from vmem_lsp.gpu.budget import block_label, culprits
+from vmem_lsp.gpu.layout import (
+    MBARRIER_BYTES,
+    GpuDot,
+    GpuKernel,
+    estimated_shared_memory,
+    shared_memory_estimate,
+    staged_blocks,
+)
 from vmem_lsp.gpu.report import parse_gpu_report
 from vmem_lsp.gpu.targets import gpu
 from vmem_lsp.results import CapturedCall, ExampleResult, Operand, Scratch
@@ -260,6 +268,35 @@ def test_a_tile_two_dots_take_counts_once_and_each_loop_of_the_body_on_its_own()
     estimate = shared_memory_estimate(call, "triton", "h100")
     # loop 1: k, v held (16K), q and do pipelined twice (32K), p.T converted (8K); the compiler: 57856
     assert estimate.terms == (("loop 1 tiles x 2 stages", 16384 + 32768 + 8192),)
+
+
+def test_the_blocks_it_stages_are_a_loops_tiles_x_stages_and_whole_blocks_outside_loops():
+    """What VMEM050 and the hover say of each block: what the model stages of it."""
+    call = attention_dots(128, 64, 128, stages=3)  # k and v: blocks f16[512,128] read 64 rows a step
+    staged = [(op.index, size, how) for op, size, how in staged_blocks(call, "triton", "h100")]
+    assert staged == [
+        (0, 32768, ""),  # q's block, held across the loop
+        (1, 3 * 16384, "tiles f16[64,128] x 3 stages"),  # k's tile as read, though the dot takes k.T
+        (2, 3 * 16384, "tiles f16[64,128] x 3 stages"),
+    ]
+    q, k, v = (op for op, _, _ in staged_blocks(call, "triton", "h100"))
+    assert block_label(k, "tiles f16[64,128] x 3 stages") == "input 1 block f16[512,128]: tiles f16[64,128] x 3 stages"
+    assert block_label(q) == "input 0 block f16[128,128]"
+    # marked: the blocks over the limit alone, else the largest (k and v tie)
+    assert [op.index for op, _, _ in culprits(call, "triton", 40000, 1.0, "h100")] == [1, 2]
+    assert [op.index for op, _, _ in culprits(call, "triton", 60000, 1.0, "h100")] == [1, 2]
+    whole = whole_k("f32", 128, 64, 256)
+    assert [(op.index, size, how) for op, size, how in staged_blocks(whole, "triton", "a100")] == [
+        (0, 131072, ""),
+        (1, 65536, ""),
+    ]
+    mosaic_call = call_of(
+        [operand("in", 0, "f32", (64, 128)), operand("out", 0, "f32", (64, 128))], mosaic(2, (0,)), "mosaic_gpu", (64,)
+    )
+    assert [(op.role, size, how) for op, size, how in staged_blocks(mosaic_call, "mosaic_gpu")] == [
+        ("in", 65536, "x 2 steps in flight"),
+        ("out", 65536, "x 2 steps in flight"),
+    ]
 
 
 # ---- the bench's measurements -------------------------------------------------------------------

@@ -14,7 +14,7 @@ from ..budget import Budget, KnownKernel, Part, edited_operand, overflow_estimat
 from ..diagnostics import Diagnostic
 from ..results import CapturedCall, ExampleResult
 from ..source.model import KernelSite
-from .layout import block_bytes, estimated_shared_memory, staged
+from .layout import estimated_shared_memory, staged_blocks
 from .report import GpuReport, parse_gpu_report
 from .targets import gpu
 
@@ -33,38 +33,42 @@ def shared_budget(target: str, parts, total: int, limit: int, source: str, fits:
     return Budget(target, tuple(parts), total, limit, SHARED, limit, source, fits, label, "shared memory", STAGED_NOTE)
 
 
-def parts_of(call: CapturedCall, backend: str | None) -> tuple[Part, ...]:
-    """The staged blocks, each with its bytes (the model's: the compiler gives only the total)."""
+def block_label(op, how: str = "") -> str:
+    """ "input 1 block f16[1,384,1,128]", and how the backend stages it where it is not the
+    whole block: ": tiles f16[128,128] x 2 stages" (Triton), " x 2 steps in flight" (Mosaic GPU)."""
+    base = f"{'input' if op.role == 'in' else 'output'} {op.index} block {op.dtype}[{','.join(map(str, op.block_shape or ()))}]"
+    if not how:
+        return base
+    return f"{base} {how}" if how.startswith("x ") else f"{base}: {how}"
+
+
+def parts_of(call: CapturedCall, backend: str | None, target: str | None = None) -> tuple[Part, ...]:
+    """The staged blocks, each with the bytes the model stages of it (the compiler gives only the
+    total): the whole block, or Triton's tiles of it x the stages it pipelines them over."""
     return tuple(
-        Part(
-            "input_window" if op.role == "in" else "output_window",
-            op.index,
-            f"{'input' if op.role == 'in' else 'output'} {op.index} block "
-            f"{op.dtype}[{','.join(map(str, op.block_shape or ()))}]",
-            block_bytes(op),
-            None,
-            True,
-        )
-        for op in staged(call, backend)
+        Part("input_window" if op.role == "in" else "output_window", op.index, block_label(op, how), size, None, True)
+        for op, size, how in staged_blocks(call, backend, target)
     )
 
 
-def culprits(call: CapturedCall, backend: str | None, limit: int, scale: float = 1.0) -> list:
-    """The staged blocks that make a kernel over `limit`: every one for Mosaic GPU
-    (their sum is the request); for Triton, which holds one at a time, those over
-    the limit alone (scaled to the compiler's request), else the largest."""
-    blocks = staged(call, backend)
+def culprits(call: CapturedCall, backend: str | None, limit: int, scale: float = 1.0, target: str | None = None):
+    """The staged blocks that make a kernel over `limit`, each with the bytes the model stages of
+    it and how: every one for Mosaic GPU (their sum is the request); for Triton those whose
+    staged bytes are over the limit alone (scaled to the compiler's request), else the largest
+    (each of them when several tie: flash attention's k and v tiles)."""
+    blocks = staged_blocks(call, backend, target)
     if backend == "mosaic_gpu" or not blocks:
         return blocks
-    over = [op for op in blocks if block_bytes(op) * scale > limit]
-    return over or [max(blocks, key=block_bytes)]
+    over = [b for b in blocks if b[1] * scale > limit]
+    largest = max(b[1] for b in blocks)
+    return over or [b for b in blocks if b[1] == largest]
 
 
 def from_gpu_compile(call: CapturedCall, report: GpuReport | None, target_name: str) -> Budget:
     """What a GPU compile established: the compiler's request when it refused
     the kernel over shared memory, else the model's total of the staged blocks."""
     limit = gpu(target_name).shared_memory_limit
-    parts = parts_of(call, call.backend)
+    parts = parts_of(call, call.backend, target_name)
     if report is not None and report.form == "shared_memory" and report.requested:
         return shared_budget(target_name, parts, report.requested, report.available or limit, "compiler", False)
     model = estimated_shared_memory(call, call.backend, target_name)
@@ -91,7 +95,7 @@ def estimate_gpu(site: KernelSite, known: KnownKernel, target_name: str) -> Budg
     call = edited_call(site, known, backend)
     limit = gpu(target_name).shared_memory_limit
     total = round(estimated_shared_memory(call, backend, target_name) * scale)
-    return shared_budget(target_name, parts_of(call, backend), total, limit, "model", total <= limit)
+    return shared_budget(target_name, parts_of(call, backend, target_name), total, limit, "model", total <= limit)
 
 
 def learn(call: CapturedCall, result: ExampleResult, state: dict | None) -> tuple[Budget, dict]:
@@ -112,6 +116,8 @@ def estimated(site: KernelSite, known: KnownKernel, target: str) -> tuple[Budget
     if b.fits:
         return b, []
     backend, scale = known.learned["gpu"][target]
-    over = {(op.role, op.index) for op in culprits(edited_call(site, known, backend), backend, b.limit, scale)}
+    over = {
+        (op.role, op.index) for op, _, _ in culprits(edited_call(site, known, backend), backend, b.limit, scale, target)
+    }
     parts = [p for p in b.parts if ("in" if p.kind == "input_window" else "out", p.index) in over]
     return b, overflow_estimate(site, known, b, parts, ("VMEM050", "VMEM051"))

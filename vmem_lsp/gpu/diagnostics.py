@@ -14,7 +14,7 @@ from ..diagnostics import Diagnostic, Related, Subject
 from ..render import Wording
 from ..results import CapturedCall, ExampleResult
 from ..source.directives import Example
-from .budget import culprits
+from .budget import block_label, culprits
 from .layout import block_bytes, estimated_shared_memory
 from .report import GpuReport, parse_gpu_report
 from .spills import spill_diagnostics
@@ -63,7 +63,8 @@ def facts_of(report: GpuReport, target: Gpu, example: Example, call: CapturedCal
 
 def shared_memory(call, report: GpuReport, target: Gpu, site, sites: Sources, anchor: Anchor, example, number):
     """VMEM051 on the pallas_call with the compiler's figures; VMEM050 on each
-    BlockSpec whose block is staged in shared memory, with its bytes."""
+    BlockSpec whose block is staged in shared memory, with the bytes the backend stages of it
+    (the model's: Triton stages tiles of a block read in a loop, num_stages deep, not the block)."""
     assert report.requested is not None and report.available is not None
     backend = "Mosaic GPU" if report.backend == "mosaic_gpu" else "Triton"
     clause = (
@@ -91,12 +92,11 @@ def shared_memory(call, report: GpuReport, target: Gpu, site, sites: Sources, an
         )
     ]
     model = estimated_shared_memory(call, report.backend, target.name)
-    for op in culprits(call, report.backend, report.available, report.requested / model if model else 1.0):
+    scale = report.requested / model if model else 1.0
+    for op, size, how in culprits(call, report.backend, report.available, scale, target.name):
         where = spec_anchor(op, site, sites.sites_of, anchor)
-        role = "input" if op.role == "in" else "output"
-        shape = ",".join(str(d) for d in op.block_shape or ())
         head = (
-            f"{role} {op.index} block {op.dtype}[{shape}] = {render.size(block_bytes(op))}, staged in shared "
+            f"{block_label(op, how)} = {render.size(size)}, staged in shared "
             f"memory; kernel needs {render.size(report.requested)}"
         )
         wording = Wording(head, " of shared memory, ", clause)
@@ -110,7 +110,7 @@ def shared_memory(call, report: GpuReport, target: Gpu, site, sites: Sources, an
                 target.name,
                 "compiler",
                 (kernel,),
-                {**facts, "role": op.role, "index": op.index, "block_bytes": block_bytes(op)},
+                {**facts, "role": op.role, "index": op.index, "block_bytes": block_bytes(op), "staged_bytes": size},
                 Subject(example.key, number, f"{op.role} {op.index}"),
                 wording,
             )

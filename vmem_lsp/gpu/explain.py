@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from .. import render
 from ..logs import Found, Placement, Sources, TracedCall, sites_at, undecided
-from .layout import block_bytes, estimated_shared_memory, staged
+from .budget import block_label
+from .layout import block_bytes, estimated_shared_memory, staged_blocks
 from .report import GpuReport, parse_gpu_report
 from .targets import GPUS, Gpu, gpu, is_gpu
 
@@ -503,11 +504,10 @@ def placed_diagnostics(
     )
     if report.form != "shared_memory" or traced is None or site is None:
         return out
-    for op in staged(traced.call, report.backend):
+    for op, size, how in staged_blocks(traced.call, report.backend, gpu_name):
         anchor = spec_anchor(op, site[1], sites_of, kernel) if sites_of else kernel
-        block = render.shape(op.dtype, op.block_shape or ())
         message = (
-            f"{render.operand(op.role, op.index)} block {block} = {render.size(block_bytes(op))} "
+            f"{block_label(op, how)} = {render.size(size)} "
             f"(as the example at {traced.example} traces it), staged in shared memory; {need} ({where})"
         )
         out.append(
@@ -520,7 +520,7 @@ def placed_diagnostics(
                 gpu_name,
                 "log",
                 related,
-                {**facts, "role": op.role, "index": op.index, "block_bytes": block_bytes(op)},
+                {**facts, "role": op.role, "index": op.index, "block_bytes": block_bytes(op), "staged_bytes": size},
             )
         )
     return out

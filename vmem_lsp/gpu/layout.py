@@ -103,11 +103,25 @@ DEFAULT_CAPABILITY = (9, 0)  # when no target is named: the H100's
 
 
 @dataclass(frozen=True)
+class StagedBlock:
+    """What the model stages in shared memory of one block of a kernel at its peak: its bytes
+    there and how, "" for the whole block (a dot's operand outside any loop, a Mosaic GPU
+    block), else "tiles f16[128,64] x 2 stages" and the like (Triton's tiles of a block)."""
+
+    role: str  # "in" | "out"
+    index: int
+    bytes: int
+    how: str = ""
+
+
+@dataclass(frozen=True)
 class SharedEstimate:
-    """The model's shared memory of one kernel: the total and the terms it adds up (bytes)."""
+    """The model's shared memory of one kernel: the total, the terms it adds up (bytes) and,
+    for the blocks among them, what each block stages (VMEM050 says it)."""
 
     total: int
     terms: tuple[tuple[str, int], ...]
+    blocks: tuple[StagedBlock, ...] = ()
 
 
 def _align(n: int, to: int) -> int:
@@ -141,6 +155,7 @@ def _mosaic_gpu(call: CapturedCall, kernel: GpuKernel | None) -> SharedEstimate:
     steps = math.prod(call.grid[a] for a in sequential if a < len(call.grid)) if sequential else 1
     depth = max(1, min(stages, steps) if steps > 0 else stages)  # -1: a grid known at run time
     terms: list[tuple[str, int]] = []
+    blocks: list[StagedBlock] = []
     ins = 0
     for op in call.operands:
         if op.role not in ("in", "out") or op.block_shape is None or op.memory_space not in (None, "smem"):
@@ -148,6 +163,7 @@ def _mosaic_gpu(call: CapturedCall, kernel: GpuKernel | None) -> SharedEstimate:
         ins += op.role == "in"
         what = f"{op.role} {op.index} block x {depth}" if depth > 1 else f"{op.role} {op.index} block"
         terms.append((what, _align(depth * block_bytes(op), MOSAIC_ALIGNMENT)))
+        blocks.append(StagedBlock(op.role, op.index, terms[-1][1], f"x {depth} steps in flight" if depth > 1 else ""))
     for s in call.scratch:
         if s.memory_space == "smem":
             size = math.prod(s.shape) * ITEM_BITS.get(s.dtype or "", 8) // 8
@@ -156,7 +172,7 @@ def _mosaic_gpu(call: CapturedCall, kernel: GpuKernel | None) -> SharedEstimate:
         terms.append(("reduction scratch", _align(kernel.reduction_scratch, MOSAIC_ALIGNMENT)))
     if ins:
         terms.append(("barriers", MBARRIER_BYTES * depth))
-    return SharedEstimate(sum(b for _, b in terms), tuple(terms))
+    return SharedEstimate(sum(b for _, b in terms), tuple(terms), tuple(blocks))
 
 
 def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) -> SharedEstimate:
@@ -213,17 +229,16 @@ def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) 
     def rhs(d: GpuDot) -> int:
         return _operand_bytes(call, d, "rhs")
 
+    def beside_of(d: GpuDot, op) -> int:
+        size, elements = block_bytes(op), math.prod(op.block_shape or (1,)) or 1
+        if blackwell:
+            return size // 4
+        if hopper:
+            return min(elements, 4096) * size // elements
+        return min(elements, 2048) * size // elements if narrow(d) else 0
+
     def converted_beside(d: GpuDot) -> int:
-        total = 0
-        for op in beside:
-            size, elements = block_bytes(op), math.prod(op.block_shape or (1,)) or 1
-            if blackwell:
-                total += size // 4
-            elif hopper:
-                total += min(elements, 4096) * size // elements
-            elif narrow(d):
-                total += min(elements, 2048) * size // elements
-        return total
+        return sum(beside_of(d, op) for op in beside)
 
     def alone(d: GpuDot) -> int:
         a, b, z = lhs(d), rhs(d), converted_beside(d)
@@ -232,6 +247,41 @@ def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) 
         if narrow(d):
             return a + b + z
         return b + z if blackwell and wgmma(d) else max(a, b + z)
+
+    def how(d: GpuDot, side: str, source: str, copies: int = 0) -> str:
+        """How the model stages one operand of a dot that reads an input ("" the whole block)."""
+        dtype = d.dtype if side == "lhs" else d.rhs_dtype or d.dtype
+        index = d.lhs_input if side == "lhs" else d.rhs_input
+        shape = d.lhs if side == "lhs" else d.rhs
+        block = next((op.block_shape for op in call.operands if op.role == "in" and op.index == index), None)
+        if block and len(shape) == 2 and shape[-1] != block[-1] and shape[0] == block[-1]:
+            shape = shape[::-1]  # the tile as read (k), not as the dot takes it (k.T)
+        tile = f"{dtype}[{','.join(str(n) for n in shape)}]"
+        stages_said = f"x {copies} stage{'s' if copies != 1 else ''}"
+        if source == "slice":
+            return f"a slice {tile}" + (" held across the loop" if d.in_loop else "")
+        if source == "gather":
+            return f"tiles {tile} {stages_said}, gathered at indices read in the loop"
+        if source == "loop":
+            return f"tiles {tile} {stages_said}" if copies else f"a tile {tile} at a time"
+        return ""
+
+    def alone_blocks(d: GpuDot) -> dict[int, tuple[int, str]]:
+        """The blocks a dot outside any loop stages, each with its own bytes (f32 ones are
+        staged one at a time: each is its own peak)."""
+        found: dict[int, tuple[int, str]] = {}
+        for side, index, source in (("lhs", d.lhs_input, d.lhs_from), ("rhs", d.rhs_input, d.rhs_from)):
+            size = lhs(d) if side == "lhs" else rhs(d)
+            if side == "rhs" and d.rhs_transposed and narrow(d) and not hopper:
+                size //= 4
+            if side == "lhs" and blackwell and wgmma(d) and not narrow(d):
+                continue  # sm_100's f32 tcgen05 dot stages B alone
+            if index is not None and source in ("block", "slice"):
+                found[index] = (size, how(d, side, source))
+        for op in beside:
+            if (size := beside_of(d, op)) > 0:
+                found[op.index] = (size, "converted beside the dot")
+        return found
 
     def converted(d: GpuDot, live: int) -> int:
         """What a loop's dot converts through shared memory while it runs; `live`: the loop
@@ -250,10 +300,12 @@ def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) 
             parts += [size for size, f in ((lhs(d), d.lhs_from), (rhs(d), d.rhs_from)) if f == "loop"]
         return sum(parts) if narrow(d) else max(parts, default=0)
 
-    def in_loop(dots: list[GpuDot]) -> int:
+    def in_loop(dots: list[GpuDot]) -> tuple[int, dict[int, tuple[int, str]]]:
+        """A loop's shared memory, and what each input block takes of it."""
         held: dict[tuple, int] = {}  # read before the loop, by input
         tiles: dict[tuple, int] = {}  # read in it, by input: bytes x copies
         lives: dict[tuple, tuple[int, int, int]] = {}  # read in it, by input: (read at, last used at, bytes)
+        found: dict[int, tuple[int, str]] = {}
         extra = during = 0
         for d in dots:
             for size, source, index, side, at in (
@@ -263,34 +315,46 @@ def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) 
                 key = (source, index) if index is not None else (source, id(d), side)
                 if source in ("block", "slice") and not (stages == 1 and blackwell and wgmma(d) and not narrow(d)):
                     held[key] = max(held.get(key, 0), size)
+                    staged = size
+                    copies = 0
                 elif source in ("loop", "gather") and stages > 1:
                     copies = 1 if source == "gather" else stages if wgmma(d) and narrow(d) else stages - 1
                     tiles[key] = max(tiles.get(key, 0), copies * size)
+                    staged = copies * size
                 elif source == "loop":
                     read, last, was = lives.get(key, (at, d.at, 0))
                     lives[key] = (min(read, at), max(last, d.at), max(was, size))
+                    staged, copies = size, 0
+                else:
+                    continue
+                if index is not None and staged > found.get(index, (0, ""))[0]:
+                    found[index] = (staged, how(d, side, source, copies))
             if stages > 1 and wgmma(d) and not narrow(d) and d.rhs_from == "loop":
                 if not blackwell or d.lhs_from == "loop":
                     extra = max(extra, rhs(d))
         for d in dots:
             live = sum(size for read, last, size in lives.values() if read <= d.at <= last)
             during = max(during, converted(d, live))
-        return sum(held.values()) + sum(tiles.values()) + extra + during
+        return sum(held.values()) + sum(tiles.values()) + extra + during, found
 
     terms: list[tuple[str, int]] = []
-    candidates: list[tuple[str, int]] = []
+    candidates: list[tuple[str, int, dict[int, tuple[int, str]]]] = []
     if outside:
-        candidates.append(("dot operands", max(alone(d) for d in outside)))
+        widest = max(outside, key=alone)
+        candidates.append(("dot operands", alone(widest), alone_blocks(widest)))
     for number, dots in sorted(loops.items()):
         what = f"loop {number} tiles x {stages} stages" if len(loops) > 1 else f"loop tiles x {stages} stages"
-        candidates.append((what, in_loop(dots)))
+        candidates.append((what, *in_loop(dots)))
     if not kernel.dots and kernel.reduced:
-        candidates.append(("reduction scratch", kernel.reduced * 4 * max(1, kernel.warps) // 2))
+        candidates.append(("reduction scratch", kernel.reduced * 4 * max(1, kernel.warps) // 2, {}))
+    blocks: tuple[StagedBlock, ...] = ()
     if candidates:
-        terms.append(max(candidates, key=lambda t: t[1]))
+        what, size, found = max(candidates, key=lambda t: t[1])
+        terms.append((what, size))
+        blocks = tuple(StagedBlock("in", index, b, h) for index, (b, h) in sorted(found.items()))
     if blackwell and any(wgmma(d) for d in kernel.dots):
         terms.append(("barriers", MBARRIER_BYTES * (2 if loops and stages > 1 else 1)))
-    return SharedEstimate(sum(b for _, b in terms), tuple(terms))
+    return SharedEstimate(sum(b for _, b in terms), tuple(terms), blocks)
 
 
 def shared_memory_estimate(call: CapturedCall, backend: str | None, target: str | None = None) -> SharedEstimate:
@@ -305,6 +369,17 @@ def shared_memory_estimate(call: CapturedCall, backend: str | None, target: str 
         return SharedEstimate(size, (("largest input block", size),) if size else ())
     capability = gpu(target).capability if target else DEFAULT_CAPABILITY
     return _triton(call, kernel, capability)
+
+
+def staged_blocks(call: CapturedCall, backend: str | None, target: str | None = None) -> list[tuple[Operand, int, str]]:
+    """The blocks the model stages in shared memory, each with its bytes there and how ("" the
+    whole block; Triton's tiles of a block read in a loop: "tiles f16[128,64] x 2 stages"); a
+    call with no captured kernel (an older result), or whose model stages no block of its own
+    (reductions), gets `staged`'s blocks whole."""
+    estimate = shared_memory_estimate(call, backend, target)
+    ops = {(op.role, op.index): op for op in staged(call, backend or call.backend)}
+    found = [(ops[(b.role, b.index)], b.bytes, b.how) for b in estimate.blocks if (b.role, b.index) in ops]
+    return found or [(op, block_bytes(op), "") for op in ops.values()]
 
 
 def estimated_shared_memory(call: CapturedCall, backend: str | None, target: str | None = None) -> int:
