@@ -14,12 +14,12 @@ import time
 
 from jax.experimental import topologies
 
+from ..compile import jax_compat
 from ..compile.kernels import first_origin, kernel_name, lower_and_compile, no_phase, raised_in_body
-from ..compile.provenance import traceback_origin
-from ..compile.tracing import extra
+from ..compile.tracing import extra, invoked_at
 from ..family import Verdict
 from ..results import Origin
-from . import ptxas
+from . import hooks, ptxas
 from .compile import (
     compiled_mosaic_for,
     compiling_where,
@@ -31,6 +31,11 @@ from .compile import (
 )
 from .kernel import gpu_kernel_of
 from .targets import gpu, gpu_missing
+
+
+def install() -> None:
+    """Mosaic GPU's BlockSpec and SMEM classes stamped, emit_pipeline's buffers given their specs (hooks.py)."""
+    hooks.install()
 
 
 def devices(target: str) -> tuple:
@@ -56,6 +61,7 @@ def compiler_options(scoped_limit: int | None) -> dict | None:
 
 def prepare(target: str, spills: bool) -> None:
     ptxas.ASKED[0] = spills
+    hooks.TARGET[0] = target
 
 
 def verdict_key() -> tuple:
@@ -79,10 +85,10 @@ def compiling(eqn, name: str) -> dict:
     def pair(origin: Origin | None):
         return [origin.file, origin.line] if origin else None
 
-    body = eqn.params["jaxpr"]
+    body = jax_compat.kernel_body(eqn)
     return {
         "kernel": name,
-        "invoked": pair(traceback_origin(eqn.source_info.traceback)),
+        "invoked": pair(invoked_at(eqn)),
         "fp8": pair(first_origin(body, converts_fp8) or first_origin(body, uses_fp8)),
     }
 

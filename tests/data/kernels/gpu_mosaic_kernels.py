@@ -1,0 +1,35 @@
+"""jax's own Mosaic GPU kernels, written with plgpu.kernel, called as their main()s call them
+(vmem-lsp's tests): ragged_dot_mgpu's grouped matmul and attention_mgpu's FA3, plain and with
+the warp-specialized pipeline emitter. Each has an example that fits an H100 and one whose
+pipeline buffers do not."""
+
+from jax.experimental.pallas.ops.gpu import attention_mgpu, ragged_dot_mgpu
+
+
+# vmem: grouped(f16[4096, 2048], f16[16, 2048, 4096], i32[16], block_m=128, block_n=128, steps=4)
+# vmem: grouped(f16[4096, 2048], f16[16, 2048, 4096], i32[16], block_m=192, block_n=192, steps=6)
+def grouped(lhs, rhs, group_sizes, block_m=128, block_n=128, steps=4):
+    return ragged_dot_mgpu.ragged_dot(
+        lhs,
+        rhs,
+        group_sizes=group_sizes,
+        block_m=block_m,
+        block_n=block_n,
+        block_k=64,
+        max_concurrent_steps=steps,
+        grid_block_n=1,
+    )
+
+
+# vmem: fa3(f16[1, 4096, 16, 128], f16[1, 4096, 16, 128], f16[1, 4096, 16, 128], block_kv=128)
+# vmem: fa3(f16[1, 4096, 16, 256], f16[1, 4096, 16, 256], f16[1, 4096, 16, 256], block_kv=256)
+def fa3(q, k, v, block_kv=128):
+    config = attention_mgpu.TuningConfig(block_q=64, block_kv=block_kv, max_concurrent_steps=2)
+    return attention_mgpu.attention(q, k, v, config)
+
+
+# vmem: fa3_emitter(f16[1, 4096, 16, 128], f16[1, 4096, 16, 128], f16[1, 4096, 16, 128], block_kv=128)
+# vmem: fa3_emitter(f16[1, 4096, 16, 256], f16[1, 4096, 16, 256], f16[1, 4096, 16, 256], block_kv=256, steps=4)
+def fa3_emitter(q, k, v, block_kv=128, steps=2):
+    config = attention_mgpu.TuningConfig(block_q=64, block_kv=block_kv, max_concurrent_steps=steps)
+    return attention_mgpu.attention_with_pipeline_emitter(q, k, v, config)

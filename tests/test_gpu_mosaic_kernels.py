@@ -1,0 +1,132 @@
+"""jax's own Mosaic GPU kernels as jax writes them (issue 41): `plgpu.kernel`, which lowers
+through mpmd_map and not pallas_call, checked by `vmem-lsp check` as a subprocess for the H100
+and the A100, each verdict held against a direct deviceless compile of the same example made
+here (support/gpu_direct.py): the errors on the lines that allocate the shared memory (the
+pipelines' BlockSpecs, the plgpu.SMEM scratch), with the compiler's figures, exit 1; Hopper's
+wgmma said as unsupported on the A100's sm_80."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from support import KERNELS, ROOT
+from support.cli import run_json
+
+from vmem_lsp.gpu.targets import gpu
+
+KERNEL_FILE = KERNELS / "gpu_mosaic_kernels.py"
+OPS = "jax/experimental/pallas/ops/gpu/"
+
+# (function, its args, kwargs) as the file's `# vmem:` lines give them, and the line of that example
+EXAMPLES = [
+    ("grouped", [[[4096, 2048], "float16"], [[16, 2048, 4096], "float16"], [[16], "int32"]], {}),
+    (
+        "grouped",
+        [[[4096, 2048], "float16"], [[16, 2048, 4096], "float16"], [[16], "int32"]],
+        {"block_m": 192, "block_n": 192, "steps": 6},
+    ),
+    ("fa3", [[[1, 4096, 16, 128], "float16"]] * 3, {}),
+    ("fa3", [[[1, 4096, 16, 256], "float16"]] * 3, {"block_kv": 256}),
+    ("fa3_emitter", [[[1, 4096, 16, 128], "float16"]] * 3, {}),
+    ("fa3_emitter", [[[1, 4096, 16, 256], "float16"]] * 3, {"block_kv": 256, "steps": 4}),
+]
+
+
+def example_lines() -> list[int]:
+    lines = KERNEL_FILE.read_text().splitlines()
+    return [n for n, line in enumerate(lines, 1) if line.startswith("# vmem: ")]
+
+
+def direct(function: str, args: list, kwargs: dict, target: str) -> dict:
+    request = {"file": str(KERNEL_FILE), "function": function, "args": args, "kwargs": kwargs, "target": target}
+    done = subprocess.run(
+        [sys.executable, "-m", "support.gpu_direct", json.dumps(request)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT / "tests",
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
+    work = tmp_path_factory.mktemp("mgpu")
+    shutil.copy(KERNEL_FILE, work / KERNEL_FILE.name)
+    return run_json("check", KERNEL_FILE.name, "--target", "h100,a100", "--no-cache", cwd=work)
+
+
+def on(report: dict, code: str, target: str) -> list[dict]:
+    """The diagnostics of `code` that hold for `target` (merged over targets or not)."""
+    found = []
+    for d in report["diagnostics"]:
+        facts = d["facts"].get("targets", {d.get("target"): d["facts"]})
+        if d["code"] == code and target in facts:
+            found.append({**d, "facts": facts[target]})
+    return found
+
+
+def verdict_of(report: dict, line: int, target: str) -> tuple[bool, int | None]:
+    """(fits, the compiler's requested bytes) the tool gave the example on `line`."""
+    example = f"{KERNEL_FILE.name}:{line}"
+    refused = [d for d in on(report, "VMEM051", target) if d["facts"]["example"].endswith(example)]
+    if refused:
+        return False, refused[0]["facts"]["requested"]
+    failed = [d for d in on(report, "VMEM004", target) if d["range"]["start_line"] == line]
+    return not failed, None
+
+
+def test_plgpu_kernels_are_compiled_and_each_verdict_is_the_direct_compiles(checked):
+    done, report = checked
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert not [d for d in report["diagnostics"] if d["code"] == "VMEM010"], "every example is checked"
+    for line, (function, args, kwargs) in zip(example_lines(), EXAMPLES):
+        for target in ("h100", "a100"):
+            expected = direct(function, args, kwargs, target)
+            fits, requested = verdict_of(report, line, target)
+            assert fits == expected["fits"], (function, kwargs, target, expected["error"])
+            if expected["requested"] is not None:
+                assert requested == expected["requested"], (function, kwargs, target)
+
+
+def test_the_pipeline_buffers_over_the_h100_are_errors_on_their_blockspec_lines(checked):
+    _, report = checked
+    buffers = [d for d in on(report, "VMEM050", "h100") if d["path"].endswith("ragged_dot_mgpu.py")]
+    lines = {d["range"]["start_line"] for d in buffers}
+    text = open(buffers[0]["abs_path"]).read().splitlines()
+    assert all("plgpu.BlockSpec(" in text[n - 1] for n in lines) and len(lines) == 2, [text[n - 1] for n in lines]
+    for d in buffers:
+        assert d["severity"] == "error"
+        assert "pipeline buffers 6 x f16[" in d["message"] and "227.0K available on NVIDIA H100" in d["message"]
+        assert d["facts"]["available"] == gpu("h100").shared_memory_limit
+    [total] = [d for d in on(report, "VMEM051", "h100") if d["path"].endswith("ragged_dot_mgpu.py")]
+    assert "Mosaic GPU kernel body needs 288.0K of shared memory" in total["message"]
+    assert "return kernel(group_sizes, lhs, rhs)" in text[total["range"]["start_line"] - 1]
+
+
+def test_the_warp_specialized_pipelines_k_and_v_blockspecs_are_marked(checked):
+    _, report = checked
+    marked = [d for d in on(report, "VMEM050", "h100") if d["path"].endswith("attention_mgpu.py")]
+    text = open(marked[0]["abs_path"]).read().splitlines()
+    said = {text[d["range"]["start_line"] - 1].strip() for d in marked}
+    assert {"plgpu.BlockSpec(  # k", "plgpu.BlockSpec(  # v"} <= said, said
+
+
+def test_hoppers_wgmma_is_unsupported_on_the_a100_on_a_line_of_the_kernel_body(checked):
+    _, report = checked
+    [unsupported] = [d for d in on(report, "VMEM052", "a100") if "ragged_dot_mgpu.py" in d["path"]]
+    assert "'nvvm.wgmma" in unsupported["message"] and "sm_80" in unsupported["message"]
+    assert OPS in unsupported["abs_path"] or OPS in unsupported["path"]
+
+
+def test_what_fits_is_said_with_the_shared_memory_it_allocates(checked):
+    _, report = checked
+    fits = [d for d in on(report, "VMEM007", "h100") if "ragged_dot_mgpu.py" in d["path"]]
+    assert fits and "shared memory f16[4,128,64], f16[4,64,128]" in fits[0]["message"], fits
