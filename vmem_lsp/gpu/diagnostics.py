@@ -162,7 +162,10 @@ def rejected(call, report: GpuReport, target: Gpu, sites: Sources, anchor: Ancho
     from ..compile.provenance import is_user_file
 
     where = anchor
-    if report.form == "unsupported_op" and report.place and is_user_file(report.place[0]):
+    origin = call.error_origin
+    if report.form == "unsupported_op" and origin is not None and is_user_file(origin.file):
+        where = Anchor(origin.file, line_span(origin.line))  # the body line that makes the op (worker)
+    elif report.form == "unsupported_op" and report.place and is_user_file(report.place[0]):
         where = Anchor(report.place[0], line_span(report.place[1]))
     elif call.error_origin is not None:
         where = Anchor(call.error_origin.file, line_span(call.error_origin.line))

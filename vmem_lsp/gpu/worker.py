@@ -30,6 +30,7 @@ from .compile import (
     with_printed,
 )
 from .kernel import gpu_kernel_of
+from .report import UNSUPPORTED_OP
 from .targets import gpu, gpu_missing
 
 
@@ -111,7 +112,30 @@ def compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, param
             lower_and_compile(eqn, device, spills.options(compiler_options), on_phase, params)
         return Verdict(True, None, None, time.perf_counter() - started, None, None, spills.text, spills.missing)
     except Exception as error:  # the compiler's verdict, whatever its type
-        return Verdict(False, with_printed(str(error), printed), raised_in_body(error), time.perf_counter() - started)
+        text = with_printed(str(error), printed)
+        origin = extra(unsupported_op_origin, None, text, jax_compat.kernel_body(eqn)) or raised_in_body(error)
+        return Verdict(False, text, origin, time.perf_counter() - started)
+
+
+# An op an architecture lacks, as MLIR names it -> the kernel-body primitives that make it (jax
+# 0.10's Mosaic GPU): MLIR's own location names the op the lowering emitted, which in a
+# pipeline is a line of the pipeline's scope, not the plgpu.wgmma of the body.
+OP_PRIMITIVES = {
+    "nvvm.wgmma": ("wgmma",),
+    "nvvm.tcgen05": ("tcgen05",),
+    "nvvm.cp.async.bulk": ("copy_gmem_to_smem", "copy_smem_to_gmem"),
+}
+
+
+def unsupported_op_origin(text: str, body) -> Origin | None:
+    """The user line of the first body equation that makes the op the architecture lacks."""
+    found = UNSUPPORTED_OP.search(text)
+    if found is None:
+        return None
+    names = next((names for prefix, names in OP_PRIMITIVES.items() if found[1].startswith(prefix)), ())
+    if not names:
+        return None
+    return first_origin(body, lambda eqn: any(name in eqn.primitive.name for name in names))
 
 
 def call_facts(eqn) -> dict:
