@@ -1,7 +1,8 @@
 """A direct deviceless compile of one function for a GPU target, without vmem-lsp's worker:
-what the tests hold the tool's verdict against. Run as a script (jax in a process of its own):
-`python -m support.gpu_direct '{"file", "function", "args": [[shape, dtype]], "kwargs", "target"}'`
-prints {"fits", "requested", "available", "error"} as JSON.
+what the tests hold the tool's verdict against. Run as a script (jax in a process of its own, one per target: Mosaic GPU keeps the first
+architecture a process compiled for): `python -m support.gpu_direct '{"file", "target", "calls":
+[{"function", "args": [[shape, dtype]], "kwargs"}]}'` prints {"fits", "requested",
+"available", "error"} as a line of JSON per call, as each is known.
 
 Two things a real GPU would give that a machine without one does not are given as the tool
 gives them (and said here): Mosaic GPU checks shared memory against the device it runs on, or
@@ -22,7 +23,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the CUDA plugin registers witho
 REQUEST = re.compile(r"smem_bytes=(\d+) > max_smem_bytes=(\d+)|requested (\d+), available: (\d+)")
 
 
-def compile_directly(file: str, function: str, args: list, kwargs: dict, target: str) -> dict:
+def compile_directly(file: str, target: str, calls: list[dict]) -> list[dict]:
     import jax
     import jax.numpy as jnp
     from jax._src.lib import cuda_versions
@@ -41,19 +42,26 @@ def compile_directly(file: str, function: str, args: list, kwargs: dict, target:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     sharding = SingleDeviceSharding(device)
-    shapes = [jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype), sharding=sharding) for shape, dtype in args]
-    run = getattr(module, function)
-    try:
-        with jax.default_device(device):
-            jax.jit(lambda *a: run(*a, **kwargs)).lower(*shapes).compile()
-    except Exception as error:
-        text = f"{error}\n{error.__cause__ or ''}"
-        found = REQUEST.search(text)
-        numbers = [int(n) for n in found.groups() if n] if found else [None, None]
-        return {"fits": False, "requested": numbers[0], "available": numbers[1], "error": text[:2000]}
-    return {"fits": True, "requested": None, "available": None, "error": None}
+    verdicts = []
+    for call in calls:
+        shapes = [
+            jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype), sharding=sharding) for shape, dtype in call["args"]
+        ]
+        run, kwargs = getattr(module, call["function"]), call["kwargs"]
+        try:
+            with jax.default_device(device):
+                jax.jit(lambda *a: run(*a, **kwargs)).lower(*shapes).compile()
+        except Exception as error:
+            text = f"{error}\n{error.__cause__ or ''}"
+            found = REQUEST.search(text)
+            numbers = [int(n) for n in found.groups() if n] if found else [None, None]
+            verdicts.append({"fits": False, "requested": numbers[0], "available": numbers[1], "error": text[:2000]})
+            print(json.dumps(verdicts[-1]), flush=True)
+            continue
+        verdicts.append({"fits": True, "requested": None, "available": None, "error": None})
+        print(json.dumps(verdicts[-1]), flush=True)  # as it comes: a later compile may end the process
+    return verdicts
 
 
 if __name__ == "__main__":
-    request = json.loads(sys.argv[1])
-    print(json.dumps(compile_directly(**request)))
+    compile_directly(**json.loads(sys.argv[1]))  # prints each verdict, a line of JSON, as it comes
