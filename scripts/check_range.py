@@ -101,7 +101,7 @@ def range_tests(python: str, folder: pathlib.Path) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", required=True, help="the Python whose vmem-lsp check is the reference")
-    parser.add_argument("pairs", nargs="+", help="jax@python, e.g. 0.8.3@3.11")
+    parser.add_argument("pairs", nargs="+", help="jax@python, e.g. 0.8.3@3.11; +gpu adds jax's CUDA plugin")
     args = parser.parse_args()
     top = pathlib.Path(os.environ.get("VMEM_RANGE_ENVS") or os.path.expanduser("~/.cache/vmem-lsp-ci/range"))
     top.mkdir(parents=True, exist_ok=True)
@@ -113,9 +113,12 @@ def main() -> int:
         print(f"range: reference {args.reference}: {summary}")
         failed = 0
         for pair in args.pairs:
+            pair, _, extra = pair.partition("+")
             jax, _, minor = pair.partition("@")
             t0 = time.monotonic()
             python = environment(jax, minor, top)
+            if extra == "gpu":  # jax's CUDA plugin of the same jax and ptxas: the GPU tests marked `range` run
+                pip(python, "install", f"jax[tpu,cuda12-local]=={jax}", "nvidia-cuda-nvcc-cu12>=12.6.85")
             before = pinned(python)
             pip(python, "install", "-e", str(ROOT))
             after = pinned(python)

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -289,3 +290,24 @@ def test_with_the_compiler_the_same_kernels_are_its_own(tmp_path):
     fits = [d for d in report["diagnostics"] if d["code"] == "VMEM007"]
     assert fits and all(d["origin"] == "compiler" and " compiles: " in d["message"] for d in fits)
     assert not [d for d in report["diagnostics"] if d["code"] == "VMEM006"]
+
+
+@pytest.mark.skipif(
+    tuple(int(p) for p in version("jax").split(".")[:2]) < (0, 10), reason="plgpu.kernel lowers through mpmd_map"
+)
+def test_no_compile_never_calls_a_plgpu_kernel_a_fit(tmp_path):
+    """jax's own plgpu.kernel matmuls and attentions (tests/data/kernels/gpu_mosaic_kernels.py): the
+    model counts what their bodies allocate, not what their ops take; under the limit a lower bound."""
+    work = project(tmp_path / "p", KERNELS / "gpu_mosaic_kernels.py")
+    done, report = run_json(
+        "check", "gpu_mosaic_kernels.py", "--target", "h100", "--no-compile", "--no-cache", cwd=work
+    )
+    assert done.returncode == 1, done.stderr
+    said = covered(report)
+    examples = examples_of(KERNELS / "gpu_mosaic_kernels.py")
+    for example in examples:
+        codes = {d["code"] for d in said.get((example, "h100"), [])}
+        assert "VMEM007" not in codes and codes & {"VMEM006", "VMEM051"}, (example, codes)
+    lower = [d for d in report["diagnostics"] if d["code"] == "VMEM006"]
+    assert lower and all("what a plgpu.kernel's body allocates" in d["message"] for d in lower)
+    assert all(d["origin"] == "model" for d in report["diagnostics"]), report["diagnostics"]

@@ -242,3 +242,19 @@ def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic
         "model",
         facts={"estimated": True, "total": b.total, "limit": b.limit},
     )
+
+
+SMALL_SHARE = 0.05  # of the kernel's total: a part below it is a culprit only if the gap needs it
+
+
+def culprit_indices(known: list[int | None], over: int | None, used: int | None) -> set[int]:
+    """Which parts (by their sizes) make an overflow: every part of at least SMALL_SHARE of
+    the total, and a smaller one only when the larger parts could not close the gap without
+    it. A 1.0K bias window beside two 64M windows is not one; it stays related information
+    of the kernel's total. A part of unknown size is always one, and so is every part when
+    the gap is unknown or larger than all the parts together."""
+    sizes: list[int] = [size for size in known if size is not None]
+    if not over or over <= 0 or len(sizes) < len(known) or sum(sizes) < over:
+        return set(range(len(known)))
+    small = SMALL_SHARE * (used or sum(sizes))
+    return {i for i, size in enumerate(sizes) if size >= small or sum(s for s in sizes if s > size) < over}

@@ -76,6 +76,11 @@ class WorkerSide(Protocol):
     """A family's part of the worker process (imports jax): devices without hardware, and the
     compile of one captured pallas_call. compile/capture.py and compile/devices.py call it."""
 
+    def install(self) -> None:
+        """Hooks into jax, once per worker before user modules import: what this family's own
+        spec and buffer classes need to remember where user code made them."""
+        ...
+
     def devices(self, target: str) -> tuple:
         """The target's compile-only devices (jax.devices() as a host of it lists them);
         raises when this machine has no compiler for it."""

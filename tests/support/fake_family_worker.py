@@ -16,6 +16,10 @@ from vmem_lsp.dtypes import COMPILER_DTYPES
 from vmem_lsp.family import Verdict
 
 
+def install() -> None:
+    """No jax classes of its own to stamp."""
+
+
 def devices(target: str) -> tuple:
     return tuple(jax.devices("cpu"))
 

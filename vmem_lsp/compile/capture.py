@@ -34,7 +34,7 @@ from .provenance import (
     traceback_origin,
 )
 from .request_limits import OverTime
-from .tracing import IN_PROGRAM, extra, trace_example
+from .tracing import IN_PROGRAM, extra, invoked_at, trace_example
 
 
 def _block_sizes(block_shape) -> tuple[int, ...]:
@@ -101,6 +101,8 @@ def _pick(origins, index):
 def describe(eqn, provenance: Provenance | None) -> dict:
     """The call's operands and scratch, numbered as the compiler numbers them:
     scalar-prefetch operands first, then the inputs; outputs on their own."""
+    if jax_compat.is_mesh_kernel(eqn):
+        return describe_mesh_kernel(eqn)
     mapping = eqn.params["grid_mapping"]
     prov = provenance or Provenance(None, (), (), ())
     prefetch = mapping.num_index_operands
@@ -151,6 +153,43 @@ def describe(eqn, provenance: Provenance | None) -> dict:
         loops_unknown=extra(has_unknown_loops, False, eqn.params["jaxpr"]),
         steps_vary=extra(has_conditional_work, False, eqn.params["jaxpr"]),
     )
+
+
+def describe_mesh_kernel(eqn) -> dict:
+    """An mpmd_map kernel (plgpu.kernel, pl.kernel): its operands stay whole in the device's
+    memory (no BlockSpec, no block); what it stages is what its body allocates with
+    run_scoped (plgpu.SMEM, scratch_types, emit_pipeline's buffers), in `scoped`. Its grid is
+    the mesh's."""
+    body = jax_compat.kernel_body(eqn)
+    outs = eqn.params.get("out_avals") or tuple(v.aval for v in eqn.outvars)
+    mesh = eqn.params["meshes"][0]
+    operands = [
+        Operand("in", i, i, compiler_dtype(v.aval.dtype), tuple(v.aval.shape), None, "gmem", None, False, None)
+        for i, v in enumerate(eqn.invars)
+    ]
+    operands += [
+        Operand("out", i, i, compiler_dtype(a.dtype), tuple(a.shape), None, "gmem", None, False, None)
+        for i, a in enumerate(outs)
+    ]
+    grid = tuple(int(g) if isinstance(g, int) else -1 for g in getattr(mesh, "grid", ()) or ())
+    return dict(
+        grid=grid,
+        num_scalar_prefetch=0,
+        operands=tuple(operands),
+        scratch=(),
+        vmem_limit_bytes=None,
+        scoped=extra(scoped_buffers, (), body, STAGED_SPACES),
+        flops_per_step=extra(body_flops, None, body),
+        loops_unknown=extra(has_unknown_loops, False, body),
+        steps_vary=extra(has_conditional_work, False, body),
+    )
+
+
+# What a kernel's body allocates that counts: a TPU's VMEM (a space unnamed is VMEM there); of a
+# mesh kernel every space (shared memory, barriers, registers, tensor memory), each kept with its
+# space: the model adds the shared memory along the nesting of scopes the others keep whole.
+VMEM_SPACES = (None, "vmem")
+STAGED_SPACES = (None, "vmem", "smem", "regs", "tmem", "gmem")
 
 
 def has_unknown_loops(kernel_jaxpr) -> bool:
@@ -215,7 +254,7 @@ def body_flops(kernel_jaxpr) -> int:
     return walk(kernel_jaxpr)
 
 
-def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
+def scoped_buffers(kernel_jaxpr, spaces: tuple = VMEM_SPACES) -> tuple[Scoped, ...]:
     """The VMEM buffers the kernel body allocates with run_scoped, at any
     depth (a pipeline inside a pipeline), in trace order, each with what made
     it. The compiler's report (pipeline-flat-v6e, emit_pipeline of a copy)
@@ -236,12 +275,16 @@ def scoped_buffers(kernel_jaxpr) -> tuple[Scoped, ...]:
                 for n, aval in enumerate(refs):
                     space = _memory_space(aval)
                     inner = getattr(aval, "inner_aval", aval)
-                    if space not in (None, "vmem") or not hasattr(inner, "shape"):
+                    if space not in spaces or not hasattr(inner, "shape"):
                         continue
                     known, record = scoped_record(aval)
                     if not known:
                         record = entries[n] if entries else None
                     record = record or ScopedRecord("run_scoped", where, 1)
+                    if (
+                        record.origin is None and spaces is STAGED_SPACES
+                    ):  # made in jax (a plgpu pipeline's): the call's line
+                        record = record._replace(origin=where)
                     found.append(
                         Scoped(
                             record.kind,
@@ -291,7 +334,11 @@ def program_made(eqn, operands) -> tuple[tuple[str, int], ...]:
     """(role, index) of the operands the example's program makes and of the
     results it uses (IN_PROGRAM), as the operands are numbered."""
     made, kept = IN_PROGRAM.get(id(eqn), ((), ()))
-    dynamic = len(eqn.invars) - eqn.params["grid_mapping"].num_index_operands - eqn.params["grid_mapping"].num_inputs
+    if jax_compat.is_mesh_kernel(eqn):
+        dynamic = 0
+    else:
+        mapping = eqn.params["grid_mapping"]
+        dynamic = len(eqn.invars) - mapping.num_index_operands - mapping.num_inputs
     found = [(op.role, op.index) for op in operands if op.role in ("in", "prefetch") and dynamic + op.operand in made]
     found += [("out", op.index) for op in operands if op.role == "out" and op.index in kept]
     return tuple(found)
@@ -301,6 +348,11 @@ def fingerprint(eqn) -> str:
     """What decides the compiler's verdict on one pallas_call, without source
     positions: an edit elsewhere in the file (a comment, another function)
     leaves it unchanged, so the verdict can be reused."""
+    if jax_compat.is_mesh_kernel(eqn):
+        skipped = ("debug", "metadata")  # what names places, not what compiles
+        parts = [f"{k}={v!r}" for k, v in sorted(eqn.params.items()) if k not in skipped and k != "jaxprs"]
+        parts += [str(j) for j in eqn.params["jaxprs"]] + [str(v.aval) for v in eqn.invars]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
     mapping = eqn.params["grid_mapping"]
     parts = [
         str(eqn.params["jaxpr"]),
@@ -349,6 +401,8 @@ def compile_alone(
 def estimate_alone(eqn, device, side: WorkerSide, compiler_options: dict | None = None, on_phase=no_phase) -> Verdict:
     """The compiler's cycle estimate of this pallas_call (a worker started with
     --estimate), on cut grids where its own is long (cut_grids)."""
+    if jax_compat.is_mesh_kernel(eqn):
+        return Verdict(True, None, no_estimate="a kernel over a mesh (pl.kernel, plgpu.kernel) is not estimated")
     grid = tuple(eqn.params["grid_mapping"].grid)
     if not all(isinstance(extent, int) for extent in grid):
         return Verdict(True, None, no_estimate="a grid whose size is known only at run time is not estimated")
@@ -402,7 +456,7 @@ def capture_calls(
         traced = trace_example(call_text, namespace, device, direct=not origins)
     for eqn in traced:
         try:
-            invoke_origin = traceback_origin(eqn.source_info.traceback)
+            invoke_origin = invoked_at(eqn)
             provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
             interpret = bool(eqn.params.get("interpret"))  # a CPU run: its TPU compile would say nothing
             platform = params_platform(eqn.params.get("compiler_params"))
@@ -437,7 +491,7 @@ def capture_calls(
                     scoped_limit=own_limit or limit,
                     error_origin=None
                     if fits
-                    else verdict.origin or extra(body_origin, None, text, eqn.params["jaxpr"]),
+                    else verdict.origin or extra(body_origin, None, text, jax_compat.kernel_body(eqn)),
                     in_program=program_made(eqn, described["operands"]),
                     interpret=interpret,
                     other_platform=other,

@@ -43,9 +43,11 @@ pallas_core: Any = _module("jax._src.pallas.core")
 pallas_call_module: Any = _module("jax._src.pallas.pallas_call")
 pallas_primitives: Any = _module("jax._src.pallas.primitives")
 pipeline: Any = _module("jax._src.pallas.mosaic.pipeline")
+mpmd: Any = _module("jax._src.pallas.mpmd")  # jax 0.10 on: pl.kernel and plgpu.kernel lower through mpmd_map
 
 pallas_call_p: Any = getattr(pallas_call_module, "pallas_call_p", None)
 run_scoped_p: Any = getattr(pallas_primitives, "run_scoped_p", None)
+mpmd_map_p: Any = getattr(mpmd, "mpmd_map_p", None)
 Literal: Any = getattr(core, "Literal", ())  # isinstance(x, ()) is never true
 Var: Any = getattr(core, "Var", ())
 no_block_spec: Any = getattr(pallas_core, "no_block_spec", None)
@@ -118,6 +120,26 @@ def internal_message(error: BaseException, doing: str) -> str:
         f"vmem-lsp internal error on jax {VERSION} while {doing}: {type(error).__name__}: {error}{where}; "
         f"this jax's internals may differ from what vmem-lsp knows: please report it"
     )
+
+
+def is_kernel_call(eqn) -> bool:
+    """A kernel the family compiles: a pallas_call, or (jax 0.10 on) an mpmd_map, which
+    plgpu.kernel and pl.kernel bind: one body per mesh over refs in the device's memory,
+    its blocks moved by the body itself (emit_pipeline, copies) into what it run_scoped."""
+    return eqn.primitive is require_pallas_call() or (mpmd_map_p is not None and eqn.primitive is mpmd_map_p)
+
+
+def is_mesh_kernel(eqn) -> bool:
+    """An mpmd_map kernel (plgpu.kernel, pl.kernel): no grid mapping, no BlockSpecs."""
+    return mpmd_map_p is not None and eqn.primitive is mpmd_map_p
+
+
+def kernel_body(eqn):
+    """A kernel call's body jaxpr: a pallas_call's, or the first mesh's of an mpmd_map."""
+    if is_mesh_kernel(eqn):
+        body = eqn.params["jaxprs"][0]
+        return getattr(body, "jaxpr", body)
+    return eqn.params["jaxpr"]
 
 
 def require_pallas_call():

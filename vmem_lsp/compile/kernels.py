@@ -70,12 +70,12 @@ def named(name: str, function):
 
 def kernel_name(eqn) -> str:
     """The name the user gave (`name=`), else the kernel function's."""
-    debug = getattr(eqn.params["jaxpr"], "debug_info", None)
+    debug = getattr(jax_compat.kernel_body(eqn), "debug_info", None)
     return eqn.params.get("name") or getattr(debug, "func_name", None) or "pallas_call"
 
 
 def lower_and_compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, params: dict | None = None):
-    """One pallas_call equation jitted alone under its kernel's name, lowered and compiled for
+    """One kernel call (a pallas_call, an mpmd_map) jitted alone under its kernel's name, lowered and compiled for
     `device` (`params`: the equation's, changed); raises what the compiler raises."""
     sharding = SingleDeviceSharding(device)
     args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=sharding) for v in eqn.invars]
@@ -83,6 +83,6 @@ def lower_and_compile(eqn, device, compiler_options: dict | None, on_phase=no_ph
     name = kernel_name(eqn)
     with jax.default_device(device):
         on_phase("lower", name)
-        lowered = jax.jit(named(name, lambda *a: jax_compat.require_pallas_call().bind(*a, **params))).lower(*args)
+        lowered = jax.jit(named(name, lambda *a: eqn.primitive.bind(*a, **params))).lower(*args)
         on_phase("compile", name)
         lowered.compile(compiler_options=compiler_options or None)

@@ -271,6 +271,29 @@ def _remembering(f, entries: tuple[ScopedRecord | None, ...]):
     return run_scoped
 
 
+# The BlockSpecs' origins of the pipeline whose buffers the next run_scoped allocates, set by a
+# family's hook around a pipeline that allocates them inside jax (plgpu.emit_pipeline: gpu/hooks.py).
+PENDING_WINDOWS: list[list[Origin | None] | None] = [None]
+
+
+@contextlib.contextmanager
+def pending_windows(origins: list[Origin | None]):
+    """While the block runs, the first run_scoped's memory refs are the buffers of specs
+    with these origins, in order."""
+    before = PENDING_WINDOWS[0]
+    PENDING_WINDOWS[0] = list(origins)
+    try:
+        yield
+    finally:
+        PENDING_WINDOWS[0] = before
+
+
+def stamp(cls) -> None:
+    """Instances of `cls` (a family's BlockSpec or memory-ref class, a dataclass with an
+    __init__ of its own) remember the user line that made them."""
+    _stamp_init(cls)
+
+
 def _scoped_entries(types, kw_types) -> tuple[ScopedRecord | None, ...]:
     """What each flat allocation of a run_scoped call is: a pipeline's window
     (a BufferedRef of emit_pipeline: its window_ref, made for the inner
@@ -279,6 +302,14 @@ def _scoped_entries(types, kw_types) -> tuple[ScopedRecord | None, ...]:
     outputs, each in its specs' order) or a user's VMEM(...) entry."""
     buffered = jax_compat.BufferedRef
     entries: list[ScopedRecord | None] = []
+    pending, PENDING_WINDOWS[0] = PENDING_WINDOWS[0], None
+    if pending is not None:  # a pipeline's buffers, made inside jax: each is its spec's
+        windows_made = iter(enumerate(pending))
+        for leaf in jax.tree_util.tree_leaves((types, kw_types)):
+            is_buffer = jax_compat.MemoryRef is not None and isinstance(leaf, jax_compat.MemoryRef)
+            number, origin = next(windows_made, (None, None)) if is_buffer else (None, None)
+            entries.append(ScopedRecord("run_scoped", origin, 1, number))
+        return tuple(entries)
     windows = {"pipeline_in": 0, "pipeline_out": 0}
     items = jax.tree_util.tree_leaves((types, kw_types), is_leaf=lambda x: isinstance(x, buffered))
     for item in items:

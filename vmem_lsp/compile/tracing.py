@@ -20,10 +20,12 @@ import jax.numpy as jnp
 from jax.sharding import SingleDeviceSharding
 
 from ..dtypes import DIRECTIVE_DTYPES
+from ..results import Origin
 from ..source.directives import SHAPE_FUNCTION, _ShapeLiterals, check_dims, compile_call, is_shape_literal
 from ..source.syntax import parse_quietly
 from . import chip_view, jax_compat
 from .devices import all_devices, target_device
+from .provenance import traceback_origin
 
 
 def _evaluator(node):
@@ -133,15 +135,31 @@ def forget_own_traces(jitted) -> None:
         clear()
 
 
-def pallas_equations(jaxpr, found=None):
-    """Every pallas_call equation in a jaxpr and the jaxprs nested in it."""
+def pallas_equations(jaxpr, found=None, around=None):
+    """Every kernel call (pallas_call, and mpmd_map: plgpu.kernel) in a jaxpr and the
+    jaxprs nested in it. A call traced apart from the program (plgpu.kernel's custom_vmap)
+    keeps only jax's frames: the traceback of the equation around it is kept in AROUND."""
     found = [] if found is None else found
     for eqn in jaxpr.eqns:
-        if eqn.primitive is jax_compat.require_pallas_call():
+        if jax_compat.is_kernel_call(eqn):
             found.append(eqn)
-        for sub in jax_compat.jaxprs_in_params(eqn.params):
-            pallas_equations(sub, found)
+            if around is not None:
+                AROUND[id(eqn)] = around
+        subs = jax_compat.jaxprs_in_params(eqn.params)
+        if not subs:
+            continue
+        here = eqn.source_info.traceback if traceback_origin(eqn.source_info.traceback) is not None else around
+        for sub in subs:
+            pallas_equations(sub, found, here)
     return found
+
+
+AROUND: dict[int, object] = {}  # id(kernel equation) -> the traceback of the nearest equation around it in user code
+
+
+def invoked_at(eqn) -> Origin | None:
+    """The user line that invoked a kernel call: its own traceback's, else the one around it."""
+    return traceback_origin(eqn.source_info.traceback) or traceback_origin(AROUND.get(id(eqn)))
 
 
 # Primitives that call a jaxpr with their own operands, one for one: a value passed through
@@ -180,7 +198,7 @@ def in_program(jaxpr) -> dict[int, tuple]:
             if eqn.primitive.name in VIEWS and all(v in given for v in eqn.invars if isinstance(v, jax_compat.Var)):
                 given |= set(eqn.outvars)  # a reshape of an argument is still the argument (a bitcast)
                 continue
-            if eqn.primitive is jax_compat.require_pallas_call():
+            if jax_compat.is_kernel_call(eqn):
                 made = tuple(n for n, v in enumerate(eqn.invars) if isinstance(v, jax_compat.Var) and v not in given)
                 kept = tuple(n for n, v in enumerate(eqn.outvars) if v not in returned or v in used)
                 if made or kept:
@@ -240,9 +258,10 @@ def trace_example(call_text: str, namespace: dict, device, direct: bool = False)
         closed = traced(*shapes) if traced is not None else jax.make_jaxpr(run)(*shapes)
     unique, seen = [], set()
     IN_PROGRAM.clear()
+    AROUND.clear()
     IN_PROGRAM.update(extra(in_program, {}, closed.jaxpr))
     for eqn in pallas_equations(closed.jaxpr):
-        key = (id(eqn.params["jaxpr"]), tuple(str(v.aval) for v in eqn.invars))
+        key = (id(jax_compat.kernel_body(eqn)), tuple(str(v.aval) for v in eqn.invars))
         if key not in seen:
             seen.add(key)
             unique.append(eqn)

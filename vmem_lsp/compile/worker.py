@@ -16,7 +16,7 @@ import sys
 import traceback as tb
 import types
 
-from ..families import family_of
+from ..families import families, family_of
 from ..results import ExampleResult, Origin
 from ..source.notebook import is_notebook, read_notebook
 from .request_limits import OverTime
@@ -50,6 +50,8 @@ class Worker:
         # Failures raised in these files are vmem-lsp's own, not the example's.
         self.own_files = {os.path.abspath(m.__file__ or "") for m in (capture, provenance, jax_compat, chip_view)}
         provenance.install_provenance()
+        for family in families():  # each family's own classes, before user modules import
+            family.worker().install()
         chip_view.install()
         # The chip the loaded user modules asked jax about (chip_view): they may keep its
         # answer, so a request for another chip imports them again. None: they never asked.

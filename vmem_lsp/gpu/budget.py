@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..budget import Budget, KnownKernel, Part, edited_operand, overflow_estimate
+from ..budget import Budget, KnownKernel, Part, culprit_indices, edited_operand, overflow_estimate
 from ..diagnostics import Diagnostic
 from ..results import CapturedCall, ExampleResult
 from ..source.model import KernelSite
-from .layout import block_bytes, estimated_shared_memory, staged
+from .layout import block_bytes, estimated_shared_memory, peak_allocations, scoped_bytes, staged
 from .report import GpuReport, parse_gpu_report
 from .targets import gpu
 
@@ -58,6 +58,14 @@ def culprits(call: CapturedCall, backend: str | None, limit: int, scale: float =
         return blocks
     over = [op for op in blocks if block_bytes(op) * scale > limit]
     return over or [max(blocks, key=block_bytes)]
+
+
+def allocation_culprits(call: CapturedCall, requested: int, available: int) -> list:
+    """The shared-memory allocations of a plgpu.kernel's body that make it over: of those
+    live at its peak, each large enough to matter, as on TPU (budget.culprit_indices)."""
+    live = [e for e in peak_allocations(call) if e.dtype != "barrier"]
+    chosen = culprit_indices([scoped_bytes(e) for e in live], requested - available, requested)
+    return sorted((live[i] for i in chosen), key=scoped_bytes, reverse=True)
 
 
 def from_gpu_compile(call: CapturedCall, report: GpuReport | None, target_name: str) -> Budget:

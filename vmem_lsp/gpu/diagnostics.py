@@ -9,14 +9,24 @@ wordings, so GPUs merge by subject as TPU chips do (diagnostics.merge_targets).
 from __future__ import annotations
 
 from .. import render
-from ..correlate import Anchor, Sources, call_anchor, kernel_label, kernel_site, line_span, site_at_line, spec_anchor
+from ..correlate import (
+    Anchor,
+    Sources,
+    call_anchor,
+    call_anchor_at,
+    kernel_label,
+    kernel_site,
+    line_span,
+    site_at_line,
+    spec_anchor,
+)
 from ..diagnostics import Diagnostic, Related, Subject
 from ..render import Wording
 from ..results import CapturedCall, ExampleResult
 from ..source.directives import Example
 from . import not_compiled
-from .budget import culprits
-from .layout import block_bytes, estimated_shared_memory
+from .budget import allocation_culprits, culprits
+from .layout import allocation_label, block_bytes, estimated_shared_memory, peak_allocations, scoped_bytes
 from .report import GpuReport, parse_gpu_report
 from .spills import spill_diagnostics
 from .targets import Gpu, gpu
@@ -103,6 +113,28 @@ def shared_memory(call, report: GpuReport, target: Gpu, site, sites: Sources, an
             whole,
         )
     ]
+    for entry in allocation_culprits(call, report.requested, report.available):
+        where = call_anchor_at(entry.origin, sites.text) if entry.origin is not None else anchor
+        head = (
+            f"{allocation_label(entry)} = {render.size(scoped_bytes(entry))}; kernel {kernel_label(call)} needs "
+            f"{render.size(report.requested)}"
+        )
+        wording = Wording(head, " of shared memory, ", clause)
+        found.append(
+            Diagnostic(
+                where.path,
+                where.span,
+                "error",
+                "VMEM050",
+                wording.text(),
+                target.name,
+                "compiler",
+                (kernel,),
+                {**facts, "role": "scoped", "index": entry.index, "block_bytes": scoped_bytes(entry)},
+                Subject(example.key, number, f"scoped {entry.index}"),
+                wording,
+            )
+        )
     model = estimated_shared_memory(call, report.backend, target.name)
     for op in culprits(call, report.backend, report.available, report.requested / model if model else 1.0):
         where = spec_anchor(op, site, sites.sites_of, anchor)
@@ -138,7 +170,10 @@ def rejected(call, report: GpuReport, target: Gpu, sites: Sources, anchor: Ancho
     from ..compile.provenance import is_user_file
 
     where = anchor
-    if report.form == "unsupported_op" and report.place and is_user_file(report.place[0]):
+    origin = call.error_origin
+    if report.form == "unsupported_op" and origin is not None and is_user_file(origin.file):
+        where = Anchor(origin.file, line_span(origin.line))  # the body line that makes the op (worker)
+    elif report.form == "unsupported_op" and report.place and is_user_file(report.place[0]):
         where = Anchor(report.place[0], line_span(report.place[1]))
     elif call.error_origin is not None:
         where = Anchor(call.error_origin.file, line_span(call.error_origin.line))
@@ -257,8 +292,15 @@ def fitting(call: CapturedCall, target: Gpu, anchor: Anchor, example: Example, n
         for op in call.operands
         if op.block_shape is not None
     )
+    if not blocks:  # a plgpu.kernel: what its body allocates in shared memory
+        blocks = ", ".join(
+            f"{e.dtype}[{','.join(map(str, e.shape))}]" for e in peak_allocations(call) if e.dtype != "barrier"
+        )
+        blocks = f"shared memory {blocks}" if blocks else "no shared memory"
+    else:
+        blocks = f"blocks {blocks}"
     grid = "x".join(map(str, call.grid)) or "1"
-    wording = Wording(f"{kernel_label(call)} compiles: grid {grid}, blocks {blocks}", "; on ", target.label, ", ")
+    wording = Wording(f"{kernel_label(call)} compiles: grid {grid}, {blocks}", "; on ", target.label, ", ")
     return Diagnostic(
         anchor.path,
         anchor.span,

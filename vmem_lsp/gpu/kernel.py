@@ -46,8 +46,11 @@ def _shape(aval) -> tuple[int, ...]:
 
 
 def gpu_kernel_of(eqn) -> GpuKernel:
-    """The stages, warps, reductions and dots of one pallas_call for a GPU target."""
+    """The stages, warps, reductions and dots of one pallas_call for a GPU target; of a
+    plgpu.kernel, none: its body stages what it allocates itself (CapturedCall.scoped)."""
     params = eqn.params.get("compiler_params")
+    if jax_compat.is_mesh_kernel(eqn):
+        return GpuKernel(stages=1, warps=4, mesh=True)
     mapping = eqn.params["grid_mapping"]
     jaxpr = eqn.params["jaxpr"]
     first = mapping.num_index_operands

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from ..dtypes import ITEM_BITS
-from ..results import CapturedCall, Operand
+from ..results import CapturedCall, Operand, Scoped
 from .targets import gpu
 
 
@@ -45,6 +45,7 @@ class GpuKernel:
     reduction_scratch: int = 0  # Mosaic GPU: reduction_scratch_bytes, reserved when the body reduces
     reduced: int = 0  # the most elements a reduction of the body keeps (a row sum of (64, 256): 64)
     dots: tuple[GpuDot, ...] = ()
+    mesh: bool = False  # a plgpu.kernel: what it stages is its body's run_scoped shared memory
     # Every primitive of the body, by name (None: not read, a kernel made by hand): what the
     # model has no rule for makes its figure a lower bound (unsized).
     primitives: tuple[str, ...] | None = None
@@ -156,11 +157,58 @@ def _mosaic_gpu(call: CapturedCall, kernel: GpuKernel | None) -> SharedEstimate:
         if s.memory_space == "smem":
             size = math.prod(s.shape) * ITEM_BITS.get(s.dtype or "", 8) // 8
             terms.append((f"scratch {s.index}", _align(size, MOSAIC_ALIGNMENT)))
+    for entry in peak_allocations(call):
+        terms.append((f"{entry.dtype}[{','.join(map(str, entry.shape))}] (line {line_of(entry)})", scoped_bytes(entry)))
     if kernel is not None and kernel.reduced and kernel.reduction_scratch:
         terms.append(("reduction scratch", _align(kernel.reduction_scratch, MOSAIC_ALIGNMENT)))
     if ins:
         terms.append(("barriers", MBARRIER_BYTES * depth))
     return SharedEstimate(sum(b for _, b in terms), tuple(terms))
+
+
+def scoped_bytes(entry: Scoped) -> int:
+    """One allocation of a kernel body's shared memory as Mosaic GPU lays it out: a buffer
+    rounded up to 1 KiB, an mbarrier 8 bytes each (measured: ragged_dot_mgpu's 6-step
+    pipeline of two f16 tiles, 294912 + 48 bytes)."""
+    if entry.dtype == "barrier":
+        return MBARRIER_BYTES * math.prod(entry.shape or (1,))
+    return _align(math.prod(entry.shape) * ITEM_BITS.get(entry.dtype, 32) // 8, MOSAIC_ALIGNMENT)
+
+
+def allocation_label(entry: Scoped) -> str:
+    """An allocation of a plgpu.kernel's body as a VMEM050 names it: "pipeline buffers 6 x
+    f16[192,64]" (emit_pipeline's (steps, *block)), "shared memory f32[128,128]"."""
+    if entry.window is not None and len(entry.shape) > 1:
+        return f"pipeline buffers {entry.shape[0]} x {entry.dtype}[{','.join(str(d) for d in entry.shape[1:])}]"
+    return f"shared memory {entry.dtype}[{','.join(str(d) for d in entry.shape)}]"
+
+
+def line_of(entry: Scoped) -> str:
+    return str(entry.origin.line) if entry.origin is not None else "?"
+
+
+def peak_allocations(call: CapturedCall) -> list[Scoped]:
+    """The shared-memory allocations of a kernel body (run_scoped: plgpu.SMEM, a pipeline's
+    buffers) live together at its peak: those of the nested scopes whose sum is largest (a
+    scope's allocations are freed when it ends, so two scopes one after the other share)."""
+    entries = [e for e in call.scoped if e.memory_space == "smem"]
+    if not entries:
+        return []
+    parents = {e.scope: e.parent for e in call.scoped}
+    own: dict[int, int] = {}
+    for e in entries:
+        own[e.scope] = own.get(e.scope, 0) + scoped_bytes(e)
+
+    def chain(scope: int) -> list[int]:
+        found = []
+        while scope >= 0 and scope not in found:
+            found.append(scope)
+            scope = parents.get(scope, -1)
+        return found
+
+    peak = max(own, key=lambda scope: sum(own.get(s, 0) for s in chain(scope)))
+    live = set(chain(peak))
+    return [e for e in entries if e.scope in live]
 
 
 def _triton(call: CapturedCall, kernel: GpuKernel, capability: tuple[int, int]) -> SharedEstimate:
@@ -353,6 +401,11 @@ def unsized(call: CapturedCall, backend: str | None) -> str | None:
     backend = backend or call.backend or "triton"
     kernel = call.family_facts
     name = BACKEND_NAMES.get(backend, backend)
+    if kernel is not None and kernel.mesh:
+        return (
+            "the model counts only what a plgpu.kernel's body allocates (its plgpu.SMEM, its pipelines' "
+            "buffers), not what its own ops take"
+        )
     if kernel is None or kernel.primitives is None:
         return "the worker did not read the kernel body, so only its blocks are counted"
     unknown = sorted(set(kernel.primitives) - SIZED.get(backend, WITHOUT_SHARED_MEMORY))

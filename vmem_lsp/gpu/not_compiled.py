@@ -16,13 +16,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import render
-from ..correlate import Anchor, Sources, kernel_label, spec_anchor
+from ..correlate import Anchor, Sources, call_anchor_at, kernel_label, spec_anchor
 from ..diagnostics import Diagnostic, Related, Subject
 from ..render import Wording
 from ..results import CapturedCall
 from ..source.directives import Example
-from .budget import culprits
-from .layout import BACKEND_NAMES, block_bytes, estimated_shared_memory, most_requested, staged, unsized
+from .budget import allocation_culprits, culprits
+from .layout import (
+    BACKEND_NAMES,
+    allocation_label,
+    block_bytes,
+    estimated_shared_memory,
+    most_requested,
+    scoped_bytes,
+    staged,
+    unsized,
+)
 from .targets import Gpu
 
 
@@ -169,15 +178,37 @@ def overflow(call, j: Judged, target: Gpu, site, sites: Sources, anchor: Anchor,
                 wording,
             )
         )
+    for entry in allocation_culprits(call, j.total, j.limit):  # a plgpu.kernel's: what its body allocates
+        where = call_anchor_at(entry.origin, sites.text) if entry.origin is not None else anchor
+        head = (
+            f"{allocation_label(entry)} = {render.size(scoped_bytes(entry))}; kernel {kernel_label(call)} "
+            f"needs ~{render.size(j.total)}"
+        )
+        wording = Wording(head, " of shared memory, ", clause)
+        found.append(
+            Diagnostic(
+                where.path,
+                where.span,
+                "error",
+                "VMEM050",
+                wording.text(),
+                target.name,
+                "model",
+                (kernel,),
+                {**base, "role": "scoped", "index": entry.index, "block_bytes": scoped_bytes(entry)},
+                Subject(example.key, number, f"scoped {entry.index}"),
+                wording,
+            )
+        )
     return found
 
 
 def unsure(call, j: Judged, target: Gpu, anchor: Anchor, example, number) -> Diagnostic:
     """VMEM006: under the limit by the model, but not surely: its figure is a lower bound."""
     assert j.doubt is not None
-    head = f"pallas_call {kernel_label(call)} is not sized: {j.doubt}, so its figure is only a lower bound"
+    head = f"kernel {kernel_label(call)} is not sized: {j.doubt}, so its figure is only a lower bound"
     if not j.lower_bound:
-        head = f"pallas_call {kernel_label(call)} may not fit: {j.doubt}"
+        head = f"kernel {kernel_label(call)} may not fit: {j.doubt}"
     wording = Wording(head, "; ", needs(j, target, over=False))
     return Diagnostic(
         anchor.path,

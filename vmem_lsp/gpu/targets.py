@@ -92,9 +92,14 @@ class Gpu:
 }}
 platform_name: "CUDA"
 dnn_version_info {{ major: 9 minor: 8 }}
-runtime_version {{ major: 12 minor: 8 }}
+runtime_version {{ major: {RUNTIME_VERSION[0]} minor: {RUNTIME_VERSION[1]} }}
 device_description_str: "{self.device_kind}"
 """
+
+
+# The CUDA runtime every target's config names: what the compiler assumes, and what an
+# example's cuda_runtime_get_version() answers in the worker without a GPU (hooks.py).
+RUNTIME_VERSION = (12, 8)
 
 
 GPUS: dict[str, Gpu] = {

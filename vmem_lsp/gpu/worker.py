@@ -14,12 +14,12 @@ import time
 
 from jax.experimental import topologies
 
+from ..compile import jax_compat
 from ..compile.kernels import first_origin, kernel_name, lower_and_compile, no_phase, raised_in_body
-from ..compile.provenance import traceback_origin
-from ..compile.tracing import extra
+from ..compile.tracing import extra, invoked_at
 from ..family import Verdict
 from ..results import Origin
-from . import ptxas
+from . import hooks, ptxas
 from .compile import (
     compiled_mosaic_for,
     compiling_where,
@@ -30,7 +30,13 @@ from .compile import (
     with_printed,
 )
 from .kernel import gpu_kernel_of
+from .report import UNSUPPORTED_OP
 from .targets import gpu, gpu_missing
+
+
+def install() -> None:
+    """Mosaic GPU's BlockSpec and SMEM classes stamped, emit_pipeline's buffers given their specs (hooks.py)."""
+    hooks.install()
 
 
 def devices(target: str) -> tuple:
@@ -56,6 +62,7 @@ def compiler_options(scoped_limit: int | None) -> dict | None:
 
 def prepare(target: str, spills: bool) -> None:
     ptxas.ASKED[0] = spills
+    hooks.TARGET[0] = target
 
 
 def verdict_key() -> tuple:
@@ -79,10 +86,10 @@ def compiling(eqn, name: str) -> dict:
     def pair(origin: Origin | None):
         return [origin.file, origin.line] if origin else None
 
-    body = eqn.params["jaxpr"]
+    body = jax_compat.kernel_body(eqn)
     return {
         "kernel": name,
-        "invoked": pair(traceback_origin(eqn.source_info.traceback)),
+        "invoked": pair(invoked_at(eqn)),
         "fp8": pair(first_origin(body, converts_fp8) or first_origin(body, uses_fp8)),
     }
 
@@ -105,7 +112,30 @@ def compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, param
             lower_and_compile(eqn, device, spills.options(compiler_options), on_phase, params)
         return Verdict(True, None, None, time.perf_counter() - started, None, None, spills.text, spills.missing)
     except Exception as error:  # the compiler's verdict, whatever its type
-        return Verdict(False, with_printed(str(error), printed), raised_in_body(error), time.perf_counter() - started)
+        text = with_printed(str(error), printed)
+        origin = extra(unsupported_op_origin, None, text, jax_compat.kernel_body(eqn)) or raised_in_body(error)
+        return Verdict(False, text, origin, time.perf_counter() - started)
+
+
+# An op an architecture lacks, as MLIR names it -> the kernel-body primitives that make it (jax
+# 0.10's Mosaic GPU): MLIR's own location names the op the lowering emitted, which in a
+# pipeline is a line of the pipeline's scope, not the plgpu.wgmma of the body.
+OP_PRIMITIVES = {
+    "nvvm.wgmma": ("wgmma",),
+    "nvvm.tcgen05": ("tcgen05",),
+    "nvvm.cp.async.bulk": ("copy_gmem_to_smem", "copy_smem_to_gmem"),
+}
+
+
+def unsupported_op_origin(text: str, body) -> Origin | None:
+    """The user line of the first body equation that makes the op the architecture lacks."""
+    found = UNSUPPORTED_OP.search(text)
+    if found is None:
+        return None
+    names = next((names for prefix, names in OP_PRIMITIVES.items() if found[1].startswith(prefix)), ())
+    if not names:
+        return None
+    return first_origin(body, lambda eqn: any(name in eqn.primitive.name for name in names))
 
 
 def call_facts(eqn) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .. import render
+from ..budget import culprit_indices
 from ..correlate import (
     Anchor,
     Sources,
@@ -555,22 +556,9 @@ def lower_bound(call: CapturedCall, target: Chip, anchor: Anchor, example: Examp
     ]
 
 
-SMALL_SHARE = 0.05  # of the kernel's total: a part below it is a culprit only if the gap needs it
-
-
 def culprits(parts: list[Part], over: int | None, used: int | None) -> set[int]:
-    """The parts that make the overflow: every part of at least SMALL_SHARE of
-    the total, and a smaller one only when the larger parts could not close the
-    gap without it. A 1.0K bias window beside two 64M windows is not one; it
-    stays related information of the kernel's total. A part of unknown size is
-    always one, and so is every part when the gap is unknown or larger than all
-    the parts together."""
-    known = [p.facts.get("size") for p in parts]
-    sizes: list[int] = [size for size in known if size is not None]
-    if not over or over <= 0 or len(sizes) < len(known) or sum(sizes) < over:
-        return set(range(len(parts)))
-    small = SMALL_SHARE * (used or sum(sizes))
-    return {i for i, size in enumerate(sizes) if size >= small or sum(s for s in sizes if s > size) < over}
+    """The parts that make the overflow (budget.culprit_indices over their sizes)."""
+    return culprit_indices([p.facts.get("size") for p in parts], over, used)
 
 
 def link(k: KernelFindings, example: Example, call: int, target: Chip) -> list[Diagnostic]:

@@ -20,6 +20,10 @@ from .body import large_values
 from .chips import chip
 
 
+def install() -> None:
+    """Nothing of its own: pallas' BlockSpec, memory refs and run_scoped are stamped by the core."""
+
+
 def devices(target: str) -> tuple:
     """Every device of the chip's deviceless topology (a host's chips, as jax.devices() lists them)."""
     return tuple(topologies.get_topology_desc(platform="tpu", topology_name=chip(target).topology).devices)
