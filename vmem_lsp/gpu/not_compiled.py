@@ -80,17 +80,10 @@ def shape_text(op) -> str:
     return ",".join(str(d) for d in op.block_shape or ())
 
 
-def needs(j: Judged, target: Gpu, over: bool) -> str:
-    return render.needs(
-        j.total,
-        j.limit,
-        target.label,
-        scoped=False,
-        space="shared memory",
-        approx=True,
-        over=j.total - j.limit if over else None,
-        note=render.NOT_COMPILED if over else None,
-    ) + ("" if over else f" ({render.NOT_COMPILED})")
+def under_clause(j: Judged, target: Gpu) -> str:
+    """The budget sentence of a kernel the model puts under the limit, marked as its estimate."""
+    need = render.needs(j.total, j.limit, target.label, scoped=False, space="shared memory", approx=True)
+    return f"{need} ({render.NOT_COMPILED})"
 
 
 def facts(j: Judged, target: Gpu, call: CapturedCall, example: Example) -> dict:
@@ -209,7 +202,7 @@ def unsure(call, j: Judged, target: Gpu, anchor: Anchor, example, number) -> Dia
     head = f"kernel {kernel_label(call)} is not sized: {j.doubt}, so its figure is only a lower bound"
     if not j.lower_bound:
         head = f"kernel {kernel_label(call)} may not fit: {j.doubt}"
-    wording = Wording(head, "; ", needs(j, target, over=False))
+    wording = Wording(head, "; ", under_clause(j, target))
     return Diagnostic(
         anchor.path,
         anchor.span,
