@@ -174,13 +174,17 @@ def test_the_tuner_api_without_the_plugin_never_says_fits(plugin_free, tmp_path)
 async def test_the_language_server_shows_vmem012_as_an_error(plugin_free, tmp_path):
     work = project(tmp_path / "p", EXAMPLES / "copy_whole.py")
     async with running_server(work, options={"python": str(plugin_free)}) as client:
+        statuses: list = []
+        client.feature("vmemLsp/status")(lambda params: statuses.append(params))
         editor = Editor(client, work / "copy_whole.py")
         editor.open()
         [found] = await wait_for(
             lambda: [d for d in compiler_tier(editor.diagnostics()) if d.code == "VMEM012"], what="VMEM012"
         )
+        [status] = await wait_for(lambda: [s for s in statuses if s.state == "no_compiler"], what="the status")
     assert found.severity == types.DiagnosticSeverity.Error
     assert INSTALL in found.message and "NVIDIA H100" in found.message
+    assert INSTALL in status.message  # the status item says it too, not "compiled 1 pair"
 
 
 # ---- --no-compile: the shared-memory model's verdict -------------------------------------------
