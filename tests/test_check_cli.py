@@ -366,6 +366,10 @@ def test_without_libtpu_the_check_falls_back_to_the_model(tmp_path):
     assert all(d["origin"] == "model" for d in report["diagnostics"]), [
         (d["code"], d["origin"], d["message"]) for d in report["diagnostics"]
     ]
+    # Nothing compiled, and the run says so: not "1 compiled" (issue 41, item 2), and why, once.
+    assert "(0 compiled, 1 traced for the model alone (no compiler here)," in report["summary"], report["summary"]
+    assert done.stderr.count("no TPU compiler for v6e: libtpu is not available here") == 1, done.stderr
+    assert "the model's estimates instead, nothing compiled" in done.stderr
 
 
 def test_github_annotations(cache_dir, examples_check):

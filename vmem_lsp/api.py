@@ -43,7 +43,9 @@ WORKER_ENV = "VMEM_LSP_IN_WORKER"
 class Verdict:
     """What fits() says of one call on one chip."""
 
-    fits: bool | None  # None: it did not compile for another reason (see `error`)
+    # None: not decided: it did not compile for another reason, no compiler for the target is
+    # here, or the model alone cannot say (see `error`)
+    fits: bool | None
     used: int | None  # bytes of VMEM: the compiler's for an overflow, else the layout model's
     limit: int | None
     parts: tuple[tuple[str, int], ...]  # (what, bytes): windows, scratch, compiler-internal
@@ -180,8 +182,10 @@ ENGINE = Engine()
 def fits(
     fn: Callable[..., object], *args: object, target: str = "v6e", compile: bool = True, **kwargs: object
 ) -> Verdict:
-    """Whether `fn(*args, **kwargs)` fits in VMEM on `target`: with `compile`,
-    the TPU compiler's verdict; without, the layout model's on a trace (no compile)."""
+    """Whether `fn(*args, **kwargs)` fits in VMEM on `target` (a GPU's: in its shared memory):
+    with `compile`, the target's compiler's verdict (None, with the reason in `error`, when
+    there is no compiler for it here); without, the family's model's on a trace (no compile),
+    None ("undecided") where the model cannot be sure that it fits."""
     from .config import parse_targets
     from .families import family_of
     from .sweep.decide import Config, compiled_verdict
@@ -223,7 +227,13 @@ def model_verdict(result: ExampleResult, target: str) -> Verdict:
     found = [family.model_budget(c, target) for c in result.calls]
     parts = tuple((p.label, p.bytes) for b in found for p in b.parts)
     worst = tightest(found)
-    return Verdict(worst.total <= worst.limit, worst.total, worst.limit, parts, "model", target)
+    fits = worst.total <= worst.limit
+    # Under the limit by a figure the model is not sure of (a GPU kernel's op it has no rule for):
+    # undecided, never a fit that was not checked.
+    doubt = next((d for c in result.calls if (d := family.model_doubt(c, target))), None) if fits else None
+    if doubt is not None:
+        return Verdict(None, worst.total, worst.limit, parts, "undecided", target, doubt)
+    return Verdict(fits, worst.total, worst.limit, parts, "model", target)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ CODES = {
     "VMEM007": "A kernel that fits: its grid, blocks and buffering and the VMEM they need, as checked (information)",
     "VMEM010": "An example that cannot be checked (does not parse, raises, hangs, crashes the worker)",
     "VMEM011": "A compiler error that is not a VMEM report, shown whole",
-    "VMEM012": "No TPU compiler available for a target",
+    "VMEM012": "No compiler for a target here: the example was not checked (an error)",
     "VMEM014": "A pallas_call traced with interpret=True: it runs on the CPU, its TPU path was not checked",
     "VMEM015": "A pallas_call whose compiler params are another platform's (Triton on a TPU chip): not compiled there",
     "VMEM050": "A block staged in GPU shared memory, in a kernel that needs more than the GPU has: on its BlockSpec",

@@ -46,6 +46,7 @@ class CheckOutcome:
     examples: int = 0
     results: list = field(default_factory=list)  # (example, target, ExampleResult)
     compiles: int = 0  # example x target pairs the worker compiled (at least one kernel)
+    traced: int = 0  # pairs traced for the model alone although compiles were asked: no compiler here
     reused: int = 0  # pairs it answered from kernels it had compiled before in this run (a --fix recheck)
     cache_hits: int = 0
     failed: int = 0  # pairs the worker answered with an error (not cached): neither compiled nor traced
@@ -192,11 +193,21 @@ def run_example(
         before_compile()
     result = worker.check(request, settings.limits())
     if result.error_kind == "no_compiler" and request.compile and family_of(target).model_without_compiler:
-        # No libtpu here (macOS): the layout model's verdict, marked as such, beats none. A family
-        # without such a model (a GPU's) keeps the error: nothing was checked, and it says so.
-        result = worker.check(dataclasses.replace(request, compile=False), settings.limits())
+        # No libtpu here (macOS): the layout model's verdict, marked as such, beats none; why is
+        # said once (as what the worker lacks), and its kernels say "not compiled". A family
+        # without such a model (a GPU's) keeps the error: nothing was checked, VMEM012 says so.
+        traced = worker.check(dataclasses.replace(request, compile=False), settings.limits())
+        said = f"{result.error}: the model's estimates instead, nothing compiled"
+        result = dataclasses.replace(traced, losses=(*traced.losses, said))
     cache.put(request, result)
     return result, False
+
+
+def model_judged(call) -> bool:
+    """A kernel its target's compiler did not see, though it was for that target: traced for
+    the model alone (--no-compile, or no compiler here). Not one for another platform (VMEM015)
+    nor one traced with interpret=True (VMEM014): those are said as such."""
+    return not call.compiled and not call.other_platform and not call.interpret
 
 
 def cached_runner(cache: ResultCache, worker: Runner, limits: PhaseLimits) -> Callable[[CheckRequest], ExampleResult]:
@@ -288,9 +299,12 @@ def check(
         outcome.cache_hits += cached
         reused = not cached and result.calls and all(c.reused for c in result.calls)
         outcome.reused += bool(reused)
-        # A pair whose example raised (or whose capture failed) compiled nothing: it is not counted as compiled.
+        # A pair whose example raised (or whose capture failed) compiled nothing: it is not counted as
+        # compiled; nor is one traced for the model alone where compiles were asked (no compiler here).
         ran = bool(result.calls) and not result.error
-        outcome.compiles += not (cached or reused) and ran
+        model_only = ran and settings.compile and any(model_judged(c) for c in result.calls)
+        outcome.traced += not cached and model_only
+        outcome.compiles += not (cached or reused or model_only) and ran
         outcome.failed += not cached and not ran
         outcome.results.append((example, target, result))
     # Where an example of a file could not run (it raised, the worker was refused), VMEM010 says

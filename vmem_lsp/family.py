@@ -200,6 +200,13 @@ class Family(ABC):
         """The family's model of a traced call on `target` (no compiler): for the tuner API and sweep.
         `version`: the compiler's whose figures apply (libtpu's), None for the default."""
 
+    def model_doubt(self, call: CapturedCall, target: str) -> str | None:
+        """Why the family's model may not call a traced (not compiled) `call` a fit on `target`
+        though its figure is under the limit (a part of the body it cannot size, its measured
+        error near the limit), in words; None when its fit may be said. A model-only verdict
+        with a doubt is undecided, never "fits" (the tuner API's fits(compile=False))."""
+        return None
+
     # ---- fixes ----------------------------------------------------------------------------
     def fixes(self, problem: Problem) -> list[Fix]:
         """Every fix for one failing example on this family's targets, best first: by default

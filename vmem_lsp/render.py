@@ -356,11 +356,14 @@ def example_total(kernel: str, where: str, clause: str) -> Wording:
     return Wording(f"{kernel} ({where}) does not fit", ": ", clause)
 
 
-def fits(kernel: str, grid: tuple[int, ...], blocks: list[tuple[str, str, int | None]], clause: str) -> Wording:
+def fits(
+    kernel: str, grid: tuple[int, ...], blocks: list[tuple[str, str, int | None]], clause: str, by: str = ""
+) -> Wording:
     """VMEM007: what was checked when a kernel fits, so a config that never
     runs (a CPU branch) is seen: its grid, its windows with their buffering
     (said once when they share it) and its other buffers, then the budget.
-    `blocks` are (kind, label, buffers) of the layout model's costs."""
+    `blocks` are (kind, label, buffers) of the layout model's costs; `by`, who
+    says it fits when no compiler did (" by the layout model")."""
     windows = [(label, buffers) for kind, label, buffers in blocks if buffers is not None]
     others = [label for kind, label, buffers in blocks if buffers is None]
     shared = {buffers for _, buffers in windows}
@@ -369,7 +372,7 @@ def fits(kernel: str, grid: tuple[int, ...], blocks: list[tuple[str, str, int | 
     parts = [f"{listed}{buffering_suffix(one)}"] if windows else []
     parts += [", ".join(others)] if others else []
     grid_text = f"grid ({', '.join(map(str, grid))}{',' * (len(grid) == 1)})" if grid else "no grid"
-    return Wording(f"pallas_call {kernel} fits ({'; '.join([grid_text, *parts])})", ": ", clause)
+    return Wording(f"pallas_call {kernel} fits{by} ({'; '.join([grid_text, *parts])})", ": ", clause)
 
 
 def fit_label(kind: str, index: int | None, dtype: str, dims) -> str:
@@ -385,10 +388,10 @@ def fit_clause(used: int, limit: int, chip: str, *, scoped: bool, limit_from: st
     return f"{tilde}{size(used)} of {size(limit)} {'scoped ' if scoped else ''}VMEM{where} on {chip}"
 
 
-def interpret_mode(kernel: str) -> str:
-    """VMEM014: a kernel traced with interpret=True runs on the CPU; nothing was compiled for a TPU."""
+def interpret_mode(kernel: str, noun: str = "TPU") -> str:
+    """VMEM014: a kernel traced with interpret=True runs on the CPU; nothing was compiled for a TPU (a GPU)."""
     return (
-        f"pallas_call {kernel} is traced with interpret=True: it runs on the CPU, so its TPU path was not "
+        f"pallas_call {kernel} is traced with interpret=True: it runs on the CPU, so its {noun} path was not "
         f"checked (the example takes a CPU or test branch)"
     )
 

@@ -1,6 +1,12 @@
 """What every family says alike of what it did not check: an example that could not run
 (VMEM010; VMEM012 when there is no compiler for the target), a kernel whose compiler params
 are another platform's (VMEM015: not compiled for this target, and not counted as fitting).
+
+An example that was not checked is never a pass: VMEM010 and VMEM012 are errors (a check exits
+1). A family with a model of its own says something without its compiler (Family.
+model_without_compiler: the engine traces the example again and the model judges it); one
+without has no verdict, and VMEM012 says what to install. Only an example that reaches no
+pallas_call is a warning: there is nothing in it to check.
 """
 
 from __future__ import annotations
@@ -36,8 +42,9 @@ def other_platform(
 
 
 def error_diagnostic(example: Example, result: ExampleResult, error: str, label: str | None) -> Diagnostic:
-    """VMEM010 (raised, hung, crashed, out of memory), VMEM012 (no compiler): the example was not checked."""
-    soft = result.error_kind in ("no_compiler", "no_kernel")
+    """VMEM010 (raised, hung, crashed, out of memory), VMEM012 (no compiler): the example was not
+    checked, an error; an example that reaches no kernel is a warning."""
+    soft = result.error_kind == "no_kernel"
     code = "VMEM012" if result.error_kind == "no_compiler" else "VMEM010"
     origin = result.error_origin
     related = (Related(origin.file, line_span(origin.line), "raised here"),) if origin is not None else ()

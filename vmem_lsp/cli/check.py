@@ -326,6 +326,7 @@ def run_across(args, settings) -> int:
         outcomes[0],
         diagnostics=across(runs),
         compiles=sum(o.compiles for o in outcomes),
+        traced=sum(o.traced for o in outcomes),
         reused=sum(o.reused for o in outcomes),
         cache_hits=sum(o.cache_hits for o in outcomes),
         seconds=time.perf_counter() - started,
@@ -366,6 +367,7 @@ def summary_line(args, outcome, settings) -> str:
         tally(outcome.diagnostics) + f" in {outcome.examples} example"
         f"{'s' * (outcome.examples != 1)} on {', '.join(settings.targets)} "
         f"({outcome.compiles} {'compiled' if settings.compile else 'traced (layout model only)'}, "
+        + (f"{outcome.traced} traced for the model alone (no compiler here), " if outcome.traced else "")
         + (f"{outcome.reused} already compiled by this run, " if outcome.reused else "")
         + (f"{outcome.failed} not checked, " if outcome.failed else "")
         + f"{outcome.cache_hits} cached, {outcome.seconds:.1f} s)"

@@ -148,6 +148,9 @@ def run(args) -> int:
         if budget is not None:
             budget = max(budget - outcome.compiles, 0)
         rendered.append(FORMATS[args.format](outcome))
+        for chip, why in outcome.no_compiler.items():  # its configs were not checked: never a pass
+            print(f"vmem-lsp sweep: {chip}: not checked: {why}", file=sys.stderr)
+            code = EXIT_FOUND if code == EXIT_OK else code
         if args.plot:
             stem, suffix = os.path.splitext(args.plot)
             target = args.plot if len(sweeps) == 1 else f"{stem}-{len(rendered)}{suffix}"

@@ -74,13 +74,14 @@ def allocation_culprits(call: CapturedCall, requested: int, available: int) -> l
 
 def from_gpu_compile(call: CapturedCall, report: GpuReport | None, target_name: str) -> Budget:
     """What a GPU compile established: the compiler's request when it refused
-    the kernel over shared memory, else the model's total of the staged blocks."""
+    the kernel over shared memory, else the model's total of the staged blocks. A call
+    traced, not compiled, fits as the model says (its `fits` says nothing)."""
     limit = gpu(target_name).shared_memory_limit
     parts = parts_of(call, call.backend, target_name)
     if report is not None and report.form == "shared_memory" and report.requested:
         return shared_budget(target_name, parts, report.requested, report.available or limit, "compiler", False)
     model = estimated_shared_memory(call, call.backend, target_name)
-    return shared_budget(target_name, parts, model, limit, "model", call.fits)
+    return shared_budget(target_name, parts, model, limit, "model", call.fits if call.compiled else model <= limit)
 
 
 def scale_of(call: CapturedCall, report: GpuReport | None, target_name: str) -> float:

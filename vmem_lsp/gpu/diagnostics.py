@@ -24,8 +24,9 @@ from ..diagnostics import Diagnostic, Related, Subject
 from ..render import Wording
 from ..results import CapturedCall, ExampleResult
 from ..source.directives import Example
+from . import not_compiled
 from .budget import allocation_culprits, block_label, culprits
-from .layout import block_bytes, estimated_shared_memory, peak_allocations, scoped_bytes
+from .layout import allocation_label, block_bytes, estimated_shared_memory, peak_allocations, scoped_bytes
 from .report import GpuReport, parse_gpu_report
 from .spills import spill_diagnostics
 from .targets import Gpu, gpu
@@ -36,12 +37,22 @@ def diagnostics(example: Example, result: ExampleResult, sites: Sources) -> list
     target = gpu(result.target)
     found: list[Diagnostic] = []
     failing = []
+    estimated_over = []  # (anchor, the model's figures) of kernels traced, not compiled, over the limit
     for number, call in enumerate(result.calls):
         site = kernel_site(call, sites.sites_of)
         anchor = call_anchor(call, site, Anchor(example.path, example.span))
         if call.other_platform:  # said by the core, as for every family (unchecked.other_platform)
             continue
-        if not call.compiled or call.fits:
+        if call.interpret:  # run on the CPU: nothing was compiled for the GPU
+            found.append(not_compiled.interpreted(call, target, anchor, example, number))
+            continue
+        if not call.compiled:  # --no-compile: the shared-memory model's verdict, never "compiles"
+            said, judged = not_compiled.judged(call, target, site, sites, anchor, example, number)
+            found.extend(said)
+            if judged.over:
+                estimated_over.append((anchor, judged))
+            continue
+        if call.fits:
             found.append(fitting(call, target, anchor, example, number))
             continue
         report = parse_gpu_report(call.compiler_text or "")
@@ -52,6 +63,8 @@ def diagnostics(example: Example, result: ExampleResult, sites: Sources) -> list
             found.append(rejected(call, report, target, sites, anchor, example, number))
     if failing:
         found.append(example_verdict(example, failing, target))
+    if estimated_over:
+        found.append(not_compiled.example_verdict(example, estimated_over, target))
     found.extend(spill_diagnostics(example, result, sites))  # VMEM054, when check --spills asked ptxas
     return found
 
@@ -103,13 +116,8 @@ def shared_memory(call, report: GpuReport, target: Gpu, site, sites: Sources, an
     ]
     for entry in allocation_culprits(call, report.requested, report.available):
         where = call_anchor_at(entry.origin, sites.text) if entry.origin is not None else anchor
-        if entry.window is not None and len(entry.shape) > 1:  # emit_pipeline's (steps, *block)
-            block = ",".join(str(d) for d in entry.shape[1:])
-            what = f"pipeline buffers {entry.shape[0]} x {entry.dtype}[{block}]"
-        else:
-            what = f"shared memory {entry.dtype}[{','.join(str(d) for d in entry.shape)}]"
         head = (
-            f"{what} = {render.size(scoped_bytes(entry))}; kernel {kernel_label(call)} needs "
+            f"{allocation_label(entry)} = {render.size(scoped_bytes(entry))}; kernel {kernel_label(call)} needs "
             f"{render.size(report.requested)}"
         )
         wording = Wording(head, " of shared memory, ", clause)
@@ -277,7 +285,8 @@ def example_verdict(example: Example, failing: list, target: Gpu) -> Diagnostic:
 
 
 def fitting(call: CapturedCall, target: Gpu, anchor: Anchor, example: Example, number: int) -> Diagnostic:
-    """VMEM007: the kernel compiled for the GPU, with what was checked."""
+    """VMEM007: the kernel compiled for the GPU, with what was checked (only a compiled one:
+    a kernel traced alone is the model's to judge, not_compiled.py)."""
     blocks = ", ".join(
         f"{'input' if op.role == 'in' else 'output'} {op.index} {op.dtype}[{','.join(map(str, op.block_shape or ()))}]"
         for op in call.operands

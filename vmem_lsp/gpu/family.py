@@ -89,6 +89,11 @@ class GpuFamily(Family):
 
         return budget.from_gpu_compile(call, None, target)
 
+    def model_doubt(self, call, target):
+        from . import not_compiled
+
+        return not_compiled.doubt(call, targets.gpu(target))
+
     def fixes(self, problem):
         from . import fixes
 

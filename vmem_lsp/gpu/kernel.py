@@ -15,7 +15,7 @@ import math
 from ..compile import jax_compat
 from ..dtypes import COMPILER_DTYPES
 from .compile import lowers_with_mosaic_gpu
-from .layout import GpuDot, GpuKernel
+from .layout import REDUCTIONS, GpuDot, GpuKernel
 
 # jax's defaults when a kernel's params leave them out (jax 0.10.2): Triton's num_stages
 # on CUDA and num_warps (pallas/triton/pallas_call_registration.py), Mosaic GPU's
@@ -23,7 +23,6 @@ from .layout import GpuDot, GpuKernel
 TRITON_STAGES, TRITON_WARPS = 3, 4
 MOSAIC_STEPS, MOSAIC_REDUCTION_SCRATCH = 1, 128 * 4 * 4
 
-REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin")
 LOOPS = ("scan", "while")
 READS = ("get", "masked_load")  # a ref read: x_ref[...], pltriton.load
 # What keeps its operand's source on the way to a dot: a cast, and the views of a tile that
@@ -69,6 +68,7 @@ def gpu_kernel_of(eqn) -> GpuKernel:
     reduced = [0]
     loops = [0]  # the body's top-level loops so far
     clock = [0]  # the equations walked so far: where a read or a dot is in the body
+    seen: set[str] = set()  # every primitive of the body: the model knows what some cost (layout.unsized)
 
     def source(var) -> tuple[str, int | None, bool, int]:
         found = held.get(id(var)) if not isinstance(var, jax_compat.Literal) else None
@@ -80,6 +80,7 @@ def gpu_kernel_of(eqn) -> GpuKernel:
             name = e.primitive.name
             if loop and any(not isinstance(v, jax_compat.Literal) and id(v) in loaded for v in e.invars):
                 loaded.update(id(v) for v in e.outvars)
+            seen.add(name)
             if name in READS and id(e.invars[0]) in held and held[id(e.invars[0])][0] == "ref":
                 index = held[id(e.invars[0])][1]
                 whole = _shape(e.outvars[0].aval) == _shape(e.invars[0].aval)
@@ -152,10 +153,12 @@ def gpu_kernel_of(eqn) -> GpuKernel:
             reduction_scratch=int(_param(params, "mosaic_gpu", "reduction_scratch_bytes") or MOSAIC_REDUCTION_SCRATCH),
             reduced=reduced[0],
             dots=tuple(dots),
+            primitives=tuple(sorted(seen)),
         )
     return GpuKernel(
         stages=int(_param(params, "triton", "num_stages") or TRITON_STAGES),
         warps=int(_param(params, "triton", "num_warps") or TRITON_WARPS),
         reduced=reduced[0],
         dots=tuple(dots),
+        primitives=tuple(sorted(seen)),
     )

@@ -53,6 +53,9 @@ class GpuKernel:
     reduced: int = 0  # the most elements a reduction of the body keeps (a row sum of (64, 256): 64)
     dots: tuple[GpuDot, ...] = ()
     mesh: bool = False  # a plgpu.kernel: what it stages is its body's run_scoped shared memory
+    # Every primitive of the body, by name (None: not read, a kernel made by hand): what the
+    # model has no rule for makes its figure a lower bound (unsized).
+    primitives: tuple[str, ...] | None = None
 
 
 def decode_facts(data: dict | None) -> GpuKernel | None:
@@ -60,7 +63,15 @@ def decode_facts(data: dict | None) -> GpuKernel | None:
     if not data:
         return None
     dots = tuple(GpuDot(**{**g, "lhs": tuple(g["lhs"]), "rhs": tuple(g["rhs"])}) for g in data.get("dots", ()))
-    return GpuKernel(**{**data, "sequential": tuple(data.get("sequential", ())), "dots": dots})
+    primitives = data.get("primitives")
+    return GpuKernel(
+        **{
+            **data,
+            "sequential": tuple(data.get("sequential", ())),
+            "dots": dots,
+            "primitives": tuple(primitives) if primitives is not None else None,
+        }
+    )
 
 
 # The blocks each backend stages in shared memory, as captured: Triton loads a dot's
@@ -185,6 +196,14 @@ def scoped_bytes(entry: Scoped) -> int:
     if entry.dtype == "barrier":
         return MBARRIER_BYTES * math.prod(entry.shape or (1,))
     return _align(math.prod(entry.shape) * ITEM_BITS.get(entry.dtype, 32) // 8, MOSAIC_ALIGNMENT)
+
+
+def allocation_label(entry: Scoped) -> str:
+    """An allocation of a plgpu.kernel's body as a VMEM050 names it: "pipeline buffers 6 x
+    f16[192,64]" (emit_pipeline's (steps, *block)), "shared memory f32[128,128]"."""
+    if entry.window is not None and len(entry.shape) > 1:
+        return f"pipeline buffers {entry.shape[0]} x {entry.dtype}[{','.join(str(d) for d in entry.shape[1:])}]"
+    return f"shared memory {entry.dtype}[{','.join(str(d) for d in entry.shape)}]"
 
 
 def line_of(entry: Scoped) -> str:
@@ -449,3 +468,87 @@ def estimated_shared_memory(call: CapturedCall, backend: str | None, target: str
     input block, the model before this one.
     """
     return shared_memory_estimate(call, backend, target).total
+
+
+# ---- how sure the model is: unsized, most_requested ---------------------------------------------
+#
+# Without a compile (check --no-compile) the model is the verdict, so what it was not measured on
+# must not pass as a fit. Two things make its figure unsure:
+# - a body with an operation it has no rule for (a transpose, a reshape, a sort, Mosaic GPU's own
+#   copies and wgmma, a dot in a Mosaic GPU body), a batched or 8-bit dot, a body the worker did
+#   not read: what those take of shared memory is not counted, the figure is a lower bound;
+# - its measured error: Triton's request may be above the figure (never below it), by up to 75%
+#   of the request from 4 KiB, 50% from 32 KiB, 1 KiB under 4 KiB (bench/RESULTS.md). jax's own
+#   attention (jax.experimental.pallas.ops.gpu.attention.mha), whose key tiles are transposed
+#   before their dot, is 25% to 45% under.
+
+REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin")
+
+# What takes no shared memory of its own in either backend's lowering: elementwise math and
+# logic in registers, loads and stores of refs (global memory or the staged blocks counted
+# already), broadcasts, indices, and control flow (their bodies are read too).
+WITHOUT_SHARED_MEMORY = frozenset(
+    {
+        *("add", "sub", "mul", "div", "rem", "pow", "integer_pow", "max", "min", "neg", "sign", "abs"),
+        *("floor", "ceil", "round", "is_finite", "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic"),
+        *("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh"),
+        *("sqrt", "rsqrt", "cbrt", "square", "erf", "erfc", "erf_inv", "clamp", "nextafter", "copy", "copy_p"),
+        *("not", "and", "or", "xor", "shift_left", "shift_right_logical", "shift_right_arithmetic"),
+        *("population_count", "clz", "eq", "ne", "lt", "le", "gt", "ge", "select_n"),
+        *("convert_element_type", "bitcast_convert_type", "reduce_precision", "iota", "broadcast_in_dim"),
+        *("squeeze", "expand_dims", "program_id", "num_programs", "multiple_of", "max_contiguous"),
+        *("get", "swap", "masked_load", "masked_swap", "load", "store"),
+        *("scan", "while", "cond", "jit", "pjit", "closed_call", "remat", "checkpoint"),
+        *("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"),
+    }
+)
+
+# What each backend's model has a rule for, beside those: Triton's dots and reductions, Mosaic
+# GPU's reductions (its measured kernels have no dot).
+SIZED = {
+    "triton": WITHOUT_SHARED_MEMORY | {"dot_general", *REDUCTIONS},
+    "mosaic_gpu": WITHOUT_SHARED_MEMORY | set(REDUCTIONS),
+}
+BACKEND_NAMES = {"triton": "Triton", "mosaic_gpu": "Mosaic GPU"}
+
+# Triton's request against the model's figure, as measured: from LARGE bytes at most 1 / (1 - 0.50)
+# of it, from SMALL at most 1 / (1 - 0.75), below SMALL at most SMALL_SLACK more.
+TRITON_UNDER, TRITON_UNDER_LARGE, TRITON_LARGE = 0.75, 0.50, 32768
+TRITON_SMALL, TRITON_SMALL_SLACK = 4096, 1024
+
+
+def unsized(call: CapturedCall, backend: str | None) -> str | None:
+    """Why the model's figure of this kernel is only a lower bound (what of it the model has no
+    rule for, in words), or None when every part of it is of a kind it was measured on."""
+    backend = backend or call.backend or "triton"
+    kernel = call.family_facts
+    name = BACKEND_NAMES.get(backend, backend)
+    if kernel is not None and kernel.mesh:
+        return (
+            "the model counts only what a plgpu.kernel's body allocates (its plgpu.SMEM, its pipelines' "
+            "buffers), not what its own ops take"
+        )
+    if kernel is None or kernel.primitives is None:
+        return "the worker did not read the kernel body, so only its blocks are counted"
+    unknown = sorted(set(kernel.primitives) - SIZED.get(backend, WITHOUT_SHARED_MEMORY))
+    if unknown:
+        listed = ", ".join(unknown[:4]) + (f" and {len(unknown) - 4} more" if len(unknown) > 4 else "")
+        return f"the model has no rule for {listed} in a {name} kernel body"
+    for dot in kernel.dots:
+        if len(dot.lhs) != 2 or len(dot.rhs) != 2:
+            return f"the model was not measured on batched dots (a dot of {len(dot.lhs)}-d operands)"
+        if min(ITEM_BITS.get(dot.dtype, 32), ITEM_BITS.get(dot.rhs_dtype or dot.dtype, 32)) < 16:
+            return f"the model was not measured on 8-bit dots ({dot.dtype})"
+    return None
+
+
+def most_requested(call: CapturedCall, backend: str | None, estimate: int) -> int:
+    """The largest request the compiler may make of a kernel the model puts at `estimate`, by
+    the model's measured error: Mosaic GPU's is exact; Triton's may be above it (never below)."""
+    if (backend or call.backend or "triton") == "mosaic_gpu":
+        return estimate
+    return max(
+        math.ceil(estimate / (1 - TRITON_UNDER_LARGE)),
+        min(math.ceil(estimate / (1 - TRITON_UNDER)), TRITON_LARGE - 1),
+        min(estimate + TRITON_SMALL_SLACK, TRITON_SMALL - 1),
+    )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..compile.backend import BackendError, LaneRunner, ResultCache, SaveRunners, cache_for
 from ..config import Settings
-from ..engine import run_example
+from ..engine import model_judged, run_example
 from ..results import ExampleResult
 from ..source.directives import Example
 
@@ -211,11 +211,12 @@ class CompileService:
                     targets=targets,
                 )
             )
-        if any(not c.compiled for _, r in results for c in r.calls):
+        missing = [r.error for _, r in results if r.error_kind == "no_compiler" and r.error]
+        if missing:  # not checked (VMEM012, an error): what to install, in a window
+            self._emit(CompileEvent("no_compiler", missing[0], total, total, targets))
+        elif any(model_judged(c) for _, r in results for c in r.calls):  # a family's model instead (no libtpu)
             self._emit(
-                CompileEvent(
-                    "no_compiler", "no TPU compiler here (libtpu is Linux-only): estimates only", total, total, targets
-                )
+                CompileEvent("no_compiler", "no compiler here: the model's estimates only", total, total, targets)
             )
         else:
             self._emit(CompileEvent("ready", f"compiled {total} example x target pair(s)", total, total, targets))

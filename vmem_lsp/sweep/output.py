@@ -53,7 +53,8 @@ def summary(outcome: SweepOutcome[S]) -> str:
         )
     missing = "".join(f"\nno estimate on {chip}: {why}" for chip, why in outcome.no_estimates.items())
     doubtful = "".join(f"\nestimates on {chip}: {why}" for chip, why in outcome.caveats.items())
-    return line + broken + missing + doubtful
+    unchecked = "".join(f"\nnot checked on {chip}: {why}" for chip, why in outcome.no_compiler.items())
+    return line + broken + missing + doubtful + unchecked
 
 
 def text(outcome: SweepOutcome[S]) -> str:
@@ -107,6 +108,7 @@ def json_text(outcome: SweepOutcome[S]) -> str:
                 "estimates": outcome.estimates,
                 "no_estimates": outcome.no_estimates,
                 "estimate_caveats": outcome.caveats,
+                "no_compiler": outcome.no_compiler,
             },
             indent=2,
         )

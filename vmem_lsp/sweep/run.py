@@ -39,6 +39,9 @@ class SweepOutcome(Generic[S]):
     estimates: int = 0  # configs x chips the compiler estimated for --rank speed (a cached answer counts)
     no_estimates: dict = field(default_factory=dict)  # chip -> why its configs have no estimate, said once
     caveats: dict = field(default_factory=dict)  # chip -> why its estimates may not rank as a run would, once
+    # chip -> why no compiler for it is here (VMEM012's words), said once: its configs the model did
+    # not decide were not checked, never guessed (a sweep with one exits 1)
+    no_compiler: dict = field(default_factory=dict)
 
     @property
     def configs_total(self) -> int:
@@ -117,8 +120,12 @@ def run_sweep(
                 else:
                     size_up(item, family_of(item.target))
 
+        unchecked: list[tuple[str, str]] = []  # (chip, why) of each compile that found no compiler
+
         def compile_one(item: Config) -> ExampleResult:
             result = run(request_for(sweep.example_for(item.config), item.target, settings))
+            if result.error_kind == "no_compiler":
+                unchecked.append((item.target, result.error or "no compiler here"))
             progress.advance(f"compiled {item.target}")
             return result
 
@@ -137,9 +144,11 @@ def run_sweep(
         verdicts = in_parallel(Plan.run, plans)  # one worker (no pool) takes one request at a time
         for target, plan, decided in zip(settings.targets, plans, verdicts):
             outcome.verdicts += decided
-            outcome.compiles += plan.compiles
+            outcome.compiles += plan.compiles - sum(chip == target for chip, _ in unchecked)
             if plan.broken:
                 outcome.broken[target] = plan.broken[0]
+        for chip, why in unchecked:
+            outcome.no_compiler.setdefault(chip, why)
         if rank:
             outcome.verdicts = rank_speed(
                 outcome,
