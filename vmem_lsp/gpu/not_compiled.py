@@ -21,7 +21,7 @@ from ..diagnostics import Diagnostic, Related, Subject
 from ..render import Wording
 from ..results import CapturedCall
 from ..source.directives import Example
-from .budget import allocation_culprits, culprits
+from .budget import allocation_culprits, block_label, culprits
 from .layout import (
     BACKEND_NAMES,
     allocation_label,
@@ -148,13 +148,9 @@ def overflow(call, j: Judged, target: Gpu, site, sites: Sources, anchor: Anchor,
             whole,
         )
     ]
-    for op in culprits(call, j.backend, j.limit):
+    for op, size, how in culprits(call, j.backend, j.limit, 1.0, target.name):
         where = spec_anchor(op, site, sites.sites_of, anchor)
-        role = "input" if op.role == "in" else "output"
-        head = (
-            f"{role} {op.index} block {op.dtype}[{shape_text(op)}] = {render.size(block_bytes(op))}, staged in shared "
-            f"memory; kernel needs ~{render.size(j.total)}"
-        )
+        head = f"{block_label(op, how)} = {render.size(size)}, staged in shared memory; kernel needs ~{render.size(j.total)}"
         wording = Wording(head, " of shared memory, ", clause)
         found.append(
             Diagnostic(
@@ -166,7 +162,7 @@ def overflow(call, j: Judged, target: Gpu, site, sites: Sources, anchor: Anchor,
                 target.name,
                 "model",
                 (kernel,),
-                {**base, "role": op.role, "index": op.index, "block_bytes": block_bytes(op)},
+                {**base, "role": op.role, "index": op.index, "block_bytes": block_bytes(op), "staged_bytes": size},
                 Subject(example.key, number, f"{op.role} {op.index}"),
                 wording,
             )
