@@ -37,7 +37,6 @@ from support.tiers import COMPILER, starts
 
 from vmem_lsp.compile.client import CheckRequest
 from vmem_lsp.gpu.report import parse_gpu_report
-from vmem_lsp.gpu.targets import gpu
 from vmem_lsp.source.directives import find_examples
 
 OPS = KERNELS / "jax_gpu_ops.py"
@@ -157,8 +156,8 @@ if __name__ == "__main__":
 def test_the_tuner_api_without_the_plugin_never_says_fits(plugin_free, tmp_path):
     """fits() asks the compiler: there is none, so undecided with why. fits(compile=False) of jax's
     attention, which the compiler refuses (262144 bytes of the H100's 232448, compiled in
-    test_no_compile_calls_no_kernel_the_compiler_finds_over_its_shared_memory_a_fit) though the model puts it under:
-    undecided too, never True."""
+    test_no_compile_calls_no_kernel_the_compiler_finds_over_its_shared_memory_a_fit): the model,
+    which follows its k tile through the transpose (gpu/kernel.py), says it does not fit; never True."""
     work = project(tmp_path / "p", GPU_KERNELS, OPS)
     (work / "tune.py").write_text(TUNER)
     done = run_in(plugin_free, "tune.py", cwd=work)
@@ -166,8 +165,7 @@ def test_the_tuner_api_without_the_plugin_never_says_fits(plugin_free, tmp_path)
     said = json.loads(done.stdout.strip().splitlines()[-1])
     assert said["compiled"]["fits"] is None and said["compiled"]["decided_by"] == "error"
     assert INSTALL in said["compiled"]["error"]
-    assert said["traced"]["fits"] is None and said["traced"]["decided_by"] == "undecided"
-    assert "transpose" in said["traced"]["error"]
+    assert said["traced"]["fits"] is False and said["traced"]["decided_by"] == "model"
 
 
 @pytest.mark.asyncio
@@ -248,18 +246,17 @@ def test_no_compile_calls_no_kernel_the_compiler_finds_over_its_shared_memory_a_
         assert not [d for d in said.get(pair, []) if d["severity"] == "error"], (pair, said[pair])
 
 
-def test_an_attention_the_compiler_refuses_that_the_model_puts_under_the_limit_is_a_lower_bound(
+def test_an_attention_the_compiler_refuses_is_an_overflow_by_the_model_with_the_compilers_figure(
     compiler_says, no_compile
 ):
-    """jax's mha transposes its key tiles before the dot: the model has no rule for it and puts
-    f32 attention with 128-row blocks at 192 KiB, under the H100's 227 KiB; the compiler asks 256 KiB."""
+    """jax's mha transposes its key tiles before the dot; the model follows the tile through it
+    (it once had no rule for it and put this at 192 KiB, a lower bound): 256 KiB, the compiler's
+    own request, over the H100's 227 KiB, an error by the model."""
     example = "attention(f32[1, 2048, 2, 128], f32[1, 2048, 2, 128], f32[1, 2048, 2, 128], block_q=128, block_k=128)"
     assert compiler_says[(example, "h100")] == "shared_memory"
-    [warning] = [d for d in covered(no_compile[1])[(example, "h100")] if d["code"] == "VMEM006"]
-    h100 = warning["facts"]["targets"]["h100"] if "targets" in warning["facts"] else warning["facts"]
-    assert h100["used"] < h100["limit"] == gpu("h100").shared_memory_limit and h100["lower_bound"] is True
-    assert warning["severity"] == "warning" and warning["origin"] == "model"
-    assert "has no rule for transpose" in warning["message"] and "only a lower bound" in warning["message"]
+    [total] = [d for d in covered(no_compile[1])[(example, "h100")] if d["code"] == "VMEM051"]
+    assert total["severity"] == "error" and total["origin"] == "model"
+    assert "needs ~256.0K of shared memory" in total["message"], total["message"]
 
 
 def test_an_overflow_the_model_sees_is_an_error_marked_as_its_estimate(no_compile):
