@@ -69,11 +69,12 @@ def triton_matmul(block: int, dtype: str = "float32") -> Callable:
 
 
 def mosaic_copy(block: int) -> Callable:
-    """A Mosaic GPU copy (pallas_call with no compiler params: jax's default GPU
-    backend from 0.10): its blocks are staged in shared memory, in and out."""
+    """A Mosaic GPU copy (its compiler params say so: jax 0.10's default GPU backend, not
+    0.12's): its blocks are staged in shared memory, in and out."""
     import jax
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
+    from jax.experimental.pallas import mosaic_gpu as plgpu
 
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...] + 1.0
@@ -86,6 +87,7 @@ def mosaic_copy(block: int) -> Callable:
             grid=(n // block,),
             in_specs=[pl.BlockSpec((block, m), lambda i: (i, 0))],
             out_specs=pl.BlockSpec((block, m), lambda i: (i, 0)),
+            compiler_params=plgpu.CompilerParams(),
         )(x)
 
     return f
@@ -106,6 +108,21 @@ def fp8_dot() -> Callable:
             out_shape=jax.ShapeDtypeStruct((64, 64), jnp.float32),
             compiler_params=plt.CompilerParams(num_warps=4, num_stages=1),
         )(x, y)
+
+    return f
+
+
+def blackwell_matmul() -> Callable:
+    """jax's own Blackwell matmul (plgpu.kernel, tcgen05 MMAs), as its test calls it: on the
+    H100 jax 0.10's Mosaic GPU says its op is not supported on sm_90a; jax 0.12's ends the
+    process in LLVM's instruction selection."""
+    from jax.experimental.pallas.ops.gpu import blackwell_matmul_mgpu
+
+    def f(a, b):
+        config = blackwell_matmul_mgpu.TuningConfig(
+            tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2, collective=False
+        )
+        return blackwell_matmul_mgpu.matmul_kernel(a, b, config)
 
     return f
 
@@ -181,6 +198,13 @@ CASES = {
             (((64, 64), "float8_e4m3fn"),) * 2,
         ),
         Case(
+            "mosaic-tcgen05-h100",
+            "h100",
+            "jax's Blackwell matmul (tcgen05), Mosaic GPU, tiles (128, 128, 64)",
+            blackwell_matmul,
+            (((1024, 1024), "float16"),) * 2,
+        ),
+        Case(
             "fp8-dot-h100",
             "h100",
             "f8e4m3fn dot, Triton, one (64, 64) block",
@@ -196,17 +220,21 @@ def compile_case(case: Case) -> str:
     import jax
     import jax.numpy as jnp
     from jax.experimental import topologies
-    from jax.sharding import NamedSharding, PartitionSpec
+    from jax.sharding import SingleDeviceSharding
 
     from vmem_lsp.gpu.targets import gpu
 
     topology = topologies.get_topology_desc(
         platform="cuda", target_config=gpu(case.target).target_config(), topology="1x1x1"
     )
-    sharding = NamedSharding(topologies.make_mesh(topology, (1,), ("x",)), PartitionSpec())
+    # As the worker compiles (compile/kernels.lower_and_compile): on the topology's device, its
+    # default (jax 0.12 asks a pallas_call on GPU for a device, not a mesh's sharding alone).
+    device = topology.devices[0]
+    sharding = SingleDeviceSharding(device)
     args = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype), sharding=sharding) for shape, dtype in case.args]
     try:
-        jax.jit(case.make()).lower(*args).compile()
+        with jax.default_device(device):
+            jax.jit(case.make()).lower(*args).compile()
     except Exception as error:  # the text is what is captured
         return str(error)
     return NO_ERROR

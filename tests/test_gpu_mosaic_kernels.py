@@ -109,10 +109,11 @@ def verdict_of(report: dict, line: int, target: str) -> tuple[bool, int | None]:
     if refused:
         return False, refused[0]["facts"]["requested"]
     # VMEM004: refused by the compiler; VMEM010 as an error: jax refused it while tracing (jax 0.12's
-    # emit_pipeline on an A100) or the compiler ended the worker; either way not a fit
+    # emit_pipeline on an A100); VMEM052 on the body's line: the compiler ended the worker over an
+    # op the architecture lacks (jax 0.12's tcgen05 on the H100); either way not a fit
     failed = [
         d for d in on(report, "VMEM004", target) + on(report, "VMEM010", target) if d["range"]["start_line"] == line
-    ]
+    ] + [d for d in on(report, "VMEM052", target) if d["facts"].get("example", "").endswith(example)]
     assert all(d["severity"] == "error" for d in failed)
     return not failed, None
 
@@ -163,6 +164,21 @@ def test_hoppers_wgmma_is_unsupported_on_the_a100_on_a_line_of_the_kernel_body(c
     assert OPS in unsupported["abs_path"]
     text = open(unsupported["abs_path"]).read().splitlines()
     assert "plgpu.wgmma(" in text[unsupported["range"]["start_line"] - 1]  # not MLIR's line of the pipeline
+
+
+def test_blackwells_tcgen05_on_the_h100_is_said_on_the_line_of_the_kernel_body_that_makes_it(checked):
+    """jax 0.10's Mosaic GPU says 'nvvm.tcgen05.alloc' is not supported on sm_90a; jax 0.12's
+    ends the compiler's process in LLVM (Cannot select: intrinsic %llvm.nvvm.tcgen05...), read
+    from what the worker noted before compiling. Either way VMEM052, an error, on the body's
+    tcgen05 op, not a worker crash (VMEM010)."""
+    _, report = checked
+    line = example_lines()[[f for f, _, _ in EXAMPLES].index("blackwell")]
+    example = f"{KERNEL_FILE.name}:{line}"
+    [said] = [d for d in on(report, "VMEM052", "h100") if d["facts"]["example"].endswith(example)]
+    assert said["severity"] == "error" and "tcgen05" in said["message"], said["message"]
+    assert said["abs_path"].endswith(OPS + "blackwell_matmul_mgpu.py"), said["abs_path"]
+    text = open(said["abs_path"]).read().splitlines()
+    assert "tcgen05" in text[said["range"]["start_line"] - 1], text[said["range"]["start_line"] - 1]
 
 
 def test_what_fits_is_said_with_the_shared_memory_it_allocates(checked):

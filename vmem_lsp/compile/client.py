@@ -89,11 +89,12 @@ def compiler_fatal(lines) -> str | None:
 
 
 def fatal_origin(fatal: str, where: dict) -> Origin | None:
-    """The user line a compiler's fatal error is about: the kernel body's first
-    fp8 dot or conversion for an fp8 conversion error, else where the kernel
-    was invoked (`where` as compile/capture.compiling wrote it)."""
-    fp8 = where.get("fp8") if re.search(r"\bf8|fp8|float8", fatal) else None
-    for pair in (fp8, where.get("invoked")):
+    """The user line a compiler's fatal error is about: the first of the body lines the
+    worker noted whose pattern the error's text matches (an fp8 conversion, an op of a
+    newer architecture), else where the kernel was invoked (`where` as the family's
+    worker wrote it before compiling)."""
+    pairs = [pair for pattern, pair in where.get("culprits", []) if re.search(pattern, fatal)]
+    for pair in (*pairs, where.get("invoked")):
         if isinstance(pair, list) and len(pair) == 2:
             return Origin(str(pair[0]), int(pair[1]))
     return None

@@ -16,7 +16,7 @@ from ..families import family_of
 from ..family import Family
 from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch, Unseen
 
-PROTOCOL_VERSION = 17  # raised whenever a message or a result's fields change: the hello refuses a mismatch
+PROTOCOL_VERSION = 18  # 18: a kernel inside a kernel is not compiled alone; crash culprits (cached results redone); raised whenever a message or a result's fields change: the hello refuses a mismatch
 
 
 def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:

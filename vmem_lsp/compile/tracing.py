@@ -138,13 +138,16 @@ def forget_own_traces(jitted) -> None:
 def pallas_equations(jaxpr, found=None, around=None):
     """Every kernel call (pallas_call, and mpmd_map: plgpu.kernel) in a jaxpr and the
     jaxprs nested in it. A call traced apart from the program (plgpu.kernel's custom_vmap)
-    keeps only jax's frames: the traceback of the equation around it is kept in AROUND."""
+    keeps only jax's frames: the traceback of the equation around it is kept in AROUND.
+    A kernel's body is its own: an mpmd_map inside it (plgpu.warp_map in jax 0.12's Blackwell
+    matmul) is part of that kernel, not one to compile alone."""
     found = [] if found is None else found
     for eqn in jaxpr.eqns:
         if jax_compat.is_kernel_call(eqn):
             found.append(eqn)
             if around is not None:
                 AROUND[id(eqn)] = around
+            continue
         subs = jax_compat.jaxprs_in_params(eqn.params)
         if not subs:
             continue

@@ -222,22 +222,22 @@ def ended_at(example: Example, result: ExampleResult, sites: Sources) -> Anchor:
 
 
 def ended(example: Example, result: ExampleResult, sites: Sources) -> Diagnostic | None:
-    """VMEM052 when the GPU compiler ended the worker over a compute capability
-    (an fp8 dot below sm_89: an LLVM fatal error, its words in the crash
-    message), on the body line that asked for it; None for any other failure,
-    said as VMEM010."""
+    """VMEM052 when the GPU compiler ended the worker over what the architecture lacks
+    (an LLVM fatal error, its words in the crash message: an fp8 dot below sm_89; an
+    intrinsic it cannot select, jax 0.12's tcgen05 on the H100), on the body line that
+    asked for it; None for any other failure, said as VMEM010."""
     if result.error_kind != "crashed":
         return None
     report = parse_gpu_report(result.error or "")
-    if report.form != "compute_capability" or report.needs_capability is None:
-        return None
     target = gpu(result.target)
-    major, minor = report.needs_capability
-    wording = render.fails_on(
-        f"{report.what or 'a kernel'} needs compute capability {major}.{minor} or newer "
-        f"(the compiler ended its process)",
-        target.label,
-    )
+    if report.form == "compute_capability" and report.needs_capability is not None:
+        major, minor = report.needs_capability
+        head = f"{report.what or 'a kernel'} needs compute capability {major}.{minor} or newer"
+    elif report.form == "unsupported_op":  # LLVM could not select it (jax 0.12's Mosaic GPU)
+        head = f"'{report.op}' is not supported on {report.architecture or target.sm}"
+    else:
+        return None
+    wording = render.fails_on(f"{head} (the compiler ended its process)", target.label)
     where = ended_at(example, result, sites)
     return Diagnostic(
         where.path,

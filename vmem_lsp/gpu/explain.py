@@ -143,13 +143,37 @@ def parsed(text: str) -> GpuReport | None:
 
 # ---- the GPUs a report speaks of ----------------------------------------------------------------
 
-# The first architecture with an op family, from NVIDIA's PTX ISA (each instruction's "Target ISA
-# notes"): the bulk asynchronous copies of the Tensor Memory Accelerator (cp.async.bulk*) and
-# warpgroup MMA (wgmma) from sm_90, Blackwell's tensor-core ops (tcgen05) from sm_100.
+
+@dataclass(frozen=True)
+class OpFamily:
+    """Ops an architecture has or lacks, by the prefix MLIR and LLVM name them with."""
+
+    prefix: str
+    first: tuple[int, int]  # the first compute capability with it
+    last: tuple[int, int] | None  # the last (an sm_90a-only op), None for every later one
+    what: str
+
+    def on(self, capability: tuple[int, int]) -> bool:
+        return self.first <= capability and (self.last is None or capability <= self.last)
+
+    def gpus(self) -> list[Gpu]:
+        return sorted((g for g in GPUS.values() if self.on(g.capability)), key=lambda g: g.capability)
+
+    def has_it(self) -> str:
+        """ "sm_90 and newer have it", "only sm_90a has it"."""
+        first = f"sm_{self.first[0]}{self.first[1]}"
+        return f"only {first}a has it" if self.last == self.first else f"{first} and newer have it"
+
+
+# From NVIDIA's PTX ISA (each instruction's "Target ISA notes"): the Tensor Memory Accelerator's
+# bulk asynchronous copies (cp.async.bulk*) and the async proxy's fence from sm_90; warpgroup MMA
+# (wgmma) on sm_90a alone (the B200's compiler cannot select it either: jax 0.12, captured);
+# Blackwell's tensor-core ops (tcgen05) from sm_100.
 OP_FAMILIES = (
-    ("nvvm.cp.async.bulk", (9, 0), "a bulk asynchronous copy (TMA)"),
-    ("nvvm.wgmma", (9, 0), "a warpgroup MMA (wgmma)"),
-    ("nvvm.tcgen05", (10, 0), "a Blackwell tensor-core op (tcgen05)"),
+    OpFamily("nvvm.cp.async.bulk", (9, 0), None, "a bulk asynchronous copy (TMA)"),
+    OpFamily("nvvm.wgmma", (9, 0), (9, 0), "a warpgroup MMA (wgmma)"),
+    OpFamily("nvvm.fence.proxy.async", (9, 0), None, "a fence of the asynchronous proxy (TMA)"),
+    OpFamily("nvvm.tcgen05", (10, 0), None, "a Blackwell tensor-core op (tcgen05)"),
 )
 TENSOR_MEMORY_FROM = (10, 0)  # Blackwell: 512 columns of 32-bit cells per SM (PTX ISA, tcgen05)
 BACKEND = {"triton": "Triton", "mosaic_gpu": "Mosaic GPU"}
@@ -185,9 +209,9 @@ def with_capability(needs: tuple[int, int]) -> list[Gpu]:
     return sorted((g for g in GPUS.values() if g.capability >= needs), key=lambda g: g.capability)
 
 
-def op_family(op: str | None) -> tuple[tuple[int, int], str] | None:
-    """(the first compute capability with it, what the op is), for an op family the PTX ISA dates."""
-    return next(((needs, what) for prefix, needs, what in OP_FAMILIES if (op or "").startswith(prefix)), None)
+def op_family(op: str | None) -> OpFamily | None:
+    """The op family the PTX ISA dates that `op` is of."""
+    return next((family for family in OP_FAMILIES if (op or "").startswith(family.prefix)), None)
 
 
 def ran_on(report: GpuReport, target: str | None) -> list[Gpu]:
@@ -230,7 +254,9 @@ def headline(report: GpuReport, target: str | None = None) -> str:
             f"(over by {report.over_by})"
         )
     if report.form == "unsupported_op":
-        return f"{backend}: '{report.op}' is not supported on {report.architecture}"
+        on_what = report.architecture or "the architecture it was compiled for"
+        ended = " (LLVM's fatal error: it ends the process)" if report.ended_process else ""
+        return f"{backend}: '{report.op}' is not supported on {on_what}{ended}"
     if report.form == "compute_capability" and report.needs_capability is not None:
         major, minor = report.needs_capability
         fatal = " (LLVM's fatal error: it ends the process)" if "LLVM" in report.text else ""
@@ -302,12 +328,12 @@ def ways_out(report: GpuReport, target: str | None = None) -> list[str]:
         ]
     if report.form == "unsupported_op":
         family = op_family(report.op)
-        have = with_capability(family[0]) if family else []
+        have = family.gpus() if family else []
         said = []
-        lacks = family and report.architecture and capability_of(report.architecture) < family[0]
+        lacks = family and report.architecture and not family.on(capability_of(report.architecture))
         if report.backend == "mosaic_gpu" and family and lacks:
             said.append(
-                f"Mosaic GPU lowers the kernel with {family[1]}, which {report.architecture} lacks: lower it with "
+                f"Mosaic GPU lowers the kernel with {family.what}, which {report.architecture} lacks: lower it with "
                 "Triton there (compiler_params=pltriton.CompilerParams(...), from jax.experimental.pallas "
                 "import triton as pltriton)"
             )
@@ -338,11 +364,10 @@ def details(report: GpuReport, target: str | None, frames: Sequence[tuple[str, i
         family = op_family(report.op)
         lacking = ran_on(report, target)
         if family:
-            needs, what = family
-            lines.append(f"'{report.op}' is {what}: sm_{needs[0]}{needs[1]} and newer have it")
+            lines.append(f"'{report.op}' is {family.what}: {family.has_it()}")
         else:
-            lines.append(f"the compiler says only that {report.architecture} lacks it")
-        if lacking:
+            lines.append(f"the compiler says only that {report.architecture or 'the architecture'} lacks it")
+        if lacking and report.architecture:
             lines.append(f"{report.architecture} is {labels(lacking)}'s architecture")
     elif report.form == "compute_capability" and report.needs_capability is not None:
         have, lacking = with_capability(report.needs_capability), ran_on(report, None)
@@ -366,13 +391,7 @@ def explain_text(report: GpuReport, head: str, target: str | None, frames: Seque
 
 def explain_json(report: GpuReport, line: int, target: str | None, frames: Sequence[tuple[str, int]]) -> dict:
     family = op_family(report.op)
-    have = (
-        with_capability(report.needs_capability)
-        if report.needs_capability
-        else with_capability(family[0])
-        if family
-        else []
-    )
+    have = with_capability(report.needs_capability) if report.needs_capability else family.gpus() if family else []
     return {
         "line": line,
         "platform": "gpu",

@@ -11,7 +11,9 @@ scripts/capture_gpu_reports.py (tests/data/reports/gpu/<plugin version>/):
   > max_smem_bytes=..." (raised while lowering, against jax's own limit);
 - an op the target's architecture lacks, as an MLIR diagnostic printed beside
   "Pass pipeline failed": loc(... "file":L:C ...): error: 'op' op is not supported on sm_80;
-- an LLVM fatal error that ends the process: "... is only supported on compute capability >= 89".
+- an LLVM fatal error that ends the process: "... is only supported on compute capability >= 89",
+  or, for an op of a newer architecture (jax 0.12's Mosaic GPU: a Blackwell kernel on the H100),
+  "LLVM ERROR: Cannot select: intrinsic %llvm.nvvm.tcgen05..." (the op, on the architecture it was compiled for).
 
 Parsing is total: text no pattern knows is form "unknown", kept whole.
 """
@@ -31,6 +33,8 @@ UNSUPPORTED_OP = re.compile(r"error: '([\w.]{1,200})' op is not supported on (sm
 # Python after the search: a pattern that starts with them tried 300 characters at every offset of
 # the text, a quarter of a second on a 30 KB TPU report (explain asks every report).
 CAPABILITY = re.compile(r" is only supported on compute capability >= (\d{2,3})")
+# LLVM's instruction selection ends the process on an intrinsic the architecture lacks.
+CANNOT_SELECT = re.compile(r"Cannot select: intrinsic %llvm\.(nvvm\.[\w.]{1,200})")
 # The innermost "file":line:col of an MLIR location: where the kernel was written.
 MLIR_PLACE = re.compile(r'"([^"\n]{1,1000})":(\d{1,9}):(\d{1,9})')
 PROCESS_EXIT = re.compile(r"^\(process exited with (-?\d{1,4})\)", re.M)
@@ -78,6 +82,8 @@ def parse_gpu_report(text: str) -> GpuReport:
             ended_process=ended,
             text=text,
         )
+    if found := CANNOT_SELECT.search(text):  # the architecture is the target's: the text does not say
+        return GpuReport("unsupported_op", None, op=found[1], ended_process=ended, text=text)
     if found := CAPABILITY.search(text):
         digits = found[1]
         before = text[max(text.rfind("\n", 0, found.start()) + 1, found.start() - 300) : found.start()]

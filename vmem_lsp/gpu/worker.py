@@ -10,6 +10,7 @@ Imports jax; only the worker process loads this module.
 
 from __future__ import annotations
 
+import re
 import time
 
 from jax.experimental import topologies
@@ -79,18 +80,26 @@ def converts_fp8(eqn) -> bool:
     return eqn.primitive.name in ("dot_general", "convert_element_type") and uses_fp8(eqn)
 
 
+# What a fatal error's text names -> the body equations it is about: an fp8 conversion
+# (below sm_89), an op of a newer architecture's family (jax 0.12's tcgen05 on the H100).
+FP8_FATAL = r"\bf8|fp8|float8"
+
+
 def compiling(eqn, name: str) -> dict:
-    """What the client needs if this GPU compile ends the process: the kernel,
-    where it was invoked, and its first fp8 line (compile.compiling_where)."""
+    """What the client needs if this GPU compile ends the process: the kernel, where it
+    was invoked, and the body lines a fatal error may be about, each with the pattern
+    of the error's text that points at it (client.fatal_origin; compile.compiling_where)."""
 
     def pair(origin: Origin | None):
         return [origin.file, origin.line] if origin else None
 
     body = jax_compat.kernel_body(eqn)
+    culprits = [(FP8_FATAL, first_origin(body, converts_fp8) or first_origin(body, uses_fp8))]
+    culprits += [(re.escape(op), op_origin(op, body)) for op in OP_PRIMITIVES]
     return {
         "kernel": name,
         "invoked": pair(invoked_at(eqn)),
-        "fp8": pair(first_origin(body, converts_fp8) or first_origin(body, uses_fp8)),
+        "culprits": [[pattern, pair(origin)] for pattern, origin in culprits if origin is not None],
     }
 
 
@@ -127,15 +136,18 @@ OP_PRIMITIVES = {
 }
 
 
-def unsupported_op_origin(text: str, body) -> Origin | None:
-    """The user line of the first body equation that makes the op the architecture lacks."""
-    found = UNSUPPORTED_OP.search(text)
-    if found is None:
-        return None
-    names = next((names for prefix, names in OP_PRIMITIVES.items() if found[1].startswith(prefix)), ())
+def op_origin(op: str, body) -> Origin | None:
+    """The user line of the first body equation that makes `op` (an MLIR/LLVM op name)."""
+    names = next((names for prefix, names in OP_PRIMITIVES.items() if op.startswith(prefix)), ())
     if not names:
         return None
     return first_origin(body, lambda eqn: any(name in eqn.primitive.name for name in names))
+
+
+def unsupported_op_origin(text: str, body) -> Origin | None:
+    """The user line of the first body equation that makes the op the architecture lacks."""
+    found = UNSUPPORTED_OP.search(text)
+    return None if found is None else op_origin(found[1], body)
 
 
 def call_facts(eqn) -> dict:
