@@ -10,11 +10,13 @@ import time
 
 import pytest
 from lsprotocol import types
-from support import KERNELS, line_of
+from support import KERNELS, ROOT, line_of
 from support.cli import run_cli, run_json
+from support.gpu_direct import in_a_process
 from support.lsp_client import Editor, apply_text_edits, compiler_tier, estimate_tier, running_server, wait_for
 
 from vmem_lsp.gpu.targets import gpu, gpu_missing
+from vmem_lsp.render import size
 
 KERNEL_FILE = KERNELS / "gpu_kernels.py"
 
@@ -166,14 +168,46 @@ async def test_the_editor_shows_a_gpu_kernels_shared_memory_and_estimates_an_edi
         assert "NVIDIA H100" in over[0].message
 
 
-def test_the_shrink_fix_for_a_triton_overflow_is_verified_by_the_gpu_compiler(tmp_path):
+def test_the_shrink_fix_for_a_triton_overflow_is_verified_and_labelled_by_the_gpu_compiler(tmp_path):
+    """The fix is compiled for the H100 (it fits) and its label is the compiler's own request
+    for it, which a direct compile of the fixed example for the H100's probe (1 byte of shared
+    memory: the compiler refuses and says what it asked) gives here too."""
     shutil.copy(KERNEL_FILE, tmp_path / KERNEL_FILE.name)
     done = run_cli("check", KERNEL_FILE.name, "--target", "h100", "--diff", "--no-cache", cwd=tmp_path)
+    fixed = {"function": "triton_matmul", "args": [[[1024, 512], "float32"], [[512, 1024], "float32"]]}
+    [asked] = in_a_process(str(KERNEL_FILE), "h100/request", [{**fixed, "kwargs": {"block": 64}}])
+    [fits] = in_a_process(str(KERNEL_FILE), "h100", [{**fixed, "kwargs": {"block": 64}}])
+    assert fits["fits"] and asked["requested"] is not None
     wanted = (
-        "would fix: Shrink blocks: block=64 (in the example) (fits: ~128.0K of 227.0K of shared memory on NVIDIA H100"
+        f"would fix: Shrink blocks: block=64 (in the example) (fits: {size(asked['requested'])} of 227.0K "
+        f"of shared memory on {gpu('h100').label}, compiler-verified)"
     )
-    assert wanted in done.stderr and "compiler-verified" in done.stderr, done.stderr
+    assert wanted in done.stderr, done.stderr
     assert "+# vmem: triton_matmul(f32[1024, 512], f32[512, 1024], block=64)" in done.stdout
+
+
+def test_the_fix_for_jax_flash_attention_on_the_l4_is_the_largest_block_that_fits(tmp_path):
+    """jax's mha with block_k=128 and three stages over the L4 (the corpus's example): the fix
+    halves block_k once, to 64, which a direct compile in the test says fits where 128 does
+    not, labelled with the compiler's request for it; not to 32, as the search once did when
+    it preferred a fix with 10% free (a GPU has no headroom warning to avoid)."""
+    corpus = ROOT / "tests" / "data" / "gpu_corpus" / "attention.py"
+    shutil.copy(corpus, tmp_path / corpus.name)
+    done = run_cli("check", corpus.name, "--target", "l4", "--diff", "--no-cache", cwd=tmp_path)
+    line = line_of(corpus, "block_q=128, block_k=128, num_stages=3)")
+    qkv = [[[2, 384, 2, 128], "float16"]] * 3
+    calls = [
+        {"function": "mha", "args": qkv, "kwargs": {"block_q": 128, "block_k": k, "num_stages": 3}} for k in (128, 64)
+    ]
+    before, after = in_a_process(str(corpus), "l4", calls)
+    [asked] = in_a_process(str(corpus), "l4/request", calls[1:])
+    assert not before["fits"] and after["fits"], (before, after)
+    wanted = (
+        f"{corpus.name}:{line}: would fix: Shrink blocks: block_k=64 (in the example) "
+        f"(fits: {size(asked['requested'])} of {size(gpu('l4').shared_memory_limit)} of shared memory on "
+        f"{gpu('l4').label}, compiler-verified)"
+    )
+    assert wanted in done.stderr, done.stderr
 
 
 @pytest.mark.asyncio

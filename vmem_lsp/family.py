@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the core's types: this module is imported by everything, an
     from .correlate import Sources
     from .diagnostics import Diagnostic
     from .fixes.edits import Fix
-    from .fixes.search import Problem
+    from .fixes.search import Problem, Variant
     from .logs import Found, LogReader, Placement
     from .logs import Sources as LogSources
     from .results import CapturedCall, ExampleResult, Origin, PhaseLimits
@@ -222,6 +222,11 @@ class Family(ABC):
     def fix_figures(self, problem: Problem, calls: list[CapturedCall], target: str, scale: float) -> tuple[int, int]:
         """(the model's largest total, its limit) over a variant's traced kernels that failed before."""
         raise NotImplementedError(f"{self.name} has no fix model")
+
+    def compiled_figures(self, problem: Problem, variant: Variant) -> dict[str, tuple[int, int]] | None:
+        """(the compiler's figure, its limit) per target for a variant it accepted, for the fix's
+        label; None where the compile that verified it says none (the model's figures stay)."""
+        return None
 
     # ---- sweep -----------------------------------------------------------------------------
     @abstractmethod

@@ -63,5 +63,24 @@ def compile_directly(file: str, target: str, calls: list[dict]) -> list[dict]:
     return verdicts
 
 
+def in_a_process(file: str, target: str, calls: list[dict]) -> list[dict]:
+    """compile_directly in a process of its own (this module run as a script), for a test
+    whose own process must not import jax's GPU compiler."""
+    import subprocess
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "support.gpu_direct", json.dumps({"file": file, "target": target, "calls": calls})],
+        capture_output=True,
+        text=True,
+        cwd=tests,
+        env={**os.environ, "PYTHONPATH": str(tests)},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
 if __name__ == "__main__":
     compile_directly(**json.loads(sys.argv[1]))  # prints each verdict, a line of JSON, as it comes

@@ -179,22 +179,32 @@ def verify(problem: Problem, variant: Variant, failures: list | None = None) -> 
     return True
 
 
-def title(problem: Problem, variant: Variant, figures: dict, how: str) -> str:
+def title(problem: Problem, variant: Variant, figures: dict, how: str, exact: bool = False) -> str:
+    """ "block=64 (fits: ~128.0K of 227.0K of shared memory on NVIDIA H100, estimated)"; no
+    "~" where the figure is the compiler's (`exact`)."""
     target = max(figures, key=lambda t: figures[t][0] / figures[t][1])
     total, limit = figures[target]
     family = problem.family(target)
     memory = f" of {family.space}" if family.space_in_fix_titles else ""
-    return f"{variant.label} (fits: ~{format_size(total)} of {format_size(limit)}{memory} on {family.label(target)}, {how})"
+    about = "" if exact else "~"
+    return f"{variant.label} (fits: {about}{format_size(total)} of {format_size(limit)}{memory} on {family.label(target)}, {how})"
 
 
 def as_fix(
-    kind: str, problem: Problem, variant: Variant, figures: dict, verified: bool | None, compiling: bool = False
+    kind: str,
+    problem: Problem,
+    variant: Variant,
+    figures: dict,
+    verified: bool | None,
+    compiling: bool = False,
+    exact: bool = False,
 ) -> Fix:
-    """`compiling`: a candidate the search is still to compile, told while it does."""
+    """`compiling`: a candidate the search is still to compile, told while it does; `exact`:
+    the figures are the compiler's own."""
     how = "compiler-verified" if verified else "estimate, verifying…" if compiling else "estimated"
     return Fix(
         kind,
-        title(problem, variant, figures, how),
+        title(problem, variant, figures, how, exact),
         variant.edits,
         bool(verified),
         {t: f[0] for t, f in figures.items()},
@@ -330,7 +340,10 @@ def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = Fal
     ones only when no compile could be spent. `nearest`: the candidates come
     nearest first and keep that order (a legal size for a block the user chose)."""
     fixes: list[Fix] = []
-    roomy = lambda figures: fits(figures, HEADROOM)  # prefer fixes that leave no warning behind
+    # Prefer fixes that leave no headroom warning behind, where the family warns: a GPU does not
+    # (its fit has no compiler's figure), and there the largest block that fits comes first.
+    warns = any(problem.family(t).headroom_warnings for t in problem.targets)
+    roomy = lambda figures: fits(figures, HEADROOM) or not warns
 
     def rank(entry):
         at, (total, variant, figures) = entry
@@ -352,7 +365,8 @@ def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = Fal
         verified = verify(problem, variant)
         if verified is False:
             continue
-        fixes.append(as_fix(kind, problem, variant, figures, verified))
+        said = problem.family(problem.targets[0]).compiled_figures(problem, variant) if verified else None
+        fixes.append(as_fix(kind, problem, variant, said or figures, verified, exact=said is not None))
         chosen.append((variant, figures))
     if problem.estimate is not None and sum(f.verified for f in fixes) > 1:
         fixes = fastest_first(problem, kind, fixes, chosen)

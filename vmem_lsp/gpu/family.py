@@ -109,6 +109,11 @@ class GpuFamily(Family):
 
         return fixes.figures(problem, calls, target, scale)
 
+    def compiled_figures(self, problem, variant):
+        from . import fixes
+
+        return fixes.compiled_figures(problem, variant)
+
     def sweep_size(self, calls: Sequence, target: str, version: str | None) -> SweepSize:
         from . import sweep
 

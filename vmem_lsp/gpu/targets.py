@@ -9,7 +9,7 @@ from `cuda_compute_capability`; the other fields steer its cost heuristics.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -51,6 +51,10 @@ class Gpu:
     clock_ghz: float  # boost clock
     memory: int  # bytes of device memory
     source: str  # the datasheet the figures come from
+    # A probe of the GPU ("h100/request"): its blocks may use 1 byte of shared memory, so the
+    # compiler refuses every kernel that uses any and says its request, which it states only
+    # when it refuses (a verified fix's figure, fixes.py; bench_gpu_smem_model's route).
+    probe: bool = False
 
     @property
     def label(self) -> str:
@@ -85,7 +89,7 @@ class Gpu:
   l2_cache_size: {self.l2_cache}
   clock_rate_ghz: {self.clock_ghz}
   device_memory_size: {self.memory}
-  shared_memory_per_block_optin: {per.shared_per_block_optin}
+  shared_memory_per_block_optin: {1 if self.probe else per.shared_per_block_optin}
   cuda_compute_capability {{ major: {major} minor: {minor} }}
   registers_per_core_limit: 65536
   registers_per_block_limit: 65536
@@ -170,15 +174,25 @@ GPUS: dict[str, Gpu] = {
 }
 
 
+PROBE = "/request"
+
+
+def probe_of(name: str) -> str:
+    """The target that compiles as `name` and refuses with the kernel's request (Gpu.probe)."""
+    return f"{gpu(name).name}{PROBE}"
+
+
 def is_gpu(name: str) -> bool:
-    return name.strip().lower() in GPUS
+    key = name.strip().lower()
+    return key.removesuffix(PROBE) in GPUS
 
 
 def gpu(name: str) -> Gpu:
     key = name.strip().lower()
-    if key not in GPUS:
+    base = key.removesuffix(PROBE)
+    if base not in GPUS:
         raise ValueError(f"unknown GPU target {name!r}: choose from {', '.join(GPUS)}")
-    return GPUS[key]
+    return replace(GPUS[base], name=key, probe=True) if key != base else GPUS[base]
 
 
 def gpu_missing(target: str, said: str) -> str:
