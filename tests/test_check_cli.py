@@ -122,6 +122,33 @@ def test_the_kernel_that_fits_says_what_was_checked_in_json_only(cache_dir, exam
     assert line.endswith("needs ~12.00M of 16.00M scoped on v5e, 32.00M scoped on v6e")
 
 
+def test_two_examples_that_reach_one_kernel_alike_are_one_vmem007_and_two_fits(tmp_path, cache_dir):
+    """add_fits.py's kernel reached by its own example, by a wrapper with the same shapes (the
+    same blocks, grid and verdict: one VMEM007 naming both examples) and with half the rows
+    (another grid): three examples fit, and the summary counts three."""
+    text = (ROOT / "examples" / "add_fits.py").read_text()
+    text = text.replace(
+        "# vmem: add(f32[8192, 1024], f32[8192, 1024])\n",
+        "# vmem: add(f32[8192, 1024], f32[8192, 1024])\n# vmem: add(f32[4096, 1024], f32[4096, 1024])\n",
+    )
+    text += "\n\n# vmem: add_again(f32[8192, 1024], f32[8192, 1024])\ndef add_again(x, y):\n    return add(x, y)\n"
+    (tmp_path / "adds.py").write_text(text)
+    done, report = run_json("check", "adds.py", "--target", "v6e", "--cache-dir", str(cache_dir), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    fits = [d for d in report["diagnostics"] if d["code"] == "VMEM007"]
+    assert sorted("grid (16,)" in d["message"] for d in fits) == [False, True], [d["message"] for d in fits]
+    [alike] = [d for d in fits if "grid (16,)" in d["message"]]
+    assert [e.rsplit(":", 1)[-1] for e in alike["facts"]["examples"]] == [
+        str(line_of(tmp_path / "adds.py", "# vmem: add(f32[8192")),
+        str(line_of(tmp_path / "adds.py", "# vmem: add_again(")),
+    ]
+    assert {r["message"] for r in alike["related"]} >= {
+        "example add(f32[8192, 1024], f32[8192, 1024])",
+        "example add_again(f32[8192, 1024], f32[8192, 1024])",
+    }, alike["related"]
+    assert "; 3 kernels fit" in report["summary"], report["summary"]
+
+
 def test_warm_cache_starts_no_compiler_and_gives_the_same_answer(cache_dir, examples_check):
     _, cold = examples_check
     done, warm = run_json("check", "examples", "--target", "v5e,v6e", "--cache-dir", str(cache_dir))

@@ -151,18 +151,25 @@ def merge_targets(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
 def fold_examples(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     """Two examples that reach one kernel alike (the same shapes through two
     wrappers) say the same thing at the same place: one diagnostic, the first
-    example's, with the related information of both. Diagnostics of one example
-    are never folded: two allocations alike are two parts of its overflow."""
+    example's, with the related information of both and every example's key in its
+    facts' "examples" (what a summary counts). Diagnostics of one example are never
+    folded: two allocations alike are two parts of its overflow."""
     kept: dict[tuple, Diagnostic] = {}
-    examples: dict[tuple, set] = {}
+    examples: dict[tuple, list] = {}
     for d in diagnostics:
         key = (d.path, d.span, d.severity, d.code, d.message, d.target)
         example = d.subject.example if d.subject is not None else None
         first = kept.get(key)
         if first is None or example is None or example in examples[key]:
             kept[key if first is None else (*key, id(d))] = d
-            examples.setdefault(key, set()).add(example)
+            examples.setdefault(key, []).append(example)
             continue
-        examples[key].add(example)
-        kept[key] = replace(first, related=tuple(dict.fromkeys([*first.related, *d.related])))
+        examples[key].append(example)
+        facts = {**first.facts, "examples": [str(e) for e in examples[key]]}
+        kept[key] = replace(first, related=tuple(dict.fromkeys([*first.related, *d.related])), facts=facts)
     return list(kept.values())
+
+
+def examples_of(d: Diagnostic) -> int:
+    """How many examples a diagnostic speaks for: those fold_examples folded into it, else one."""
+    return len(d.facts.get("examples", ())) or 1

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import __version__
-from ..diagnostics import CODES, HELP, Diagnostic
+from ..diagnostics import CODES, HELP, Diagnostic, examples_of
 from ..render import display_path
 from ..source.model import Span
 from ..source.notebook import Notebook
@@ -131,7 +131,7 @@ def fit_tally(diagnostics: list[Diagnostic]) -> str:
         for facts in d.facts.get("targets", {d.target: d.facts}).values()
         if facts.get("limit")
     ]
-    count = len(fitting)
+    count = sum(examples_of(d) for d in fitting)  # two examples alike are one VMEM007, two fits
     said = f"; {count} kernel{'s' * (count != 1)} fit{'s' * (count == 1)}"
     if partly:
         said += f", {partly} of them on some chips only" if count > 1 else ", on some chips only"
