@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 from support import EXAMPLES, KERNELS, ROOT
-from support.cli import run_json
+from support.cli import run_cli, run_json
 from support.lsp_client import Editor, compiler_tier, running_server, wait_for
 from support.tiers import COMPILER, starts
 
@@ -54,18 +54,25 @@ PROBE = (
 )
 
 
+def linked_venv(folder: Path, left_out: tuple[str, ...]) -> tuple[Path, dict]:
+    """The python of a venv whose site-packages links this one's entries but `left_out`'s,
+    and what it finds of jax, libtpu and the CUDA plugin."""
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    [site] = venv.glob("lib/python*/site-packages")
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.startswith(left_out):
+            (site / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    python = venv / "bin" / "python"
+    said = json.loads(subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=60).stdout)
+    return python, said
+
+
 @pytest.fixture(scope="module")
 @starts(COMPILER)
 def plugin_free(tmp_path_factory) -> Path:
     """The python of a venv with this one's packages but jax's CUDA plugin."""
-    venv = tmp_path_factory.mktemp("no-cuda-plugin") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    [site] = venv.glob("lib/python*/site-packages")
-    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not entry.name.startswith(LEFT_OUT):
-            (site / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
-    python = venv / "bin" / "python"
-    said = json.loads(subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=60).stdout)
+    python, said = linked_venv(tmp_path_factory.mktemp("no-cuda-plugin"), LEFT_OUT)
     assert said == {"namespace": False, "entry_points": [], "jax": True, "libtpu": True}, said
     return python
 
@@ -118,6 +125,23 @@ def test_a_project_python_without_the_plugin_fails_the_gpu_and_still_compiles_th
     )
     fits = [d for d in report["diagnostics"] if d["code"] == "VMEM007"]
     assert [(d["target"], d["origin"]) for d in fits] == [("v5e", "compiler")]
+
+
+def test_a_gpu_only_project_python_compiles_its_gpu_targets_and_is_refused_for_a_tpu_one(tmp_path):
+    """A GPU user's own venv (jax and its CUDA plugin, no libtpu) as --python: the H100 is
+    compiled there (the overflow is the compiler's VMEM051, exit 1), where it was refused
+    for the missing libtpu (exit 2); a TPU chip still is, saying what to install."""
+    python, said = linked_venv(tmp_path, ("libtpu", "vmem_lsp", "__editable__", "__pycache__"))
+    assert said["jax"] and not said["libtpu"] and said["entry_points"], said
+    work = project(tmp_path / "p", GPU_KERNELS)
+    done, report = run_json(
+        "check", GPU_KERNELS.name, "--target", "h100", "--python", str(python), "--no-cache", cwd=work
+    )
+    assert done.returncode == 1, done.stderr
+    refused = [d for d in report["diagnostics"] if d["code"] == "VMEM051"]
+    assert refused and all(d["origin"] == "compiler" and d["target"] == "h100" for d in refused), refused
+    tpu = run_cli("check", GPU_KERNELS.name, "--target", "v5e", "--python", str(python), "--no-cache", cwd=work)
+    assert tpu.returncode == 2 and "has no libtpu" in tpu.stderr, (tpu.returncode, tpu.stderr)
 
 
 def test_a_sweep_without_the_plugin_decides_nothing_and_exits_1(plugin_free, tmp_path):

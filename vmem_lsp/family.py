@@ -130,6 +130,9 @@ class Family(ABC):
     params_modules: tuple[str, ...]  # jax modules (and old params dicts' keys) whose compiler params are its own
     worker_module: str  # the WorkerSide, a module imported only in the worker
     default_targets: tuple[str, ...] = ()  # checked when no target is named (the first family's)
+    # The package a project's own Python must have to compile for it ("libtpu"); None where the
+    # worker says itself that its compiler is missing (a GPU target's VMEM012).
+    compiler_package: str | None = None
     model_without_compiler: bool = False  # no compiler here: a trace and the family's model say something
     scoped_limits: bool = False  # `scoped-vmem-limit` may name its targets
     spills_on_request: bool = False  # `check --spills` asks its compiler for its words on spills

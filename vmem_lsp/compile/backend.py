@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..compilers import Compiler
+from ..families import family_of
 from ..results import ExampleResult, PhaseLimits
 from .cache import ResultCache
 from .client import BackendError, CheckRequest, WorkerClient, WorkerError
@@ -100,7 +101,8 @@ def local_command(settings: Settings) -> list[str]:
     interpreter = local_interpreter(settings)
     if not interpreter.own:
         found = probe(interpreter.path)
-        if why := unusable(interpreter, found):
+        packages = sorted({p for t in settings.targets if (p := family_of(t).compiler_package)})
+        if why := unusable(interpreter, found, packages):
             raise BackendError(why)
         _announce(interpreter, tuple(sorted((found.packages or {}).items())))
     return worker_command(interpreter)

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # vmem_lsp/, the package folder the worker loads in another interpreter.
@@ -177,9 +178,10 @@ def _probe(path: str, stamp: tuple) -> Probe:
         return Probe(error=f"{path} did not answer as a Python interpreter: {done.stdout[-200:]!r}")
 
 
-def unusable(interpreter: Interpreter, found: Probe) -> str | None:
+def unusable(interpreter: Interpreter, found: Probe, packages: Sequence[str] = ("libtpu",)) -> str | None:
     """Why the worker cannot run in `interpreter` (for the user, with the line that fixes
-    it), or None when it can."""
+    it), or None when it can. `packages`: the compilers its targets' families need there
+    (libtpu for a TPU chip; none for a GPU, whose missing plugin the worker says itself)."""
     where = f"{interpreter.path} (the worker's Python, from {interpreter.source})"
     if found.error:
         return f"cannot run {where}: {found.error}"
@@ -187,7 +189,7 @@ def unusable(interpreter: Interpreter, found: Probe) -> str | None:
         version = ".".join(map(str, found.python))
         oldest = ".".join(map(str, OLDEST_PYTHON))
         return f"{where} is Python {version}; the worker needs Python {oldest} or newer"
-    missing = [name for name in ("jax", "libtpu") if not (found.packages or {}).get(name)]
+    missing = [name for name in ("jax", *packages) if not (found.packages or {}).get(name)]
     if missing:
         return (
             f"{where} has no {' and no '.join(missing)}: install the TPU compiler there with "

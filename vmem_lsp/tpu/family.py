@@ -22,6 +22,7 @@ class TpuFamily(Family):
     platform = "tpu"
     noun = "TPU"
     compiler = "libtpu"
+    compiler_package = "libtpu"  # without it the project's Python is refused: the fallback is vmem-lsp's own
     space = "VMEM"
     kernel_words = "a TPU kernel"
     params_modules = ("mosaic", "mosaic_tpu")
