@@ -17,6 +17,7 @@ from importlib.metadata import version
 import pytest
 from support import KERNELS, ROOT
 from support.cli import run_json
+from support.gpu_direct import in_a_process
 
 from vmem_lsp.gpu.targets import gpu
 
@@ -185,3 +186,52 @@ def test_what_fits_is_said_with_the_shared_memory_it_allocates(checked):
     _, report = checked
     fits = [d for d in on(report, "VMEM007", "h100") if "ragged_dot_mgpu.py" in d["path"]]
     assert fits and "shared memory f16[4,128,64], f16[4,64,128]" in fits[0]["message"], fits
+
+
+MOSAIC_PALLAS_CALL = """import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+
+def add_one(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1.0
+
+
+# vmem: copy(f32[4096, 128])
+def copy(x, rows=64):
+    n, m = x.shape
+    return pl.pallas_call(
+        add_one,
+        out_shape=jax.ShapeDtypeStruct((n, m), jnp.float32),
+        grid=(n // rows,),
+        in_specs=[pl.BlockSpec((rows, m), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((rows, m), lambda i: (i, 0)),
+        compiler_params=plgpu.CompilerParams(),
+    )(x)
+"""
+
+
+def test_a_pallas_call_with_mosaic_gpu_params_is_what_this_jax_makes_of_it(tmp_path):
+    """jax 0.10 lowers it with Mosaic GPU (it fits); jax 0.12 registers no pallas_call lowering for
+    Mosaic GPU's params and fails on a bare assert: the tool says which, and why, never an empty
+    'the compiler rejected this kernel: '. The direct compile in the test decides which."""
+    (tmp_path / "mosaic_call.py").write_text(MOSAIC_PALLAS_CALL)
+    [direct] = in_a_process(
+        str(tmp_path / "mosaic_call.py"),
+        "h100",
+        [{"function": "copy", "args": [[[4096, 128], "float32"]], "kwargs": {}}],
+    )
+    done, report = run_json("check", "mosaic_call.py", "--target", "h100", "--no-cache", cwd=tmp_path)
+    rejected = [d for d in report["diagnostics"] if d["code"] == "VMEM011"]
+    if direct["fits"]:
+        assert done.returncode == 0 and not rejected, report["diagnostics"]
+        return
+    assert "AssertionError" in direct["error"] or not direct["error"].strip(), direct
+    [said] = rejected
+    assert (
+        done.returncode == 1
+        and said["range"]["start_line"] == MOSAIC_PALLAS_CALL.splitlines().index("    return pl.pallas_call(") + 1
+    )
+    assert f"jax {version('jax')} has no pallas_call lowering for Mosaic GPU's CompilerParams" in said["message"]
+    assert "plgpu.kernel" in said["message"]

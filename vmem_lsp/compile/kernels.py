@@ -60,6 +60,20 @@ def raised_in_body(error: BaseException) -> Origin | None:
     return None
 
 
+def error_text(error: BaseException) -> str:
+    """What a compile error says; for one that says nothing (a bare assert in jax: jax 0.12 has no
+    pallas_call lowering for Mosaic GPU's CompilerParams), its type and the line that raised it,
+    so that no diagnostic reads "the compiler rejected this kernel: " and nothing more."""
+    said = str(error).strip()
+    if said:
+        return str(error)
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return type(error).__name__
+    last = frames[-1]
+    return f"{type(error).__name__} at {last.filename}:{last.lineno} in {last.name}: {(last.line or '').strip()}"
+
+
 def named(name: str, function):
     """`function` under the kernel's name: the compiler names what it
     allocates for a kernel body after the jitted function ("scoped memory for

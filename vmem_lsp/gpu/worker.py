@@ -16,7 +16,14 @@ import time
 from jax.experimental import topologies
 
 from ..compile import jax_compat
-from ..compile.kernels import first_origin, kernel_name, lower_and_compile, no_phase, raised_in_body
+from ..compile.kernels import (
+    error_text,
+    first_origin,
+    kernel_name,
+    lower_and_compile,
+    no_phase,
+    raised_in_body,
+)
 from ..compile.tracing import extra, invoked_at
 from ..family import Verdict
 from ..results import Origin
@@ -122,9 +129,33 @@ def compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, param
             lower_and_compile(eqn, device, spills.options(compiler_options), on_phase, params)
         return Verdict(True, None, None, time.perf_counter() - started, None, None, spills.text, spills.missing)
     except Exception as error:  # the compiler's verdict, whatever its type
-        text = with_printed(str(error), printed)
+        text = with_printed(unlowered(eqn, params, error) or error_text(error), printed)
         origin = extra(unsupported_op_origin, None, text, jax_compat.kernel_body(eqn)) or raised_in_body(error)
         return Verdict(False, text, origin, time.perf_counter() - started)
+
+
+def unlowered(eqn, params: dict, error: Exception) -> str | None:
+    """Why jax lowers no pallas_call with these params on GPUs, where it registers no rule for
+    them: jax 0.12 dropped pallas_call's Mosaic GPU lowering (Triton's and TPU's are left), and
+    says so with a bare `assert rule is not None`."""
+    get = getattr(jax_compat.pallas_core, "get_lowering_rule", None)
+    compiler_params = params.get("compiler_params")
+    if not isinstance(error, AssertionError) or str(error) or get is None or jax_compat.is_mesh_kernel(eqn):
+        return None
+    if compiler_params is None or not lowers_with_mosaic_gpu(compiler_params):
+        return None
+    try:
+        if get(type(compiler_params), "gpu") is not None:
+            return None
+    except ValueError as error:  # another platform's params: jax's own words
+        return str(error)
+    import jax
+
+    return (
+        f"jax {jax.__version__} has no pallas_call lowering for Mosaic GPU's CompilerParams on GPUs "
+        "(Mosaic GPU kernels are written with plgpu.kernel there; pallas_call lowers with Triton: "
+        "compiler_params=pltriton.CompilerParams(...))"
+    )
 
 
 # An op an architecture lacks, as MLIR names it -> the kernel-body primitives that make it (jax

@@ -12,7 +12,7 @@ import time
 
 from jax.experimental import topologies
 
-from ..compile.kernels import lower_and_compile, no_phase, raised_in_body
+from ..compile.kernels import error_text, lower_and_compile, no_phase, raised_in_body
 from ..compile.tracing import extra
 from ..family import Verdict
 from . import profile
@@ -64,7 +64,7 @@ def compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, param
         cycles, why = profile.estimate_of() if profile.enabled() else (None, None)
         return Verdict(True, None, None, time.perf_counter() - started, cycles, why)
     except Exception as error:  # the compiler's verdict, whatever its type
-        return Verdict(False, str(error), raised_in_body(error), time.perf_counter() - started)
+        return Verdict(False, error_text(error), raised_in_body(error), time.perf_counter() - started)
 
 
 def call_facts(eqn) -> dict:
