@@ -78,10 +78,12 @@ def comparable(text: str) -> str:
 # and MLIR places the lines of the capture script ("capture_gpu_reports.py":83:15 to 89:12).
 GLOG_PREFIX = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ ", re.M)
 MLIR_LINES = re.compile(r'(\.py)":\d+:\d+ to \d+:\d+')
+# and the files of the jax it ran, in whichever venv ("/tmp/ci/.venv/lib/python3.11/site-packages/jax/...").
+SITE_PACKAGES = re.compile(r'"[^"\n]*/site-packages/')
 
 
 def gpu_comparable(text: str) -> str:
-    return MLIR_LINES.sub(r'\1":L', GLOG_PREFIX.sub("", comparable(text)))
+    return SITE_PACKAGES.sub('"<site-packages>/', MLIR_LINES.sub(r'\1":L', GLOG_PREFIX.sub("", comparable(text))))
 
 
 @starts(COMPILER)
