@@ -13,9 +13,9 @@ import pytest
 from support.reports import GPU_REPORTS, NO_ERROR, capture_gpu, gpu_comparable, gpu_files
 
 from vmem_lsp.compile.client import compiler_fatal, fatal_origin
-from vmem_lsp.gpu.report import parse_gpu_report
+from vmem_lsp.gpu.report import OP_FAMILIES, parse_gpu_report
 from vmem_lsp.gpu.targets import GPUS, gpu
-from vmem_lsp.gpu.worker import FP8_FATAL, OP_PRIMITIVES
+from vmem_lsp.gpu.worker import FP8_FATAL
 from vmem_lsp.results import Origin
 
 FILES = gpu_files()
@@ -131,7 +131,10 @@ def test_a_fatal_error_leads_to_the_body_line_its_text_names_and_another_to_the_
     lines the worker said it was compiling (gpu/worker.compiling, with its own patterns)."""
     fp8, tcgen05 = fatal_lines("fp8-dot-a100"), fatal_lines("mosaic-tcgen05-h100", "0.12.0.1")
     assert "f8e4m3" in fp8 and "tcgen05" in tcgen05
-    culprits = [[FP8_FATAL, ["/w/k.py", 50]], *([re.escape(op), ["/w/k.py", 70]] for op in OP_PRIMITIVES)]
+    culprits = [
+        [FP8_FATAL, ["/w/k.py", 50]],
+        *([re.escape(f.prefix), ["/w/k.py", 70]] for f in OP_FAMILIES if f.primitives),
+    ]
     where = {"kernel": "kernel", "invoked": ["/w/k.py", 60], "culprits": culprits}
     assert fatal_origin(fp8, where) == Origin("/w/k.py", 50)
     assert fatal_origin(tcgen05, where) == Origin("/w/k.py", 70)

@@ -16,7 +16,9 @@ from ..families import family_of
 from ..family import Family
 from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch, Unseen
 
-PROTOCOL_VERSION = 18  # 18: a kernel inside a kernel is not compiled alone; crash culprits (cached results redone); raised whenever a message or a result's fields change: the hello refuses a mismatch
+# Raised whenever a message or a result's fields change: the hello refuses a mismatch. 18: a kernel
+# inside a kernel is not compiled alone; a GPU crash's culprit lines (cached results redone).
+PROTOCOL_VERSION = 18
 
 
 def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:

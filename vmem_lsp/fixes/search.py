@@ -164,14 +164,22 @@ def fits(figures: dict, headroom: float = 0.0) -> bool:
     return all(total <= limit * (1 - headroom) for total, limit in figures.values())
 
 
+def compile_variant(problem: Problem, variant: Variant, target: str) -> ExampleResult | None:
+    """The variant compiled for `target` (a name the family knows: a GPU's probe too), counted
+    against the problem's compile budget; None when that is spent."""
+    if problem.compiles >= problem.max_compiles:
+        return None
+    problem.compiles += 1
+    return problem.run(problem.request(target, variant.example_text, variant.source, compile=True))
+
+
 def verify(problem: Problem, variant: Variant, failures: list | None = None) -> bool | None:
     """Compile the variant on every target: True when it fits everywhere;
     None when the compile budget is spent. The failing result goes in `failures`."""
     for target in problem.targets:
-        if problem.compiles >= problem.max_compiles:
+        result = compile_variant(problem, variant, target)
+        if result is None:
             return None
-        problem.compiles += 1
-        result = problem.run(problem.request(target, variant.example_text, variant.source, compile=True))
         if result.error or any(not c.fits for c in result.calls):
             if failures is not None:
                 failures.append(result)

@@ -23,7 +23,7 @@ from .. import render
 from ..logs import Found, Placement, Sources, TracedCall, sites_at, undecided
 from .budget import block_label
 from .layout import block_bytes, estimated_shared_memory, staged_blocks
-from .report import GpuReport, parse_gpu_report
+from .report import GpuReport, op_family, parse_gpu_report
 from .targets import GPUS, Gpu, gpu, is_gpu
 
 if TYPE_CHECKING:
@@ -144,37 +144,6 @@ def parsed(text: str) -> GpuReport | None:
 # ---- the GPUs a report speaks of ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OpFamily:
-    """Ops an architecture has or lacks, by the prefix MLIR and LLVM name them with."""
-
-    prefix: str
-    first: tuple[int, int]  # the first compute capability with it
-    last: tuple[int, int] | None  # the last (an sm_90a-only op), None for every later one
-    what: str
-
-    def on(self, capability: tuple[int, int]) -> bool:
-        return self.first <= capability and (self.last is None or capability <= self.last)
-
-    def gpus(self) -> list[Gpu]:
-        return sorted((g for g in GPUS.values() if self.on(g.capability)), key=lambda g: g.capability)
-
-    def has_it(self) -> str:
-        """ "sm_90 and newer have it", "only sm_90a has it"."""
-        first = f"sm_{self.first[0]}{self.first[1]}"
-        return f"only {first}a has it" if self.last == self.first else f"{first} and newer have it"
-
-
-# From NVIDIA's PTX ISA (each instruction's "Target ISA notes"): the Tensor Memory Accelerator's
-# bulk asynchronous copies (cp.async.bulk*) and the async proxy's fence from sm_90; warpgroup MMA
-# (wgmma) on sm_90a alone (the B200's compiler cannot select it either: jax 0.12, captured);
-# Blackwell's tensor-core ops (tcgen05) from sm_100.
-OP_FAMILIES = (
-    OpFamily("nvvm.cp.async.bulk", (9, 0), None, "a bulk asynchronous copy (TMA)"),
-    OpFamily("nvvm.wgmma", (9, 0), (9, 0), "a warpgroup MMA (wgmma)"),
-    OpFamily("nvvm.fence.proxy.async", (9, 0), None, "a fence of the asynchronous proxy (TMA)"),
-    OpFamily("nvvm.tcgen05", (10, 0), None, "a Blackwell tensor-core op (tcgen05)"),
-)
 TENSOR_MEMORY_FROM = (10, 0)  # Blackwell: 512 columns of 32-bit cells per SM (PTX ISA, tcgen05)
 BACKEND = {"triton": "Triton", "mosaic_gpu": "Mosaic GPU"}
 
@@ -207,11 +176,6 @@ def with_limit(available: int) -> list[Gpu]:
 
 def with_capability(needs: tuple[int, int]) -> list[Gpu]:
     return sorted((g for g in GPUS.values() if g.capability >= needs), key=lambda g: g.capability)
-
-
-def op_family(op: str | None) -> OpFamily | None:
-    """The op family the PTX ISA dates that `op` is of."""
-    return next((family for family in OP_FAMILIES if (op or "").startswith(family.prefix)), None)
 
 
 def ran_on(report: GpuReport, target: str | None) -> list[Gpu]:

@@ -6,7 +6,7 @@ edit is sure)."""
 from __future__ import annotations
 
 from ..fixes.edits import Fix
-from ..fixes.search import Problem, Variant, key, shrink_fixes
+from ..fixes.search import Problem, Variant, compile_variant, key, shrink_fixes
 from ..results import CapturedCall
 from .layout import estimated_shared_memory
 from .report import parse_gpu_report
@@ -54,10 +54,9 @@ def compiled_figures(problem: Problem, variant: Variant) -> dict[str, tuple[int,
     when the compile budget is spent or a request is not said."""
     found = {}
     for target in problem.targets:
-        if problem.compiles >= problem.max_compiles:
+        result = compile_variant(problem, variant, probe_of(target))
+        if result is None:
             return None
-        problem.compiles += 1
-        result = problem.run(problem.request(probe_of(target), variant.example_text, variant.source, compile=True))
         said = [parse_gpu_report(c.compiler_text or "") for c in result.calls]
         asked = [r.requested for r in said if r.form == "shared_memory" and r.requested is not None]
         if result.error or not asked:

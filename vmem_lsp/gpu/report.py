@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .targets import GPUS, Gpu
+
 TRITON_SMEM = re.compile(r"Shared memory size limit exceeded: requested (\d{1,12}), available: (\d{1,12})")
 TENSOR_MEMORY = re.compile(r"Tensor memory size limit exceeded: requested (\d{1,12}), available: (\d{1,12})")
 MOSAIC_SMEM = re.compile(
@@ -96,3 +98,54 @@ def parse_gpu_report(text: str) -> GpuReport:
             text=text,
         )
     return GpuReport("unknown", None, ended_process=ended, text=text)
+
+
+# ---- the ops an architecture lacks ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpFamily:
+    """Ops an architecture has or lacks, by the prefix MLIR and LLVM name them with."""
+
+    prefix: str
+    first: tuple[int, int]  # the first compute capability with it
+    last: tuple[int, int] | None  # the last (an sm_90a-only op), None for every later one
+    what: str
+    # The kernel-body primitives that make it (jax's Mosaic GPU): MLIR's own location names the
+    # op the lowering emitted, which in a pipeline is a line of the pipeline's scope, not the
+    # body's plgpu.wgmma; the worker finds the body's line by these (gpu/worker.op_origin).
+    primitives: tuple[str, ...] = ()
+
+    def on(self, capability: tuple[int, int]) -> bool:
+        return self.first <= capability and (self.last is None or capability <= self.last)
+
+    def gpus(self) -> list[Gpu]:
+        return sorted((g for g in GPUS.values() if self.on(g.capability)), key=lambda g: g.capability)
+
+    def has_it(self) -> str:
+        """ "sm_90 and newer have it", "only sm_90a has it"."""
+        first = f"sm_{self.first[0]}{self.first[1]}"
+        return f"only {first}a has it" if self.last == self.first else f"{first} and newer have it"
+
+
+# From NVIDIA's PTX ISA (each instruction's "Target ISA notes"): the Tensor Memory Accelerator's
+# bulk asynchronous copies (cp.async.bulk*) and the async proxy's fence from sm_90; warpgroup MMA
+# (wgmma) on sm_90a alone (the B200's compiler cannot select it either: jax 0.12, captured);
+# Blackwell's tensor-core ops (tcgen05) from sm_100.
+OP_FAMILIES = (
+    OpFamily(
+        "nvvm.cp.async.bulk",
+        (9, 0),
+        None,
+        "a bulk asynchronous copy (TMA)",
+        ("copy_gmem_to_smem", "copy_smem_to_gmem"),
+    ),
+    OpFamily("nvvm.wgmma", (9, 0), (9, 0), "a warpgroup MMA (wgmma)", ("wgmma",)),
+    OpFamily("nvvm.fence.proxy.async", (9, 0), None, "a fence of the asynchronous proxy (TMA)"),
+    OpFamily("nvvm.tcgen05", (10, 0), None, "a Blackwell tensor-core op (tcgen05)", ("tcgen05",)),
+)
+
+
+def op_family(op: str | None) -> OpFamily | None:
+    """The op family the PTX ISA dates that `op` is of."""
+    return next((family for family in OP_FAMILIES if (op or "").startswith(family.prefix)), None)

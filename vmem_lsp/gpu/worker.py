@@ -38,7 +38,7 @@ from .compile import (
     with_printed,
 )
 from .kernel import gpu_kernel_of
-from .report import UNSUPPORTED_OP
+from .report import OP_FAMILIES, UNSUPPORTED_OP, op_family
 from .targets import gpu, gpu_missing
 
 
@@ -103,7 +103,7 @@ def compiling(eqn, name: str) -> dict:
 
     body = jax_compat.kernel_body(eqn)
     culprits = [(FP8_FATAL, first_origin(body, converts_fp8) or first_origin(body, uses_fp8))]
-    culprits += [(re.escape(op), op_origin(op, body)) for op in OP_PRIMITIVES]
+    culprits += [(re.escape(family.prefix), op_origin(family.prefix, body)) for family in OP_FAMILIES]
     return {
         "kernel": name,
         "invoked": pair(invoked_at(eqn)),
@@ -147,8 +147,8 @@ def unlowered(eqn, params: dict, error: Exception) -> str | None:
     try:
         if get(type(compiler_params), "gpu") is not None:
             return None
-    except ValueError as error:  # another platform's params: jax's own words
-        return str(error)
+    except ValueError as other_platform:  # another platform's params: jax's own words
+        return str(other_platform)
     import jax
 
     return (
@@ -158,19 +158,10 @@ def unlowered(eqn, params: dict, error: Exception) -> str | None:
     )
 
 
-# An op an architecture lacks, as MLIR names it -> the kernel-body primitives that make it (jax
-# 0.10's Mosaic GPU): MLIR's own location names the op the lowering emitted, which in a
-# pipeline is a line of the pipeline's scope, not the plgpu.wgmma of the body.
-OP_PRIMITIVES = {
-    "nvvm.wgmma": ("wgmma",),
-    "nvvm.tcgen05": ("tcgen05",),
-    "nvvm.cp.async.bulk": ("copy_gmem_to_smem", "copy_smem_to_gmem"),
-}
-
-
 def op_origin(op: str, body) -> Origin | None:
     """The user line of the first body equation that makes `op` (an MLIR/LLVM op name)."""
-    names = next((names for prefix, names in OP_PRIMITIVES.items() if op.startswith(prefix)), ())
+    family = op_family(op)
+    names = family.primitives if family else ()
     if not names:
         return None
     return first_origin(body, lambda eqn: any(name in eqn.primitive.name for name in names))
