@@ -143,3 +143,33 @@ def test_the_model_on_the_corpus_is_within_what_bench_results_records():
     outside = [(e, t) for e, t, m, c in big if abs(m - c) > 0.10 * c]
     assert all(t == "b200" and "[mha_backward]" in e for e, t in outside), outside
     assert min(errors) >= -0.25
+
+
+def test_a_gradients_backward_kernel_is_marked_on_its_own_pallas_call_and_blockspecs(checked):
+    """jax.grad through jax's mha: the backward kernel is bound while jax transposes, inside
+    attention.py's _mha_backward, but its equation carries the traceback of the forward's call in
+    the loss. Its overflow on the L4 goes on the backward's pallas_call and the BlockSpecs of its
+    in_specs in jax's file, not on the loss's line."""
+    from jax.experimental.pallas.ops.gpu import attention
+
+    lines = open(attention.__file__).read().splitlines()
+    start = next(n for n, text in enumerate(lines, 1) if text.startswith("def _mha_backward("))
+    call = next(
+        n
+        for n, text in enumerate(lines, 1)
+        if n > start and "pl.pallas_call(" in text and "mha_backward_kernel" in "".join(lines[n : n + 3])
+    )
+    on_l4 = [d for d in checked["diagnostics"] if "l4" in by_target(d)]
+    [kernel] = [d for d in on_l4 if d["code"] == "VMEM051" and "kernel mha_backward " in d["message"]]
+    assert kernel["abs_path"] == attention.__file__ and line_of(kernel) == call
+    requested = by_target(kernel)["l4"]["requested"]
+    specs = [d for d in on_l4 if d["code"] == "VMEM050" and by_target(d)["l4"]["requested"] == requested]
+    assert len(specs) == 4, specs  # q, k, v and do: the blocks it stages
+    assert all(d["abs_path"] == attention.__file__ and start < line_of(d) < call for d in specs), specs
+    assert all("pl.BlockSpec(" in lines[line_of(d) - 1] for d in specs)
+    loss = [d for d in on_l4 if d["abs_path"].endswith("gpu_corpus/attention.py") and d["code"] != "VMEM004"]
+    assert not loss, loss
+
+
+def line_of(diagnostic: dict) -> int:
+    return diagnostic["range"]["start_line"]

@@ -24,11 +24,13 @@ from .cut_grids import cut_grids, extrapolate
 from .devices import target_device, trace_device
 from .kernels import MLIR_LOCATION, compiler_dtype, first_origin, kernel_name, no_phase
 from .provenance import (
+    BOUND,
     PROVENANCE,
     SCOPED,
     Provenance,
     ScopedRecord,
     is_user_file,
+    provenance_of,
     recording,
     scoped_record,
     traceback_origin,
@@ -450,14 +452,14 @@ def capture_calls(
     if compiler_options is None:  # a limit its compiler takes no option for (a GPU has no scoped VMEM)
         limit, limit_source = None, None
     PROVENANCE.clear()
+    BOUND.clear()
     on_phase("trace", None)
     calls = []
     with recording(origins):
         traced = trace_example(call_text, namespace, device, direct=not origins)
     for eqn in traced:
         try:
-            invoke_origin = invoked_at(eqn)
-            provenance = PROVENANCE.get((invoke_origin.file, invoke_origin.line)) if invoke_origin else None
+            invoke_origin, provenance = provenance_of(invoked_at(eqn), eqn)
             interpret = bool(eqn.params.get("interpret"))  # a CPU run: its TPU compile would say nothing
             platform = params_platform(eqn.params.get("compiler_params"))
             other = platform if platform not in (None, family.platform) else None

@@ -177,6 +177,33 @@ class Provenance:
 
 PROVENANCE: dict[tuple[str, int], Provenance] = {}
 
+# id of the kernel jaxpr of each pallas_call bound while a hooked call was invoked -> (that
+# jaxpr, kept so its id is not reused; the user line that invoked it). A gradient's backward
+# kernels are bound while jax transposes, inside the custom_vjp's backward function, but
+# their equations carry the traceback of the forward's call in user code (the loss), which
+# invoked no pallas_call of its own: the kernel jaxpr, the same object in the final program,
+# is the way back to the call that made it.
+BOUND: dict[int, tuple[Any, Origin]] = {}
+INVOKING: list[Origin] = []
+
+
+def bound_origin(eqn) -> Origin | None:
+    """The user line whose pallas_call bound this equation's kernel, where it was seen."""
+    kernel = eqn.params.get("jaxpr")
+    found = BOUND.get(id(kernel))
+    return found[1] if found is not None and found[0] is kernel else None
+
+
+def provenance_of(origin: Origin | None, eqn) -> tuple[Origin | None, Provenance | None]:
+    """Where a pallas_call equation was invoked and what its call recorded: the line its
+    traceback names, or, when that line invoked no recorded call, the line that bound it."""
+    found = PROVENANCE.get((origin.file, origin.line)) if origin is not None else None
+    if found is None:
+        bound = bound_origin(eqn)
+        if bound is not None:
+            return bound, PROVENANCE.get((bound.file, bound.line))
+    return origin, found
+
 
 def _origins(tree) -> tuple[Origin | None, ...]:
     if tree is None or (jax_compat.no_block_spec is not None and tree is jax_compat.no_block_spec):
@@ -205,9 +232,14 @@ def _wrap_pallas_call(original):
         @functools.wraps(call)
         def invoke(*args, **call_kwargs):
             origin = user_origin()
-            if origin is not None:
-                PROVENANCE[(origin.file, origin.line)] = provenance
-            return call(*args, **call_kwargs)
+            if origin is None:
+                return call(*args, **call_kwargs)
+            PROVENANCE[(origin.file, origin.line)] = provenance
+            INVOKING.append(origin)
+            try:
+                return call(*args, **call_kwargs)
+            finally:
+                INVOKING.pop()
 
         return invoke
 
@@ -348,6 +380,20 @@ def _wrap_run_scoped(original):
     return run_scoped
 
 
+def _remember_bound(bind):
+    """pallas_call_p.bind, noting which invoked call bound each kernel jaxpr (BOUND)."""
+
+    @functools.wraps(bind)
+    def remembering(*args, **params):
+        kernel = params.get("jaxpr")
+        if INVOKING and kernel is not None:
+            BOUND[id(kernel)] = (kernel, INVOKING[-1])
+        return bind(*args, **params)
+
+    HOOKS.add(remembering)
+    return remembering
+
+
 def install_provenance() -> None:
     """Patch jax so that specs and calls remember where user code made them.
     Must run before user modules are imported (they may bind pallas_call).
@@ -361,6 +407,9 @@ def install_provenance() -> None:
         wrapped = _wrap_pallas_call(calls.pallas_call)
         calls.pallas_call = wrapped
         pl.pallas_call = wrapped
+    primitive = jax_compat.pallas_call_p
+    if primitive is not None and primitive.bind not in HOOKS:
+        primitive.bind = _remember_bound(primitive.bind)
     primitives = jax_compat.pallas_primitives
     if primitives is not None and hasattr(primitives, "run_scoped"):
         scoped = _wrap_run_scoped(primitives.run_scoped)
@@ -375,3 +424,4 @@ def forget_traces() -> None:
     kernel's trace is kept by its static arguments)."""
     jax.clear_caches()
     PROVENANCE.clear()
+    BOUND.clear()
