@@ -18,8 +18,8 @@ from dataclasses import replace
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.experimental import pallas as pl
 from support import KERNELS, ROOT, line_of, model_records
+from support.bodies import kernel_jaxpr, on_rows
 from support.cli import run_json
 
 from vmem_lsp.results import CapturedCall, Operand, Origin, Unseen
@@ -42,28 +42,6 @@ def router_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def kernel_jaxpr(f, *shapes):
-    """The kernel body of the one pallas_call `f` makes, traced for `shapes` ((shape, dtype), ...)."""
-    from vmem_lsp.compile.tracing import pallas_equations
-
-    args = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in shapes]
-    [eqn] = pallas_equations(jax.make_jaxpr(f)(*args).jaxpr)
-    return eqn.params["jaxpr"]
-
-
-def on_rows(kernel, rows: int = 512, cols: int = 1024):
-    def f(x):
-        return pl.pallas_call(
-            kernel,
-            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-            grid=(x.shape[0] // rows,),
-            in_specs=[pl.BlockSpec((rows, cols), lambda i: (i, 0))],
-            out_specs=pl.BlockSpec((rows, cols), lambda i: (i, 0)),
-        )(x)
-
-    return f
 
 
 def live_of(jaxpr) -> Unseen | None:

@@ -17,8 +17,9 @@ from ..family import Family
 from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scratch, Unseen
 
 # Raised whenever a message or a result's fields change: the hello refuses a mismatch. 18: a kernel
-# inside a kernel is not compiled alone; a GPU crash's culprit lines (cached results redone).
-PROTOCOL_VERSION = 18
+# inside a kernel is not compiled alone; a GPU crash's culprit lines (cached results redone). 19: the
+# body account (Unseen "held": each value live at the body's peak, on its line).
+PROTOCOL_VERSION = 19
 
 
 def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:
@@ -102,7 +103,18 @@ def result_from_dict(d: dict) -> ExampleResult:
                     )
                     for s in c.get("scoped", ())
                 ),
-                "unseen": tuple(Unseen(**{**u, "origin": _origin(u["origin"])}) for u in c.get("unseen", ())),
+                "unseen": tuple(
+                    Unseen(
+                        **{
+                            **u,
+                            "origin": _origin(u["origin"]),
+                            "shape": tuple(u.get("shape", ())),
+                            "across": _origin(u.get("across")),
+                            "start": _origin(u.get("start")),
+                        }
+                    )
+                    for u in c.get("unseen", ())
+                ),
                 "error_origin": _origin(c.get("error_origin")),
                 "in_program": tuple(tuple(x) for x in c.get("in_program", ())),
                 "family_facts": facts(c.get("family_facts")),

@@ -58,8 +58,9 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
     unique: dict[tuple, Unseen] = {}
     for u in sorted(found, key=lambda u: -u.bytes):
         unique.setdefault((u.what, u.origin), u)
-    live = live_values(kernel_jaxpr)
-    return tuple(list(unique.values())[:most]) + ((live,) if live is not None else ())
+    peak = _live_peak(kernel_jaxpr)
+    live = (_live_summary(peak),) if peak is not None else ()
+    return tuple(list(unique.values())[:most]) + live + (held_values(peak) if peak is not None else ())
 
 
 # Primitives that need the whole of a value before their result exists (a
@@ -143,8 +144,31 @@ class _Peak:
     """The body's values live across one whole-value op, where they weigh most."""
 
     bytes: int
-    avals: tuple  # of the live values
+    values: tuple  # (aval, the equation that made it, the equation its chain began at) of each live value
     eqn: Any  # the op they are live across
+
+    @property
+    def avals(self) -> tuple:
+        return tuple(aval for aval, _, _ in self.values)
+
+
+def _chain_start(ops: list[_Op], at: int, maker: dict[int, int]) -> Any:
+    """The equation a value's elementwise chain began at: back through the first operand of
+    the same shape, to a whole-value op or an op with none (p = exp(s - m) began at s's dot)."""
+    shape = tuple(ops[at].eqn.outvars[0].aval.shape)
+    seen = 0
+    while not ops[at].whole and seen < len(ops):
+        seen += 1
+        eqn = ops[at].eqn
+        same = [
+            maker[n]
+            for v, n in zip(eqn.invars, ops[at].reads)
+            if n in maker and tuple(getattr(getattr(v, "aval", None), "shape", ())) == shape
+        ]
+        if not same or ops[same[0]].eqn.primitive.name in RELOADED:  # a loaded block is its window's
+            break
+        at = same[0]
+    return ops[at].eqn
 
 
 def _live_peak(jaxpr) -> _Peak | None:
@@ -154,10 +178,12 @@ def _live_peak(jaxpr) -> _Peak | None:
     regions: list = []
     _in_line(jaxpr, ops, {}, regions)
     made: dict[int, tuple[int, int, Any]] = {}  # value -> (op index, bytes, aval)
+    maker: dict[int, int] = {}  # value -> the op index that made it
     last: dict[int, int] = {}
     for i, op in enumerate(ops):
         for n in op.reads:
             last[n] = i
+        maker.update((n, i) for n in op.makes)
         if op.eqn.primitive.name not in RELOADED:
             for v, n in zip(op.eqn.outvars, op.makes):
                 if size := _vmem_bytes(v.aval):
@@ -177,7 +203,11 @@ def _live_peak(jaxpr) -> _Peak | None:
     peaks = [p for sub in regions if (p := _live_peak(sub)) is not None]
     if best is not None:
         size, at = best
-        live = tuple(aval for n, (i, _, aval) in made.items() if i < at < last.get(n, i))
+        live = tuple(
+            (aval, ops[i].eqn, _chain_start(ops, i, maker))
+            for n, (i, _, aval) in made.items()
+            if i < at < last.get(n, i)
+        )
         peaks.append(_Peak(size, live, ops[at].eqn))
     return max(peaks, key=lambda p: p.bytes, default=None)
 
@@ -187,10 +217,36 @@ def live_values(kernel_jaxpr) -> Unseen | None:
     (bench/MODEL.md, "Body temporaries"), as one Unseen of kind "live": the
     layout model sizes their spill slots within measured bounds."""
     peak = _live_peak(kernel_jaxpr)
-    if peak is None:
-        return None
-    largest = max(peak.avals, key=_vmem_bytes)
-    shape = f"{compiler_dtype(largest.dtype)}[{','.join(str(int(d)) for d in largest.shape)}]"
+    return _live_summary(peak) if peak is not None else None
+
+
+def _live_summary(peak: _Peak) -> Unseen:
+    shape = _shape_text(max(peak.avals, key=_vmem_bytes))
     count = f"{len(peak.avals)} temporar{'ies' if len(peak.avals) != 1 else 'y'}"
     what = f"{count} live at once across a {peak.eqn.primitive.name} (the largest {shape}), together"
     return Unseen(what, peak.bytes, traceback_origin(peak.eqn.source_info.traceback), "live")
+
+
+def held_values(peak: _Peak) -> tuple[Unseen, ...]:
+    """The body account: each value live at the peak, largest first, as an Unseen of kind
+    "held" on the line that makes it, with its shape (which block sizes it grows with), the
+    line of the op it is live across and the line its elementwise chain began at. What the compiler's internal scratch is split into."""
+    across = traceback_origin(peak.eqn.source_info.traceback)
+    held = [
+        Unseen(
+            f"{_shape_text(aval)} from {eqn.primitive.name} across {peak.eqn.primitive.name}"
+            + (f" of {start.primitive.name}" if start is not eqn else ""),
+            _vmem_bytes(aval),
+            traceback_origin(eqn.source_info.traceback),
+            "held",
+            tuple(int(d) for d in aval.shape),
+            across,
+            traceback_origin(start.source_info.traceback) if start is not eqn else None,
+        )
+        for aval, eqn, start in peak.values
+    ]
+    return tuple(sorted(held, key=lambda u: -u.bytes))
+
+
+def _shape_text(aval) -> str:
+    return f"{compiler_dtype(aval.dtype)}[{','.join(str(int(d)) for d in aval.shape)}]"

@@ -297,7 +297,7 @@ def unseen_could_overflow(call: CapturedCall, total: int, limit: int, target: st
     headroom. None when the verdict stands either way: quiet when all is well."""
     if total > limit or not call.unseen:
         return None
-    staged = [u for u in call.unseen if u.kind != "live"]
+    staged = [u for u in call.unseen if u.kind == "staged"]
     largest = max(staged, key=lambda u: u.bytes, default=None)
     if largest is not None and total + largest.bytes > limit:
         return largest

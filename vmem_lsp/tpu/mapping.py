@@ -34,6 +34,7 @@ from ..source.directives import Example
 from ..source.model import Span
 from ..source.text import split_lines
 from . import layout
+from .body_parts import body_parts
 from .chips import Chip, chip
 from .correlate import operand_for, operand_named, scoped_allocations, scratch_indices
 from .parse import error_kind, parse_report
@@ -320,16 +321,30 @@ def estimated_parts(call, report, target, site, sites, anchor, need, base) -> li
             )
         )
     if remainder > 0:
-        parts.append(
-            Part(
-                anchor,
-                "VMEM003",
-                "internal",
-                render.internal_remainder(remainder, modelled, need),
-                {**base, "kind": "internal", "size": remainder, "estimated": True},
+        body = internal_parts(call, remainder, site, sites, anchor, need, base, estimated=False)
+        parts.extend(body)
+        if not body:
+            parts.append(
+                Part(
+                    anchor,
+                    "VMEM003",
+                    "internal",
+                    render.internal_remainder(remainder, modelled, need),
+                    {**base, "kind": "internal", "size": remainder, "estimated": True},
+                )
             )
-        )
     return parts
+
+
+def internal_parts(
+    call, internal: int, site, sites: Sources, anchor: Anchor, need, base, estimated: bool
+) -> list[Part]:
+    """The compiler's internal scratch (or the model's estimate of it) on the body lines whose
+    values make it (tpu/body_parts), the rest on the pallas_call; empty without a body account."""
+    return [
+        Part(b.where, b.code, b.subject, b.wording, b.facts, b.related)
+        for b in body_parts(call, internal, site, sites, anchor, need, base, estimated)
+    ]
 
 
 def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites: Sources) -> KernelFindings | None:
@@ -360,9 +375,9 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
         "exceeded_by": b.total - b.limit,
         "memory_space": "vmem",
     }
-    parts = []
     internal = next((p.bytes for p in b.parts if p.kind == "internal"), 0)
-    if internal:
+    parts = internal_parts(call, internal, site, sites, anchor, need, base, estimated=True) if internal else []
+    if internal and not parts:
         parts.append(
             Part(
                 anchor,

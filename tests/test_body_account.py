@@ -1,0 +1,209 @@
+"""The culprit inside the kernel body (issue 42): the values a body holds at its peak (the body
+account, tpu/body.held_values) put on the lines that make them (VMEM008), splitting the
+compiler's internal scratch, or the model's estimate of it without a compile; the rest stays
+VMEM003 on the pallas_call.
+
+jax's own flash attention with 4096 blocks on v5e, as the issue found it: windows of 2.00M and
+a score block f32[4096,4096] whose exponentials p are live across their row sum. The CLI runs as
+a user runs it, and the compiler's total is held to a direct deviceless compile of the same call.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import pytest
+from support import KERNELS
+from support.bodies import kernel_jaxpr, on_rows
+from support.cli import run_json
+
+from vmem_lsp.correlate import Anchor
+from vmem_lsp.results import CapturedCall, Operand, Origin, Unseen
+from vmem_lsp.source.model import Span
+from vmem_lsp.tpu.body_parts import assigned_name, body_parts
+
+FLASH = KERNELS / "flash_user.py"
+MiB = 1 << 20
+
+
+def flash_source() -> tuple[str, list[str]]:
+    from jax.experimental.pallas.ops.tpu import flash_attention
+
+    path = flash_attention.__file__
+    return path, Path(path).read_text().splitlines()
+
+
+def line_starting(lines: list[str], text: str, after: int = 0) -> int:
+    return next(n for n, line in enumerate(lines, 1) if n > after and line.strip().startswith(text))
+
+
+# ---- the account, read from a traced body ------------------------------------------------------
+
+
+def kernel_body(kernel):
+    return kernel_jaxpr(on_rows(kernel), ((2048, 1024), jnp.float32))
+
+
+@pytest.mark.fast
+def test_each_value_held_at_the_peak_is_on_the_line_that_makes_it():
+    from vmem_lsp.tpu.body import large_values
+
+    def softmax_rows(x_ref, o_ref):
+        s = jnp.dot(x_ref[...], x_ref[...].T)  # f32[512,512], a dot's result
+        p = jnp.exp(s - 1.0)
+        o_ref[...] = (p / jnp.sum(p, axis=-1, keepdims=True)) @ x_ref[...]
+
+    lines = Path(__file__).read_text().splitlines()
+    made = line_starting(lines, "p = jnp.exp(s - 1.0)")
+    held = [u for u in large_values(kernel_body(softmax_rows)) if u.kind == "held"]
+    [p] = [u for u in held if u.origin and u.origin.line == made]
+    assert p.shape == (512, 512) and p.bytes == MiB
+    assert p.what == "f32[512,512] from exp across reduce_sum of dot_general"
+    assert p.start is not None and p.start.line == made - 1  # grown from s's dot
+    assert p.across is not None and p.across.line == made + 1
+
+
+@pytest.mark.fast
+def test_a_loaded_block_is_not_where_a_value_grew_from():
+    from vmem_lsp.tpu.body import large_values
+
+    def rows(x_ref, o_ref):
+        x = jnp.exp(x_ref[...])
+        o_ref[...] = x / jnp.sum(x, axis=-1, keepdims=True)
+
+    [x] = [u for u in large_values(kernel_body(rows)) if u.kind == "held"]
+    assert x.what == "f32[512,1024] from exp across reduce_sum" and x.start is None
+
+
+# ---- the split, on data ------------------------------------------------------------------------
+
+
+class Texts:
+    def __init__(self, texts: dict[str, str]):
+        self.texts = texts
+
+    def sites_of(self, path):
+        raise AssertionError("no site is read without a BlockSpec")
+
+    def text(self, path):
+        return self.texts.get(path)
+
+
+def call_holding(*values: tuple[int, int]) -> CapturedCall:
+    """A kernel with one f32[512,1024] input window of a [4096,1024] array whose body holds
+    values of (bytes, line) in k.py."""
+    held = tuple(
+        Unseen("f32[512,512] from exp across reduce_sum", size, Origin("k.py", line), "held", (512, 512))
+        for size, line in values
+    )
+    op = Operand("in", 0, 0, "f32", (4096, 1024), (512, 1024), None, Origin("k.py", 1), False, None)
+    return CapturedCall("k", None, None, (8,), 0, (op,), (), None, False, None, 0.0, unseen=held)
+
+
+@pytest.mark.fast
+def test_the_split_never_claims_more_than_the_figure_it_splits():
+    texts = Texts({"k.py": "x\n    s = dot(a, b)\n    p = jnp.exp(s)  # é\n    q += p\n"})
+    anchor = Anchor("k.py", Span(9, 0, 9, 4))
+    call = call_holding((64 * MiB, 3), (8 * MiB, 4), (MiB // 2, 2))
+    base = {"used": 100 * MiB}
+    parts = body_parts(call, 70 * MiB, None, texts, anchor, "need", base, estimated=False)
+    assert [p.code for p in parts] == ["VMEM008", "VMEM003"]  # 8M would pass 70M; 0.5M is under 5% of 100M
+    [p, rest] = parts
+    assert p.facts["size"] + rest.facts["size"] == 70 * MiB
+    assert p.wording.head.startswith("p f32[512,512] = 64.00M") and "(p)" in rest.wording.head
+    assert p.where.span == Span(3, 4, 3, len("    p = jnp.exp(s)  # é"))  # code points, not bytes
+    # a value larger than the whole figure is not in it (the compiler streams it): the next one is
+    assert [
+        b.facts["size"] for b in body_parts(call, 32 * MiB, None, texts, anchor, "need", base, estimated=False)
+    ] == [
+        8 * MiB,
+        24 * MiB,
+    ]
+    assert body_parts(call, 4 * MiB, None, texts, anchor, "need", base, estimated=False) == []
+    estimated = body_parts(call, 72 * MiB, None, texts, anchor, "need", base, estimated=True)
+    assert [e.facts["size"] for e in estimated] == [64 * MiB, 8 * MiB]
+    assert all("~" in e.wording.head for e in estimated)
+
+
+@pytest.mark.fast
+def test_the_name_of_a_value_is_what_its_line_assigns():
+    assert assigned_name("      p = jnp.exp(s)") == "p"
+    assert assigned_name("  s *= sm_scale") == "s"
+    assert assigned_name("  o_ref[...] = p") is None
+    assert assigned_name("  if a == b:") is None
+
+
+# ---- jax's flash attention, as a user checks it --------------------------------------------------
+
+
+def direct_total(target: str) -> str:
+    """The compiler's own words on the flash_user.py example, compiled directly: jitted whole
+    for the chip's deviceless topology, no vmem-lsp in the way."""
+    script = f"""
+import jax, jax.numpy as jnp
+from jax.experimental import topologies
+from jax.sharding import SingleDeviceSharding
+from jax.experimental.pallas.ops.tpu.flash_attention import flash_attention, BlockSizes
+from vmem_lsp.tpu.chips import chip
+device = topologies.get_topology_desc(platform="tpu", topology_name=chip({target!r}).topology).devices[0]
+q = jax.ShapeDtypeStruct((1, 8, 8192, 128), jnp.bfloat16, sharding=SingleDeviceSharding(device))
+sizes = BlockSizes(block_q=4096, block_k_major=4096, block_k=4096, block_b=1)
+try:
+    jax.jit(lambda q, k, v: flash_attention(q, k, v, block_sizes=sizes)).lower(q, q, q).compile()
+    print("fits")
+except Exception as error:
+    print(error)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("flash")
+    (work / FLASH.name).write_text(FLASH.read_text())
+    done, report = run_json("check", FLASH.name, "--target", "v5e", "--no-cache", cwd=work)
+    assert done.returncode == 1, done.stderr
+    return report
+
+
+def test_the_scores_exponentials_are_an_error_on_their_line_with_the_compilers_figures(compiled):
+    path, lines = flash_source()
+    body = [d for d in compiled["diagnostics"] if d["code"] == "VMEM008"]
+    [p] = body
+    made = int(p["range"]["start_line"])
+    assert p["abs_path"] == path and lines[made - 1].strip().startswith("p = jnp.exp(")
+    scores = line_starting(lines, "s = jax.lax.dot_general(", after=made - 60)
+    assert p["message"].startswith(
+        f"p f32[4096,4096] = 64.00M, a value of the kernel body, grown from the dot at line {scores}"
+    )
+    assert p["origin"] == "compiler" and p["facts"]["estimated"] is False
+    # related to the block sizes it grows with: the BlockSpecs of q, k and v
+    grows = [r for r in p["related"] if "grows with" in r["message"]]
+    assert {r["message"].split(" grows with ")[1].split("'")[0] for r in grows} >= {"input 0", "input 1"}
+    # the split reconciles to the compiler's total: windows + body values + the rest
+    [total] = [d for d in compiled["diagnostics"] if d["code"] == "VMEM002"]
+    [rest] = [d for d in compiled["diagnostics"] if d["code"] == "VMEM003"]
+    windows = [r for r in total["related"] if " window " in r["message"] or "scratch " in r["message"][:12]]
+    assert p["facts"]["size"] + rest["facts"]["size"] + 2 * MiB * len(windows) == total["facts"]["used"]
+    # the small windows are related information, not errors: the body makes this overflow
+    assert not [d for d in compiled["diagnostics"] if d["code"] == "VMEM001"]
+    # the compiler's figure is the one a direct compile of the same call gives
+    direct = direct_total("v5e")
+    assert "81.36M" in direct and "16.00M" in direct, direct[:2000]
+    assert "81.36M of 16.00M" in total["message"]
+
+
+def test_without_a_compile_the_model_puts_the_same_value_on_the_same_line(tmp_path):
+    (tmp_path / FLASH.name).write_text(FLASH.read_text())
+    done, report = run_json("check", FLASH.name, "--target", "v5e", "--no-cache", "--no-compile", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    path, lines = flash_source()
+    [p] = [d for d in report["diagnostics"] if d["code"] == "VMEM008"]
+    assert p["abs_path"] == path and lines[p["range"]["start_line"] - 1].strip().startswith("p = jnp.exp(")
+    assert p["message"].startswith("p f32[4096,4096] ~ 64.00M") and p["origin"] == "model"
+    assert "not compiled" in p["message"]

@@ -1,0 +1,197 @@
+"""The compiler's internal scratch put on the body lines that make it (issue 42).
+
+When a kernel's windows are small and its body's values large, the compiler's total less the
+windows is internal scratch: the values the body holds at its peak (the body account, read in
+the worker: results.Unseen of kind "held"). Each of the largest becomes a part of its own
+(VMEM008) on the line that makes it, with the block dimensions it grows with as related
+information; what the values do not explain stays VMEM003 on the pallas_call. The parts never
+claim more than the figure they split: the compiler's, or the model's without a compile.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import render
+from ..budget import SMALL_SHARE
+from ..correlate import Anchor, Sources, spec_anchor
+from ..diagnostics import Related
+from ..render import Wording
+from ..results import CapturedCall, Operand, Unseen
+from ..source.model import Span
+from ..source.text import split_lines
+
+# A held value's words, as tpu/body.held_values writes them: "f32[4096,4096] from exp across reduce_sum".
+# and, when its elementwise chain began elsewhere, "... of dot_general".
+HELD_WHAT = re.compile(r"(?P<shape>\S+) from (?P<made_by>\S+) across (?P<op>\S+)(?: of (?P<start>\S+))?")
+# What the ops a value is live across are called in a kernel's source.
+OP_WORDS = {
+    "reduce_sum": "sum",
+    "reduce_max": "max",
+    "reduce_min": "min",
+    "reduce_prod": "product",
+    "reduce_and": "all",
+    "reduce_or": "any",
+    "dot_general": "dot",
+    "argmax": "argmax",
+}
+
+# The name an assignment gives the value its line makes: `p = jnp.exp(...)`, `s *= scale`.
+ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*(?:[-+*/@%]|//|\*\*)?=(?!=)")
+
+
+@dataclass(frozen=True)
+class BodyPart:
+    """One value of the body account, placed: what mapping turns into a Part."""
+
+    where: Anchor
+    code: str  # "VMEM008" for a held value, "VMEM003" for what the values do not explain
+    subject: str
+    wording: Wording
+    facts: dict
+    related: tuple[Related, ...] = ()
+
+
+def held(call: CapturedCall) -> list[Unseen]:
+    """The values live at the body's peak, largest first; none without a body account."""
+    return sorted((u for u in call.unseen if u.kind == "held" and u.bytes > 0), key=lambda u: -u.bytes)
+
+
+def assigned_name(line_text: str) -> str | None:
+    found = ASSIGNED.match(line_text)
+    return found.group(1) if found else None
+
+
+def line_of(sites: Sources, path: str, line: int) -> str:
+    text = sites.text(path)
+    lines = split_lines(text) if text is not None else []
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def statement_span(line: int, text: str) -> Span:
+    """The line's code, from its indentation to its end (code points)."""
+    stripped = text.rstrip("\r\n")
+    start = len(stripped) - len(stripped.lstrip())
+    return Span(line, start, line, len(stripped))
+
+
+LANES = 128  # a whole block dimension wider than this is still one a user sizes (block_q of a 2048 sequence)
+
+
+def grows_with(value: Unseen, call: CapturedCall, place: Callable[[Operand], Anchor], name: str) -> tuple[Related, ...]:
+    """The BlockSpecs whose block dimensions the value's dimensions are: a block dimension that
+    tiles its array (smaller than the whole, or whole but wider than the lanes) and equals one of
+    the value's. Shrinking that block shrinks the value; a narrow dimension the block keeps whole
+    (a head_dim of 128) is not a knob."""
+    related = []
+    for op in call.operands:
+        if op.role == "prefetch" or op.block_shape is None:
+            continue
+        tiled = [
+            (i, b, f)
+            for i, (b, f) in enumerate(zip(op.block_shape, op.full_shape))
+            if b is not None and b in value.shape and (1 < b < f or b > LANES)
+        ]
+        if not tiled:
+            continue
+        i, b, f = tiled[0]
+        where = place(op)
+        related.append(
+            Related(
+                where.path,
+                where.span,
+                f"{name} grows with {render.operand(op.role, op.index)}'s block dimension {i} ({b} of {f}): "
+                f"a smaller block makes it smaller",
+            )
+        )
+    return tuple(related)
+
+
+def body_parts(
+    call: CapturedCall,
+    internal: int,
+    site,
+    sites: Sources,
+    anchor: Anchor,
+    need: str,
+    base: dict,
+    estimated: bool,
+) -> list[BodyPart]:
+    """`internal` bytes (the compiler's total less the windows, or the model's estimate of the
+    body's share) split into the body's held values, largest first, each whole while they fit
+    in it, and the rest. Empty when the body account has nothing to say (the caller keeps its
+    single VMEM003)."""
+    values = held(call)
+    small = SMALL_SHARE * (base.get("used") or internal)  # smaller values stay in the rest, as windows do
+    chosen: list[Unseen] = []
+    for value in values:
+        if value.bytes >= small and sum(v.bytes for v in chosen) + value.bytes <= internal:
+            chosen.append(value)
+    if not chosen:
+        return []
+    sign = "~" if estimated else "="
+
+    def place(operand: Operand) -> Anchor:
+        return spec_anchor(operand, site, sites.sites_of, anchor)
+
+    parts = []
+    for number, value in enumerate(chosen):
+        words = HELD_WHAT.fullmatch(value.what)
+        shape, made_by, op, start = (
+            (words["shape"], words["made_by"], words["op"], words["start"]) if words else (value.what, "?", "?", None)
+        )
+        op = OP_WORDS.get(op, op)
+        text = line_of(sites, value.origin.file, value.origin.line) if value.origin else ""
+        name = assigned_name(text)
+        label = f"{name} {shape}" if name else f"{shape} from {made_by}"
+        where = Anchor(value.origin.file, statement_span(value.origin.line, text)) if value.origin else anchor
+        across = value.across
+        same_file = across is not None and value.origin is not None and across.file == value.origin.file
+        across_text = f"the {op} at line {across.line}" if same_file and across else f"a {op}"
+        began = value.start is not None and value.origin is not None and value.start.file == value.origin.file
+        grown = (
+            f", grown from the {OP_WORDS.get(start or '', start)} at line {value.start.line}"
+            if began and value.start
+            else ""
+        )
+        head = (
+            f"{label} {sign} {render.size(value.bytes)}, a value of the kernel body{grown}, live across {across_text}"
+        )
+        if estimated:
+            head += " (the model's body account, not compiled)"
+        facts = {
+            **base,
+            "kind": "body",
+            "size": value.bytes,
+            "shape": shape,
+            "made_by": made_by,
+            "name": name,
+            "across_line": across.line if across else None,
+            "estimated": estimated,
+        }
+        parts.append(
+            BodyPart(
+                where,
+                "VMEM008",
+                f"body {number}",
+                Wording(head, "; ", need),
+                facts,
+                grows_with(value, call, place, name or "the value"),
+            )
+        )
+    rest = internal - sum(v.bytes for v in chosen)
+    if rest > 0:
+        named = ", ".join(str(p.facts["name"] or p.facts["shape"]) for p in parts)
+        head = f"compiler-internal scratch ~ {render.size(rest)} besides the kernel body's values ({named})"
+        parts.append(
+            BodyPart(
+                anchor,
+                "VMEM003",
+                "internal",
+                Wording(head, "; ", need),
+                {**base, "kind": "internal", "size": rest, "estimated": True},
+            )
+        )
+    return parts
