@@ -207,3 +207,50 @@ def test_without_a_compile_the_model_puts_the_same_value_on_the_same_line(tmp_pa
     assert p["abs_path"] == path and lines[p["range"]["start_line"] - 1].strip().startswith("p = jnp.exp(")
     assert p["message"].startswith("p f32[4096,4096] ~ 64.00M") and p["origin"] == "model"
     assert "not compiled" in p["message"]
+
+
+# ---- a kernel whose overflow is all body values, in the editor -------------------------------------
+
+SCORES = KERNELS / "body_scores.py"
+
+
+@pytest.mark.asyncio
+async def test_in_the_editor_the_body_line_is_the_error_and_its_hover_shows_the_peak(tmp_path):
+    """tests/data/kernels/body_scores.py on v5e and v6e through the real language server: the
+    scores' line is the one error beside the kernel's total and the example (its windows, 1.00M
+    each, are related information), its range counted in UTF-16 at the edge (an astral comment),
+    and a hover on it shows the body's values at their peak."""
+    from lsprotocol import types
+    from support.lsp_client import Editor, compiler_tier, lsp_lines, running_server, utf16_columns, wait_for
+
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\ncache-dir = ".cache"\n')
+    path = tmp_path / SCORES.name
+    path.write_text(SCORES.read_text())
+    lines = lsp_lines(path.read_text())
+    scores = line_starting(lines, "s = jax.lax.dot_general(") - 1
+    async with running_server(tmp_path) as client:
+        editor = Editor(client, path)
+        editor.open()
+        found = await wait_for(
+            lambda: [d for d in compiler_tier(editor.diagnostics()) if d.code == "VMEM008"] and editor.diagnostics(),
+            what="the body's error after open",
+        )
+        assert {d.code for d in found if d.severity == types.DiagnosticSeverity.Error} == {
+            "VMEM008",
+            "VMEM002",
+            "VMEM004",
+        }
+        [body] = [d for d in found if d.code == "VMEM008"]
+        line = lines[scores]
+        indent = len(line) - len(line.lstrip())
+        assert body.range == types.Range(
+            types.Position(scores, indent), types.Position(scores, utf16_columns(line)[-1])
+        )
+        assert body.message.startswith("s f32[2048,4096] = 32.00M, a value of the kernel body")
+        assert "TPU v5e" in body.message or "v5e" in body.message
+        hover = await client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(editor.uri), types.Position(scores, indent + 2))
+        )
+        assert hover is not None
+        assert "kernel body at its peak" in hover.contents.value
+        assert "**f32[2048,4096] from dot_general**" in hover.contents.value

@@ -11,7 +11,7 @@ from .correlate import SitesOf, kernel_site, spec_ordinals
 from .diagnostics import Diagnostic
 from .families import family_of
 from .render import size as format_size
-from .results import ExampleResult
+from .results import CapturedCall, ExampleResult
 from .source.model import KernelSite, Span
 
 SiteKey = tuple  # (path, enclosing function, ordinal of the site within that function)
@@ -145,6 +145,32 @@ def spec_hints(site: KernelSite, known: KnownKernel | None, b: Budget) -> list[t
         if span != site.name_span:
             hints.append((span, part_hint(part)))
     return hints
+
+
+def held_at(call: CapturedCall, path: str, line: int) -> bool:
+    """Whether the body account of `call` holds a value made on `line` of `path`."""
+    return any(u.kind == "held" and u.origin and u.origin.file == path and u.origin.line == line for u in call.unseen)
+
+
+def body_markdown(call: CapturedCall, line: int | None = None) -> str:
+    """The values the kernel body holds at its peak (the body account), largest first, each with
+    the line that makes it and its share of the peak; the one made on `line` in bold. Empty
+    without an account."""
+    held = sorted((u for u in call.unseen if u.kind == "held"), key=lambda u: -u.bytes)
+    if not held:
+        return ""
+    peak = sum(u.bytes for u in held)
+    across = held[0].across
+    rows = ["| value | line | bytes | share of the peak |", "| --- | ---: | ---: | --- |"]
+    for u in held:
+        mark = "**" if u.origin is not None and u.origin.line == line else ""
+        what = u.what.split(" across ", 1)[0]
+        at = u.origin.line if u.origin else ""
+        rows.append(
+            f"| {mark}{what}{mark} | {at} | {format_size(u.bytes)} | `{bar(u.bytes / peak)}` {u.bytes / peak:.0%} |"
+        )
+    where = f" (live across line {across.line})" if across is not None else ""
+    return f"**kernel body at its peak**{where}: {format_size(peak)}\n\n" + "\n".join(rows)
 
 
 def site_at(sites: tuple[KernelSite, ...], line: int) -> KernelSite | None:

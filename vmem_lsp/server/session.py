@@ -213,11 +213,23 @@ class Session:
         doc = self.documents.get(path)
         if doc is None:
             return None, {}, None
-        site = views.site_at(doc.located.sites, line)
+        site = views.site_at(doc.located.sites, line) or self.site_holding(path, line)
         if site is None:
             return None, {}, None
         key = views.key_of(site, doc.located.sites)
         return site, doc.budgets.get(key, {}), self.known.get(key)
+
+    def site_holding(self, path: str, line: int) -> KernelSite | None:
+        """The site of this file whose kernel body makes a value on `line` (1-based) that the last
+        compile's body account holds at its peak: a hover on a body line shows its kernel."""
+        doc = self.documents.get(path)
+        if doc is None:
+            return None
+        for site, key in zip(doc.located.sites, views.site_keys(doc.located.sites)):
+            known = self.known.get(key)
+            if known is not None and views.held_at(known.call, path, line):
+                return site
+        return None
 
     def all_budgets(self, path: str):
         doc = self.documents.get(path)

@@ -19,7 +19,7 @@ from ..budget import SMALL_SHARE
 from ..correlate import Anchor, Sources, spec_anchor
 from ..diagnostics import Related
 from ..render import Wording
-from ..results import CapturedCall, Operand, Unseen
+from ..results import CapturedCall, Operand, Origin, Unseen
 from ..source.model import Span
 from ..source.text import split_lines
 
@@ -131,56 +131,11 @@ def body_parts(
             chosen.append(value)
     if not chosen:
         return []
-    sign = "~" if estimated else "="
 
     def place(operand: Operand) -> Anchor:
         return spec_anchor(operand, site, sites.sites_of, anchor)
 
-    parts = []
-    for number, value in enumerate(chosen):
-        words = HELD_WHAT.fullmatch(value.what)
-        shape, made_by, op, start = (
-            (words["shape"], words["made_by"], words["op"], words["start"]) if words else (value.what, "?", "?", None)
-        )
-        op = OP_WORDS.get(op, op)
-        text = line_of(sites, value.origin.file, value.origin.line) if value.origin else ""
-        name = assigned_name(text)
-        label = f"{name} {shape}" if name else f"{shape} from {made_by}"
-        where = Anchor(value.origin.file, statement_span(value.origin.line, text)) if value.origin else anchor
-        across = value.across
-        same_file = across is not None and value.origin is not None and across.file == value.origin.file
-        across_text = f"the {op} at line {across.line}" if same_file and across else f"a {op}"
-        began = value.start is not None and value.origin is not None and value.start.file == value.origin.file
-        grown = (
-            f", grown from the {OP_WORDS.get(start or '', start)} at line {value.start.line}"
-            if began and value.start
-            else ""
-        )
-        head = (
-            f"{label} {sign} {render.size(value.bytes)}, a value of the kernel body{grown}, live across {across_text}"
-        )
-        if estimated:
-            head += " (the model's body account, not compiled)"
-        facts = {
-            **base,
-            "kind": "body",
-            "size": value.bytes,
-            "shape": shape,
-            "made_by": made_by,
-            "name": name,
-            "across_line": across.line if across else None,
-            "estimated": estimated,
-        }
-        parts.append(
-            BodyPart(
-                where,
-                "VMEM008",
-                f"body {number}",
-                Wording(head, "; ", need),
-                facts,
-                grows_with(value, call, place, name or "the value"),
-            )
-        )
+    parts = [held_part(value, call, sites, anchor, place, need, base, estimated) for value in chosen]
     rest = internal - sum(v.bytes for v in chosen)
     if rest > 0:
         named = ", ".join(str(p.facts["name"] or p.facts["shape"]) for p in parts)
@@ -195,3 +150,47 @@ def body_parts(
             )
         )
     return parts
+
+
+def held_part(
+    value: Unseen, call: CapturedCall, sites: Sources, anchor: Anchor, place, need, base, estimated
+) -> BodyPart:
+    """VMEM008 for one held value, on the line that makes it: "p f32[4096,4096] = 64.00M, a value
+    of the kernel body, grown from the dot at line 395, live across the sum at line 453". Its
+    subject is its line, so that the chips that hold it merge into one diagnostic."""
+    words = HELD_WHAT.fullmatch(value.what)
+    shape, made_by, op, start = (
+        (words["shape"], words["made_by"], words["op"], words["start"]) if words else (value.what, "?", "?", None)
+    )
+    text = line_of(sites, value.origin.file, value.origin.line) if value.origin else ""
+    name = assigned_name(text)
+    label = f"{name} {shape}" if name else f"{shape} from {made_by}"
+    where = Anchor(value.origin.file, statement_span(value.origin.line, text)) if value.origin else anchor
+    began, peak = line_in_file(value, value.start), line_in_file(value, value.across)
+    grown = f", grown from the {OP_WORDS.get(start or '', start)} at line {began}" if began else ""
+    across = f"the {OP_WORDS.get(op, op)} at line {peak}" if peak else f"a {OP_WORDS.get(op, op)}"
+    head = f"{label} {'~' if estimated else '='} {render.size(value.bytes)}, a value of the kernel body{grown}, live across {across}"
+    if estimated:
+        head += " (the model's body account, not compiled)"
+    facts = {
+        **base,
+        "kind": "body",
+        "size": value.bytes,
+        "shape": shape,
+        "made_by": made_by,
+        "name": name,
+        "across_line": value.across.line if value.across else None,
+        "estimated": estimated,
+    }
+    subject = f"body {value.origin.line}" if value.origin else f"body {shape}"
+    return BodyPart(
+        where, "VMEM008", subject, Wording(head, "; ", need), facts, grows_with(value, call, place, name or "the value")
+    )
+
+
+def line_in_file(value: Unseen, other: Origin | None) -> int | None:
+    """The line of what the value names (its peak's op, where it grew from) when it is in the value's
+    own file: only then is "at line N" unambiguous."""
+    if other is None or value.origin is None or other.file != value.origin.file:
+        return None
+    return other.line

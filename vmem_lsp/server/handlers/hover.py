@@ -1,4 +1,5 @@
-"""hover on a pallas_call or BlockSpec: the kernel's VMEM budget per target."""
+"""hover on a pallas_call, a BlockSpec or a body line whose value the kernel holds at its peak: the
+kernel's VMEM budget per target, and its body account."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ def handle(ls: VmemServer, params: types.HoverParams) -> types.Hover | None:
     at = ls.positions().module_position(uri, path, params.position)  # a notebook cell's: in its module
     if at is None:
         return None
-    site, by_target, _ = ls.session.site_budgets(path, at[0])
+    site, by_target, known = ls.session.site_budgets(path, at[0])
     if site is None:
         return None
-    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, views.hover_markdown(site, by_target)))
+    body = views.body_markdown(known.call, at[0]) if known is not None else ""
+    text = views.hover_markdown(site, by_target) + (f"\n\n{body}" if body else "")
+    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text))
