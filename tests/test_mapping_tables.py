@@ -104,7 +104,7 @@ CASES = [
         "v6e",
         {
             ("VMEM001", SCRATCH): [
-                "scratch 0 f32[4096,4096] = 64.00M; kernel needs 128.50M of 127.94M VMEM on TPU v6e (over by 576.0K)",
+                "scratch 0 f32[4096,4096] = 64.00M; kernel needs 128.50M of 127.94M VMEM on TPU v6e (over by 576.0K, 0.44% of the limit: a small overshoot)",
                 "scratch 1 f32[4096,4096] = 64.00M; kernel needs 128.50M of 127.94M VMEM on TPU v6e",
             ],
             # 576.0K over: the two 256.0K windows could not close the gap, so they are related
@@ -115,7 +115,7 @@ CASES = [
                 "(too small to close the gap alone)",
             ],
             ("VMEM002", CALL_LINE): [
-                "pallas_call kernel: kernel needs 128.50M of 127.94M VMEM on TPU v6e (over by 576.0K)"
+                "pallas_call kernel: kernel needs 128.50M of 127.94M VMEM on TPU v6e (over by 576.0K, 0.44% of the limit: a small overshoot)"
             ],
             ("VMEM004", 16): [f"kernel (line {CALL_LINE}) does not fit: "],
         },
@@ -235,7 +235,7 @@ def test_merging_reads_the_subject_not_the_text():
         ),
         (
             dict(used=134217728, limit=134154813, chip="TPU v6e", scoped=False, over=65536),
-            "kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K)",
+            "kernel needs 128.00M of 127.94M VMEM on TPU v6e (over by 64.0K, 0.05% of the limit: a small overshoot)",
         ),
         (
             dict(

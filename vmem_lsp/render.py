@@ -71,6 +71,11 @@ class Brief:
     approximate: bool = False  # the layout model's total (no compile, or a kernel that fits)
 
     @property
+    def small(self) -> bool:
+        """Over the limit by less than SMALL_OVERSHOOT of it."""
+        return self.used is not None and overshoot(self.used - self.limit_bytes, self.limit_bytes) is not None
+
+    @property
     def need(self) -> str:
         """ "~512.0K", "128.00M"."""
         return f"{'~' if self.approximate else ''}{size(self.used or 0)}"
@@ -117,6 +122,9 @@ def briefs_said(briefs: list[Brief], limits: bool = True) -> str:
         said.append(f"needs {totals[0].need} of {on_chips((b.limit, b.target) for b in totals)}")
     elif totals:
         said.append("needs " + ", ".join(f"{b.need} of {b.limit} on {b.target}" for b in totals))
+    small = [b.target for b in totals if b.small]
+    if small and said:
+        said[-1] += f" (a small overshoot on {' and '.join(small)})"
     singles = [(size(b.limit_bytes), b.target) for b in briefs if b.used is None]
     if singles:
         said.append("one allocation over " + on_chips(singles))
@@ -259,12 +267,15 @@ def needs(
     note: str | None = None,
     printed: tuple[str | None, str | None, str | None] = (None, None, None),
     limit_note: str | None = None,
+    room: str | None = None,
 ) -> str:
     """The budget sentence: `kernel needs 128.00M of 16.00M scoped VMEM on TPU
     v5e (over by 112.00M)`. `printed` are the compiler's own texts of used,
     limit and over, which win over ours so that figures read as in its log;
     `approx` marks an estimate (~); a scoped limit that is not the chip's
-    default says where it was set; with no chip (a log that does not say), none is named."""
+    default says where it was set; with no chip (a log that does not say), none is named.
+    An overflow under SMALL_OVERSHOOT of the limit says so, and `room` (a raised limit the
+    chip has the memory for) after it."""
     used_text, limit_text, over_text = printed
     tilde = "~" if approx else ""
     where = f" (set in {set_in})" if scoped and set_in and not limit_note else ""
@@ -273,11 +284,24 @@ def needs(
         f"{'scoped ' if scoped else ''}{space}{where}{f' on {chip}' if chip else ''}"
     )
     if over is not None:
-        sentence += f" (over by {tilde}{over_text or size(over)}{'; ' + note if note else ''}"
+        small = overshoot(over, limit)
+        said = f", {small} of the limit: a small overshoot{'; ' + room if room else ''}" if small else ""
+        sentence += f" (over by {tilde}{over_text or size(over)}{said}{'; ' + note if note else ''}"
         sentence += f"; {limit_note})" if limit_note else ")"
     elif limit_note:
         sentence += f" ({limit_note})"
     return sentence
+
+
+SMALL_OVERSHOOT = 0.05  # of the limit: an overflow this small is said as such (jax #38988: 65.05M of 64.00M)
+
+
+def overshoot(over: int, limit: int) -> str | None:
+    """An overflow's share of the limit ("3.1%", "0.05%") when it is a small one, else None."""
+    if limit <= 0 or not 0 < over < SMALL_OVERSHOOT * limit:
+        return None
+    share = over / limit
+    return f"{share:.2%}" if share < 0.01 else f"{share:.1%}"
 
 
 def limit_above_capacity(asked: int, chip: str, capacity: int, used_limit: str) -> str:

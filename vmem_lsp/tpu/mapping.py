@@ -105,7 +105,19 @@ def report_need(report: Report, target: Chip, limit_source: str | None, asked: i
         if above and asked is not None
         else None,
         printed=(report.used_text, report.limit_text, report.exceeded_by_text),
+        room=raised_limit(report.used or 0, target) if report.limit_kind == "scoped" else None,
     )
+
+
+def raised_limit(used: int, target: Chip) -> str | None:
+    """The vmem_limit_bytes that gives a scoped overflow room, where the chip has it: what the
+    raise-the-limit fix writes (tpu/fixes.limit_for)."""
+    from .fixes import limit_for  # the fix search imports the mapping's world; only this is needed
+
+    limit = limit_for(used, target.capacity)
+    if limit is None:
+        return None
+    return f"{target.label} has {render.size(target.capacity)}: vmem_limit_bytes={limit // (1 << 20)} MiB gives it room"
 
 
 def held_in_program(call: CapturedCall, report: Report, target: Chip) -> list[tuple[str, int]]:
