@@ -38,11 +38,14 @@ def test_only_an_overflow_under_five_percent_of_the_limit_is_small():
 
 
 @pytest.mark.fast
-def test_several_chips_name_the_ones_with_a_small_overshoot():
+def test_two_chips_name_the_one_with_a_small_overshoot_and_ranges_stay_short():
     briefs = [
         render.Brief(128 * MiB, 16 * MiB, "v5e", scoped=True),
         render.Brief(128 * MiB, 128 * MiB - 64 * 1024, "v6e"),
     ]
+    ranged = [*briefs, render.Brief(128 * MiB, 64 * MiB, "v7x")]
+    assert "small" not in render.briefs_said(ranged)  # each chip's related sentence says it
+    assert "small" not in render.briefs_said(briefs, limits=False)  # a part leaves the limits to its kernel
     assert (
         render.briefs_said(briefs) == "needs 128.00M of 16.00M scoped on v5e, 127.94M on v6e (a small overshoot on v6e)"
     )

@@ -123,7 +123,7 @@ def briefs_said(briefs: list[Brief], limits: bool = True) -> str:
     elif totals:
         said.append("needs " + ", ".join(f"{b.need} of {b.limit} on {b.target}" for b in totals))
     small = [b.target for b in totals if b.small]
-    if small and said:
+    if small and said and limits and len(totals) < RANGE_FROM:  # ranges stay short: the related sentences say it
         said[-1] += f" (a small overshoot on {' and '.join(small)})"
     singles = [(size(b.limit_bytes), b.target) for b in briefs if b.used is None]
     if singles:
