@@ -10,8 +10,6 @@ a user runs it, and the compiler's total is held to a direct deviceless compile 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -19,6 +17,7 @@ import pytest
 from support import KERNELS
 from support.bodies import kernel_jaxpr, on_rows
 from support.cli import run_json
+from support.tpu_direct import compile_directly
 
 from vmem_lsp.correlate import Anchor
 from vmem_lsp.results import CapturedCall, Operand, Origin, Unseen
@@ -142,24 +141,15 @@ def test_the_name_of_a_value_is_what_its_line_assigns():
 def direct_total(target: str) -> str:
     """The compiler's own words on the flash_user.py example, compiled directly: jitted whole
     for the chip's deviceless topology, no vmem-lsp in the way."""
-    script = f"""
-import jax, jax.numpy as jnp
-from jax.experimental import topologies
-from jax.sharding import SingleDeviceSharding
-from jax.experimental.pallas.ops.tpu.flash_attention import flash_attention, BlockSizes
-from vmem_lsp.tpu.chips import chip
-device = topologies.get_topology_desc(platform="tpu", topology_name=chip({target!r}).topology).devices[0]
-q = jax.ShapeDtypeStruct((1, 8, 8192, 128), jnp.bfloat16, sharding=SingleDeviceSharding(device))
-sizes = BlockSizes(block_q=4096, block_k_major=4096, block_k=4096, block_b=1)
-try:
-    jax.jit(lambda q, k, v: flash_attention(q, k, v, block_sizes=sizes)).lower(q, q, q).compile()
-    print("fits")
-except Exception as error:
-    print(error)
-"""
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return compile_directly(
+        target,
+        """
+        from jax.experimental.pallas.ops.tpu.flash_attention import flash_attention, BlockSizes
+        q = jax.ShapeDtypeStruct((1, 8, 8192, 128), jnp.bfloat16, sharding=sharding)
+        sizes = BlockSizes(block_q=4096, block_k_major=4096, block_k=4096, block_b=1)
+        run, args = (lambda q, k, v: flash_attention(q, k, v, block_sizes=sizes)), (q, q, q)
+        """,
+    )
 
 
 @pytest.fixture(scope="module")

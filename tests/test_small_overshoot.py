@@ -9,12 +9,10 @@ are held to direct deviceless compiles of the same kernel, in the test."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from support import KERNELS
 from support.cli import run_cli, run_json
+from support.tpu_direct import compile_directly
 
 from vmem_lsp import render
 
@@ -54,31 +52,23 @@ def test_two_chips_name_the_one_with_a_small_overshoot_and_ranges_stay_short():
 def direct(limit: int | None) -> str:
     """near_limit.py's kernel compiled directly for v5e's deviceless topology, jitted whole, with
     `limit` as its vmem_limit_bytes: "fits", or the compiler's error."""
-    script = f"""
-import importlib.util, jax, jax.numpy as jnp
-from jax.experimental import topologies
-from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
-from jax.sharding import SingleDeviceSharding
-from vmem_lsp.tpu.chips import chip
-spec = importlib.util.spec_from_file_location("near", {str(NEAR)!r})
-near = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(near)
-device = topologies.get_topology_desc(platform="tpu", topology_name=chip("v5e").topology).devices[0]
-x = jax.ShapeDtypeStruct((4224, 1024), jnp.float32, sharding=SingleDeviceSharding(device))
-params = dict(compiler_params=pltpu.CompilerParams(vmem_limit_bytes={limit})) if {limit} else {{}}
-call = lambda x: pl.pallas_call(near.copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(4,),
-    in_specs=[pl.BlockSpec((1056, 1024), lambda i: (i, 0))], out_specs=pl.BlockSpec((1056, 1024), lambda i: (i, 0)),
-    **params)(x)
-try:
-    jax.jit(call).lower(x).compile()
-    print("fits")
-except Exception as error:
-    print(error)
-"""
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return compile_directly(
+        "v5e",
+        f"""
+        import importlib.util
+        from jax.experimental import pallas as pl
+        from jax.experimental.pallas import tpu as pltpu
+        spec = importlib.util.spec_from_file_location("near", {str(NEAR)!r})
+        near = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(near)
+        params = dict(compiler_params=pltpu.CompilerParams(vmem_limit_bytes={limit})) if {limit} else {{}}
+        run = lambda x: pl.pallas_call(
+            near.copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(4,),
+            in_specs=[pl.BlockSpec((1056, 1024), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((1056, 1024), lambda i: (i, 0)), **params)(x)
+        args = (jax.ShapeDtypeStruct((4224, 1024), jnp.float32, sharding=sharding),)
+        """,
+    )
 
 
 def test_a_small_overshoot_says_so_first_and_offers_the_limit_that_compiles(tmp_path):

@@ -284,9 +284,8 @@ def needs(
         f"{'scoped ' if scoped else ''}{space}{where}{f' on {chip}' if chip else ''}"
     )
     if over is not None:
-        small = overshoot(over, limit)
-        said = f", {small} of the limit: a small overshoot{'; ' + room if room else ''}" if small else ""
-        sentence += f" (over by {tilde}{over_text or size(over)}{said}{'; ' + note if note else ''}"
+        sentence += f" (over by {tilde}{over_text or size(over)}{small_overshoot(over, limit, room)}"
+        sentence += f"; {note}" if note else ""
         sentence += f"; {limit_note})" if limit_note else ")"
     elif limit_note:
         sentence += f" ({limit_note})"
@@ -302,6 +301,13 @@ def overshoot(over: int, limit: int) -> str | None:
         return None
     share = over / limit
     return f"{share:.2%}" if share < 0.01 else f"{share:.1%}"
+
+
+def small_overshoot(over: int, limit: int, room: str | None = None) -> str:
+    """What follows "over by X" for a small overflow (", 3.1% of the limit: a small overshoot", and
+    `room`, the raise that closes it, after it); "" for any other."""
+    share = overshoot(over, limit)
+    return f", {share} of the limit: a small overshoot{'; ' + room if room else ''}" if share else ""
 
 
 def limit_above_capacity(asked: int, chip: str, capacity: int, used_limit: str) -> str:

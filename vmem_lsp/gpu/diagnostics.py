@@ -91,10 +91,9 @@ def shared_memory(call, report: GpuReport, target: Gpu, site, sites: Sources, an
     assert report.requested is not None and report.available is not None
     backend = "Mosaic GPU" if report.backend == "mosaic_gpu" else "Triton"
     over = report.requested - report.available
-    small = render.overshoot(over, report.available)
     clause = (
         f"{render.size(report.available)} available on {target.label} "
-        f"(over by {render.size(over)}{f', {small} of the limit: a small overshoot' if small else ''})"
+        f"(over by {render.size(over)}{render.small_overshoot(over, report.available)})"
     )
     facts = facts_of(report, target, example, call)
     kernel = Related(anchor.path, anchor.span, f"pallas_call {kernel_label(call)}")

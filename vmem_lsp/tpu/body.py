@@ -58,9 +58,9 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
     unique: dict[tuple, Unseen] = {}
     for u in sorted(found, key=lambda u: -u.bytes):
         unique.setdefault((u.what, u.origin), u)
+    staged = tuple(list(unique.values())[:most])
     peak = _live_peak(kernel_jaxpr)
-    live = (_live_summary(peak),) if peak is not None else ()
-    return tuple(list(unique.values())[:most]) + live + (held_values(peak) if peak is not None else ())
+    return staged if peak is None else (*staged, _live_summary(peak), *held_values(peak))
 
 
 # Primitives that need the whole of a value before their result exists (a
@@ -154,11 +154,10 @@ class _Peak:
 
 def _chain_start(ops: list[_Op], at: int, maker: dict[int, int]) -> Any:
     """The equation a value's elementwise chain began at: back through the first operand of
-    the same shape, to a whole-value op or an op with none (p = exp(s - m) began at s's dot)."""
+    the same shape, to a whole-value op or an op with none (p = exp(s - m) began at s's dot).
+    Each step goes to an earlier op, so the walk ends."""
     shape = tuple(ops[at].eqn.outvars[0].aval.shape)
-    seen = 0
-    while not ops[at].whole and seen < len(ops):
-        seen += 1
+    while not ops[at].whole:
         eqn = ops[at].eqn
         same = [
             maker[n]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from .. import render
 from ..budget import SMALL_SHARE
@@ -22,6 +21,7 @@ from ..render import Wording
 from ..results import CapturedCall, Operand, Origin, Unseen
 from ..source.model import Span
 from ..source.text import split_lines
+from .parts import Part
 
 # A held value's words, as tpu/body.held_values writes them: "f32[4096,4096] from exp across reduce_sum".
 # and, when its elementwise chain began elsewhere, "... of dot_general".
@@ -40,18 +40,6 @@ OP_WORDS = {
 
 # The name an assignment gives the value its line makes: `p = jnp.exp(...)`, `s *= scale`.
 ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*(?:[-+*/@%]|//|\*\*)?=(?!=)")
-
-
-@dataclass(frozen=True)
-class BodyPart:
-    """One value of the body account, placed: what mapping turns into a Part."""
-
-    where: Anchor
-    code: str  # "VMEM008" for a held value, "VMEM003" for what the values do not explain
-    subject: str
-    wording: Wording
-    facts: dict
-    related: tuple[Related, ...] = ()
 
 
 def held(call: CapturedCall) -> list[Unseen]:
@@ -118,7 +106,7 @@ def body_parts(
     need: str,
     base: dict,
     estimated: bool,
-) -> list[BodyPart]:
+) -> list[Part]:
     """`internal` bytes (the compiler's total less the windows, or the model's estimate of the
     body's share) split into the body's held values, largest first, each whole while they fit
     in it, and the rest. Empty when the body account has nothing to say (the caller keeps its
@@ -141,7 +129,7 @@ def body_parts(
         named = ", ".join(str(p.facts["name"] or p.facts["shape"]) for p in parts)
         head = f"compiler-internal scratch ~ {render.size(rest)} besides the kernel body's values ({named})"
         parts.append(
-            BodyPart(
+            Part(
                 anchor,
                 "VMEM003",
                 "internal",
@@ -152,9 +140,7 @@ def body_parts(
     return parts
 
 
-def held_part(
-    value: Unseen, call: CapturedCall, sites: Sources, anchor: Anchor, place, need, base, estimated
-) -> BodyPart:
+def held_part(value: Unseen, call: CapturedCall, sites: Sources, anchor: Anchor, place, need, base, estimated) -> Part:
     """VMEM008 for one held value, on the line that makes it: "p f32[4096,4096] = 64.00M, a value
     of the kernel body, grown from the dot at line 395, live across the sum at line 453". Its
     subject is its line, so that the chips that hold it merge into one diagnostic."""
@@ -183,7 +169,7 @@ def held_part(
         "estimated": estimated,
     }
     subject = f"body {value.origin.line}" if value.origin else f"body {shape}"
-    return BodyPart(
+    return Part(
         where, "VMEM008", subject, Wording(head, "; ", need), facts, grows_with(value, call, place, name or "the value")
     )
 

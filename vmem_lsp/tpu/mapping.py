@@ -38,19 +38,8 @@ from .body_parts import body_parts
 from .chips import Chip, chip
 from .correlate import operand_for, operand_named, scoped_allocations, scratch_indices
 from .parse import error_kind, parse_report
+from .parts import Part
 from .report import Allocation, Report
-
-
-@dataclass
-class Part:
-    """One diagnostic of a failing kernel before it is linked to the kernel and the example."""
-
-    where: Anchor
-    code: str
-    subject: str  # "input 0", "scratch 1", "spill", "internal", "allocation 3"
-    wording: Wording
-    facts: dict
-    related: tuple[Related, ...] = ()  # what it says beyond the kernel and the example: a helper's call
 
 
 @dataclass
@@ -333,29 +322,19 @@ def estimated_parts(call, report, target, site, sites, anchor, need, base) -> li
             )
         )
     if remainder > 0:
-        body = internal_parts(call, remainder, site, sites, anchor, need, base, estimated=False)
-        parts.extend(body)
-        if not body:
-            parts.append(
-                Part(
-                    anchor,
-                    "VMEM003",
-                    "internal",
-                    render.internal_remainder(remainder, modelled, need),
-                    {**base, "kind": "internal", "size": remainder, "estimated": True},
-                )
-            )
+        wording = render.internal_remainder(remainder, modelled, need)
+        parts.extend(internal_parts(call, remainder, site, sites, anchor, need, base, False, wording))
     return parts
 
 
 def internal_parts(
-    call, internal: int, site, sites: Sources, anchor: Anchor, need, base, estimated: bool
+    call, internal: int, site, sites: Sources, anchor: Anchor, need, base, estimated: bool, whole: Wording
 ) -> list[Part]:
     """The compiler's internal scratch (or the model's estimate of it) on the body lines whose
-    values make it (tpu/body_parts), the rest on the pallas_call; empty without a body account."""
-    return [
-        Part(b.where, b.code, b.subject, b.wording, b.facts, b.related)
-        for b in body_parts(call, internal, site, sites, anchor, need, base, estimated)
+    values make it (tpu/body_parts), the rest on the pallas_call; without a body account, one
+    VMEM003 on the pallas_call worded `whole`."""
+    return body_parts(call, internal, site, sites, anchor, need, base, estimated) or [
+        Part(anchor, "VMEM003", "internal", whole, {**base, "kind": "internal", "size": internal, "estimated": True})
     ]
 
 
@@ -388,17 +367,8 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
         "memory_space": "vmem",
     }
     internal = next((p.bytes for p in b.parts if p.kind == "internal"), 0)
-    parts = internal_parts(call, internal, site, sites, anchor, need, base, estimated=True) if internal else []
-    if internal and not parts:
-        parts.append(
-            Part(
-                anchor,
-                "VMEM003",
-                "internal",
-                render.internal_estimate(internal, need),
-                {**base, "kind": "internal", "size": internal, "estimated": True},
-            )
-        )
+    wording = render.internal_estimate(internal, need)
+    parts = internal_parts(call, internal, site, sites, anchor, need, base, True, wording) if internal else []
     for cost in layout.window_costs(call, target.name):
         where, label, subject, _, related = cost_place(cost, call, site, sites, anchor)
         parts.append(

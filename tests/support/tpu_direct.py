@@ -1,0 +1,35 @@
+"""A direct deviceless compile for a TPU chip, without vmem-lsp's worker: what the tests hold the
+tool's figures against. The caller's code (`setup`) makes `run` (a function) and `args` (its
+ShapeDtypeStructs, placed with `sharding`) for the chip's first device; `run` is jitted whole and
+compiled in a process of its own, which prints "fits" or the compiler's error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+HEADER = """
+import jax, jax.numpy as jnp
+from jax.experimental import topologies
+from jax.sharding import SingleDeviceSharding
+from vmem_lsp.tpu.chips import chip
+device = topologies.get_topology_desc(platform="tpu", topology_name=chip({target!r}).topology).devices[0]
+sharding = SingleDeviceSharding(device)
+"""
+
+TAIL = """
+try:
+    jax.jit(run).lower(*args).compile()
+    print("fits")
+except Exception as error:
+    print(error)
+"""
+
+
+def compile_directly(target: str, setup: str) -> str:
+    """The compiler's words on `run(*args)` for `target`: "fits", or its error."""
+    script = HEADER.format(target=target) + textwrap.dedent(setup) + TAIL
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
