@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import pytest
 from support import KERNELS
 from support.bodies import kernel_jaxpr, on_rows
-from support.cli import run_json
+from support.cli import run_cli, run_json
 from support.tpu_direct import compile_directly
 
 from vmem_lsp.correlate import Anchor
@@ -244,3 +244,55 @@ async def test_in_the_editor_the_body_line_is_the_error_and_its_hover_shows_the_
         assert hover is not None
         assert "kernel body at its peak" in hover.contents.value
         assert "**f32[2048,4096] from dot_general**" in hover.contents.value
+
+
+# ---- the fix search shrinks what the body grows with ------------------------------------------------
+
+TABLE = KERNELS / "body_and_table.py"
+
+
+def table_direct(block: int, table_rows: int) -> str:
+    """body_and_table.py's call compiled directly for v5e with these block sizes."""
+    return compile_directly(
+        "v5e",
+        f"""
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("table", {str(TABLE)!r})
+        table = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(table)
+        run = lambda q, k, t: table.scores_with_table(q, k, t, block={block}, table_rows={table_rows})
+        args = tuple(jax.ShapeDtypeStruct(s, jnp.bfloat16, sharding=sharding) for s in [(4096, 128), (4096, 128), (8192, 128)])
+        """,
+    )
+
+
+def test_the_fix_search_shrinks_the_block_the_body_grows_with_first(tmp_path):
+    """body_and_table.py: the body's f32[2048,4096] scores overflow v5e; the table's window has a
+    knob of its own. Scaling the compiler's internal scratch with every knob halved, the model took
+    block=1024 with table_rows=4096 for a fit and the search spent a compile on it (the compiler
+    refuses it); the body account knows the table leaves the body as it was, so the first compile
+    is the block the scores grow with, and the fix says why that knob."""
+    (tmp_path / TABLE.name).write_text(TABLE.read_text())
+    done = run_cli("check", TABLE.name, "--target", "v5e", "--no-cache", "--diff", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    [said] = [line for line in done.stderr.splitlines() if "would fix" in line]  # the diff is stdout
+    assert "Shrink blocks: block=512 (in the example), which shrinks what the kernel body holds" in said
+    assert "compiler-verified" in said and said.endswith("[1 compiles]"), said
+    assert "+# vmem: scores_with_table(bf16[4096, 128], bf16[4096, 128], bf16[8192, 128], block=512)" in done.stdout
+    # the compiler, directly: the fix fits, the old first try does not
+    assert table_direct(512, 8192).strip() == "fits"
+    refused = table_direct(1024, 4096)
+    assert "vmem" in refused.lower() and "fits" != refused.strip(), refused[:2000]
+
+
+@pytest.mark.fast
+def test_a_knob_that_moves_only_windows_leaves_the_bodys_scratch_as_it_was():
+    from vmem_lsp.tpu.fixes import body_scale
+
+    def call(*held: int) -> CapturedCall:
+        values = tuple(Unseen("f32", 4 * rows * 4096, None, "held", (rows, 4096)) for rows in held)
+        return CapturedCall("k", None, None, (2,), 0, (), (), None, False, None, 0.0, unseen=values)
+
+    assert body_scale(call(2048), call(2048), 0.25) == 1.0  # a table's knob halved twice: the body the same
+    assert body_scale(call(2048, 2048), call(512, 512), 1 / 16) == 0.25  # the body scales as its values did
+    assert body_scale(call(), call(512), 0.5) == 0.5  # no body account: the product of the knobs' ratios

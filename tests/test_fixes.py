@@ -286,7 +286,7 @@ def test_fixes_that_touch_only_the_example_rank_before_shared_ones():
     """The ranking, with a runner whose every compile fits: a shared variant
     that would leave more room still comes after the example's own."""
     from vmem_lsp.families import family_of
-    from vmem_lsp.fixes.search import Problem, Variant, verified_best
+    from vmem_lsp.fixes.search import Problem, Scored, Variant, verified_best
     from vmem_lsp.results import ExampleResult
     from vmem_lsp.source.directives import find_examples
 
@@ -297,5 +297,5 @@ def test_fixes_that_touch_only_the_example_rank_before_shared_ones():
     )
     own = Variant((), example.text, text, "own")
     shared = Variant((), example.text, text, "shared", shared=True)
-    scored = [(10, shared, {"v5e": (10, 100)}), (50, own, {"v5e": (50, 100)})]
+    scored = [Scored(10, shared, {"v5e": (10, 100)}), Scored(50, own, {"v5e": (50, 100)})]
     assert [f.title.split(" ")[0] for f in verified_best(problem, "shrink", scored)] == ["own", "shared"]

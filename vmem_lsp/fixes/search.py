@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..correlate import SitesOf, kernel_site
+from ..held import body_block_dims
 from ..render import size as format_size
 from ..results import CapturedCall, CheckRequest, ExampleResult
 from ..source.directives import Example
@@ -147,17 +148,17 @@ def covers(call: CapturedCall) -> bool:
     )
 
 
-def traced_fit(problem: Problem, variant: Variant, reads: Callable[[CapturedCall], bool] = covers) -> dict | None:
-    """target -> (total, limit) by the model for the variant; None if it does
-    not trace, or its calls do not read their arrays as they should (`reads`)."""
-    figures = {}
+def traced(problem: Problem, variant: Variant, reads: Callable[[CapturedCall], bool] = covers) -> dict | None:
+    """target -> the variant's traced kernels; None if it does not trace, or its calls do not
+    read their arrays as they should (`reads`)."""
+    calls = {}
     for target in problem.targets:
         problem.traces += 1
         result = problem.run(problem.request(target, variant.example_text, variant.source, compile=False))
         if result.error or not all(reads(c) for c in result.calls):
             return None
-        figures[target] = estimate(problem, list(result.calls), target, variant.scale)
-    return figures
+        calls[target] = list(result.calls)
+    return calls
 
 
 def fits(figures: dict, headroom: float = 0.0) -> bool:
@@ -324,13 +325,53 @@ def shrink_fixes(problem: Problem) -> list[Fix]:
     return verified_best(problem, "shrink", scored(problem, variants))
 
 
-def scored(problem: Problem, variants, reads: Callable[[CapturedCall], bool] = covers) -> list:
-    """(total, variant, figures) of the variants the model says fit."""
+@dataclass(frozen=True)
+class Scored:
+    """A variant the model says fits: its largest total over the targets, its figures per
+    target, and whether it shrinks a block dimension the failing body's held values grow with
+    (held.body_block_dims): such a variant is tried first, since the body is what overflowed."""
+
+    total: int
+    variant: Variant
+    figures: dict
+    shrinks_body: bool = False
+
+
+def body_dims(problem: Problem) -> dict:
+    """(kernel, role, index, dim) -> block size of each block dimension a failing kernel's body
+    grows with, on the first target."""
+    return {
+        (key(call), *where): size
+        for call in problem.failing(problem.targets[0])
+        for where, size in body_block_dims(call).items()
+    }
+
+
+def shrinks(dims: dict, calls: list[CapturedCall]) -> bool:
+    """Some kernel's block is smaller along one of `dims` (body_dims) than before."""
+    for call in calls:
+        for op in call.operands:
+            for (kernel, role, index, dim), size in dims.items():
+                if (kernel, role, index) == (key(call), op.role, op.index) and op.block_shape is not None:
+                    if dim < len(op.block_shape) and (op.block_shape[dim] or size) < size:
+                        return True
+    return False
+
+
+def scored(problem: Problem, variants, reads: Callable[[CapturedCall], bool] = covers) -> list[Scored]:
+    """The variants the model says fit."""
+    dims = body_dims(problem)
     found = []
     for variant in variants:
-        figures = traced_fit(problem, variant, reads)
-        if figures and fits(figures):
-            found.append((sum(t for t, _ in figures.values()), variant, figures))
+        calls = traced(problem, variant, reads)
+        if calls is None:
+            continue
+        figures = {target: estimate(problem, c, target, variant.scale) for target, c in calls.items()}
+        if fits(figures):
+            eases = bool(dims) and shrinks(dims, calls[problem.targets[0]])
+            if eases:
+                variant = replace(variant, label=f"{variant.label}, which shrinks what the kernel body holds")
+            found.append(Scored(sum(t for t, _ in figures.values()), variant, figures, eases))
     return found
 
 
@@ -343,7 +384,7 @@ def literal_variants(problem: Problem) -> list[Variant]:
     return variants
 
 
-def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = False) -> list[Fix]:
+def verified_best(problem: Problem, kind: str, scored: list[Scored], nearest: bool = False) -> list[Fix]:
     """The largest candidates the compiler accepts, up to three; estimated
     ones only when no compile could be spent. `nearest`: the candidates come
     nearest first and keep that order (a legal size for a block the user chose)."""
@@ -354,10 +395,10 @@ def verified_best(problem: Problem, kind: str, scored: list, nearest: bool = Fal
     roomy = lambda figures: fits(figures, HEADROOM) or not warns
 
     def rank(entry):
-        at, (total, variant, figures) = entry
-        return variant.shared, not roomy(figures), at if nearest else -total
+        at, found = entry
+        return found.variant.shared, not found.shrinks_body, not roomy(found.figures), at if nearest else -found.total
 
-    ranked = [(variant, figures) for _, (_, variant, figures) in sorted(enumerate(scored), key=rank)]
+    ranked = [(found.variant, found.figures) for _, found in sorted(enumerate(scored), key=rank)]
     chosen: list = []  # (variant, figures) of each fix, as `fixes`
     for at, (variant, figures) in enumerate(ranked):
         if len(fixes) >= MAX_ALTERNATIVES:

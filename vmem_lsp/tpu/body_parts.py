@@ -17,6 +17,7 @@ from .. import render
 from ..budget import SMALL_SHARE
 from ..correlate import Anchor, Sources, spec_anchor
 from ..diagnostics import Related
+from ..held import grown_dims, held
 from ..render import Wording
 from ..results import CapturedCall, Operand, Origin, Unseen
 from ..source.model import Span
@@ -42,11 +43,6 @@ OP_WORDS = {
 ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*(?:[-+*/@%]|//|\*\*)?=(?!=)")
 
 
-def held(call: CapturedCall) -> list[Unseen]:
-    """The values live at the body's peak, largest first; none without a body account."""
-    return sorted((u for u in call.unseen if u.kind == "held" and u.bytes > 0), key=lambda u: -u.bytes)
-
-
 def assigned_name(line_text: str) -> str | None:
     found = ASSIGNED.match(line_text)
     return found.group(1) if found else None
@@ -65,33 +61,18 @@ def statement_span(line: int, text: str) -> Span:
     return Span(line, start, line, len(stripped))
 
 
-LANES = 128  # a whole block dimension wider than this is still one a user sizes (block_q of a 2048 sequence)
-
-
 def grows_with(value: Unseen, call: CapturedCall, place: Callable[[Operand], Anchor], name: str) -> tuple[Related, ...]:
-    """The BlockSpecs whose block dimensions the value's dimensions are: a block dimension that
-    tiles its array (smaller than the whole, or whole but wider than the lanes) and equals one of
-    the value's. Shrinking that block shrinks the value; a narrow dimension the block keeps whole
-    (a head_dim of 128) is not a knob."""
+    """Related information on each BlockSpec whose block dimension the value grows with
+    (held.grown_dims): shrinking that block shrinks the value."""
     related = []
-    for op in call.operands:
-        if op.role == "prefetch" or op.block_shape is None:
-            continue
-        tiled = [
-            (i, b, f)
-            for i, (b, f) in enumerate(zip(op.block_shape, op.full_shape))
-            if b is not None and b in value.shape and (1 < b < f or b > LANES)
-        ]
-        if not tiled:
-            continue
-        i, b, f = tiled[0]
-        where = place(op)
+    for grown in grown_dims(value, call):
+        op, where = grown.operand, place(grown.operand)
         related.append(
             Related(
                 where.path,
                 where.span,
-                f"{name} grows with {render.operand(op.role, op.index)}'s block dimension {i} ({b} of {f}): "
-                f"a smaller block makes it smaller",
+                f"{name} grows with {render.operand(op.role, op.index)}'s block dimension {grown.dim} "
+                f"({grown.block} of {grown.full}): a smaller block makes it smaller",
             )
         )
     return tuple(related)

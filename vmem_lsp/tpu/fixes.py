@@ -28,6 +28,7 @@ from ..fixes.search import (
     verified_best,
     verify,
 )
+from ..held import held
 from ..render import size as format_size
 from ..results import CapturedCall, Operand
 from . import layout
@@ -72,10 +73,18 @@ def internal_bytes(call: CapturedCall, target: str) -> int:
     return max(compiled.total - model, 0) if compiled.source == "compiler" else 0
 
 
+def body_scale(before: CapturedCall, after: CapturedCall, scale: float) -> float:
+    """How the body's held values grew from one trace to the other; `scale` where either has no
+    body account. A knob that moves only windows leaves the body, and its scratch, as it was."""
+    held_before, held_after = (sum(v.bytes for v in held(c)) for c in (before, after))
+    return held_after / held_before if held_before and held_after else scale
+
+
 def figures(problem: Problem, calls: list[CapturedCall], target: str, scale: float = 1.0) -> tuple[int, int]:
     """(largest model total, its limit) over the variant's kernels that failed
-    before. Compiler-internal bytes (spills, the body's intermediates) are
-    taken to scale with the product of the block sizes changed: the body's
+    before. Compiler-internal bytes (spills, the body's intermediates) scale as
+    the values the body holds at its peak did (the body account of each trace),
+    or without one, with the product of the block sizes changed: the body's
     temporaries are blocks of blocks, such as attention's q x k logits."""
     base = {key(c): c for c in problem.failing(target)}
     worst = (0, 1)
@@ -84,7 +93,7 @@ def figures(problem: Problem, calls: list[CapturedCall], target: str, scale: flo
         if before is None:
             continue
         model = from_compile(call, None, target)
-        total = model.total + int(internal_bytes(before, target) * scale)
+        total = model.total + int(internal_bytes(before, target) * body_scale(before, call, scale))
         if total / model.limit > worst[0] / worst[1]:
             worst = (total, model.limit)
     return worst
