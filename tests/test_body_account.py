@@ -22,7 +22,7 @@ from support.tpu_direct import compile_directly
 from vmem_lsp.correlate import Anchor
 from vmem_lsp.results import CapturedCall, Operand, Origin, Unseen
 from vmem_lsp.source.model import Span
-from vmem_lsp.tpu.body_parts import assigned_name, body_parts
+from vmem_lsp.tpu.body_parts import Split, assigned_name, body_parts
 
 FLASH = KERNELS / "flash_user.py"
 MiB = 1 << 20
@@ -108,7 +108,7 @@ def test_the_split_never_claims_more_than_the_figure_it_splits():
     anchor = Anchor("k.py", Span(9, 0, 9, 4))
     call = call_holding((64 * MiB, 3), (8 * MiB, 4), (MiB // 2, 2))
     base = {"used": 100 * MiB}
-    parts = body_parts(call, 70 * MiB, None, texts, anchor, "need", base, estimated=False)
+    parts = body_parts(call, Split(70 * MiB), None, texts, anchor, "need", base, estimated=False)
     assert [p.code for p in parts] == ["VMEM008", "VMEM003"]  # 8M would pass 70M; 0.5M is under 5% of 100M
     [p, rest] = parts
     assert p.facts["size"] + rest.facts["size"] == 70 * MiB
@@ -116,13 +116,20 @@ def test_the_split_never_claims_more_than_the_figure_it_splits():
     assert p.where.span == Span(3, 4, 3, len("    p = jnp.exp(s)  # é"))  # code points, not bytes
     # a value larger than the whole figure is not in it (the compiler streams it): the next one is
     assert [
-        b.facts["size"] for b in body_parts(call, 32 * MiB, None, texts, anchor, "need", base, estimated=False)
+        b.facts["size"] for b in body_parts(call, Split(32 * MiB), None, texts, anchor, "need", base, estimated=False)
     ] == [
         8 * MiB,
         24 * MiB,
     ]
-    assert body_parts(call, 4 * MiB, None, texts, anchor, "need", base, estimated=False) == []
-    estimated = body_parts(call, 72 * MiB, None, texts, anchor, "need", base, estimated=True)
+    assert body_parts(call, Split(4 * MiB), None, texts, anchor, "need", base, estimated=False) == []
+    # a figure smaller than every value it could be, but not small: the largest takes all of it, said so
+    [partial] = body_parts(call, Split(6 * MiB, "spill slots"), None, texts, anchor, "need", base, estimated=False)
+    assert partial.facts["size"] == 6 * MiB and partial.facts["value_bytes"] == 64 * MiB
+    assert (
+        partial.wording.head.startswith("p f32[512,512] = 64.00M")
+        and "(spill slots 6.00M is less" in partial.wording.head
+    )
+    estimated = body_parts(call, Split(72 * MiB), None, texts, anchor, "need", base, estimated=True)
     assert [e.facts["size"] for e in estimated] == [64 * MiB, 8 * MiB]
     assert all("~" in e.wording.head for e in estimated)
 
@@ -186,6 +193,24 @@ def test_the_scores_exponentials_are_an_error_on_their_line_with_the_compilers_f
     direct = direct_total("v5e")
     assert "81.36M" in direct and "16.00M" in direct, direct[:2000]
     assert "81.36M of 16.00M" in total["message"]
+
+
+def test_a_reports_spill_slots_are_split_into_the_bodys_values(tmp_path):
+    """v5p lists the kernel's allocations (the breakdown form) rather than a total: the body's p
+    is 64.00M of its 67.35M of register allocator spill slots, on p's line; the rest stays spill
+    slots on the pallas_call, as the direct compile of the same call lists them."""
+    (tmp_path / FLASH.name).write_text(FLASH.read_text())
+    done, report = run_json("check", FLASH.name, "--target", "v5p", "--no-cache", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    path, lines = flash_source()
+    [p] = [d for d in report["diagnostics"] if d["code"] == "VMEM008"]
+    assert p["abs_path"] == path and lines[p["range"]["start_line"] - 1].strip().startswith("p = jnp.exp(")
+    assert p["message"].startswith("p f32[4096,4096] = 64.00M") and p["facts"]["form"] != "scoped"
+    [total] = [d for d in report["diagnostics"] if d["code"] == "VMEM002"]
+    [rest] = [r["message"] for r in total["related"] if "spill slots" in r["message"]]
+    assert rest.startswith("register allocator spill slots ~ 3.35M besides the kernel body's values (p)")
+    direct = direct_total("v5p")
+    assert "81.35M" in direct and "spill slots" in direct and "67.35M" in direct, direct[:3000]
 
 
 def test_without_a_compile_the_model_puts_the_same_value_on_the_same_line(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .. import render
 from ..budget import SMALL_SHARE
@@ -78,9 +79,19 @@ def grows_with(value: Unseen, call: CapturedCall, place: Callable[[Operand], Anc
     return tuple(related)
 
 
+@dataclass(frozen=True)
+class Split:
+    """The figure the body's values split: its bytes, what the compiler calls it, and the subject
+    of what the values leave of it (a report's spill slots, or internal scratch)."""
+
+    bytes: int
+    what: str = "compiler-internal scratch"
+    subject: str = "internal"
+
+
 def body_parts(
     call: CapturedCall,
-    internal: int,
+    split: Split,
     site,
     sites: Sources,
     anchor: Anchor,
@@ -88,43 +99,45 @@ def body_parts(
     base: dict,
     estimated: bool,
 ) -> list[Part]:
-    """`internal` bytes (the compiler's total less the windows, or the model's estimate of the
-    body's share) split into the body's held values, largest first, each whole while they fit
-    in it, and the rest. Empty when the body account has nothing to say (the caller keeps its
-    single VMEM003)."""
+    """`split` (the compiler's total less the windows, a report's spill slots, or the model's
+    estimate of the body's share) split into the body's held values, largest first, each whole
+    while they fit in it, and the rest. A value larger than the whole figure takes all of it
+    (the compiler keeps part of it in registers or fuses it). Empty when the body account has
+    nothing to say (the caller keeps its single VMEM003)."""
     values = held(call)
-    small = SMALL_SHARE * (base.get("used") or internal)  # smaller values stay in the rest, as windows do
+    small = SMALL_SHARE * (base.get("used") or split.bytes)  # smaller values stay in the rest, as windows do
     chosen: list[Unseen] = []
     for value in values:
-        if value.bytes >= small and sum(v.bytes for v in chosen) + value.bytes <= internal:
+        if value.bytes >= small and sum(v.bytes for v in chosen) + value.bytes <= split.bytes:
             chosen.append(value)
+    if not chosen and values and values[0].bytes > split.bytes >= small:
+        return [held_part(values[0], call, sites, anchor, site, need, base, estimated, within=split)]
     if not chosen:
         return []
-
-    def place(operand: Operand) -> Anchor:
-        return spec_anchor(operand, site, sites.sites_of, anchor)
-
-    parts = [held_part(value, call, sites, anchor, place, need, base, estimated) for value in chosen]
-    rest = internal - sum(v.bytes for v in chosen)
+    parts = [held_part(value, call, sites, anchor, site, need, base, estimated) for value in chosen]
+    rest = split.bytes - sum(v.bytes for v in chosen)
     if rest > 0:
         named = ", ".join(str(p.facts["name"] or p.facts["shape"]) for p in parts)
-        head = f"compiler-internal scratch ~ {render.size(rest)} besides the kernel body's values ({named})"
+        head = f"{split.what} ~ {render.size(rest)} besides the kernel body's values ({named})"
         parts.append(
             Part(
                 anchor,
                 "VMEM003",
-                "internal",
+                split.subject,
                 Wording(head, "; ", need),
-                {**base, "kind": "internal", "size": rest, "estimated": True},
+                {**base, "kind": split.subject, "size": rest, "estimated": True},
             )
         )
     return parts
 
 
-def held_part(value: Unseen, call: CapturedCall, sites: Sources, anchor: Anchor, place, need, base, estimated) -> Part:
+def held_part(
+    value: Unseen, call: CapturedCall, sites: Sources, anchor: Anchor, site, need, base, estimated, within=None
+) -> Part:
     """VMEM008 for one held value, on the line that makes it: "p f32[4096,4096] = 64.00M, a value
     of the kernel body, grown from the dot at line 395, live across the sum at line 453". Its
-    subject is its line, so that the chips that hold it merge into one diagnostic."""
+    subject is its line, so that the chips that hold it merge into one diagnostic. `within`: the
+    figure it takes all of, smaller than the value."""
     words = HELD_WHAT.fullmatch(value.what)
     shape, made_by, op, start = (
         (words["shape"], words["made_by"], words["op"], words["start"]) if words else (value.what, "?", "?", None)
@@ -137,12 +150,15 @@ def held_part(value: Unseen, call: CapturedCall, sites: Sources, anchor: Anchor,
     grown = f", grown from the {OP_WORDS.get(start or '', start)} at line {began}" if began else ""
     across = f"the {OP_WORDS.get(op, op)} at line {peak}" if peak else f"a {OP_WORDS.get(op, op)}"
     head = f"{label} {'~' if estimated else '='} {render.size(value.bytes)}, a value of the kernel body{grown}, live across {across}"
+    if within is not None:
+        head += f" ({within.what} {render.size(within.bytes)} is less: part of it stays in registers or is fused)"
     if estimated:
         head += " (the model's body account, not compiled)"
     facts = {
         **base,
         "kind": "body",
-        "size": value.bytes,
+        "size": within.bytes if within is not None else value.bytes,
+        "value_bytes": value.bytes,
         "shape": shape,
         "made_by": made_by,
         "name": name,
@@ -150,6 +166,10 @@ def held_part(value: Unseen, call: CapturedCall, sites: Sources, anchor: Anchor,
         "estimated": estimated,
     }
     subject = f"body {value.origin.line}" if value.origin else f"body {shape}"
+
+    def place(operand: Operand) -> Anchor:
+        return spec_anchor(operand, site, sites.sites_of, anchor)
+
     return Part(
         where, "VMEM008", subject, Wording(head, "; ", need), facts, grows_with(value, call, place, name or "the value")
     )

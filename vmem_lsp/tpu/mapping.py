@@ -34,7 +34,7 @@ from ..source.directives import Example
 from ..source.model import Span
 from ..source.text import split_lines
 from . import layout
-from .body_parts import body_parts
+from .body_parts import Split, body_parts
 from .chips import Chip, chip
 from .correlate import operand_for, operand_named, scoped_allocations, scratch_indices
 from .parse import error_kind, parse_report
@@ -173,12 +173,14 @@ def findings_for(
         scratch = scratch_indices(call, report.allocations)
         scoped = scoped_allocations(call, report.allocations)
         entries = [scoped_entry(call, index) if index is not None else None for index in scoped]
-        parts = [
-            scoped_part(a, entry, sites, anchor, need, base)
-            if entry is not None
-            else reported_part(number, a, scratch[number], call, site, sites, anchor, need, base)
-            for number, (a, entry) in enumerate(zip(report.allocations, entries))
-        ]
+        parts = []
+        for number, (a, entry) in enumerate(zip(report.allocations, entries)):
+            if entry is not None:
+                parts.append(scoped_part(a, entry, sites, anchor, need, base))
+            elif a.kind == "spill" and (values := spilled_values(call, a, site, sites, anchor, need, base)):
+                parts.extend(values)
+            else:
+                parts.append(reported_part(number, a, scratch[number], call, site, sites, anchor, need, base))
     clause = need
     if report.form == "single_allocation":
         clause += f" ({render.SINGLE_ALLOCATION_NOTE})"
@@ -186,6 +188,13 @@ def findings_for(
         clause += f" ({render.alone_note(held, (report.used or 0) - (report.limit or 0))})"
     name = kernel_label(call)
     return KernelFindings(anchor, name, parts, clause, {**base, "kernel": name})
+
+
+def spilled_values(call, allocation: Allocation, site, sites: Sources, anchor, need, base) -> list[Part]:
+    """The spill slots a report lists, split into the body's values that make them (tpu/body_parts),
+    the rest kept as spill slots; empty without a body account."""
+    split = Split(allocation.size, "register allocator spill slots", "spill")
+    return body_parts(call, split, site, sites, anchor, need, {**base, "tag": allocation.tag}, False)
 
 
 def reported_part(
@@ -333,7 +342,7 @@ def internal_parts(
     """The compiler's internal scratch (or the model's estimate of it) on the body lines whose
     values make it (tpu/body_parts), the rest on the pallas_call; without a body account, one
     VMEM003 on the pallas_call worded `whole`."""
-    return body_parts(call, internal, site, sites, anchor, need, base, estimated) or [
+    return body_parts(call, Split(internal), site, sites, anchor, need, base, estimated) or [
         Part(anchor, "VMEM003", "internal", whole, {**base, "kind": "internal", "size": internal, "estimated": True})
     ]
 
