@@ -108,7 +108,9 @@ def rows_copy(bm: int) -> Callable:
     return f
 
 
-def matmul(bm: int, bk: int, bn: int, lhs_pipeline_mode: pl.Buffered | None = None) -> Callable:
+def matmul(
+    bm: int, bk: int, bn: int, lhs_pipeline_mode: pl.Buffered | None = None, vmem_limit_bytes: int | None = None
+) -> Callable:
     """The tiled matmul with an f32 VMEM accumulator, as in jax's ops/tpu/matmul.py."""
 
     def kernel(a_ref, b_ref, o_ref, acc_ref):
@@ -134,6 +136,7 @@ def matmul(bm: int, bk: int, bn: int, lhs_pipeline_mode: pl.Buffered | None = No
             ],
             out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
             scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+            **compiler_params(vmem_limit_bytes),
         )(a, b)
 
     return f

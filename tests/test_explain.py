@@ -89,6 +89,38 @@ def test_a_single_allocations_way_out_is_measured_against_that_allocation():
     ]
 
 
+def test_where_no_way_out_is_enough_alone_the_fewest_together_are_and_the_compiler_agrees():
+    """The matmul with 2048 blocks on v5p, as its job's log carries it: 8.89M over, and every
+    window's way out saves 8.00M, not enough alone. Together, halving input 0's and input 1's
+    blocks (bm and bk) are, within the chip's VMEM and with the scoped limit it says; the spills
+    are said as the body's values. The same matmul with those blocks and that limit, compiled
+    directly for v5p, fits."""
+    from support.tpu_direct import compile_directly
+
+    log = LOGS / reports.REFERENCE / "matmul-breakdown-v5p.jit.log"
+    done = run_explain(str(log), "--target", "v5p")
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr
+    assert "not enough alone" in out and "fits with" not in out.split("together,")[0]
+    assert (
+        "together, halving input 0's block (2048 → 1024 rows) and halving input 1's block (2048 → 1024 rows) "
+        "save 16.00M: fits with 7.11M to spare of the chip's VMEM, with vmem_limit_bytes >= 57 MiB "
+        "(above TPU v5p's scoped default, 16.00M)" in out
+    )
+    assert "the register spills (8.82M) are the kernel body's values" in out
+    direct = compile_directly(
+        "v5p",
+        f"""
+        import sys
+        sys.path.insert(0, {str(ROOT / "scripts")!r})
+        from capture_reports import matmul
+        run = matmul(1024, 1024, 2048, vmem_limit_bytes=57 << 20)  # bm, bk halved; bn as it was
+        args = tuple(jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16, sharding=sharding) for _ in range(2))
+        """,
+    )
+    assert direct.strip() == "fits", direct[:2000]
+
+
 def test_json_lists_each_report_and_a_log_without_one_says_so():
     reports = captured()
     lines, _ = log_with(reports, seed=3)

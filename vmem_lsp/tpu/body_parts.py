@@ -158,13 +158,14 @@ def held_part(
         **base,
         "kind": "body",
         "size": within.bytes if within is not None else value.bytes,
-        "value_bytes": value.bytes,
         "shape": shape,
         "made_by": made_by,
         "name": name,
         "across_line": value.across.line if value.across else None,
         "estimated": estimated,
     }
+    if within is not None:
+        facts["value_bytes"] = value.bytes  # more than the figure it takes all of (facts' size)
     subject = f"body {value.origin.line}" if value.origin else f"body {shape}"
 
     def place(operand: Operand) -> Anchor:

@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
 from .. import render
-from ..budget import literal_shape
+from ..budget import SMALL_SHARE, literal_shape
 from ..correlate import Anchor, spec_anchor
 from ..diagnostics import Diagnostic, Related
 from ..dtypes import ITEM_BITS
@@ -149,33 +149,89 @@ def describe(allocation: Allocation) -> str:
     return f"{label}{whole}{how}{waste}"
 
 
-def ways_out(report: Report, chip: Chip | None) -> list[str]:
-    """The arithmetic of fitting, what fits alone first: halve a window's
-    block, single-buffer a double-buffered window, raise the scoped limit
-    where the chip has the room."""
-    over = report.exceeded_by or ((report.used or 0) - (report.limit or 0))
-    if report.form == "single_allocation" and report.allocations:  # no total: the one allocation named
-        over = report.allocations[0].size - (report.limit or 0)
-    ways = []
+# A way out: what to change, the operand it changes (None: no one operand), the bytes it saves.
+Way = tuple[str, str | None, int]
+
+
+def window_ways(report: Report) -> list[Way]:
+    """Halve a window's block, single-buffer a double-buffered window: each saves half the window."""
+    ways: list[Way] = []
     for allocation in report.allocations:
         if allocation.kind not in ("input_window", "output_window") or allocation.window_shape is None:
             continue
         operand = render.allocation_label(allocation).split(" window")[0]
         dims = allocation.window_shape.dims
         if dims and dims[0] > 1:
-            ways.append((f"halving {operand}'s block ({dims[0]} → {dims[0] // 2} rows)", allocation.size // 2))
+            ways.append((f"halving {operand}'s block ({dims[0]} → {dims[0] // 2} rows)", operand, allocation.size // 2))
         if allocation.buffers == 2:
-            ways.append((f"single-buffering {operand} (pipeline_mode=pl.Buffered(1))", allocation.size // 2))
+            ways.append((f"single-buffering {operand} (pipeline_mode=pl.Buffered(1))", operand, allocation.size // 2))
+    return ways
+
+
+def combination(ways: list[Way], over: int) -> list[Way] | None:
+    """The fewest ways, largest first and each on an operand of its own (two on one window do not
+    add up), that close the gap together; None when one alone is enough, or all together are not."""
+    if not ways or any(saves >= over for _, _, saves in ways):
+        return None
+    chosen: list[Way] = []
+    for way in sorted(ways, key=lambda w: -w[2]):
+        if way[1] not in {w[1] for w in chosen}:
+            chosen.append(way)
+            if sum(w[2] for w in chosen) >= over:
+                return chosen
+    return None
+
+
+def spill_way(report: Report) -> str | None:
+    """Register spills are the kernel body's values, which grow with the blocks the body computes
+    on: halving one such block shrinks them, by about half (the values may grow with two blocks,
+    or be streamed; the compile says)."""
+    spills = sum(a.size for a in report.allocations if a.kind == "spill")
+    if spills < SMALL_SHARE * (report.used or 0) or not spills:
+        return None
+    return (
+        f"the register spills ({render.size(spills)}) are the kernel body's values: halving a block they grow "
+        f"with saves about {render.size(spills // 2)} of them (`vmem-lsp check` on the kernel names the values, "
+        f"their lines and the blocks)"
+    )
+
+
+def scoped_note(report: Report, chip: Chip | None, saves: int) -> str:
+    """A way out of a report against the chip's whole VMEM that still leaves more than the scoped
+    default: the limit to set with it (the compile then meets the scoped limit, E1001)."""
+    left = (report.used or 0) - saves
+    if report.limit_kind == "scoped" or chip is None or not report.used or left <= chip.scoped_limit:
+        return ""
+    return (
+        f" of the chip's VMEM, with vmem_limit_bytes >= {-(-left // (1 << 20))} MiB "
+        f"(above {chip.label}'s scoped default, {render.size(chip.scoped_limit)})"
+    )
+
+
+def ways_out(report: Report, chip: Chip | None) -> list[str]:
+    """The arithmetic of fitting, what fits alone first: halve a window's
+    block, single-buffer a double-buffered window; where none is enough alone,
+    the fewest that are together; what halving a block does to the body's
+    spills; raise the scoped limit where the chip has the room."""
+    over = report.exceeded_by or ((report.used or 0) - (report.limit or 0))
+    if report.form == "single_allocation" and report.allocations:  # no total: the one allocation named
+        over = report.allocations[0].size - (report.limit or 0)
+    ways = window_ways(report)
 
     def outcome(saves: int) -> str:
         if saves >= over:
-            return f"fits with {render.size(saves - over)} to spare"
+            return f"fits with {render.size(saves - over)} to spare{scoped_note(report, chip, saves)}"
         return f"not enough alone, {render.size(over - saves)} short"
 
     said = [
         f"{what} saves {render.size(saves)}: {outcome(saves)}"
-        for what, saves in sorted(ways, key=lambda w: (w[1] < over, w[1] if w[1] >= over else -w[1]))
+        for what, _, saves in sorted(ways, key=lambda w: (w[2] < over, w[2] if w[2] >= over else -w[2]))
     ]
+    if together := combination(ways, over):
+        saves = sum(w[2] for w in together)
+        said.append(f"together, {' and '.join(w[0] for w in together)} save {render.size(saves)}: {outcome(saves)}")
+    if spills := spill_way(report):
+        said.append(spills)
     if report.limit_kind == "scoped" and report.used:
         room = [c for c in ([chip] if chip else CHIPS.values()) if c.capacity >= report.used]
         if room:
