@@ -77,6 +77,27 @@ def test_a_loaded_block_is_not_where_a_value_grew_from():
     assert x.what == "f32[512,1024] from exp across reduce_sum" and x.start is None
 
 
+@pytest.mark.fast
+def test_each_call_of_a_helper_is_a_value_of_its_own_on_its_own_line():
+    """jax traces jnp.where once and calls the same jaxpr again: its variables recur in every
+    call. An unrolled loop's masked copies (a router's groups) are values of their own, each on
+    the line of its call, not one value on the first call's line."""
+    from vmem_lsp.tpu.body import large_values
+
+    def two_masks(x_ref, o_ref):
+        x = jnp.exp(x_ref[...])
+        low = jnp.where(x > 1.0, x, 0.0)
+        high = jnp.where(x > 2.0, x, 0.0)
+        total = jnp.sum(x, axis=-1, keepdims=True)
+        o_ref[...] = (low + high) / total
+
+    lines = Path(__file__).read_text().splitlines()
+    low, high = line_starting(lines, "low = jnp.where("), line_starting(lines, "high = jnp.where(")
+    held = [u for u in large_values(kernel_body(two_masks)) if u.kind == "held"]
+    masks = sorted(u.origin.line for u in held if u.what.startswith("f32[512,1024] from select_n") and u.origin)
+    assert masks == [low, high]
+
+
 # ---- the split, on data ------------------------------------------------------------------------
 
 

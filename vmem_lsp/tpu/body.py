@@ -6,7 +6,9 @@ Imports jax; only the worker process loads this module."""
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +17,7 @@ import jax.numpy as jnp
 from ..compile import jax_compat
 from ..compile.kernels import compiler_dtype
 from ..compile.provenance import traceback_origin
-from ..results import Unseen
+from ..results import Origin, Unseen
 from .layout import padded_bytes
 
 # Values up to this size stay in the vector registers (64 x 4 KiB).
@@ -111,32 +113,48 @@ class _Op:
     reads: tuple[int, ...]
     makes: tuple[int, ...]
     whole: bool  # a WHOLE_VALUE_OPS primitive, or a region (a loop, a branch, a scope)
+    written: Any  # the equation whose traceback is where it was written: the outermost call of an inlined helper
+
+    @property
+    def origin(self) -> Origin | None:
+        return traceback_origin(self.written.source_info.traceback)
 
 
-def _in_line(jaxpr, ops: list[_Op], names: dict[int, int], regions: list) -> None:
+def _in_line(
+    jaxpr, ops: list[_Op], names: dict[int, int], regions: list, fresh: Iterator[int], called_at: Any = None
+) -> None:
     """`jaxpr`'s equations in program order with INLINED calls opened;
-    the bodies of other regions go to `regions`, read on their own."""
+    the bodies of other regions go to `regions`, read on their own. Each value
+    gets a name of its own from `fresh`: jax traces a helper (jnp.where, a //)
+    once and calls the same jaxpr again, so its variables' ids recur in every
+    call of it (an unrolled loop's iterations would be one value), and its equations' tracebacks
+    are of the first call: an inlined equation is where its outermost call (`called_at`) is."""
 
     def name(v) -> int | None:
-        return None if isinstance(v, jax_compat.Literal) else names.get(id(v), id(v))
+        if isinstance(v, jax_compat.Literal):
+            return None
+        if id(v) not in names:
+            names[id(v)] = next(fresh)
+        return names[id(v)]
 
     for eqn in jaxpr.eqns:
         subs = jax_compat.jaxprs_in_params(eqn.params)
         if eqn.primitive.name in INLINED and len(subs) == 1 and len(subs[0].invars) == len(eqn.invars):
             inner = subs[0]
+            scope: dict[int, int] = {}  # this call's own names for the inner jaxpr's variables
             for param, arg in zip(inner.invars, eqn.invars):
                 if (n := name(arg)) is not None:
-                    names[id(param)] = n
-            _in_line(inner, ops, names, regions)
+                    scope[id(param)] = n
+            _in_line(inner, ops, scope, regions, fresh, called_at or eqn)
             for result, out in zip(inner.outvars, eqn.outvars):
-                if (n := name(result)) is not None:
-                    names[id(out)] = n
+                if not isinstance(result, jax_compat.Literal) and id(result) in scope:
+                    names[id(out)] = scope[id(result)]
             continue
         regions.extend(subs)
         reads = tuple(n for v in eqn.invars if (n := name(v)) is not None)
-        ops.append(
-            _Op(eqn, reads, tuple(id(v) for v in eqn.outvars), bool(subs) or eqn.primitive.name in WHOLE_VALUE_OPS)
-        )
+        makes = tuple(next(fresh) for _ in eqn.outvars)
+        names.update((id(v), n) for v, n in zip(eqn.outvars, makes))
+        ops.append(_Op(eqn, reads, makes, bool(subs) or eqn.primitive.name in WHOLE_VALUE_OPS, called_at or eqn))
 
 
 @dataclass(frozen=True)
@@ -144,16 +162,16 @@ class _Peak:
     """The body's values live across one whole-value op, where they weigh most."""
 
     bytes: int
-    values: tuple  # (aval, the equation that made it, the equation its chain began at) of each live value
-    eqn: Any  # the op they are live across
+    values: tuple  # (aval, the op that made it, the op its chain began at) of each live value
+    op: _Op  # the op they are live across
 
     @property
     def avals(self) -> tuple:
         return tuple(aval for aval, _, _ in self.values)
 
 
-def _chain_start(ops: list[_Op], at: int, maker: dict[int, int]) -> Any:
-    """The equation a value's elementwise chain began at: back through the first operand of
+def _chain_start(ops: list[_Op], at: int, maker: dict[int, int]) -> _Op:
+    """The op a value's elementwise chain began at: back through the first operand of
     the same shape, to a whole-value op or an op with none (p = exp(s - m) began at s's dot).
     Each step goes to an earlier op, so the walk ends."""
     shape = tuple(ops[at].eqn.outvars[0].aval.shape)
@@ -167,7 +185,7 @@ def _chain_start(ops: list[_Op], at: int, maker: dict[int, int]) -> Any:
         if not same or ops[same[0]].eqn.primitive.name in RELOADED:  # a loaded block is its window's
             break
         at = same[0]
-    return ops[at].eqn
+    return ops[at]
 
 
 def _live_peak(jaxpr) -> _Peak | None:
@@ -175,7 +193,7 @@ def _live_peak(jaxpr) -> _Peak | None:
     this body's regions included (each read on its own); None when nothing is."""
     ops: list[_Op] = []
     regions: list = []
-    _in_line(jaxpr, ops, {}, regions)
+    _in_line(jaxpr, ops, {}, regions, itertools.count())
     made: dict[int, tuple[int, int, Any]] = {}  # value -> (op index, bytes, aval)
     maker: dict[int, int] = {}  # value -> the op index that made it
     last: dict[int, int] = {}
@@ -203,11 +221,9 @@ def _live_peak(jaxpr) -> _Peak | None:
     if best is not None:
         size, at = best
         live = tuple(
-            (aval, ops[i].eqn, _chain_start(ops, i, maker))
-            for n, (i, _, aval) in made.items()
-            if i < at < last.get(n, i)
+            (aval, ops[i], _chain_start(ops, i, maker)) for n, (i, _, aval) in made.items() if i < at < last.get(n, i)
         )
-        peaks.append(_Peak(size, live, ops[at].eqn))
+        peaks.append(_Peak(size, live, ops[at]))
     return max(peaks, key=lambda p: p.bytes, default=None)
 
 
@@ -222,27 +238,26 @@ def live_values(kernel_jaxpr) -> Unseen | None:
 def _live_summary(peak: _Peak) -> Unseen:
     shape = _shape_text(max(peak.avals, key=_vmem_bytes))
     count = f"{len(peak.avals)} temporar{'ies' if len(peak.avals) != 1 else 'y'}"
-    what = f"{count} live at once across a {peak.eqn.primitive.name} (the largest {shape}), together"
-    return Unseen(what, peak.bytes, traceback_origin(peak.eqn.source_info.traceback), "live")
+    what = f"{count} live at once across a {peak.op.eqn.primitive.name} (the largest {shape}), together"
+    return Unseen(what, peak.bytes, peak.op.origin, "live")
 
 
 def held_values(peak: _Peak) -> tuple[Unseen, ...]:
     """The body account: each value live at the peak, largest first, as an Unseen of kind
     "held" on the line that makes it, with its shape (which block sizes it grows with), the
     line of the op it is live across and the line its elementwise chain began at. What the compiler's internal scratch is split into."""
-    across = traceback_origin(peak.eqn.source_info.traceback)
     held = [
         Unseen(
-            f"{_shape_text(aval)} from {eqn.primitive.name} across {peak.eqn.primitive.name}"
-            + (f" of {start.primitive.name}" if start is not eqn else ""),
+            f"{_shape_text(aval)} from {op.eqn.primitive.name} across {peak.op.eqn.primitive.name}"
+            + (f" of {start.eqn.primitive.name}" if start is not op else ""),
             _vmem_bytes(aval),
-            traceback_origin(eqn.source_info.traceback),
+            op.origin,
             "held",
             tuple(int(d) for d in aval.shape),
-            across,
-            traceback_origin(start.source_info.traceback) if start is not eqn else None,
+            peak.op.origin,
+            start.origin if start is not op else None,
         )
-        for aval, eqn, start in peak.values
+        for aval, op, start in peak.values
     ]
     return tuple(sorted(held, key=lambda u: -u.bytes))
 
