@@ -232,6 +232,14 @@ def test_a_reports_spill_slots_are_split_into_the_bodys_values(tmp_path):
     assert rest.startswith("register allocator spill slots ~ 3.35M besides the kernel body's values (p)")
     direct = direct_total("v5p")
     assert "81.35M" in direct and "spill slots" in direct and "67.35M" in direct, direct[:3000]
+    # the same report in a job's log: explain halves the dimension the windows tile (block_q's, not
+    # the leading 1), and says the spill slots are the body's values
+    from vmem_lsp.explain import explain_json, find_reports
+
+    [found] = find_reports(direct.splitlines())
+    ways = explain_json(found, "v5p")["ways_out"]
+    assert "halving input 0's block (4096 → 2048 rows) saves 1.00M: not enough alone, 16.41M short" in ways
+    assert any(w.startswith("the register spills (67.35M) are the kernel body's values") for w in ways)
 
 
 def test_without_a_compile_the_model_puts_the_same_value_on_the_same_line(tmp_path):

@@ -153,6 +153,15 @@ def describe(allocation: Allocation) -> str:
 Way = tuple[str, str | None, int]
 
 
+def halving_dim(window: tuple[int, ...], full: tuple[int, ...]) -> int | None:
+    """The block dimension a user halves: the first that tiles its array (flash attention's
+    [1,1,4096,128] of [1,8,8192,128]: 2, block_q), else the first wider than 1 (a whole array)."""
+    tiled = [i for i, (b, f) in enumerate(zip(window, full)) if 1 < b < f]
+    wide = [i for i, b in enumerate(window) if b > 1]
+    found = tiled or wide
+    return found[0] if found else None
+
+
 def window_ways(report: Report) -> list[Way]:
     """Halve a window's block, single-buffer a double-buffered window: each saves half the window."""
     ways: list[Way] = []
@@ -161,8 +170,12 @@ def window_ways(report: Report) -> list[Way]:
             continue
         operand = render.allocation_label(allocation).split(" window")[0]
         dims = allocation.window_shape.dims
-        if dims and dims[0] > 1:
-            ways.append((f"halving {operand}'s block ({dims[0]} → {dims[0] // 2} rows)", operand, allocation.size // 2))
+        full = allocation.full_shape.dims if allocation.full_shape else dims
+        if (at := halving_dim(dims, full)) is not None:
+            what = "rows" if at == len(dims) - 2 else f"in dimension {at}"
+            ways.append(
+                (f"halving {operand}'s block ({dims[at]} → {dims[at] // 2} {what})", operand, allocation.size // 2)
+            )
         if allocation.buffers == 2:
             ways.append((f"single-buffering {operand} (pipeline_mode=pl.Buffered(1))", operand, allocation.size // 2))
     return ways
