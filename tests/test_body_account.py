@@ -310,13 +310,11 @@ def table_direct(block: int, table_rows: int) -> str:
     return compile_directly(
         "v5e",
         f"""
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("table", {str(TABLE)!r})
-        table = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(table)
         run = lambda q, k, t: table.scores_with_table(q, k, t, block={block}, table_rows={table_rows})
-        args = tuple(jax.ShapeDtypeStruct(s, jnp.bfloat16, sharding=sharding) for s in [(4096, 128), (4096, 128), (8192, 128)])
+        shapes = [(4096, 128), (4096, 128), (8192, 128)]
+        args = tuple(jax.ShapeDtypeStruct(s, jnp.bfloat16, sharding=sharding) for s in shapes)
         """,
+        modules={"table": TABLE},
     )
 
 

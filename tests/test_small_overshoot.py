@@ -55,12 +55,8 @@ def direct(limit: int | None) -> str:
     return compile_directly(
         "v5e",
         f"""
-        import importlib.util
         from jax.experimental import pallas as pl
         from jax.experimental.pallas import tpu as pltpu
-        spec = importlib.util.spec_from_file_location("near", {str(NEAR)!r})
-        near = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(near)
         params = dict(compiler_params=pltpu.CompilerParams(vmem_limit_bytes={limit})) if {limit} else {{}}
         run = lambda x: pl.pallas_call(
             near.copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(4,),
@@ -68,6 +64,7 @@ def direct(limit: int | None) -> str:
             out_specs=pl.BlockSpec((1056, 1024), lambda i: (i, 0)), **params)(x)
         args = (jax.ShapeDtypeStruct((4224, 1024), jnp.float32, sharding=sharding),)
         """,
+        modules={"near": NEAR},
     )
 
 

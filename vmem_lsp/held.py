@@ -48,7 +48,7 @@ def grown_dims(value: Unseen, call: CapturedCall) -> list[GrownDim]:
     return grown
 
 
-def large_values(call: CapturedCall) -> list[Unseen]:
+def large_held(call: CapturedCall) -> list[Unseen]:
     """The held values that matter: each at least SMALL_SHARE of all the body holds."""
     values = held(call)
     total = sum(v.bytes for v in values)
@@ -59,7 +59,5 @@ def body_block_dims(call: CapturedCall) -> dict[tuple[str, int, int], int]:
     """(role, operand index, block dimension) -> block size, of each dimension the body's large
     held values grow with: the dimensions a fix shrinks first."""
     return {
-        (g.operand.role, g.operand.index, g.dim): g.block
-        for value in large_values(call)
-        for g in grown_dims(value, call)
+        (g.operand.role, g.operand.index, g.dim): g.block for value in large_held(call) for g in grown_dims(value, call)
     }

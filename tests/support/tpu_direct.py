@@ -28,9 +28,21 @@ except Exception as error:
 """
 
 
-def compile_directly(target: str, setup: str) -> str:
-    """The compiler's words on `run(*args)` for `target`: "fits", or its error."""
-    script = HEADER.format(target=target) + textwrap.dedent(setup) + TAIL
+def module_from(name: str, path) -> str:
+    """Setup lines that import the file at `path` as the module `name` (a test kernel, not a package)."""
+    return (
+        f"import importlib.util\n"
+        f"_spec = importlib.util.spec_from_file_location({name!r}, {str(path)!r})\n"
+        f"{name} = importlib.util.module_from_spec(_spec)\n"
+        f"_spec.loader.exec_module({name})\n"
+    )
+
+
+def compile_directly(target: str, setup: str, modules: dict | None = None) -> str:
+    """The compiler's words on `run(*args)` for `target`: "fits", or its error. `modules`: name ->
+    path of test kernels `setup` uses, imported first."""
+    imports = "".join(module_from(name, path) for name, path in (modules or {}).items())
+    script = HEADER.format(target=target) + imports + textwrap.dedent(setup) + TAIL
     # As the worker does: beside other libtpu processes (pytest -n 2, a worker), not refused by its lockfile.
     env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)

@@ -349,13 +349,11 @@ def body_dims(problem: Problem) -> dict:
 
 def shrinks(dims: dict, calls: list[CapturedCall]) -> bool:
     """Some kernel's block is smaller along one of `dims` (body_dims) than before."""
-    for call in calls:
-        for op in call.operands:
-            for (kernel, role, index, dim), size in dims.items():
-                if (kernel, role, index) == (key(call), op.role, op.index) and op.block_shape is not None:
-                    if dim < len(op.block_shape) and (op.block_shape[dim] or size) < size:
-                        return True
-    return False
+    shapes = block_shapes(calls)
+    return any(
+        (shape := shapes.get((kernel, role, index))) is not None and dim < len(shape) and (shape[dim] or size) < size
+        for (kernel, role, index, dim), size in dims.items()
+    )
 
 
 def scored(problem: Problem, variants, reads: Callable[[CapturedCall], bool] = covers) -> list[Scored]:
@@ -368,7 +366,7 @@ def scored(problem: Problem, variants, reads: Callable[[CapturedCall], bool] = c
             continue
         figures = {target: estimate(problem, c, target, variant.scale) for target, c in calls.items()}
         if fits(figures):
-            eases = bool(dims) and shrinks(dims, calls[problem.targets[0]])
+            eases = shrinks(dims, calls[problem.targets[0]])
             if eases:
                 variant = replace(variant, label=f"{variant.label}, which shrinks what the kernel body holds")
             found.append(Scored(sum(t for t, _ in figures.values()), variant, figures, eases))

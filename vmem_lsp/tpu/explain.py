@@ -11,7 +11,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import render
 from ..budget import SMALL_SHARE, literal_shape
@@ -149,8 +149,12 @@ def describe(allocation: Allocation) -> str:
     return f"{label}{whole}{how}{waste}"
 
 
-# A way out: what to change, the operand it changes (None: no one operand), the bytes it saves.
-Way = tuple[str, str | None, int]
+class Way(NamedTuple):
+    """A way out of an overflow: what to change, the operand it changes, the bytes it saves."""
+
+    what: str
+    operand: str
+    saves: int
 
 
 def halving_dim(window: tuple[int, ...], full: tuple[int, ...]) -> int | None:
@@ -173,24 +177,25 @@ def window_ways(report: Report) -> list[Way]:
         full = allocation.full_shape.dims if allocation.full_shape else dims
         if (at := halving_dim(dims, full)) is not None:
             what = "rows" if at == len(dims) - 2 else f"in dimension {at}"
-            ways.append(
-                (f"halving {operand}'s block ({dims[at]} → {dims[at] // 2} {what})", operand, allocation.size // 2)
-            )
+            halving = f"halving {operand}'s block ({dims[at]} → {dims[at] // 2} {what})"
+            ways.append(Way(halving, operand, allocation.size // 2))
         if allocation.buffers == 2:
-            ways.append((f"single-buffering {operand} (pipeline_mode=pl.Buffered(1))", operand, allocation.size // 2))
+            ways.append(
+                Way(f"single-buffering {operand} (pipeline_mode=pl.Buffered(1))", operand, allocation.size // 2)
+            )
     return ways
 
 
 def combination(ways: list[Way], over: int) -> list[Way] | None:
     """The fewest ways, largest first and each on an operand of its own (two on one window do not
     add up), that close the gap together; None when one alone is enough, or all together are not."""
-    if not ways or any(saves >= over for _, _, saves in ways):
+    if not ways or any(way.saves >= over for way in ways):
         return None
     chosen: list[Way] = []
-    for way in sorted(ways, key=lambda w: -w[2]):
-        if way[1] not in {w[1] for w in chosen}:
+    for way in sorted(ways, key=lambda w: -w.saves):
+        if way.operand not in {w.operand for w in chosen}:
             chosen.append(way)
-            if sum(w[2] for w in chosen) >= over:
+            if sum(w.saves for w in chosen) >= over:
                 return chosen
     return None
 
@@ -238,11 +243,11 @@ def ways_out(report: Report, chip: Chip | None) -> list[str]:
 
     said = [
         f"{what} saves {render.size(saves)}: {outcome(saves)}"
-        for what, _, saves in sorted(ways, key=lambda w: (w[2] < over, w[2] if w[2] >= over else -w[2]))
+        for what, _, saves in sorted(ways, key=lambda w: (w.saves < over, w.saves if w.saves >= over else -w.saves))
     ]
     if together := combination(ways, over):
-        saves = sum(w[2] for w in together)
-        said.append(f"together, {' and '.join(w[0] for w in together)} save {render.size(saves)}: {outcome(saves)}")
+        saves = sum(w.saves for w in together)
+        said.append(f"together, {' and '.join(w.what for w in together)} save {render.size(saves)}: {outcome(saves)}")
     if spills := spill_way(report):
         said.append(spills)
     if report.limit_kind == "scoped" and report.used:
