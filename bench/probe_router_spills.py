@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import re
 import sys
 from pathlib import Path
 
@@ -85,7 +84,10 @@ def compiled_report(target: str, piece: str, k: int) -> Report | None:
             functools.partial(router_body, piece=piece, k=k),
             out_shape=out,
             grid=(TOTAL // TOKENS,),
-            in_specs=[pl.BlockSpec((TOKENS, HIDDEN), lambda i: (i, 0)), pl.BlockSpec((HIDDEN, EXPERTS), lambda i: (0, 0))],
+            in_specs=[
+                pl.BlockSpec((TOKENS, HIDDEN), lambda i: (i, 0)),
+                pl.BlockSpec((HIDDEN, EXPERTS), lambda i: (0, 0)),
+            ],
             out_specs=(rows, rows),
             compiler_params=pltpu.CompilerParams(vmem_limit_bytes=LIMIT),
         )(x, w)

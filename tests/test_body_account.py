@@ -240,6 +240,20 @@ def test_a_reports_spill_slots_are_split_into_the_bodys_values(tmp_path):
     ways = explain_json(found, "v5p")["ways_out"]
     assert "halving input 0's block (4096 → 2048 rows) saves 1.00M: not enough alone, 16.41M short" in ways
     assert any(w.startswith("the register spills (67.35M) are the kernel body's values") for w in ways)
+    # and with --source, placed where check puts it: the pallas_call is jax's, so the verdict is
+    # on the user's example (VMEM004), the total on jax's pallas_call line, as check's
+    (tmp_path / "job.log").write_text("".join(f"E1204 train.py:88] {line}\n" for line in direct.splitlines()))
+    done, placed = run_json("explain", "job.log", "--target", "v5p", "--source", FLASH.name, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    on = lambda found, code: {(d["abs_path"], d["range"]["start_line"]) for d in found if d["code"] == code}
+    assert (
+        on(placed["diagnostics"], "VMEM002")
+        == on(report["diagnostics"], "VMEM002")
+        == {(path, total["range"]["start_line"])}
+    )
+    [verdict] = [d for d in placed["diagnostics"] if d["code"] == "VMEM004"]
+    assert (verdict["path"], verdict["range"]["start_line"]) == (FLASH.name, 3)
+    assert verdict["message"].startswith("_flash_attention_kernel (") and "81.35M of 63.94M" in verdict["message"]
 
 
 def test_without_a_compile_the_model_puts_the_same_value_on_the_same_line(tmp_path):

@@ -139,7 +139,9 @@ def trace_examples(paths: list[str], chip: str) -> Traced:
         for call in result.calls:
             site = kernel_site(call, sources.sites_of)
             if site is not None:
-                calls.append(TracedCall(site.path, site, call, f"{render.display_path(example.path)}:{example.line}"))
+                calls.append(
+                    TracedCall(site.path, site, call, f"{render.display_path(example.path)}:{example.line}", example)
+                )
     note = None
     if not calls:
         note = (

@@ -15,6 +15,7 @@ from . import render
 if TYPE_CHECKING:  # the worker's and the locator's types, not imported to explain a log
     from .correlate import SitesOf
     from .results import CapturedCall
+    from .source.directives import Example
     from .source.model import KernelSite
 
 Candidate = tuple[str, "KernelSite", str]  # (path, site, the file's text)
@@ -58,6 +59,7 @@ class Placement:
     sites: tuple  # ((path, KernelSite), ...): one when placed
     why: str
     spans: tuple = ()  # per allocation: (path, Span) or None
+    traced: TracedCall | None = None  # the traced call it was matched to, where a trace placed it
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class TracedCall:
     site: KernelSite
     call: CapturedCall
     example: str  # "file:line" of the example that reached it
+    directive: Example | None = None  # that example, where its span is known
 
 
 @dataclass(frozen=True)

@@ -363,7 +363,7 @@ def place(report: Report, candidates: list[Candidate], traced=None) -> Placement
         return by_names
     trace = traced()
     named = {(p, s.span) for p, s, _ in alone}
-    by_trace = place_by_trace(report, {(p, s.span) for p, s, _ in candidates}, trace, named)
+    by_trace = place_by_trace(report, trace, named)
     if by_trace is not None:
         return by_trace
     said = trace.note or "no traced call of the examples has its shapes"
@@ -530,20 +530,15 @@ def array_bytes(dtype: str, shape) -> int:
 
 
 def place_by_trace(
-    report: Report,
-    candidates: AbstractSet[tuple[str, Span]],
-    trace: Traced,
-    named: AbstractSet[tuple[str, Span]] = frozenset(),
+    report: Report, trace: Traced, named: AbstractSet[tuple[str, Span]] = frozenset()
 ) -> Placement | None:
-    """The one candidate site whose traced calls the report fits; among sites
-    that fit alike, the one the report names, else a tie said as one; None when
-    no traced call fits (the report's kernel is not reached by the examples)."""
+    """The one site whose traced calls the report fits; among sites that fit
+    alike, the one the report names, else a tie said as one; None when no
+    traced call fits (the report's kernel is not reached by the examples).
+    A site outside the sources is one their examples reach (a library's
+    kernel: jax's flash attention called from the user's file), as check finds it."""
     fitting = [
-        (agree, t)
-        for t in trace.calls
-        if (t.path, t.site.span) in candidates
-        for wrong, agree in [contradiction(report, t.call)]
-        if not wrong and agree
+        (agree, t) for t in trace.calls for wrong, agree in [contradiction(report, t.call)] if not wrong and agree
     ]
     if not fitting:
         return None
@@ -557,7 +552,7 @@ def place_by_trace(
     if len(chosen) > 1 and len(by_name) == 1:
         [only] = by_name
         why = f"its shapes, matched to the call traced from the example at {only.example}, and its names"
-        return Placement(((only.path, only.site),), why, window_spans(report, only, trace.sites_of))
+        return Placement(((only.path, only.site),), why, window_spans(report, only, trace.sites_of), only)
     if len(chosen) > 1:
         return Placement(
             tuple((t.path, t.site) for t in chosen),
@@ -565,7 +560,7 @@ def place_by_trace(
         )
     [only] = chosen
     why = f"its shapes, matched to the call traced from the example at {only.example}"
-    return Placement(((only.path, only.site),), why, window_spans(report, only, trace.sites_of))
+    return Placement(((only.path, only.site),), why, window_spans(report, only, trace.sites_of), only)
 
 
 def window_spans(report: Report, traced: TracedCall, sites_of: SitesOf | None) -> tuple:
@@ -645,4 +640,30 @@ def placing(
     chip = chip_of(found.text, target)
     traced = sources.tracer.on(chip) if sources.tracer else None
     placement = place(report, sources.sites, traced)
-    return placed_diagnostics(found, report, placement, chip, log_name), placement
+    out = placed_diagnostics(found, report, placement, chip, log_name)
+    reached = placement.traced
+    if out and reached is not None and reached.directive and reached.path not in {p for p, _, _ in sources.sites}:
+        out.append(example_verdict(reached, report, placement, chip, log_name, found))
+    return out, placement
+
+
+def example_verdict(
+    reached: TracedCall, report: Report, placement: Placement, chip: Chip | None, log_name: str, found: Found
+) -> Diagnostic:
+    """VMEM004 on the example that reaches a kernel outside the sources, as check says it: the
+    report's other diagnostics are in that kernel's file, which the user did not write."""
+    example = reached.directive
+    assert example is not None
+    at = render.at_from(reached.path, reached.site.name_span.start_line, example.path)
+    said = render.example_total(reached.call.name, at, verdict(report, chip))
+    return Diagnostic(
+        example.path,
+        example.span,
+        "error",
+        "VMEM004",
+        f"{said.text()} (from the report in {log_name}, line {found.line})",
+        chip.name if chip else None,
+        "log",
+        (Related(reached.path, reached.site.name_span, f"pallas_call {reached.call.name}"),),
+        {"log_line": found.line, "why": placement.why, "example": str(example.key)},
+    )
