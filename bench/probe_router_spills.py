@@ -10,7 +10,8 @@ S" is windows + the compiler's own scratch + what the body spills:
 - loop: the iterated max / lowest-index argmin over f32[2048,128] that picks k experts;
 - value: plus each pick's value read back by a masked sum;
 - picked: plus each pick written into [rows, k] slot arrays by where(slot == j, ...);
-- full: both (bench/model_corpus.top_slots, as the corpus's routers are written).
+- full: both (bench/model_corpus.top_slots, as the corpus's routers are written);
+- stored: as full, each pick written to the output refs as it is made (weights_ref[:, j:j+1]).
 
 Prints, per chip and piece, the compiler's size and what is beyond the windows and the chip's own
 internal scratch (the reported limit less the requested one): the spill the account is held to.
@@ -42,7 +43,7 @@ MiB = 1 << 20
 WINDOWS = 8 * MiB + MiB // 4  # (a chip that single-buffers the constant w: 0.13M less)
 # x bf16[2048,512] and w bf16[512,128], two buffers each; two [2048,8] outputs padded to 128 lanes
 LIMIT = 9 * MiB
-PIECES = ("loop", "value", "picked", "full")
+PIECES = ("loop", "value", "picked", "stored", "full")
 
 
 def router_body(x_ref, w_ref, weights_ref, ids_ref, *, piece: str, k: int):
@@ -63,9 +64,14 @@ def router_body(x_ref, w_ref, weights_ref, ids_ref, *, piece: str, k: int):
         if piece in ("picked", "full"):
             picked = jnp.where(slot == j, value, picked)
             ids = jnp.where(slot == j, best_at, ids)
+        elif piece == "stored":
+            weights_ref[:, j : j + 1] = jnp.sum(jnp.where(expert == best_at, scores, 0.0), axis=-1, keepdims=True)
+            ids_ref[:, j : j + 1] = best_at
         else:
             total = total + value + best_at.astype(jnp.float32)
         candidates = jnp.where(expert == best_at, NEG, candidates)
+    if piece == "stored":
+        return
     if piece not in ("picked", "full"):
         picked = jnp.broadcast_to(total + jnp.max(candidates, axis=-1, keepdims=True), (rows, K))
     weights_ref[...] = picked
