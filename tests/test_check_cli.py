@@ -179,6 +179,26 @@ def test_an_edit_invalidates_the_cache(cache_dir, tmp_path):
     assert done.returncode == 0
 
 
+def test_a_package_installed_after_a_failed_import_is_found_not_the_cached_failure(cache_dir, tmp_path):
+    """An example whose module imports a package not installed yet: once it is, the next check
+    imports it (the key holds jax's versions and the user's files, not every package's)."""
+    project, packages = tmp_path / "project", tmp_path / "site"
+    project.mkdir()
+    packages.mkdir()
+    source = project / "uses_later.py"
+    source.write_text(
+        (EXAMPLES / "copy_whole.py").read_text().replace("import jax\n", "import jax\nimport later_pkg\n", 1)
+    )
+    args = ("check", str(source), "--target", "v6e", "--cache-dir", str(cache_dir))
+    env = {"PYTHONPATH": str(packages)}
+    before = run_json(*args, env=env)[1]
+    assert any("later_pkg" in d["message"] for d in before["diagnostics"]), before
+    (packages / "later_pkg.py").write_text("")
+    after = run_json(*args, env=env)[1]
+    assert not any("later_pkg" in d["message"] for d in after["diagnostics"]), after
+    assert "1 compiled" in after["summary"]
+
+
 def test_sarif_carries_the_same_facts(cache_dir, examples_check):
     _, report = examples_check
     done = run_cli("check", "examples", "--target", "v5e,v6e", "--cache-dir", str(cache_dir), "--format", "sarif")

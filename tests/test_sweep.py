@@ -101,6 +101,25 @@ def test_the_sweep_agrees_with_compiling_every_config_and_compiles_fewer(swept):
     assert report["compiles"] <= 0.4 * len(brute)
 
 
+def test_a_sweep_in_the_projects_python_never_reads_what_another_jax_compiled(tmp_path):
+    """The cache's key holds the worker's compiler for sweep as for check: the same sweep, once the
+    project names a Python with another jax, compiles again instead of reading back what vmem-lsp's
+    own jax said (it did, sharing the cache folder), and its own answers are read back after."""
+    from support.project_env import project_venv
+
+    venv = project_venv()
+    spec = f"{MATMUL}:matmul({ARGS}, bm=[1024, 2048], bk=[512, 1024], bn=[512, 1024])"
+    project = tmp_path / "project"
+    project.mkdir()
+    sweep = ("sweep", spec, "--target", "v5e", "--format", "json", "--cache-dir", str(tmp_path / "cache"))
+    own = json.loads(run_cli(*sweep, cwd=project).stdout)
+    (project / "pyproject.toml").write_text(f'[tool.vmem-lsp]\npython = "{venv}"\n')
+    other, again = (json.loads(run_cli(*sweep, cwd=project).stdout) for _ in range(2))
+    assert own["compiles"] > 0 and other["compiles"] > 0
+    assert other["cache_hits"] == 0, other
+    assert again["cache_hits"] == again["compiles"] == other["compiles"]
+
+
 def test_text_and_csv_say_the_same_and_name_who_decided(tmp_path, swept):
     spec = f"{MATMUL}:matmul({ARGS}, bm=[512, 1024], bk=1024, bn=1024)"
     text = run_cli("sweep", spec, "--target", "v5e", "--cache-dir", str(tmp_path)).stdout

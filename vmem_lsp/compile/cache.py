@@ -41,7 +41,9 @@ from .shipping import file_digest, relocate
 log = logging.getLogger(__name__)
 
 PROJECT = "<project>"  # the project root, in keys and entries
-TRANSIENT = ("timeout", "crashed", "no_compiler", "memory", "cancelled", "internal")
+# Not kept: what another run may not meet. "import": a module the example needs that is not
+# installed yet (the key holds jax's versions, not every package's, and the digests only the user's files).
+TRANSIENT = ("timeout", "crashed", "no_compiler", "memory", "cancelled", "internal", "import")
 COMPILER_ENVIRONMENT = ("LIBTPU_INIT_ARGS", "XLA_FLAGS")
 
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from ..compile.backend import estimate_runner, runner_for
+from ..compile.backend import cache_for, estimate_runner, runner_for
 from ..compile.cache import ResultCache
 from ..config import Settings
 from ..engine import Progress, Silent, request_for
@@ -78,7 +78,7 @@ def run_sweep(
     progress = progress or Silent()
     started = time.perf_counter()
     outcome = SweepOutcome(sweep)
-    cache = ResultCache(settings.cache_folder(), enabled=use_cache)
+    cache = cache_for(settings, enabled=use_cache)  # keyed by the worker's compiler, as check's is
     own = worker is None
     worker = worker or runner_for(settings)
     lanes = getattr(worker, "size", 1)
