@@ -1,4 +1,4 @@
-"""vmem-lsp for autotuners: runnable examples of `vmem_lsp.fits`, `vmem_lsp.prune` and `vmem_lsp.rank`.
+"""vmem-lsp for autotuners: runnable examples of `vmem_lsp.fits`, `vmem_lsp.prune`, `vmem_lsp.rank` and `vmem_lsp.decide`.
 
     .venv/bin/python docs/tuning_examples.py
 
@@ -95,6 +95,15 @@ def fastest_first() -> list:
     return ranked
 
 
+def what_was_skipped() -> list:
+    """6. What a tuner skips and why: decide() is prune's verdict on each config, with its reason."""
+    configs = [{"bm": bm, "bk": 1024, "bn": 1024} for bm in (512, 1024, 2048)]
+    decided = vmem_lsp.decide(matmul, (X, X), configs, targets=("v5e",))
+    for d in decided:
+        print(f"decide: bm={d.config['bm']}: {'fits' if d.fits else d.why_not}")
+    return decided
+
+
 if __name__ == "__main__":
     plain_loop()
     tune_jax_hyperparams()
@@ -103,3 +112,4 @@ if __name__ == "__main__":
     kept = early_config_prune(triton, {"x": X, "y": X})
     print(f"Triton-style early_config_prune: kept {[c.kwargs['bm'] for c in kept]} of bm in 256, 512, 1024")
     fastest_first()
+    what_was_skipped()

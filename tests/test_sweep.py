@@ -374,6 +374,11 @@ def test_the_tuning_examples_in_the_docs_run(tmp_path):
     assert (
         pruned.removeprefix("prune(top=2): ") == f"[{ranked[0][6:].split('}')[0]}}}, {ranked[1][6:].split('}')[0]}}}]"
     )
+    # decide: prune's verdicts with their reasons; bm=1024 over by the compiler's own figure
+    decided = [line for line in done.stdout.splitlines() if line.startswith("decide: ")]
+    assert decided[0] == "decide: bm=512: fits", decided
+    assert decided[1].startswith("decide: bm=1024: v5e: the compiler needs ") and decided[1].endswith(" of 16.00M")
+    assert decided[2].startswith("decide: bm=2048: v5e: "), decided
 
 
 EAGER = """

@@ -7,6 +7,7 @@
     fastest = vmem_lsp.rank(matmul, ("bf16[8192, 8192]", "bf16[8192, 8192]"), configs, target="v6e", top=5)
 
 The function runs where `vmem-lsp check` runs examples: in a worker process
+(in the tuner's own Python, unless [tool.vmem-lsp] python names another)
 that imports the function's module by its file, so it must be defined at the
 top level of a module (a script's own functions too: guard the script's work
 with `if __name__ == "__main__":`, as multiprocessing asks). One worker pool
@@ -20,6 +21,7 @@ import atexit
 import dataclasses
 import inspect
 import os
+import sys
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +36,7 @@ if TYPE_CHECKING:  # `import vmem_lsp` stays light: the engine is imported on fi
     from .source.directives import Example
     from .sweep.run import SweepOutcome
 
-__all__ = ["Ranked", "Verdict", "fits", "prune", "rank"]
+__all__ = ["Decided", "Ranked", "Verdict", "decide", "fits", "prune", "rank"]
 
 WORKER_ENV = "VMEM_LSP_IN_WORKER"
 
@@ -52,6 +54,40 @@ class Verdict:
     decided_by: str  # "compiler" | "model" | "monotonicity" | "error" | "undecided"
     target: str
     error: str | None = None
+    why: str = ""  # how it was decided, in a sentence (decide()'s: the sweep's words)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One config of decide(), with its verdict on each target: what prune() keeps and why it
+    leaves a config out."""
+
+    config: dict[str, object]
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def fits(self) -> bool:
+        """On every target, decided: prune's rule (undecided is never taken for a fit)."""
+        return all(v.fits is True for v in self.verdicts)
+
+    @property
+    def why_not(self) -> str:
+        """Why it was left out, from the first target it does not fit on; "" when it fits."""
+        return next((why_not(v) for v in self.verdicts if v.fits is not True), "")
+
+
+def why_not(v: Verdict) -> str:
+    """A verdict that is not a fit, in a sentence: who said so, with the figures."""
+    from .render import size
+
+    figures = f"{size(v.used)} of {size(v.limit)}" if v.used is not None and v.limit else None
+    if v.fits is None:
+        return f"{v.target}: undecided ({v.error or v.why or 'no compiler decided it'})"
+    if v.decided_by == "compiler" and figures:
+        return f"{v.target}: the compiler needs {figures}"
+    if v.decided_by == "model" and figures:
+        return f"{v.target}: the layout model puts it at ~{figures}" + (f", {v.why}" if v.why else "")
+    return f"{v.target}: {v.why or v.error or 'does not fit'}"
 
 
 @dataclass(frozen=True)
@@ -165,6 +201,10 @@ class Engine:
                 from .config import load_settings
 
                 settings = load_settings(os.getcwd())
+                if settings.python is None and not settings.worker:
+                    # The tuner's own Python: the function it tunes imports there (a project's .venv
+                    # or VIRTUAL_ENV may be another environment); a configured one still wins.
+                    settings = dataclasses.replace(settings, python=sys.executable, python_source="the tuner's Python")
                 self.parts = Ready(settings, cache_for(settings), runner_for(settings, "tuner"))
                 atexit.register(self.stop)
             return self.parts
@@ -280,12 +320,30 @@ def prune(
         return []
     if top is not None:
         return [r.config for r in rank(fn, args, given, chips[0], top=top, budget_compiles=budget_compiles)[:top]]
+    return [d.config for d in decide(fn, args, given, chips, budget_compiles=budget_compiles) if d.fits]
+
+
+def decide(
+    fn: Callable[..., object],
+    args: Sequence[object],
+    configs: Iterable[Mapping[str, object]],
+    targets: str | Iterable[str] = ("v6e",),
+    *,
+    budget_compiles: int | None = None,
+) -> list[Decided]:
+    """Each config with its verdict on every target, decided as prune() decides them (its
+    `fits` is prune's keep), in the order given: for a tuner that reports what it skipped and why."""
+    from .config import parse_targets
+
+    chips = parse_targets(targets if isinstance(targets, str) else list(targets))
+    given = [dict(c) for c in configs]
+    if not given:
+        return []
     outcome = sweep_listed(fn, args, given, chips, budget_compiles)
-    good = {n for n in range(len(given))}
-    for number, verdict in enumerate(outcome.verdicts):
-        if verdict.fits is not True:
-            good.discard(number % len(given))
-    return [c for n, c in enumerate(given) if n in good]
+    found: list[list[Verdict]] = [[] for _ in given]
+    for number, v in enumerate(outcome.verdicts):  # chip by chip, each over every config in order
+        found[number % len(given)].append(Verdict(v.fits, v.used, v.limit, (), v.decided_by, v.target, v.error, v.why))
+    return [Decided(c, tuple(vs)) for c, vs in zip(given, found)]
 
 
 def rank(

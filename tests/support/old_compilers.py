@@ -1,7 +1,8 @@
 """Old TPU compilers for the tests that need one (doctor on a libtpu jax refuses, on a
 libtpu that does not know v7x): a venv per jax[tpu] release, with an older libtpu forced
 in after it when asked, made once with the machine's Python 3.11 and kept in
-VMEM_OLD_COMPILERS (default ~/.cache/vmem-lsp-ci/old-compilers).
+VMEM_OLD_COMPILERS (default ~/.cache/vmem-lsp-ci/old-compilers). The same for a tool a
+test runs in its own environment (tokamax, on jax 0.12 and Python 3.12): `packages` beside jax.
 
     <root>/jax-<jax>[-libtpu<libtpu>]-py3.11/        the venv, whole by construction
     <root>/jax-<jax>[-libtpu<libtpu>]-py3.11.lock    held while it is made (fcntl.flock)
@@ -17,6 +18,8 @@ fails, the test fails with pip's last lines: a missing compiler is a failure, no
 from __future__ import annotations
 
 import fcntl
+import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -44,18 +47,26 @@ def root() -> Path:
     return Path.home() / ".cache" / "vmem-lsp-ci" / "old-compilers"
 
 
-def base_python() -> str:
-    """The machine's Python 3.11: this interpreter's base when it is 3.11, else python3.11 on PATH."""
-    if sys.version_info[:2] == PYTHON:
+def base_python(python: tuple[int, int] = PYTHON) -> str:
+    """The machine's Python M.m: this interpreter's base when it is that one, else pythonM.m on
+    PATH, else pyenv's build (as the range step finds 3.12)."""
+    if sys.version_info[:2] == python:
         return getattr(sys, "_base_executable", sys.executable)
-    found = shutil.which("python3.11")
-    if found is None or tuple((probe(found).python or ())[:2]) != PYTHON:
-        pytest.fail("no Python 3.11 to make an old compiler's venv from (this Python is not, python3.11 on PATH)")
-    return found
+    minor = f"{python[0]}.{python[1]}"
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    for found in (shutil.which(f"python{minor}"), *sorted(glob.glob(f"{pyenv}/versions/{minor}.*/bin/python"))):
+        if found and tuple((probe(found).python or ())[:2]) == python:
+            return found
+    pytest.fail(f"no Python {minor} to make a venv from (this Python is not, python{minor} on PATH, pyenv's)")
 
 
-def name_of(jax: str, libtpu: str | None) -> str:
-    return f"jax-{jax}" + (f"-libtpu{libtpu}" if libtpu else "") + f"-py{PYTHON[0]}.{PYTHON[1]}"
+def name_of(jax: str, libtpu: str | None, python: tuple[int, int] = PYTHON, packages: tuple[str, ...] = ()) -> str:
+    """The venv's folder name; `packages` beside jax add their first (the tool's, pinned) and a digest of the rest."""
+    extra = ""
+    if packages:
+        digest = hashlib.sha256("\n".join(packages).encode()).hexdigest()[:8]
+        extra = f"-{packages[0].replace('==', '')}-{digest}"
+    return f"jax-{jax}" + (f"-libtpu{libtpu}" if libtpu else "") + extra + f"-py{python[0]}.{python[1]}"
 
 
 def answers(folder: Path, jax: str, libtpu: str | None) -> bool:
@@ -65,12 +76,15 @@ def answers(folder: Path, jax: str, libtpu: str | None) -> bool:
 
 
 @starts(COMPILER)
-def old_compiler(jax: str, libtpu: str | None = None) -> Path:
-    """bin/python of the venv with `jax[tpu]==jax` (then `libtpu==libtpu` when given),
-    made when missing or when what is there does not answer with those versions."""
+def old_compiler(
+    jax: str, libtpu: str | None = None, python: tuple[int, int] = PYTHON, packages: tuple[str, ...] = ()
+) -> Path:
+    """bin/python of the venv of Python `python` with `jax[tpu]==jax` and `packages` (then
+    `libtpu==libtpu` when given), made when missing or when what is there does not answer with
+    those versions."""
     jax = check_version(jax)
     libtpu = check_version(libtpu) if libtpu else None
-    top, name = root(), name_of(jax, libtpu)
+    top, name = root(), name_of(jax, libtpu, python, packages)
     folder = top / name
     if not answers(folder, jax, libtpu):
         top.mkdir(parents=True, exist_ok=True)
@@ -80,17 +94,19 @@ def old_compiler(jax: str, libtpu: str | None = None) -> Path:
                 for stale in top.glob(f".making-{name}-*"):  # a killed run's: the lock says nobody is on it
                     shutil.rmtree(stale, ignore_errors=True)
                 shutil.rmtree(folder, ignore_errors=True)  # there but not answering (its base Python gone?)
-                build(jax, libtpu, folder)
+                build(jax, libtpu, folder, python, packages)
     return folder / "bin" / "python"
 
 
-def build(jax: str, libtpu: str | None, folder: Path) -> None:
+def build(
+    jax: str, libtpu: str | None, folder: Path, version: tuple[int, int] = PYTHON, packages: tuple[str, ...] = ()
+) -> None:
     """Make the venv in a `.making-` folder beside `folder`, check it, rename it into place."""
     work = folder.with_name(f".making-{folder.name}-{os.getpid()}")
     log = folder.with_name(f"{folder.name}.log")
     python = str(work / "bin" / "python")
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
-    steps = [[base_python(), "-m", "venv", str(work)], [*pip, f"jax[tpu]=={jax}"]]
+    steps = [[base_python(version), "-m", "venv", str(work)], [*pip, f"jax[tpu]=={jax}", *packages]]
     if libtpu:
         steps.append([*pip, f"libtpu=={libtpu}"])
     try:
