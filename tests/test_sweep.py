@@ -402,3 +402,68 @@ def test_a_module_that_tunes_at_import_is_refused_in_the_worker_not_recursed(tmp
     done = subprocess.run([sys.executable, "eager.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("error ") and "inside the vmem-lsp worker" in done.stdout
+
+
+OPTUNA = """
+import json, sys
+sys.path.insert(0, {examples!r})
+import jax, jax.numpy as jnp
+import optuna
+from matmul import matmul
+from vmem_lsp.tuners.filter import FitFilter
+
+if __name__ == "__main__":
+    x = jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16)
+    fits = FitFilter(matmul, (x, x), targets="v5e")
+    space = {{"bm": [256, 512, 1024, 2048], "bk": [512, 1024], "bn": [512, 1024]}}
+
+    def objective(trial):
+        config = {{name: trial.suggest_categorical(name, values) for name, values in space.items()}}
+        verdict = fits(config)
+        if not verdict.fits:
+            raise optuna.TrialPruned(verdict.why_not)
+        return config["bm"] * config["bk"] * config["bn"]  # a stand-in for a timed run
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.GridSampler(space, seed=0))
+    study.optimize(objective, n_trials=16)
+    print(json.dumps({{
+        "pruned": [t.params for t in study.trials if t.state == optuna.trial.TrialState.PRUNED],
+        "complete": [t.params for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE],
+        "asked": fits.asked,
+        "by_order": [d.why_not for d in [fits(t.params) for t in study.trials] if "no smaller than" in d.why_not],
+    }}))
+"""
+
+
+def test_an_optuna_study_prunes_the_trials_that_cannot_fit_asking_vmem_lsp_least(tmp_path):
+    """tuners/filter.FitFilter in an Optuna objective (tpu-inference's tuner is Optuna): the trials
+    that cannot fit on v5e are pruned before they would run, the partial order deciding some without
+    vmem-lsp; the smallest pruned ones, compiled directly, overflow, and the largest that ran fit."""
+    from support.tpu_direct import compile_directly
+
+    (tmp_path / "study.py").write_text(OPTUNA.format(examples=str(EXAMPLES)))
+    done = subprocess.run([sys.executable, "study.py"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    pruned, complete = found["pruned"], found["complete"]
+    assert len(pruned) + len(complete) == 16 and pruned and complete
+    assert found["asked"] < 16 and found["by_order"], found  # the order spared vmem-lsp some configs
+    smaller = lambda a, b: a != b and all(a[k] <= b[k] for k in a)
+    edge = [p for p in pruned if not any(smaller(q, p) for q in pruned)]
+    top = [c for c in complete if not any(smaller(c, d) for d in complete)]
+    said = {
+        tuple(c.values()): compile_directly(
+            "v5e",
+            f"""
+            import sys
+            sys.path.insert(0, {str(EXAMPLES)!r})
+            from matmul import matmul
+            x = jax.ShapeDtypeStruct((8192, 8192), jnp.bfloat16, sharding=sharding)
+            run, args = (lambda a, b: matmul(a, b, bm={c["bm"]}, bk={c["bk"]}, bn={c["bn"]})), (x, x)
+            """,
+        )
+        for c in edge + top
+    }
+    assert all("fits" not in said[tuple(c.values())] for c in edge), said
+    assert all(said[tuple(c.values())].strip() == "fits" for c in top), said

@@ -2,5 +2,7 @@
 the target before the tuner compiles them, and says which and why.
 
 - tokamax.py: tokamax's Autotuner (`BoundArguments.autotune(autotuner=PruningAutotuner(...))`).
-- For a loop of one's own: `vmem_lsp.prune` / `vmem_lsp.decide` (api.py).
+- filter.py: FitFilter, for tuners that propose one config at a time (Optuna): the partial order
+  first, vmem-lsp for the rest.
+- For a list of configs of one's own: `vmem_lsp.prune` / `vmem_lsp.decide` (api.py).
 """
