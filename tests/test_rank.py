@@ -71,6 +71,20 @@ def test_an_example_has_an_estimate_only_when_every_kernel_has_one():
     assert crashed.cycles is None and "signal 6" in (crashed.why_none or "")
 
 
+def test_an_estimate_left_by_an_aborted_compile_counts_only_for_one_kernel_compiled_whole():
+    """The profile a worker left when libtpu aborted it is the estimate of its last compile: the
+    whole example's only where that was its one kernel on its whole grid (64 steps at most)."""
+    aborted = ExampleResult("v7x", None, error="killed by signal 6", error_kind="crashed", estimate_left=5000)
+    short, long = (
+        ExampleResult("v7x", None, (matmul_call(512, 512),)),
+        ExampleResult("v7x", None, (matmul_call(128, 128),)),
+    )
+    assert estimate_from(aborted, short).cycles == 5000 and "aborted" in (estimate_from(aborted, short).caveat or "")
+    assert estimate_from(aborted, long).cycles is None  # 16 x 16 steps: estimated on cut grids, one of them left
+    two = ExampleResult("v7x", None, (matmul_call(512, 512), matmul_call(512, 512)))
+    assert estimate_from(aborted, two).cycles is None and estimate_from(aborted).aborted
+
+
 @pytest.mark.compiler
 def test_a_ranked_sweep_gives_every_config_that_fits_an_estimate_or_a_reason(tmp_path):
     """jax's own matmul shape, 8 configs on v6e and v4: v6e's best 3 by roofline are
@@ -107,6 +121,55 @@ def test_a_ranked_sweep_gives_every_config_that_fits_an_estimate_or_a_reason(tmp
     assert " cycles " in drawn.stdout.splitlines()[3] and " rank " in drawn.stdout.splitlines()[3], drawn.stdout
     for picture in ("frontier.png", "frontier-speed.png"):  # the estimates against the VMEM used, beside it
         assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+DIRECT_PROFILE = """
+import sys
+sys.path.insert(0, {examples!r})
+import jax, jax.numpy as jnp
+from jax.experimental import topologies
+from jax.sharding import SingleDeviceSharding
+from matmul import matmul
+device = topologies.get_topology_desc(platform="tpu", topology_name="tpu7x:2x2x1").devices[0]
+x = jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16, sharding=SingleDeviceSharding(device))
+with jax.default_device(device):
+    jax.jit(lambda a, b: matmul(a, b, bm={bm}, bk=512, bn=512)).lower(x, x).compile()
+print("compiled")
+"""
+
+
+def test_an_estimate_libtpu_wrote_before_it_aborted_is_ranked(tmp_path):
+    """v7x on libtpu 0.0.42.1 aborts every compile under the profile (an LLO_CHECK in its analysis),
+    after writing the profile: the sweep ranks what it wrote, says so, and the figures are those of
+    the profile a direct compile with the same flag leaves before it aborts."""
+    import os
+    import subprocess
+    import sys
+
+    from vmem_lsp.tpu.static_profile import PROFILE_FLAG, parse_static_profile
+
+    spec = f"{EXAMPLES / 'matmul.py'}:matmul(bf16[1024, 1024], bf16[1024, 1024], bm=[512, 1024], bk=[512], bn=[512])"
+    args = ("sweep", spec, "--target", "v7x", "--rank", "speed", "--rank-top", "0", "--cache-dir", str(tmp_path))
+    done, report = run_json(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    ranked = {c["params"]["bm"]: c for c in report["configs"]}
+    assert sorted(c["speed_rank"] for c in ranked.values()) == [1, 2], ranked
+    assert "libtpu aborted the compile after writing its estimate" in report["estimate_caveats"]["v7x"]
+    for bm, c in ranked.items():
+        folder = tmp_path / f"profile-{bm}"
+        folder.mkdir()
+        env = {**os.environ, "LIBTPU_INIT_ARGS": f"{PROFILE_FLAG}={folder}", "JAX_PLATFORMS": "cpu"}
+        env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
+        direct = subprocess.run(
+            [sys.executable, "-c", DIRECT_PROFILE.format(examples=str(EXAMPLES), bm=bm)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert direct.returncode != 0 and "LLO_CHECK" in direct.stderr, direct.stderr[-1000:]  # it aborts...
+        [written] = list(folder.iterdir())  # ...after writing the estimate
+        assert c["estimated_cycles"] == sum(op.cycles for op in parse_static_profile(written.read_text())), c
 
 
 def test_the_api_ranks_on_one_chip_only_and_says_so_before_starting_anything():

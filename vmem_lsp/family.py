@@ -159,9 +159,15 @@ class Family(ABC):
         """The worker's side, imported on first use (only a worker process asks)."""
         return importlib.import_module(self.worker_module)
 
-    def prepare_estimates(self) -> None:
+    def prepare_estimates(self) -> str | None:
         """In a worker started with --estimate, before jax loads: turn on what gives its
-        compiler's cycle estimate (libtpu reads its flags once, when it starts)."""
+        compiler's cycle estimate (libtpu reads its flags once, when it starts); the folder
+        the compiler writes it to, when it writes one (said in the worker's hello)."""
+        return None
+
+    def estimate_left(self, folder: str) -> int | None:
+        """The cycles a compile that killed its worker left in `folder` (prepare_estimates'):
+        libtpu can abort after writing its estimate, which is then still the estimate."""
         return None
 
     def decode_facts(self, data: Any) -> Any:

@@ -163,6 +163,9 @@ class ExampleResult:
     deps: dict[str, str] = field(default_factory=dict)  # user source files reached -> sha256
     losses: tuple[str, ...] = ()  # what the worker's jax lacks, in the user's words (compile/jax_compat.py)
     libtpu: str | None = None  # the worker's libtpu (its hello): whose chip figures apply
+    # The cycles the compiler's estimate gave before the compile killed the worker (libtpu can
+    # abort after writing it): read by the client from the dead worker's folder
+    estimate_left: int | None = None
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@ import queue
 import re
 import resource
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 
 from .. import lifetime
-from ..families import families
+from ..families import families, family_of
 from ..results import CheckRequest, ExampleResult, Origin, PhaseLimits
 from . import memory
 from .interpreter import is_local_command, worker_environment
@@ -304,8 +305,14 @@ class WorkerClient:
             if self.process is not None:
                 self._kill(self.process)
                 self.process = None
+            left = self._estimate_left(request) if error.kind == "crashed" else None
             return ExampleResult(
-                request.target, None, error=str(error), error_kind=error.kind, error_origin=error.origin
+                request.target,
+                None,
+                error=str(error),
+                error_kind=error.kind,
+                error_origin=error.origin,
+                estimate_left=left,
             ), False
         except (BrokenPipeError, OSError) as error:
             self.restarts += 1
@@ -315,6 +322,18 @@ class WorkerClient:
             ), False
         finally:
             self.busy = False
+
+    def _estimate_left(self, request: CheckRequest) -> int | None:
+        """What the compiler's estimate gave before the compile killed this (local) worker: its
+        folder is the dead worker's own, emptied before the compile, so what is there is this
+        compile's; read, then removed (the worker's exit handlers, which would, did not run)."""
+        folder = ((self.hello or {}).get("estimates_left_in") or {}).get(family_of(request.target).name)
+        if not request.estimate or not folder or self.local_pid is None or not os.path.isdir(folder):
+            return None
+        try:
+            return family_of(request.target).estimate_left(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     # -- memory ------------------------------------------------------------------
     def _watch(self) -> threading.Event:

@@ -199,12 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         help="turn on the compiler's static cycle estimate for every compile (costs several times a compile's CPU)",
     )
     args = parser.parse_args(argv)
+    left_in: dict[str, str] = {}  # family -> the folder its compiler writes estimates to
     if args.estimate:  # before jax loads: libtpu reads its flags once, when it starts
         from ..families import families
         from .worker import ESTIMATES
 
         for family in families():
-            family.prepare_estimates()
+            if folder := family.prepare_estimates():
+                left_in[family.name] = folder
         os.environ[ESTIMATES] = "1"
     die_with_parent()
     limits = Limits(
@@ -227,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                     "protocol": PROTOCOL_VERSION,
                     "pid": os.getpid(),
                     "estimates": bool(args.estimate),
+                    "estimates_left_in": left_in,
                     **installed(),
                     **server.worker.provenance.code_folders(),
                     "workspaces": os.path.abspath(workspaces_in(args.cache_dir)),

@@ -62,9 +62,25 @@ class Estimate:
     aborted: bool = False  # the worker died compiling with the profile (libtpu aborted: v7x on 0.0.42.1, v4)
 
 
-def estimate_from(result: ExampleResult) -> Estimate:
+# Said of an estimate the compiler wrote before libtpu aborted the compile (an LLO_CHECK after the
+# profile: v7x on libtpu 0.0.42.1, a quantized matmul on v6e).
+ABORTED_CAVEAT = (
+    "libtpu aborted the compile after writing its estimate (an LLO_CHECK failure in its analysis): "
+    "the estimate it left is the one ranked"
+)
+
+
+def estimate_from(result: ExampleResult, traced: ExampleResult | None = None) -> Estimate:
     """The example's cycles, all its pallas_calls summed; why there are none when
-    the compile with the profile failed or a kernel has no estimate."""
+    the compile with the profile failed or a kernel has no estimate. A compile that
+    libtpu aborted after writing the estimate (`estimate_left`) gives it, where the
+    example (its trace: `traced`) is one pallas_call whose whole grid was compiled
+    (a longer one is estimated on cut grids, of which the estimate left is one)."""
+    if result.error and result.estimate_left and traced is not None and len(traced.calls) == 1:
+        [call] = traced.calls
+        if grid_steps(call.grid) <= ESTIMATED_STEPS:
+            left = f"{ABORTED_CAVEAT}; {LOOPS_CAVEAT}" if call.loops_unknown else ABORTED_CAVEAT
+            return Estimate(result.estimate_left, caveat=left)
     if result.error:
         first = result.error.strip().splitlines()[0] if result.error.strip() else "the compile failed"
         # libtpu aborting, or running out of the worker's memory or time, under the profile:

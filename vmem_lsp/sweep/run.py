@@ -210,7 +210,7 @@ def rank_speed(
                         cache.put(request, result)
                 outcome.estimates += 1
                 progress.advance(f"estimated {target}")
-                found = estimates[number] = speed.estimate_from(result)
+                found = estimates[number] = speed.estimate_from(result, item.traced)
                 if found.caveat:
                     outcome.caveats.setdefault(target, found.caveat)
                 if found.aborted:

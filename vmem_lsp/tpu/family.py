@@ -46,8 +46,11 @@ class TpuFamily(Family):
     def label(self, target: str) -> str:
         return chips.chip(target).label
 
-    def prepare_estimates(self) -> None:
-        profile.enable()
+    def prepare_estimates(self) -> str | None:
+        return profile.enable()
+
+    def estimate_left(self, folder: str) -> int | None:
+        return profile.estimate_in(folder)[0]
 
     def diagnostics(self, example, result, sources):
         from . import mapping

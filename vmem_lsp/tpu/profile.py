@@ -52,6 +52,12 @@ def estimate_of() -> tuple[int | None, str | None]:
     folder = os.environ.get(SPEED_FOLDER)
     if not folder:
         return None, "not asked"
+    return estimate_in(folder)
+
+
+def estimate_in(folder: str) -> tuple[int | None, str | None]:
+    """The estimate the profile in `folder` gives: this worker's last compile's, or (read by
+    the client) the one a worker that libtpu aborted wrote before it died."""
     names = sorted(n for n in os.listdir(folder) if n.endswith(PROFILE_SUFFIX)) if os.path.isdir(folder) else []
     if not names:
         return None, "the compiler wrote no estimate for this kernel on this chip"
