@@ -13,6 +13,7 @@ import tomllib
 
 import pytest
 from support import ROOT
+from support.cli import own_libtpu
 from support.old_compilers import old_compiler
 
 TOKAMAX = "tokamax==0.0.12"
@@ -34,7 +35,7 @@ def tokamax_python() -> str:
 
 def run_in(python: str, *args: str, cwd=None, timeout: float = 1200) -> subprocess.CompletedProcess:
     """A Python of the tokamax environment, with this checkout's vmem_lsp importable."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env = {**own_libtpu(), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     return subprocess.run([python, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -114,7 +115,7 @@ def compile_frontier(python: str, folder, pruned: list, kept: list, target: str 
     above, compiled directly (bench/bench_tuners.compile_directly: jax.jit(...).compile() on the
     deviceless chip)."""
     (folder / "frontier.py").write_text(FRONTIER)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "bench")))}
+    env = {**own_libtpu(), "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "bench")))}
     done = subprocess.run(
         [python, "frontier.py"],
         input=json.dumps([[int(x) for x in SHAPE.split(",")], target, pruned, kept]),
@@ -172,7 +173,7 @@ def test_a_pipeline_whose_buffers_the_compiler_sizes_below_the_model_is_compiled
     must not prune them on its windows alone: a pipeline's are measured over by up to 6.7% on v7x.
     (bench_tuners found both among 334 pruned, with its frontier compiled directly.)"""
     (tmp_path / "edge.py").write_text(EDGE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "bench")))}
+    env = {**own_libtpu(), "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "bench")))}
     done = subprocess.run(
         [tokamax_python, "edge.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200
     )

@@ -50,5 +50,11 @@ def without_libtpu(folder: Path) -> dict:
     the TPU_* / LIBTPU variables a test that imported libtpu in this process
     left behind (jax would load the library from TPU_LIBRARY_PATH)."""
     hide(folder, "libtpu")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_") and "LIBTPU" not in k}
-    return {**env, "PYTHONPATH": str(folder)}
+    return {**own_libtpu(), "PYTHONPATH": str(folder)}
+
+
+def own_libtpu() -> dict:
+    """This environment without the TPU_* / LIBTPU variables a test that imported libtpu in this
+    process left behind: another Python's jax then loads its own libtpu, not this one's (a jax 0.12
+    on libtpu 0.0.42.1 cannot read its own kernels' configs)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("TPU_") and "LIBTPU" not in k}
