@@ -312,7 +312,7 @@ def prune(
     `top` (one target only), the `top` fastest of them by rank(), fastest first."""
     from .config import parse_targets
 
-    chips = parse_targets(targets if isinstance(targets, str) else list(targets))
+    chips = parse_targets(targets)  # a string as fits' `target` takes it, or a sequence of names
     if top is not None and len(chips) != 1:
         raise ValueError("prune(top=N) ranks by the compiler's cycles, which compare within one chip: give one target")
     given = [dict(c) for c in configs]
@@ -335,7 +335,7 @@ def decide(
     `fits` is prune's keep), in the order given: for a tuner that reports what it skipped and why."""
     from .config import parse_targets
 
-    chips = parse_targets(targets if isinstance(targets, str) else list(targets))
+    chips = parse_targets(targets)  # a string as fits' `target` takes it, or a sequence of names
     given = [dict(c) for c in configs]
     if not given:
         return []

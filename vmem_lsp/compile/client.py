@@ -327,11 +327,12 @@ class WorkerClient:
         """What the compiler's estimate gave before the compile killed this (local) worker: its
         folder is the dead worker's own, emptied before the compile, so what is there is this
         compile's; read, then removed (the worker's exit handlers, which would, did not run)."""
-        folder = ((self.hello or {}).get("estimates_left_in") or {}).get(family_of(request.target).name)
+        family = family_of(request.target)
+        folder = ((self.hello or {}).get("estimates_left_in") or {}).get(family.name)
         if not request.estimate or not folder or self.local_pid is None or not os.path.isdir(folder):
             return None
         try:
-            return family_of(request.target).estimate_left(folder)
+            return family.estimate_left(folder)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

@@ -24,18 +24,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..api import Decided, Verdict, decide
+from ..sweep.decide import value_no_larger
 
 
 def below(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
-    """`a` is no larger than `b` in every knob: the same keys, numbers no larger, the rest equal."""
-    if a.keys() != b.keys():
-        return False
-    for key, x in a.items():
-        y = b[key]
-        numbers = isinstance(x, int | float) and isinstance(y, int | float) and not isinstance(x, bool | type(None))
-        if not (x <= y if numbers else x == y):  # type: ignore[operator]
-            return False
-    return True
+    """`a` is no larger than `b` in every knob, as the sweep orders values (numbers by size, the rest equal)."""
+    return a.keys() == b.keys() and all(value_no_larger(a[key], b[key]) for key in a)
 
 
 @dataclass
@@ -45,9 +39,13 @@ class FitFilter:
     fn: Callable[..., object]
     args: Sequence[object]
     targets: str | tuple[str, ...] = "v6e"
-    decided: list[Decided] = field(default_factory=list)
-    asked: int = 0  # configs vmem-lsp was asked about (the partial order decided the others)
+    decided: list[Decided] = field(default_factory=list)  # what vmem-lsp was asked, in order
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def asked(self) -> int:
+        """Configs vmem-lsp was asked about (the partial order decided the others)."""
+        return len(self.decided)
 
     def __call__(self, config: Mapping[str, object]) -> Decided:
         config = dict(config)
@@ -56,7 +54,6 @@ class FitFilter:
             return known
         [found] = decide(self.fn, self.args, [config], self.targets)
         with self.lock:
-            self.asked += 1
             self.decided.append(found)
         return found
 

@@ -78,7 +78,7 @@ class Call:
     """One autotuning call as vmem-lsp's API takes it: `configured_op(*args, **fields)` per config."""
 
     args: tuple[object, ...]  # the blob's text, then each array
-    fields: dict[Any, dict[str, object]]  # config -> its fields as keywords
+    fields: list[dict[str, object]]  # each config's fields as keywords, in the configs' order
 
 
 def as_call(fn_factory: Callable[[Any], Any], configs: list, args: tuple, kwargs: dict) -> Call | str:
@@ -86,14 +86,14 @@ def as_call(fn_factory: Callable[[Any], Any], configs: list, args: tuple, kwargs
     op = fn_factory(configs[0])
     if not dataclasses.is_dataclass(op) or not callable(op) or not hasattr(op, "replace"):
         return f"the factory makes a {type(op).__name__}, not a tokamax op"
-    fields = {}
+    fields = []
     for config in configs:
         if not dataclasses.is_dataclass(config) or type(config) is not type(configs[0]):
             return f"a config of type {type(config).__name__}, not the op's config dataclass"
         found = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
         if not all(isinstance(v, LITERALS) for v in found.values()):
             return f"a config field that is not a number or a flag ({found})"
-        fields[config] = found
+        fields.append(found)
     arrays: list[object] = []
 
     def slot(leaf: object) -> object:
@@ -136,13 +136,7 @@ class PruningAutotuner(Autotuner):
             logger.warning("vmem-lsp: configs not checked, all kept: %s", call)
             return {}
         started = time.perf_counter()
-        decided = decide(
-            configured_op,
-            call.args,
-            [call.fields[c] for c in listed],
-            self.targets,
-            budget_compiles=self.budget_compiles,
-        )
+        decided = decide(configured_op, call.args, call.fields, self.targets, budget_compiles=self.budget_compiles)
         out = {
             config: DoesNotFit(config, d.why_not)
             for config, d in zip(listed, decided)
