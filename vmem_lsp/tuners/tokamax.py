@@ -126,7 +126,7 @@ class PruningAutotuner(Autotuner):
 
     def skipped(self, fn_factory: Callable[[Any], Any], configs: set, *args: Any, **kwargs: Any) -> dict:
         """config -> DoesNotFit for each config vmem-lsp finds cannot fit on a target."""
-        from ..api import decide
+        from ..api import decide, why_not
 
         listed = list(configs)
         if not listed:
@@ -137,10 +137,10 @@ class PruningAutotuner(Autotuner):
             return {}
         started = time.perf_counter()
         decided = decide(configured_op, call.args, call.fields, self.targets, budget_compiles=self.budget_compiles)
-        out = {
-            config: DoesNotFit(config, d.why_not)
+        out = {  # the reason of the chip it overflows on, not of one that left it undecided
+            config: DoesNotFit(config, why_not(over))
             for config, d in zip(listed, decided)
-            if any(v.fits is False for v in d.verdicts)
+            if (over := next((v for v in d.verdicts if v.fits is False), None)) is not None
         }
         logger.info(
             "vmem-lsp: %d of %d configs cannot fit on %s, skipped (%.1f s)",
