@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..compile.cut_grids import grid_steps
 from ..dtypes import ITEM_BITS
-from ..results import CapturedCall, Operand, Scoped, Unseen
+from ..results import CapturedCall, Operand, Scoped, Scratch, Unseen
 
 LANES = 128
 SUBLANES = 8
@@ -204,10 +204,10 @@ VREG_FILE_BYTES = 64 * 4096
 NO_SPILL_UP_TO = {"v6e": 1 << 20, "v7x": 1 << 20}
 
 
-def accumulator_bytes(call: CapturedCall) -> int:
-    """Bytes of the largest 32-bit VMEM scratch fed by 16-bit inputs: the pattern of a dot
-    with preferred_element_type=f32 accumulating across grid steps. An s8 dot into s32 did
-    not spill (matmul-s8-*), nor did an f32 one below 1024^3 (matmul-f32-*)."""
+def accumulator(call: CapturedCall) -> Scratch | None:
+    """The largest 32-bit VMEM scratch fed by 16-bit inputs: the pattern of a dot with
+    preferred_element_type=f32 accumulating across grid steps. An s8 dot into s32 did not
+    spill (matmul-s8-*), nor did an f32 one below 1024^3 (matmul-f32-*)."""
     narrow_inputs = any(
         op.role == "in" and in_vmem(op.memory_space) and ITEM_BITS.get(op.dtype, 32) == 16 for op in call.operands
     )
@@ -216,11 +216,50 @@ def accumulator_bytes(call: CapturedCall) -> int:
         s.kind == "pipeline_in" and ITEM_BITS.get(s.dtype, 32) == 16 for s in call.scoped
     )
     wide_scratch = [
-        padded_bytes(dtype, s.shape)
-        for s in call.scratch
-        if in_vmem(s.memory_space) and (dtype := s.dtype) is not None and ITEM_BITS.get(dtype, 0) == 32
+        s for s in call.scratch if in_vmem(s.memory_space) and s.dtype is not None and ITEM_BITS.get(s.dtype, 0) == 32
     ]
-    return max(wide_scratch) if narrow_inputs and wide_scratch else 0
+    if not (narrow_inputs and wide_scratch):
+        return None
+    return max(wide_scratch, key=lambda s: padded_bytes(s.dtype or "f32", s.shape))
+
+
+def accumulator_bytes(call: CapturedCall) -> int:
+    found = accumulator(call)
+    return padded_bytes(found.dtype or "f32", found.shape) if found else 0
+
+
+# v5e and v5p (a 128-wide MXU): a 16-bit dot into a 32-bit accumulator wider than one MXU
+# pass also spills about one copy of its 16-bit lhs block [accumulator rows, k], whatever the
+# buffer count (bench/probe_tokamax_gap.py --grid, tokamax's gmm over tile_m, tile_n 128..1024,
+# tile_k 512..4096: 512x4096x256 spilled 4.20M beside a 4M lhs block, 1024x4096x256 8.45M
+# beside 8M; at tile_n 128 at most 0.36M; a plain Pallas matmul of the same tiles alike). With
+# this term the model was at most 0.31M under the compiler on those 64 configs (7.10M
+# without). v6e spilled no such term (at most 1.34M, flat in tile_k); v4 not measured.
+LHS_SPILL_CHIPS = frozenset({"v5e", "v5p"})
+MXU_LANES = 128
+
+
+def lhs_block_bytes(call: CapturedCall) -> int:
+    """Bytes of the 16-bit input block that feeds the accumulator's rows (the dot's lhs, a
+    window or an emit_pipeline's block), when the accumulator is wider than one MXU pass."""
+    acc = accumulator(call)
+    if acc is None or len(acc.shape) < 2 or acc.shape[-1] <= MXU_LANES:
+        return 0
+    rows = acc.shape[-2]
+    blocks = [
+        (op.dtype, op.block_shape)
+        for op in call.operands
+        if op.role == "in" and in_vmem(op.memory_space) and op.block_shape is not None
+    ]
+    blocks += [(s.dtype, s.shape[1:]) for s in call.scoped if s.kind == "pipeline_in"]
+    return max(
+        (
+            padded_bytes(dtype, shape)
+            for dtype, shape in blocks
+            if ITEM_BITS.get(dtype, 32) == 16 and len(shape) >= 2 and shape[-2] == rows
+        ),
+        default=0,
+    )
 
 
 def attention_scores_bytes(call: CapturedCall) -> int:
@@ -270,8 +309,8 @@ def temporaries_estimate(call: CapturedCall) -> int:
 def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
     """VMEM the compiler adds that no BlockSpec or scratch entry names: register spills of the
     kernel body. The model recognises the narrow-dot-into-f32 accumulator pattern, whose spills
-    grow with the accumulator (SPILL_SHARE), the attention pattern, whose score block lives in
-    VMEM, and values live across a reduction, a dot or a roll, at the least share measured
+    grow with the accumulator (SPILL_SHARE; on v5e and v5p also with its lhs block), the
+    attention pattern, whose score block lives in VMEM, and values live across a reduction, a dot or a roll, at the least share measured
     (temporaries_estimate; unseen_could_overflow says when the most could overflow). The
     largest of the three, since they are one body's spills counted three ways."""
     share = SPILL_SHARE.get(target or "", max(SPILL_SHARE.values()))
@@ -279,6 +318,8 @@ def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
     if accumulator <= NO_SPILL_UP_TO.get(target or "", 0):
         accumulator = 0
     spills = max(0, int(share * accumulator) - VREG_FILE_BYTES)
+    if target in LHS_SPILL_CHIPS or target is None:
+        spills += lhs_block_bytes(call)
     return max(spills, attention_scores_bytes(call), temporaries_estimate(call))
 
 
