@@ -4,6 +4,9 @@ whose libtpu aborts under the estimate keeps its verdicts and says so once."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 from support import EXAMPLES
 from support.cli import run_cli, run_json
@@ -71,16 +74,20 @@ def test_an_example_has_an_estimate_only_when_every_kernel_has_one():
     assert crashed.cycles is None and "signal 6" in (crashed.why_none or "")
 
 
-def test_an_estimate_left_by_an_aborted_compile_counts_only_for_one_kernel_compiled_whole():
+def test_an_estimate_left_by_an_aborted_compile_counts_only_for_one_kernel():
     """The profile a worker left when libtpu aborted it is the estimate of its last compile: the
-    whole example's only where that was its one kernel on its whole grid (64 steps at most)."""
+    whole example's where that was its one kernel on its whole grid (64 steps at most); for a
+    longer grid, one of its cut grids', scaled by the steps the worker noted it compiled."""
     aborted = ExampleResult("v7x", None, error="killed by signal 6", error_kind="crashed", estimate_left=5000)
     short, long = (
         ExampleResult("v7x", None, (matmul_call(512, 512),)),
         ExampleResult("v7x", None, (matmul_call(128, 128),)),
     )
     assert estimate_from(aborted, short).cycles == 5000 and "aborted" in (estimate_from(aborted, short).caveat or "")
-    assert estimate_from(aborted, long).cycles is None  # 16 x 16 steps: estimated on cut grids, one of them left
+    assert estimate_from(aborted, long).cycles is None  # 16 x 16 steps, and which cut's it is is not known
+    cut = replace(aborted, estimate_left_steps=64)  # the 8 x 8 cut of the 16 x 16 grid
+    scaled = estimate_from(cut, long)
+    assert scaled.cycles == 5000 * 256 // 64 and "scaled to the whole grid" in (scaled.caveat or ""), scaled
     two = ExampleResult("v7x", None, (matmul_call(512, 512), matmul_call(512, 512)))
     assert estimate_from(aborted, two).cycles is None and estimate_from(aborted).aborted
 
@@ -123,31 +130,62 @@ def test_a_ranked_sweep_gives_every_config_that_fits_an_estimate_or_a_reason(tmp
         assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# The example's one pallas_call compiled alone, as the sweep estimates it: in the example's own
+# program libtpu's profile gives part of a kernel's cycles to the XLA ops before it (tpu-inference's
+# quantized matmul on v6e: 13524 in its program, 23270 alone; the program's ops together 22896).
 DIRECT_PROFILE = """
 import sys
-sys.path.insert(0, {examples!r})
+sys.path.insert(0, {folder!r})
 import jax, jax.numpy as jnp
 from jax.experimental import topologies
 from jax.sharding import SingleDeviceSharding
-from matmul import matmul
-device = topologies.get_topology_desc(platform="tpu", topology_name="tpu7x:2x2x1").devices[0]
-x = jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16, sharding=SingleDeviceSharding(device))
+{imports}
+device = topologies.get_topology_desc(platform="tpu", topology_name={topology!r}).devices[0]
+def calls(jaxpr):
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            yield eqn
+        for param in eqn.params.values():
+            inner = getattr(param, "jaxpr", None)
+            if inner is not None:
+                yield from calls(getattr(inner, "jaxpr", inner))
+[kernel] = calls(jax.make_jaxpr(lambda *a: {call})(*{arguments}).jaxpr)
+operands = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, sharding=SingleDeviceSharding(device)) for v in kernel.invars]
 with jax.default_device(device):
-    jax.jit(lambda a, b: matmul(a, b, bm={bm}, bk=512, bn=512)).lower(x, x).compile()
+    jax.jit(lambda *a: kernel.primitive.bind(*a, **kernel.params)).lower(*operands).compile()
 print("compiled")
 """
 
 
-def test_an_estimate_libtpu_wrote_before_it_aborted_is_ranked(tmp_path):
-    """v7x on libtpu 0.0.42.1 aborts every compile under the profile (an LLO_CHECK in its analysis),
-    after writing the profile: the sweep ranks what it wrote, says so, and the figures are those of
-    the profile a direct compile with the same flag leaves before it aborts."""
+def profile_left(written: Path, folder: Path, **script) -> int:
+    """The cycles of the profile a direct compile (no vmem-lsp, `folder` on sys.path) of the
+    example's pallas_call under the profile flag leaves in `written`, asserting that libtpu
+    aborts it (an LLO_CHECK in its analysis) after writing it."""
     import os
     import subprocess
     import sys
 
     from vmem_lsp.tpu.static_profile import PROFILE_FLAG, parse_static_profile
 
+    written.mkdir()
+    env = {**os.environ, "LIBTPU_INIT_ARGS": f"{PROFILE_FLAG}={written}", "JAX_PLATFORMS": "cpu"}
+    env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
+    direct = subprocess.run(
+        [sys.executable, "-c", DIRECT_PROFILE.format(folder=str(folder), **script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert direct.returncode != 0 and "LLO_CHECK" in direct.stderr, direct.stderr[-1000:]  # it aborts...
+    [profile] = list(written.iterdir())  # ...after writing the estimate
+    return sum(op.cycles for op in parse_static_profile(profile.read_text()))
+
+
+def test_an_estimate_libtpu_wrote_before_it_aborted_is_ranked(tmp_path):
+    """v7x on libtpu 0.0.42.1 aborts every compile under the profile (an LLO_CHECK in its analysis),
+    after writing the profile: the sweep ranks what it wrote, says so, and the figures are those of
+    the profile a direct compile with the same flag leaves before it aborts."""
     spec = f"{EXAMPLES / 'matmul.py'}:matmul(bf16[1024, 1024], bf16[1024, 1024], bm=[512, 1024], bk=[512], bn=[512])"
     args = ("sweep", spec, "--target", "v7x", "--rank", "speed", "--rank-top", "0", "--cache-dir", str(tmp_path))
     done, report = run_json(*args, cwd=tmp_path)
@@ -156,20 +194,62 @@ def test_an_estimate_libtpu_wrote_before_it_aborted_is_ranked(tmp_path):
     assert sorted(c["speed_rank"] for c in ranked.values()) == [1, 2], ranked
     assert "libtpu aborted the compile after writing its estimate" in report["estimate_caveats"]["v7x"]
     for bm, c in ranked.items():
-        folder = tmp_path / f"profile-{bm}"
-        folder.mkdir()
-        env = {**os.environ, "LIBTPU_INIT_ARGS": f"{PROFILE_FLAG}={folder}", "JAX_PLATFORMS": "cpu"}
-        env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
-        direct = subprocess.run(
-            [sys.executable, "-c", DIRECT_PROFILE.format(examples=str(EXAMPLES), bm=bm)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
+        call = f"matmul(*a, bm={bm}, bk=512, bn=512)"
+        arguments = "[jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16)] * 2"
+        cycles = profile_left(
+            tmp_path / f"profile-{bm}",
+            EXAMPLES,
+            imports="from matmul import matmul",
+            topology="tpu7x:2x2x1",
+            call=call,
+            arguments=arguments,
         )
-        assert direct.returncode != 0 and "LLO_CHECK" in direct.stderr, direct.stderr[-1000:]  # it aborts...
-        [written] = list(folder.iterdir())  # ...after writing the estimate
-        assert c["estimated_cycles"] == sum(op.cycles for op in parse_static_profile(written.read_text())), c
+        assert c["estimated_cycles"] == cycles, c
+
+
+QUANTIZED_MATMUL = """import jax.numpy as jnp
+from tpu_inference.kernels.quantized_matmul.kernel import quantized_matmul_kernel
+from tpu_inference.kernels.quantized_matmul.tuned_block_sizes import TunedValue
+"""
+
+
+def test_tpu_inferences_quantized_matmul_is_ranked_on_v6e_from_the_estimate_left_before_libtpu_aborts(tmp_path):
+    """Issue 43: tpu-inference's int8 quantized matmul (its own files, from its wheel on PyPI) at a
+    shape of its v6e tuned table, around its tuned blocks (1024, 256, 4096): libtpu 0.0.42.1 aborts
+    every compile under the profile on v6e (LLO_CHECK "Expected vector-bf16packed, got
+    vector-int32"), after writing it. Every config that fits is ranked, none "aborted": the tuned
+    one with the cycles a direct compile of it leaves; (128, 256, 1024), a grid of 8 x 4 x 4 steps
+    estimated on cut grids, from the first cut's, scaled."""
+    from support.tpu_inference_kernels import quantized_matmul
+
+    quantized_matmul(tmp_path)
+    (tmp_path / "qmm.py").write_text(QUANTIZED_MATMUL, encoding="utf-8")
+    spec = (
+        "qmm.py:quantized_matmul_kernel(bf16[1024, 4096], i8[1024, 4096], f32[1024], x_q_dtype=jnp.int8, "
+        "tuned_value=TunedValue(batch_block_size=[128, 1024], out_block_size=256, in_block_size=[1024, 4096]))"
+    )
+    args = ("sweep", spec, "--target", "v6e", "--rank", "speed", "--rank-top", "0", "--cache-dir", str(tmp_path))
+    done, report = run_json(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    configs = report["configs"]
+    assert len(configs) == 4 and all(c["fits"] for c in configs), configs
+    assert sorted(c["speed_rank"] for c in configs) == [1, 2, 3, 4], configs
+    assert not any(c["no_estimate"] for c in configs), configs
+    assert "libtpu aborted the compile after writing its estimate" in report["estimate_caveats"]["v6e"]
+    cut = next(c for c in configs if list(c["params"].values()) == [128, 1024])
+    assert "scaled to the whole grid" in cut["estimate_caveat"] and "scaled" in report["estimate_caveats"]["v6e"], cut
+    tuned = next(c for c in configs if list(c["params"].values()) == [1024, 4096])
+    call = "quantized_matmul_kernel(*a, x_q_dtype=jnp.int8, tuned_value=TunedValue(1024, 256, 4096))"
+    arguments = "[jax.ShapeDtypeStruct(s, t) for s, t in [((1024, 4096), jnp.bfloat16), ((1024, 4096), jnp.int8), ((1024,), jnp.float32)]]"
+    cycles = profile_left(
+        tmp_path / "profile",
+        tmp_path,
+        imports=QUANTIZED_MATMUL,
+        topology="v6e:2x2",
+        call=call,
+        arguments=arguments,
+    )
+    assert tuned["estimated_cycles"] == cycles, tuned
 
 
 def test_the_api_ranks_on_one_chip_only_and_says_so_before_starting_anything():

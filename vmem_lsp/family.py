@@ -165,10 +165,11 @@ class Family(ABC):
         the compiler writes it to, when it writes one (said in the worker's hello)."""
         return None
 
-    def estimate_left(self, folder: str) -> int | None:
-        """The cycles a compile that killed its worker left in `folder` (prepare_estimates'):
-        libtpu can abort after writing its estimate, which is then still the estimate."""
-        return None
+    def estimate_left(self, folder: str) -> tuple[int | None, int | None]:
+        """(cycles, grid steps) a compile that killed its worker left in `folder`
+        (prepare_estimates'): libtpu can abort after writing its estimate, which is then still
+        the estimate, of the grid steps that compile was of (a cut grid's, for a long grid)."""
+        return None, None
 
     def decode_facts(self, data: Any) -> Any:
         """CapturedCall.family_facts back from the worker's JSON."""

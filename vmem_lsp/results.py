@@ -166,6 +166,7 @@ class ExampleResult:
     # The cycles the compiler's estimate gave before the compile killed the worker (libtpu can
     # abort after writing it): read by the client from the dead worker's folder
     estimate_left: int | None = None
+    estimate_left_steps: int | None = None  # the grid steps of the compile that left it
 
 
 @dataclass(frozen=True)

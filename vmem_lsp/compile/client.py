@@ -305,7 +305,7 @@ class WorkerClient:
             if self.process is not None:
                 self._kill(self.process)
                 self.process = None
-            left = self._estimate_left(request) if error.kind == "crashed" else None
+            left, left_steps = self._estimate_left(request) if error.kind == "crashed" else (None, None)
             return ExampleResult(
                 request.target,
                 None,
@@ -313,6 +313,7 @@ class WorkerClient:
                 error_kind=error.kind,
                 error_origin=error.origin,
                 estimate_left=left,
+                estimate_left_steps=left_steps,
             ), False
         except (BrokenPipeError, OSError) as error:
             self.restarts += 1
@@ -323,14 +324,14 @@ class WorkerClient:
         finally:
             self.busy = False
 
-    def _estimate_left(self, request: CheckRequest) -> int | None:
+    def _estimate_left(self, request: CheckRequest) -> tuple[int | None, int | None]:
         """What the compiler's estimate gave before the compile killed this (local) worker: its
         folder is the dead worker's own, emptied before the compile, so what is there is this
         compile's; read, then removed (the worker's exit handlers, which would, did not run)."""
         family = family_of(request.target)
         folder = ((self.hello or {}).get("estimates_left_in") or {}).get(family.name)
         if not request.estimate or not folder or self.local_pid is None or not os.path.isdir(folder):
-            return None
+            return None, None
         try:
             return family.estimate_left(folder)
         finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..compile.cut_grids import ESTIMATED_STEPS, grid_steps
+from ..compile.cut_grids import ESTIMATED_STEPS, extrapolate, grid_steps
 from ..results import ExampleResult
 
 # After this many configs of one chip in a row whose compile libtpu aborted under
@@ -64,6 +64,11 @@ class Estimate:
 
 # Said of an estimate the compiler wrote before libtpu aborted the compile (an LLO_CHECK after the
 # profile: v7x on libtpu 0.0.42.1, a quantized matmul on v6e).
+SCALED_CAVEAT = (
+    "where the kernel's grid is longer than the estimate is run on, libtpu died on one of the two cut "
+    "grids: that one's cycles are scaled to the whole grid by the steps alone, the fixed cost of the "
+    "pipeline's first and last steps with them"
+)
 ABORTED_CAVEAT = (
     "libtpu aborted the compile after writing its estimate (an LLO_CHECK failure in its analysis): "
     "the estimate it left is the one ranked"
@@ -74,13 +79,17 @@ def estimate_from(result: ExampleResult, traced: ExampleResult | None = None) ->
     """The example's cycles, all its pallas_calls summed; why there are none when
     the compile with the profile failed or a kernel has no estimate. A compile that
     libtpu aborted after writing the estimate (`estimate_left`) gives it, where the
-    example (its trace: `traced`) is one pallas_call whose whole grid was compiled
-    (a longer one is estimated on cut grids, of which the estimate left is one)."""
+    example (its trace: `traced`) is one pallas_call: as it is when its whole grid was
+    compiled, scaled by the steps when it is of one of a long grid's cut grids."""
     if result.error and result.estimate_left and traced is not None and len(traced.calls) == 1:
         [call] = traced.calls
-        if grid_steps(call.grid) <= ESTIMATED_STEPS:
-            left = f"{ABORTED_CAVEAT}; {LOOPS_CAVEAT}" if call.loops_unknown else ABORTED_CAVEAT
-            return Estimate(result.estimate_left, caveat=left)
+        steps, left_steps = grid_steps(call.grid), result.estimate_left_steps
+        caveat = f"{ABORTED_CAVEAT}; {LOOPS_CAVEAT}" if call.loops_unknown else ABORTED_CAVEAT
+        if steps <= ESTIMATED_STEPS:
+            return Estimate(result.estimate_left, caveat=caveat)
+        if left_steps and left_steps < steps:  # a cut grid's: libtpu died on it, the other cut is lost
+            cycles = extrapolate([(left_steps, result.estimate_left)], steps)
+            return Estimate(cycles, caveat=f"{caveat}; {SCALED_CAVEAT}")
     if result.error:
         first = result.error.strip().splitlines()[0] if result.error.strip() else "the compile failed"
         # libtpu aborting, or running out of the worker's memory or time, under the profile:
@@ -91,7 +100,7 @@ def estimate_from(result: ExampleResult, traced: ExampleResult | None = None) ->
     if not result.calls:
         return Estimate(None, "the example reaches no pallas_call")
     if missing:
-        return Estimate(None, missing[0].no_estimate or "the compiler gave no estimate")
+        return Estimate(None, missing[0].no_estimate or no_estimate_of(missing[0]))
     if any(c.loops_unknown for c in result.calls):
         caveat: str | None = LOOPS_CAVEAT
     elif any(c.steps_vary and grid_steps(c.grid) > ESTIMATED_STEPS for c in result.calls):
@@ -99,6 +108,15 @@ def estimate_from(result: ExampleResult, traced: ExampleResult | None = None) ->
     else:
         caveat = None
     return Estimate(sum(c.estimated_cycles or 0 for c in result.calls), caveat=caveat)
+
+
+def no_estimate_of(call) -> str:
+    """Why a kernel the compiler gave no estimate for has none: its compile's own words when it
+    failed under the profile (an error of the kernel or of ours, never hidden)."""
+    text = (call.compiler_text or "").strip()
+    if not call.fits and text:
+        return f"the compile with the estimate failed: {text.splitlines()[0]}"
+    return "the compiler gave no estimate"
 
 
 def describe_seconds(seconds: float | None) -> str:

@@ -211,8 +211,9 @@ def rank_speed(
                 outcome.estimates += 1
                 progress.advance(f"estimated {target}")
                 found = estimates[number] = speed.estimate_from(result, item.traced)
-                if found.caveat:
-                    outcome.caveats.setdefault(target, found.caveat)
+                said = outcome.caveats.get(target)
+                if found.caveat and (said is None or found.caveat.startswith(said)):  # the first, or more of it
+                    outcome.caveats[target] = found.caveat
                 if found.aborted:
                     aborts += 1
                     outcome.no_estimates.setdefault(target, f"libtpu aborted while estimating ({found.why_none})")

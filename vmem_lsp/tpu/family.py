@@ -49,8 +49,8 @@ class TpuFamily(Family):
     def prepare_estimates(self) -> str | None:
         return profile.enable()
 
-    def estimate_left(self, folder: str) -> int | None:
-        return profile.estimate_in(folder)[0]
+    def estimate_left(self, folder: str) -> tuple[int | None, int | None]:
+        return profile.estimate_in(folder)[0], profile.steps_in(folder)
 
     def diagnostics(self, example, result, sources):
         from . import mapping

@@ -46,6 +46,27 @@ def forget() -> None:
             os.remove(os.path.join(folder, name))
 
 
+STEPS_FILE = "grid-steps"  # beside the profile: the grid steps of the compile it is of
+
+
+def note_steps(steps: int) -> None:
+    """Before a compile (after `forget`): the grid steps it compiles, for whoever reads the
+    profile a compile that libtpu aborted left (a cut grid's, where the kernel's grid is long)."""
+    folder = os.environ.get(SPEED_FOLDER)
+    if folder and os.path.isdir(folder):
+        with open(os.path.join(folder, STEPS_FILE), "w", encoding="utf-8") as f:
+            f.write(str(steps))
+
+
+def steps_in(folder: str) -> int | None:
+    """The grid steps `note_steps` wrote in `folder`; None when there is no such note."""
+    try:
+        with open(os.path.join(folder, STEPS_FILE), encoding="utf-8") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def estimate_of() -> tuple[int | None, str | None]:
     """After a compile: (cycles, None), or (None, why there is no estimate).
     The compile is of one pallas_call: every op the profile lists is its own."""

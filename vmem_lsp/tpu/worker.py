@@ -8,6 +8,7 @@ Imports jax; only the worker process loads this module.
 
 from __future__ import annotations
 
+import math
 import time
 
 from jax.experimental import topologies
@@ -60,6 +61,9 @@ def compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, param
     started = time.perf_counter()
     try:
         profile.forget()
+        grid = tuple((params or eqn.params)["grid_mapping"].grid)
+        if profile.enabled() and all(isinstance(extent, int) for extent in grid):
+            profile.note_steps(math.prod(grid))
         lower_and_compile(eqn, device, compiler_options, on_phase, params)
         cycles, why = profile.estimate_of() if profile.enabled() else (None, None)
         return Verdict(True, None, None, time.perf_counter() - started, cycles, why)
