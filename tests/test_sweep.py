@@ -101,6 +101,55 @@ def test_the_sweep_agrees_with_compiling_every_config_and_compiles_fewer(swept):
     assert report["compiles"] <= 0.4 * len(brute)
 
 
+QMM_MODULE = """import jax.numpy as jnp
+from tpu_inference.kernels.quantized_matmul.kernel import quantized_matmul_kernel
+from tpu_inference.kernels.quantized_matmul.tuned_block_sizes import TunedValue
+"""
+
+
+def test_sweep_table_checks_tpu_inferences_own_tuned_table(tmp_path):
+    """Issue 43: tpu-inference keeps its quantized matmul's tuned blocks as a Python dict keyed by
+    (tpu_version, n_batch, n_out, n_in, x dtype, w dtype). docs/tpu_inference_table.py turns the file
+    of its PyPI wheel, as it is, into a --table file: its first v6e (int8) and v7x (fp8) entries fit
+    on their chips; an entry planted with the whole of a 28672-wide weight as one block does not,
+    and the table exits 1."""
+    from support.tpu_inference_kernels import quantized_matmul
+
+    kernel = quantized_matmul(tmp_path)
+    (tmp_path / "qmm.py").write_text(QMM_MODULE, encoding="utf-8")
+    entries = []
+    for chip in ("v6e", "v7x"):
+        made = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "docs" / "tpu_inference_table.py"),
+                str(kernel.with_name("tuned_block_sizes.py")),
+                "qmm.py",
+                "--chips",
+                chip,
+                "--first",
+                "1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        entries += json.loads(made.stdout)
+    assert [e["target"] for e in entries] == ["v6e", "v7x"] and "f8e4m3fn[" in entries[1]["example"], entries
+    planted = entries[0]["example"].split("(bf16")[0] + (
+        "(bf16[1024, 4096], i8[28672, 4096], f32[28672], x_q_dtype=jnp.int8, tuned_value=TunedValue(1024, 28672, 4096))"
+    )
+    (tmp_path / "tuned.json").write_text(json.dumps([*entries, {"target": "v6e", "example": planted}]))
+    done = run_cli(
+        "sweep", "--table", "tuned.json", "--format", "json", "--cache-dir", str(tmp_path / "c"), cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["fits"] for r in rows] == [True, True, False], rows
+    assert all(r["used"] <= r["limit"] for r in rows[:2]) and rows[2]["used"] > rows[2]["limit"], rows
+
+
 def test_a_sweep_in_the_projects_python_never_reads_what_another_jax_compiled(tmp_path):
     """The cache's key holds the worker's compiler for sweep as for check: the same sweep, once the
     project names a Python with another jax, compiles again instead of reading back what vmem-lsp's
