@@ -20,6 +20,10 @@ import pytest
 from support.cli import run_json
 from support.tiers import COMPILER, FAST, KINDS, SLOW, SPAWNS, TESTS, kinds_reached, starts, unwrapped
 
+# The tests' own direct compiles (libtpu in pytest's processes and theirs) write no log files to
+# /tmp/tpu_logs either; test_a_worker_leaves_no_libtpu_log_files_behind holds vmem-lsp's default.
+os.environ.setdefault("TPU_LOG_DIR", "disabled")
+
 # ---- tiers ------------------------------------------------------------------------------------
 
 

@@ -474,6 +474,32 @@ def test_a_module_that_registers_on_import_is_checked_again_after_an_edit(tmp_pa
         worker.stop()
 
 
+def test_a_worker_leaves_no_libtpu_log_files_behind(monkeypatch):
+    """libtpu writes its logs to /tmp/tpu_logs, whatever TMPDIR says, a file per process and level
+    that nobody removes (under jax 0.12 a compile of tokamax's gmm wrote 14-540 MB of warnings
+    each; a day of sweeps filled this machine's 62 GB). A worker turns libtpu's log files off
+    (TPU_LOG_DIR=disabled) unless the user set TPU_LOG_DIR: none is named with its process id."""
+    from pathlib import Path
+
+    from vmem_lsp.compile.client import CheckRequest, WorkerClient
+
+    monkeypatch.delenv("TPU_LOG_DIR", raising=False)  # conftest's, for the tests' own compiles
+    worker = WorkerClient()
+    try:
+        request = CheckRequest(
+            example="matmul(bf16[2048, 2048], bf16[2048, 2048], bm=512, bk=512, bn=512)",
+            target="v5e",
+            path=str(EXAMPLES / "matmul.py"),
+        )
+        result = worker.check(request, 300)
+        assert result.error is None and result.calls, result.error
+        pid = worker.local_pid
+    finally:
+        worker.stop()
+    assert pid is not None
+    assert not list(Path("/tmp/tpu_logs").glob(f"*.{pid}")), f"libtpu wrote log files for worker {pid}"
+
+
 def test_the_cache_answers_only_for_the_same_compiler_flags(tmp_path):
     """Production jobs raise the scoped limit in LIBTPU_INIT_ARGS; a
     verdict cached without it must not be served with it."""

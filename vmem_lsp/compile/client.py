@@ -188,6 +188,7 @@ class WorkerClient:
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> dict:
         env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+        env.setdefault("TPU_LOG_DIR", "disabled")  # libtpu's log files, never removed (worker_server.main)
         env = worker_environment(self.command, env)
         self.process = lifetime.spawn(
             self.command,
