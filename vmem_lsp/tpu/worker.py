@@ -58,17 +58,19 @@ def verdict_key() -> tuple:
 def compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, params: dict | None = None) -> Verdict:
     """libtpu's verdict on one pallas_call; in a worker started with --estimate, with its
     static cycle estimate (the profile of this compile alone: earlier ones are forgotten)."""
+    # Ours, before the compile: an error here is a bug of vmem-lsp's (the worker says so, and it is
+    # never cached), not the compiler's verdict on the kernel.
+    profile.forget()
+    grid = tuple((params or eqn.params)["grid_mapping"].grid)
+    if profile.enabled() and all(isinstance(extent, int) for extent in grid):
+        profile.note_steps(math.prod(grid))
     started = time.perf_counter()
     try:
-        profile.forget()
-        grid = tuple((params or eqn.params)["grid_mapping"].grid)
-        if profile.enabled() and all(isinstance(extent, int) for extent in grid):
-            profile.note_steps(math.prod(grid))
         lower_and_compile(eqn, device, compiler_options, on_phase, params)
-        cycles, why = profile.estimate_of() if profile.enabled() else (None, None)
-        return Verdict(True, None, None, time.perf_counter() - started, cycles, why)
     except Exception as error:  # the compiler's verdict, whatever its type
         return Verdict(False, error_text(error), raised_in_body(error), time.perf_counter() - started)
+    cycles, why = profile.estimate_of() if profile.enabled() else (None, None)
+    return Verdict(True, None, None, time.perf_counter() - started, cycles, why)
 
 
 def call_facts(eqn) -> dict:
