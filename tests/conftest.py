@@ -9,10 +9,13 @@ what it started."""
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing.process
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +23,12 @@ import pytest
 from support.cli import run_json
 from support.tiers import COMPILER, FAST, KINDS, SLOW, SPAWNS, TESTS, kinds_reached, starts, unwrapped
 
-# The tests' own direct compiles (libtpu in pytest's processes and theirs) write no log files to
-# /tmp/tpu_logs either; test_a_worker_leaves_no_libtpu_log_files_behind holds vmem-lsp's default.
-os.environ.setdefault("TPU_LOG_DIR", "disabled")
+# The tests' own direct compiles (libtpu in pytest's processes and theirs) leave no log files in
+# /tmp/tpu_logs either: one folder per test process, removed at its exit (the workers they start
+# inherit it); test_a_worker_leaves_no_compiler_log_files_behind holds vmem-lsp's own default.
+if "TPU_LOG_DIR" not in os.environ:
+    os.environ["TPU_LOG_DIR"] = tempfile.mkdtemp(prefix="vmem-lsp-tests-tpu-logs-")
+    atexit.register(shutil.rmtree, os.environ["TPU_LOG_DIR"], True)
 
 # ---- tiers ------------------------------------------------------------------------------------
 

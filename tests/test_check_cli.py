@@ -474,11 +474,12 @@ def test_a_module_that_registers_on_import_is_checked_again_after_an_edit(tmp_pa
         worker.stop()
 
 
-def test_a_worker_leaves_no_libtpu_log_files_behind(monkeypatch):
-    """libtpu writes its logs to /tmp/tpu_logs, whatever TMPDIR says, a file per process and level
-    that nobody removes (under jax 0.12 a compile of tokamax's gmm wrote 14-540 MB of warnings
-    each; a day of sweeps filled this machine's 62 GB). A worker turns libtpu's log files off
-    (TPU_LOG_DIR=disabled) unless the user set TPU_LOG_DIR: none is named with its process id."""
+def test_a_worker_leaves_no_compiler_log_files_behind(monkeypatch):
+    """libtpu writes log files nobody removes, a file per process and level, to /tmp/tpu_logs
+    whatever TMPDIR says (and to /tmp itself for a value it cannot use); an LLO_CHECK abort under
+    the cycle estimate wrote 0.5-1 GB each, and a day of sweeps filled this machine's 62 GB. A
+    worker's go to a folder of its own (libtpu writes them there, named with its process id),
+    removed when the worker ends: none is left anywhere libtpu writes by default."""
     from pathlib import Path
 
     from vmem_lsp.compile.client import CheckRequest, WorkerClient
@@ -493,11 +494,14 @@ def test_a_worker_leaves_no_libtpu_log_files_behind(monkeypatch):
         )
         result = worker.check(request, 300)
         assert result.error is None and result.calls, result.error
-        pid = worker.local_pid
+        pid, folder = worker.local_pid, worker.log_folder
+        assert pid is not None and folder is not None
+        assert any(p.name.endswith(f".{pid}") for p in Path(folder).iterdir()), list(Path(folder).iterdir())
     finally:
         worker.stop()
-    assert pid is not None
-    assert not list(Path("/tmp/tpu_logs").glob(f"*.{pid}")), f"libtpu wrote log files for worker {pid}"
+    assert not Path(folder).exists()
+    left = [p for d in (Path("/tmp"), Path("/tmp/tpu_logs")) if d.is_dir() for p in d.glob(f"tpu_driver.*.{pid}")]
+    assert not left, left
 
 
 def test_the_cache_answers_only_for_the_same_compiler_flags(tmp_path):

@@ -141,6 +141,9 @@ class Family(ABC):
     doctor_section: str = "targets"  # where `doctor` lists its targets
     log_first: bool = False  # its log reports are one line each: read before those that span lines
     space_in_fix_titles: bool = False  # a fix's title names the memory after the limit ("of shared memory")
+    # The environment variable naming where its compiler writes log files of its own (libtpu:
+    # TPU_LOG_DIR); a worker's go to a folder removed when the worker ends (compile/compiler_logs.py).
+    log_folder_variable: str | None = None
 
     # ---- targets ---------------------------------------------------------------------------
     @abstractmethod

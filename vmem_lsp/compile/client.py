@@ -21,7 +21,7 @@ import threading
 from .. import lifetime
 from ..families import families, family_of
 from ..results import CheckRequest, ExampleResult, Origin, PhaseLimits
-from . import memory
+from . import compiler_logs, memory
 from .interpreter import is_local_command, worker_environment
 from .protocol import PROTOCOL_VERSION, family_for, phase_doing, phase_words, result_from_dict
 from .shipping import Manifests, SourceTexts, relocate, workspace_folder
@@ -184,12 +184,13 @@ class WorkerClient:
         self.overrun: int | None = None  # the resident bytes it was stopped at
         self.watched: queue.SimpleQueue = queue.SimpleQueue()  # requests for the one watcher thread
         self.watcher: threading.Thread | None = None
+        self.log_folder: str | None = None  # its compiler's log files (compiler_logs), removed with it
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> dict:
         env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-        env.setdefault("TPU_LOG_DIR", "disabled")  # libtpu's log files, never removed (worker_server.main)
-        env = worker_environment(self.command, env)
+        compiler_logs.remove(self.log_folder)  # a worker lost without a kill (its pipe broke)
+        env, self.log_folder = compiler_logs.log_environment(worker_environment(self.command, env))
         self.process = lifetime.spawn(
             self.command,
             stdin=subprocess.PIPE,
@@ -243,6 +244,8 @@ class WorkerClient:
         lifetime.kill_group(process)
         process.wait()
         lifetime.forget(process)
+        compiler_logs.remove(self.log_folder)
+        self.log_folder = None
         for stream in (process.stdin, process.stdout, process.stderr):
             try:
                 if stream is not None:

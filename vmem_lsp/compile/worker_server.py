@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NoReturn
 from ..lifetime import die_with_parent
 from ..results import ExampleResult, PhaseLimits
 from ..versions import installed
+from . import compiler_logs
 from .phase_clock import PhaseClock
 from .protocol import PROTOCOL_VERSION
 from .request_limits import Limits, OverTime, request_limits
@@ -217,10 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     out = protocol_stream()
     faulthandler.enable(sys.stderr)  # a crash names the Python frame it happened in
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    # libtpu logs to /tmp/tpu_logs (whatever TMPDIR says) a file per process and level, never
-    # removed: under jax 0.12 a compile of tokamax's gmm wrote 14-540 MB of warnings each, and a
-    # day of sweeps filled a 62 GB disk. Off unless the user points it somewhere.
-    os.environ.setdefault("TPU_LOG_DIR", "disabled")
+    # A worker the client did not start here (over SSH, on Ray): its compiler's log files in a
+    # folder of its own, removed at exit (compile/compiler_logs.py; the local client's does it).
+    os.environ.update(compiler_logs.log_environment(dict(os.environ))[0])
     # Compiles are deviceless: with no platform named, jax's CUDA plugin (GPU targets) looks for
     # a driver, fails, and registers nothing; told "cpu", it gives compile-only CUDA devices.
     os.environ.setdefault("JAX_PLATFORMS", "cpu")

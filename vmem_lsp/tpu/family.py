@@ -27,6 +27,10 @@ class TpuFamily(Family):
     kernel_words = "a TPU kernel"
     params_modules = ("mosaic", "mosaic_tpu")
     worker_module = "vmem_lsp.tpu.worker"
+    # libtpu logs a file per process and level, by default to /tmp/tpu_logs (TMPDIR ignored; an
+    # unusable value sends them to /tmp), never removed: an LLO_CHECK abort under the cycle
+    # estimate wrote 0.5-1 GB of INFO and ERROR each, and a sweep filled a 62 GB disk.
+    log_folder_variable = "TPU_LOG_DIR"
     default_targets = chips.DEFAULT_TARGETS
     model_without_compiler = True  # no libtpu (macOS): the layout model's verdict on a trace
     scoped_limits = True
