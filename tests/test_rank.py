@@ -238,6 +238,9 @@ def test_tpu_inferences_quantized_matmul_is_ranked_on_v6e_from_the_estimate_left
     assert "libtpu aborted the compile after writing its estimate" in report["estimate_caveats"]["v6e"]
     cut = next(c for c in configs if list(c["params"].values()) == [128, 1024])
     assert "scaled to the whole grid" in cut["estimate_caveat"] and "scaled" in report["estimate_caveats"]["v6e"], cut
+    _, again = run_json(*args, cwd=tmp_path)  # an abort that left its estimate is an answer: kept
+    assert again["estimate_cache_hits"] == again["estimates"] == report["estimates"] > 0, again
+    assert [c["estimated_cycles"] for c in again["configs"]] == [c["estimated_cycles"] for c in configs]
     tuned = next(c for c in configs if list(c["params"].values()) == [1024, 4096])
     call = "quantized_matmul_kernel(*a, x_q_dtype=jnp.int8, tuned_value=TunedValue(1024, 256, 4096))"
     arguments = "[jax.ShapeDtypeStruct(s, t) for s, t in [((1024, 4096), jnp.bfloat16), ((1024, 4096), jnp.int8), ((1024,), jnp.float32)]]"

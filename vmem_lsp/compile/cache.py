@@ -205,7 +205,9 @@ class ResultCache:
         return result
 
     def put(self, request: CheckRequest, result: ExampleResult) -> None:
-        if self.store is None or result.error_kind in TRANSIENT:
+        # A crash is transient, except libtpu's abort after it wrote the estimate asked for: the
+        # same compile aborts the same way, and that estimate is the answer (sweep --rank speed).
+        if self.store is None or (result.error_kind in TRANSIENT and result.estimate_left is None):
             return
         key = self.key(request)
         body = relative(dataclasses.asdict(result), project_root(request))

@@ -106,6 +106,7 @@ def json_text(outcome: SweepOutcome[S]) -> str:
                 "seconds": round(outcome.seconds, 3),
                 "monotonicity_off": outcome.broken,
                 "estimates": outcome.estimates,
+                "estimate_cache_hits": outcome.estimate_cache_hits,
                 "no_estimates": outcome.no_estimates,
                 "estimate_caveats": outcome.caveats,
                 "no_compiler": outcome.no_compiler,

@@ -84,12 +84,12 @@ def estimate_from(result: ExampleResult, traced: ExampleResult | None = None) ->
     if result.error and result.estimate_left and traced is not None and len(traced.calls) == 1:
         [call] = traced.calls
         steps, left_steps = grid_steps(call.grid), result.estimate_left_steps
-        caveat = f"{ABORTED_CAVEAT}; {LOOPS_CAVEAT}" if call.loops_unknown else ABORTED_CAVEAT
+        left = f"{ABORTED_CAVEAT}; {LOOPS_CAVEAT}" if call.loops_unknown else ABORTED_CAVEAT
         if steps <= ESTIMATED_STEPS:
-            return Estimate(result.estimate_left, caveat=caveat)
+            return Estimate(result.estimate_left, caveat=left)
         if left_steps and left_steps < steps:  # a cut grid's: libtpu died on it, the other cut is lost
             cycles = extrapolate([(left_steps, result.estimate_left)], steps)
-            return Estimate(cycles, caveat=f"{caveat}; {SCALED_CAVEAT}")
+            return Estimate(cycles, caveat=f"{left}; {SCALED_CAVEAT}")
     if result.error:
         first = result.error.strip().splitlines()[0] if result.error.strip() else "the compile failed"
         # libtpu aborting, or running out of the worker's memory or time, under the profile:

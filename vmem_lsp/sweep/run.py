@@ -37,6 +37,7 @@ class SweepOutcome(Generic[S]):
     seconds: float = 0.0
     broken: dict = field(default_factory=dict)  # chip -> why monotonicity was turned off
     estimates: int = 0  # configs x chips the compiler estimated for --rank speed (a cached answer counts)
+    estimate_cache_hits: int = 0
     no_estimates: dict = field(default_factory=dict)  # chip -> why its configs have no estimate, said once
     caveats: dict = field(default_factory=dict)  # chip -> why its estimates may not rank as a run would, once
     # chip -> why no compiler for it is here (VMEM012's words), said once: its configs the model did
@@ -203,10 +204,11 @@ def rank_speed(
                     continue
                 request = dataclasses.replace(request_of(item), estimate=True)
                 result = cache.get(request)
+                outcome.estimate_cache_hits += result is not None
                 if result is None:
                     runner = runner or estimate_runner(settings)
                     result = runner.check(request, settings.limits())
-                    if not result.error:
+                    if not result.error or result.estimate_left is not None:  # libtpu aborts alike each time
                         cache.put(request, result)
                 outcome.estimates += 1
                 progress.advance(f"estimated {target}")
