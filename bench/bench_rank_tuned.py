@@ -1,6 +1,6 @@
 """Issue 32 part 5: the compiler's speed ranking against block sizes tuned on real TPUs.
 
-    .venv/bin/python bench/bench_rank_tuned.py [--kernels rpa,matmul,flash] [--chips v6e,v5e]
+    .venv/bin/python bench/bench_rank_tuned.py [--kernels rpa,matmul,flash,qmm] [--chips v6e,v5e]
                                                [--rpa-entries N] [--flash-shapes 0,2]
                                                [--out bench/rank_tuned.jsonl]
     .venv/bin/python bench/bench_rank_tuned.py --cut-check --chips v6e   # flash: cut grids vs whole
@@ -17,6 +17,11 @@ Tuned choices:
     jax/experimental/pallas/ops/tpu/ragged_paged_attention/tuned_block_sizes.py
     ('TPU v6' -> v6e; 'TPU v5' -> v5e: the table's key is the first two words of device_kind,
     which 'TPU v5 lite' and 'TPU v5' (v5p) share, so v5e is an assumption).
+  * qmm: tpu-inference's quantized matmul (int8 weights and activations, bf16 x), its v6e entries of
+    TUNED_BLOCK_SIZES_RAW in kernels/quantized_matmul/tuned_block_sizes.py (tpu-inference 0.32.0
+    from PyPI: its files only, laid out by tests/support/tpu_inference_kernels.py, since its
+    package imports vllm); libtpu 0.0.42.1 aborts every compile of it under the profile on v6e
+    (an LLO_CHECK) after writing the estimate, which is what gets ranked.
   * matmul: the Pallas TPU matmul guide (docs.jax.dev pallas/tpu/matmul) measures
     bm=512, bk=1024, bn=1024 on v5e for bf16 1024/4096/8192 cubes (against 128-blocks only);
     the kernel is the guide's, as bundled in examples/matmul.py.
@@ -121,6 +126,55 @@ def rpa_case(key: tuple, device: str) -> dict | None:
         configs.append(tuned)
     name = f"h{q_heads}/{kv_heads} page{page_size} tok{tokens} len{model_len}"
     return {"kernel": "rpa", "case": name, "fn": rpa, "args": args, "configs": configs, "tuned": tuned}
+
+
+# tpu-inference's kernel files, laid out once where its qmm wrapper (run in vmem-lsp's worker too) finds them.
+TPU_INFERENCE = Path.home() / ".cache" / "vmem-lsp-ci" / "tpu-inference-0.32.0"
+
+
+def qmm(x, w_q, w_scale, *, batch_block_size, out_block_size, in_block_size):
+    """tpu-inference's quantized matmul, int8 activations and weights, its block sizes as keywords."""
+    if str(TPU_INFERENCE) not in sys.path:
+        sys.path.insert(0, str(TPU_INFERENCE))
+    from tpu_inference.kernels.quantized_matmul.kernel import quantized_matmul_kernel
+    from tpu_inference.kernels.quantized_matmul.tuned_block_sizes import TunedValue
+
+    blocks = TunedValue(batch_block_size, out_block_size, in_block_size)
+    return quantized_matmul_kernel(x, w_q, w_scale, x_q_dtype=jnp.int8, tuned_value=blocks)
+
+
+# (n_batch, n_out, n_in) of the table's v6e int8/int8 entries: two batches, square and long k.
+QMM_KEYS = ((1024, 1024, 4096), (1024, 4096, 4096), (128, 4096, 4096), (128, 1024, 8192))
+
+
+def qmm_case(key: tuple[int, int, int]) -> dict:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.tpu_inference_kernels import quantized_matmul
+
+    quantized_matmul(TPU_INFERENCE)
+    sys.path.insert(0, str(TPU_INFERENCE))
+    from tpu_inference.kernels.quantized_matmul.tuned_block_sizes import TUNED_BLOCK_SIZES_RAW
+
+    n_batch, n_out, n_in = key
+    bb, ob, ib = TUNED_BLOCK_SIZES_RAW[(6, n_batch, n_out, n_in, "int8", "int8")]
+    tuned = {"batch_block_size": bb, "out_block_size": ob, "in_block_size": ib}
+    configs = [
+        {"batch_block_size": b, "out_block_size": o, "in_block_size": i}
+        for b in (128, 256, 512, 1024)
+        if b <= n_batch
+        for o in (256, 512, 1024)
+        if o <= n_out
+        for i in (n_in // 2, n_in)
+    ]
+    if tuned not in configs:
+        configs.append(tuned)
+    args = (
+        jax.ShapeDtypeStruct((n_batch, n_in), jnp.bfloat16),
+        jax.ShapeDtypeStruct((n_out, n_in), jnp.int8),
+        jax.ShapeDtypeStruct((n_out,), jnp.float32),
+    )
+    name = f"b{n_batch} out{n_out} in{n_in} int8"
+    return {"kernel": "qmm", "case": name, "fn": qmm, "args": args, "configs": configs, "tuned": tuned}
 
 
 MATMUL_SHAPES = (4096, 8192)
@@ -426,7 +480,9 @@ def main() -> None:
             cases = []
             if "rpa" in opts.kernels:
                 cases += [c for k in RPA_KEYS[opts.rpa_from : opts.rpa_entries] if (c := rpa_case(k, DEVICE[chip]))]
-            if "matmul" in opts.kernels:
+            if "qmm" in opts.kernels:
+                cases += [qmm_case(k) for k in QMM_KEYS]
+            if "matmul" in opts.kernels.split(","):
                 cases += [matmul_case(int(s)) for s in opts.matmul_sizes.split(",")]
             if "flash" in opts.kernels:
                 picked = (
