@@ -233,8 +233,10 @@ def accumulator_bytes(call: CapturedCall) -> int:
 # buffer count (bench/probe_tokamax_gap.py --grid, tokamax's gmm over tile_m, tile_n 128..1024,
 # tile_k 512..4096: 512x4096x256 spilled 4.20M beside a 4M lhs block, 1024x4096x256 8.45M
 # beside 8M; at tile_n 128 at most 0.36M; a plain Pallas matmul of the same tiles alike). With
-# this term the model was at most 0.31M under the compiler on those 64 configs (7.10M
-# without). v6e spilled no such term (at most 1.34M, flat in tile_k); v4 not measured.
+# the larger of this term and the accumulator's share, the model was at most 0.83M under the
+# compiler on those 64 configs (7.10M without); added to it, 0.31M, but a plain matmul of
+# 1024x512x1024 tiles (spills 0.84M) was then 2.31M over, where the share alone is 1.31M over.
+# v6e spilled no such term (at most 1.34M, flat in tile_k); v4 not measured.
 LHS_SPILL_CHIPS = frozenset({"v5e", "v5p"})
 MXU_LANES = 128
 
@@ -309,7 +311,7 @@ def temporaries_estimate(call: CapturedCall) -> int:
 def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
     """VMEM the compiler adds that no BlockSpec or scratch entry names: register spills of the
     kernel body. The model recognises the narrow-dot-into-f32 accumulator pattern, whose spills
-    grow with the accumulator (SPILL_SHARE; on v5e and v5p also with its lhs block), the
+    grow with the accumulator (SPILL_SHARE; on v5e and v5p with its lhs block where larger), the
     attention pattern, whose score block lives in VMEM, and values live across a reduction, a dot or a roll, at the least share measured
     (temporaries_estimate; unseen_could_overflow says when the most could overflow). The
     largest of the three, since they are one body's spills counted three ways."""
@@ -318,8 +320,8 @@ def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
     if accumulator <= NO_SPILL_UP_TO.get(target or "", 0):
         accumulator = 0
     spills = max(0, int(share * accumulator) - VREG_FILE_BYTES)
-    if target in LHS_SPILL_CHIPS or target is None:
-        spills += lhs_block_bytes(call)
+    if target in LHS_SPILL_CHIPS or target is None:  # whichever is larger: both size the same spills
+        spills = max(spills, lhs_block_bytes(call))
     return max(spills, attention_scores_bytes(call), temporaries_estimate(call))
 
 
