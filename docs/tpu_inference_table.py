@@ -28,8 +28,10 @@ import json
 import sys
 from pathlib import Path
 
+from vmem_lsp.dtypes import TABLE
+
 CHIPS = {6: "v6e", 7: "v7x", 5: "v5e", 4: "v4"}  # the table's tpu_version (from device_kind) -> vmem-lsp's chip
-SPELLING = {"int8": "i8", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2", "bfloat16": "bf16"}
+SPELLING = {d.jax: d.name for d in TABLE}  # a jax dtype name -> how a vmem-lsp shape spells it
 
 
 def read_table(path: Path, name: str = "TUNED_BLOCK_SIZES_RAW") -> dict:

@@ -238,14 +238,14 @@ def accumulator_bytes(call: CapturedCall) -> int:
 # 1024x512x1024 tiles (spills 0.84M) was then 2.31M over, where the share alone is 1.31M over.
 # v6e spilled no such term (at most 1.34M, flat in tile_k); v4 not measured.
 LHS_SPILL_CHIPS = frozenset({"v5e", "v5p"})
-MXU_LANES = 128
 
 
 def lhs_block_bytes(call: CapturedCall) -> int:
     """Bytes of the 16-bit input block that feeds the accumulator's rows (the dot's lhs, a
-    window or an emit_pipeline's block), when the accumulator is wider than one MXU pass."""
+    window or an emit_pipeline's block), when the accumulator is wider than one MXU pass (one
+    tile of LANES on these chips)."""
     acc = accumulator(call)
-    if acc is None or len(acc.shape) < 2 or acc.shape[-1] <= MXU_LANES:
+    if acc is None or len(acc.shape) < 2 or acc.shape[-1] <= LANES:
         return 0
     rows = acc.shape[-2]
     blocks = [
@@ -312,8 +312,9 @@ def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
     """VMEM the compiler adds that no BlockSpec or scratch entry names: register spills of the
     kernel body. The model recognises the narrow-dot-into-f32 accumulator pattern, whose spills
     grow with the accumulator (SPILL_SHARE; on v5e and v5p with its lhs block where larger), the
-    attention pattern, whose score block lives in VMEM, and values live across a reduction, a dot or a roll, at the least share measured
-    (temporaries_estimate; unseen_could_overflow says when the most could overflow). The
+    attention pattern, whose score block lives in VMEM, and values live across a reduction, a
+    dot or a roll, at the least share measured (temporaries_estimate; unseen_could_overflow
+    says when the most could overflow). The
     largest of the three, since they are one body's spills counted three ways."""
     share = SPILL_SHARE.get(target or "", max(SPILL_SHARE.values()))
     accumulator = accumulator_bytes(call)
