@@ -4,6 +4,9 @@ whose libtpu aborts under the estimate keeps its verdicts and says so once."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +15,7 @@ from support import EXAMPLES
 from support.cli import run_cli, run_json
 
 from vmem_lsp.results import CapturedCall, ExampleResult, Operand
-from vmem_lsp.sweep.rank import Estimate, estimate_from, ranks, screen
+from vmem_lsp.sweep.rank import LOOPS_CAVEAT, Estimate, estimate_from, ranks, screen
 from vmem_lsp.tpu.chips import PEAKS
 from vmem_lsp.tpu.speed import roofline_seconds
 
@@ -361,6 +364,59 @@ def test_a_ranked_sweep_of_a_kernel_that_skips_steps_says_so_where_its_grid_was_
         by_rows[64]["estimate_caveat"] or ""
     )  # 512 steps
     assert by_rows[512]["estimated_cycles"] and by_rows[512]["estimate_caveat"] is None  # 64 steps: estimated whole
+
+
+def loop_forms() -> dict[str, bool]:
+    """bench/probe_loop_count.py's kernel in each of its forms, traced: whether the capture
+    calls its loop one of run-time length."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import jax
+    import jax.numpy as jnp
+    import probe_loop_count
+
+    from vmem_lsp.compile.capture import has_unknown_loops
+
+    found = {}
+    for form in probe_loop_count.FORMS:
+        traced = jax.make_jaxpr(probe_loop_count.looped(form))(
+            jax.ShapeDtypeStruct((4,), jnp.int32), jax.ShapeDtypeStruct((512, 512), jnp.bfloat16)
+        )
+        [kernel] = [e for e in traced.jaxpr.eqns if e.primitive.name == "pallas_call"]
+        found[form] = has_unknown_loops(kernel.params["jaxpr"])
+    return found
+
+
+def test_a_loop_bounded_in_the_code_is_known_and_one_bounded_by_a_ref_is_not():
+    assert loop_forms() == {
+        "static 1": False,
+        "static 2": False,
+        "static 8": False,
+        "fori": True,
+        "fori x2": True,
+        "while": True,
+        "while x2": True,
+    }
+
+
+@pytest.mark.compiler
+def test_the_compilers_estimate_leaves_a_loop_of_run_time_length_out_as_the_caveat_says():
+    """What LOOPS_CAVEAT says, held to libtpu: a loop bounded by a ref's value costs the same
+    with its body once or twice a trip, and less than the same loop bounded at one trip in the
+    code; a loop bounded in the code is counted trip by trip."""
+    probe = Path(__file__).resolve().parent.parent / "bench" / "probe_loop_count.py"
+    env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+    done = subprocess.run(
+        [sys.executable, str(probe), "--target", "v6e", "--forms", "static 1,static 2,while,while x2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split("|")[1:3] for line in done.stdout.splitlines() if line.startswith("| ") and "cycles" not in line]
+    cycles = {form.strip(): int(n) for form, n in rows}
+    assert cycles["while"] == cycles["while x2"] < cycles["static 1"] < cycles["static 2"], cycles
+    assert "leaves such a loop out" in LOOPS_CAVEAT
 
 
 LOOPING = '''

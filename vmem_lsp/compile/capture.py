@@ -196,18 +196,37 @@ STAGED_SPACES = (None, "vmem", "smem", "regs", "tmem", "gmem")
 
 def has_unknown_loops(kernel_jaxpr) -> bool:
     """Whether the kernel body runs a loop whose trip count is not known when it
-    compiles (a while loop: a fori_loop over traced bounds, a loop over the
+    compiles (a fori_loop over bounds read from a ref, a loop over the
     scalar-prefetched lengths of ragged attention). The compiler's static
-    estimate counts such a body once (bench/RANK.md), so its cycles do not
-    follow the block sizes that change the trip count."""
+    estimate leaves such a loop out, body and all (bench/probe_loop_count.py),
+    so its cycles do not follow the block sizes that change the trip count.
+    A while loop whose test reads only carries that start from constants (a
+    bound written in the code) is counted in full, and is not one."""
 
     def walk(jaxpr) -> bool:
         for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "while" or any(walk(sub) for sub in jax_compat.jaxprs_in_params(eqn.params)):
+            if eqn.primitive.name == "while" and not counted_when_compiled(eqn):
+                return True
+            if any(walk(sub) for sub in jax_compat.jaxprs_in_params(eqn.params)):
                 return True
         return False
 
     return walk(kernel_jaxpr)
+
+
+def counted_when_compiled(while_eqn) -> bool:
+    """A while loop the compiler can count: its test takes no value from outside the loop
+    and every carry it reads starts from a constant (`while i < 8` from i = 0). A carry
+    the body computes from a ref makes it unknown only through the test, which is then
+    given the ref's value as a constant of its own (cond_nconsts)."""
+    params = while_eqn.params
+    if params.get("cond_nconsts", 0):
+        return False
+    cond = params["cond_jaxpr"].jaxpr
+    carries = while_eqn.invars[params.get("cond_nconsts", 0) + params.get("body_nconsts", 0) :]
+    used = {v for eqn in cond.eqns for v in eqn.invars if not isinstance(v, jax_compat.Literal)}
+    used |= {v for v in cond.outvars if not isinstance(v, jax_compat.Literal)}
+    return all(isinstance(start, jax_compat.Literal) for var, start in zip(cond.invars, carries) if var in used)
 
 
 def has_conditional_work(kernel_jaxpr) -> bool:
@@ -237,7 +256,7 @@ def has_conditional_work(kernel_jaxpr) -> bool:
 def body_flops(kernel_jaxpr) -> int:
     """The matrix work of one grid step: 2*M*N*K for each dot_general of the
     kernel body, a scan's body as many times as it runs (a while loop's once:
-    its trip count is not known). Elementwise work is left out: the roofline
+    its trip count is not known here). Elementwise work is left out: the roofline
     that reads this (sweep/rank.py) weighs the MXU against HBM traffic."""
 
     def walk(jaxpr) -> int:

@@ -429,8 +429,8 @@ def fastest_first(problem: Problem, kind: str, fixes: list[Fix], chosen: list) -
     """The verified fixes ordered by the compiler's cycle estimate of each on
     every target, each titled with how it compares; unverified ones after, as
     they were. The order is kept when no chip estimated them all, or when a
-    kernel loops a number of times known only at run time (the estimate counts
-    such a loop once: sweep.rank.LOOPS_CAVEAT)."""
+    kernel loops a number of times known only at run time (the estimate leaves
+    such a loop out: sweep.rank.LOOPS_CAVEAT)."""
     from ..sweep.rank import estimate_from
 
     estimate = problem.estimate

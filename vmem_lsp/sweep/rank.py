@@ -40,7 +40,7 @@ def ranks(cycles: dict[int, int]) -> dict[int, int]:
 # Said of the estimates of a kernel whose body loops a number of times known only at run time.
 LOOPS_CAVEAT = (
     "the kernel loops a number of times known only at run time (a while loop); the compiler's "
-    "estimate counts such a loop once, so these ranks need not follow the real speed"
+    "estimate leaves such a loop out, body and all, so these ranks need not follow the real speed"
 )
 
 
