@@ -32,8 +32,8 @@ from jax.sharding import SingleDeviceSharding
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vmem_lsp.tpu.chips import chip  # noqa: E402
-from vmem_lsp.tpu.static_profile import PROFILE_FLAG, parse_static_profile  # noqa: E402
+from vmem_lsp.tpu.chips import chip
+from vmem_lsp.tpu.static_profile import PROFILE_FLAG, parse_static_profile
 
 FORMS = ("static 1", "static 2", "static 8", "fori", "fori x2", "while", "while x2")
 
@@ -84,9 +84,7 @@ def cycles(target: str, form: str, folder: str) -> int:
     )
     with jax.default_device(device):
         jax.jit(looped(form)).lower(*args).compile()
-    return sum(
-        op.cycles for name in os.listdir(folder) for op in parse_static_profile(Path(folder, name).read_text())
-    )
+    return sum(op.cycles for name in os.listdir(folder) for op in parse_static_profile(Path(folder, name).read_text()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import inspect
+import math
 import os
 import sys
 import threading
@@ -100,6 +101,7 @@ class Ranked:
     roofline_seconds: float | None  # the screen's time at best, which chose what was estimated
     no_estimate: str | None = None  # why there is no estimate: not screened in, or libtpu aborted
     caveat: str | None = None  # why the estimate may not rank as a run would (a loop of unknown trip count)
+    loops: str | None = None  # its loops' trips, counted from the example's values, and their cycles a trip
 
 
 def shape_text(value: object) -> str:
@@ -109,6 +111,8 @@ def shape_text(value: object) -> str:
         return value
     if type(value) in (int, bool) or value is None:  # a tuner's block sizes: repr is the literal
         return repr(value)
+    if (given := values_text(value)) is not None:
+        return given
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         name = DTYPE_NAMES.get(value.dtype) if isinstance(value.dtype, Hashable) else None
         if name is None:
@@ -130,6 +134,30 @@ def shape_text(value: object) -> str:
             f"argument {text[:60]} cannot be written in an example: use a shape, a ShapeDtypeStruct or a literal"
         ) from None
     return text
+
+
+# The most elements of an integer array sent by its values (a page table of 64 sequences x 1024).
+MOST_VALUES = 1 << 16
+
+
+def values_text(value: object) -> str | None:
+    """A small integer or boolean array (NumPy or jax, not a ShapeDtypeStruct) by its values,
+    which the worker makes a constant of the trace: a kernel's scalar-prefetched lengths, which
+    tell how many times its loops run (rank() counts them). None for anything else."""
+    import numpy as np
+
+    from .source.directives import VALUES_FUNCTION
+
+    if not hasattr(value, "__array__") or not hasattr(value, "dtype") or not hasattr(value, "shape"):
+        return None
+    try:
+        kind = np.dtype(value.dtype)
+    except TypeError:
+        return None
+    if kind.kind not in "iub" or math.prod(value.shape) > MOST_VALUES:
+        return None
+    array = np.asarray(value)
+    return f"{VALUES_FUNCTION}({kind.name!r}, {tuple(array.shape)!r}, {array.reshape(-1).tolist()!r})"
 
 
 DTYPE_NAMES: dict[Hashable, str] = {}  # a dtype -> its shape literal's spelling
@@ -370,7 +398,15 @@ def rank(
         return []
     outcome = sweep_listed(fn, args, given, chips, budget_compiles, rank=True, rank_top=top)
     found = [
-        Ranked(dict(v.config), v.estimated_cycles, v.speed_rank, v.roofline_seconds, v.no_estimate, v.estimate_caveat)
+        Ranked(
+            dict(v.config),
+            v.estimated_cycles,
+            v.speed_rank,
+            v.roofline_seconds,
+            v.no_estimate,
+            v.estimate_caveat,
+            v.estimate_loops,
+        )
         for v in outcome.verdicts
         if v.fits is True
     ]

@@ -70,6 +70,8 @@ class Verdict:
     no_estimate: str | None = None
     ptxas: str | None = None
     no_ptxas: str | None = None
+    loops_counted: str | None = None  # its loops of run-time length counted and added to the estimate
+    loops_uncounted: str | None = None  # why they were not
 
 
 class WorkerSide(Protocol):
@@ -108,6 +110,13 @@ class WorkerSide(Protocol):
 
     def compile(self, eqn, device, compiler_options: dict | None, on_phase, params: dict | None = None) -> Verdict:
         """One pallas_call equation compiled alone for `device` (`params`: its params changed)."""
+        ...
+
+    def count_loops(self, eqn, estimate: Verdict, prefetch: list | None, compile_with) -> Verdict:
+        """The estimate with the kernel's loops of run-time length counted where the family's
+        estimate leaves them out and the example's values (`prefetch`: its scalar-prefetched
+        operands, NumPy or unknown) tell their trips; `compile_with(params)` compiles the
+        kernel with its params changed, as the estimate was made."""
         ...
 
     def call_facts(self, eqn) -> dict:

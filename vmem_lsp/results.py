@@ -139,6 +139,10 @@ class CapturedCall:
     steps_vary: bool = False  # the body does its matrix work under a condition (causal attention skips blocks)
     estimated_cycles: int | None = None  # the compiler's static estimate (a worker started with --estimate)
     no_estimate: str | None = None  # why such a worker has none for this kernel
+    # Its loops of run-time length, counted from the example's values and added to the estimate
+    # (tpu/trips.py, tpu/loops.py): "line 658: 168 trips at ~990 cycles"; or why they were not.
+    loops_counted: str | None = None
+    loops_uncounted: str | None = None
     # The platform its compiler params are for ("gpu", "tpu": a Family.platform), when not the
     # target's: it was not compiled for this target (a Triton kernel checked on a TPU chip). None: it was.
     other_platform: str | None = None

@@ -36,7 +36,7 @@ from .provenance import (
     traceback_origin,
 )
 from .request_limits import OverTime
-from .tracing import IN_PROGRAM, extra, invoked_at, trace_example
+from .tracing import IN_PROGRAM, KNOWN, extra, invoked_at, trace_example
 
 
 def _block_sizes(block_shape) -> tuple[int, ...]:
@@ -437,7 +437,14 @@ def estimate_alone(eqn, device, side: WorkerSide, compiler_options: dict | None 
         if not verdict.fits or verdict.estimated_cycles is None:
             return replace(verdict, seconds=seconds)
         points.append((math.prod(cut), verdict.estimated_cycles))
-    return Verdict(True, None, None, seconds, extrapolate(points, math.prod(grid)))
+    estimate = Verdict(True, None, None, seconds, extrapolate(points, math.prod(grid)))
+    if not has_unknown_loops(eqn.params["jaxpr"]):
+        return estimate
+    known = KNOWN.get(id(eqn))
+    prefetch = known[: eqn.params["grid_mapping"].num_index_operands] if known is not None else None
+    return side.count_loops(
+        eqn, estimate, prefetch, lambda params: side.compile(eqn, device, compiler_options, on_phase, params)
+    )
 
 
 def capture_calls(
@@ -475,7 +482,7 @@ def capture_calls(
     on_phase("trace", None)
     calls = []
     with recording(origins):
-        traced = trace_example(call_text, namespace, device, direct=not origins)
+        traced = trace_example(call_text, namespace, device, direct=not origins, values=estimate)
     for eqn in traced:
         try:
             invoke_origin, provenance = provenance_of(invoked_at(eqn), eqn)
@@ -504,6 +511,8 @@ def capture_calls(
                     compiler_text=text,
                     estimated_cycles=verdict.estimated_cycles,
                     no_estimate=verdict.no_estimate,
+                    loops_counted=verdict.loops_counted,
+                    loops_uncounted=verdict.loops_uncounted,
                     ptxas=verdict.ptxas,
                     no_ptxas=verdict.no_ptxas,
                     compile_seconds=round(seconds, 3),

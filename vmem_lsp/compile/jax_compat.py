@@ -39,6 +39,8 @@ def _module(name: str) -> types.ModuleType | None:
 core: Any = _module("jax._src.core")
 pjit: Any = _module("jax._src.pjit")
 partial_eval: Any = _module("jax._src.interpreters.partial_eval")
+linear_util: Any = _module("jax._src.linear_util")
+api_util: Any = _module("jax._src.api_util")
 pallas_core: Any = _module("jax._src.pallas.core")
 pallas_call_module: Any = _module("jax._src.pallas.pallas_call")
 pallas_primitives: Any = _module("jax._src.pallas.primitives")

@@ -17,14 +17,23 @@ from typing import cast
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from ..dtypes import DIRECTIVE_DTYPES
 from ..results import Origin
-from ..source.directives import SHAPE_FUNCTION, _ShapeLiterals, check_dims, compile_call, is_shape_literal
+from ..source.directives import (
+    SHAPE_FUNCTION,
+    VALUES_FUNCTION,
+    _ShapeLiterals,
+    check_dims,
+    compile_call,
+    is_shape_literal,
+)
 from ..source.syntax import parse_quietly
 from . import chip_view, jax_compat
 from .devices import all_devices, target_device
+from .known_values import known_operands
 from .provenance import traceback_origin
 
 
@@ -78,7 +87,7 @@ def example_function(call_text: str, namespace: dict, device):
         return shape
 
     callee_of, args_of, keywords_of = call_plan(call_text)
-    scope = {**namespace, SHAPE_FUNCTION: make_shape}
+    scope = {**namespace, SHAPE_FUNCTION: make_shape, VALUES_FUNCTION: given_values}
     callee = callee_of(scope)
     args = [a(scope) for a in args_of]
     kwargs = {k: v(scope) for k, v in keywords_of}
@@ -109,6 +118,11 @@ def example_function(call_text: str, namespace: dict, device):
 
         run.traced = traced  # type: ignore[attr-defined]  # `run` stays the plain function make_jaxpr traces
     return run, [leaves[i] for i in slots]
+
+
+def given_values(dtype_name: str, dims: tuple[int, ...], flat: list) -> np.ndarray:
+    """An array the example gives by its values (api.shape_text writes small integer arrays so)."""
+    return np.asarray(flat, dtype=np.dtype(dtype_name)).reshape(dims)
 
 
 JITTED = type(jax.jit(lambda: None))  # what jax.jit gives (jaxlib's PjitFunction)
@@ -245,11 +259,12 @@ def extra(what, default, *args):
 EXTRA_FAILURES = [0]
 
 
-def trace_example(call_text: str, namespace: dict, device, direct: bool = False):
+def trace_example(call_text: str, namespace: dict, device, direct: bool = False, values: bool = False):
     """The unique pallas_call equations the example reaches; `device` is a
     target device, a target name, or None (trace on the host). `direct`: a
     jitted callee is traced by itself, not inside a trace of the call around
-    it (cheaper: for fits(compile=False), whose requests want no origins)."""
+    it (cheaper: for fits(compile=False), whose requests want no origins).
+    `values`: what the example gives of each call's operands' values (KNOWN)."""
     if isinstance(device, str):
         device = target_device(device)
     with chip_view.seen_as(all_devices(device)):  # the example's arguments may ask which chip too
@@ -263,6 +278,9 @@ def trace_example(call_text: str, namespace: dict, device, direct: bool = False)
     IN_PROGRAM.clear()
     AROUND.clear()
     IN_PROGRAM.update(extra(in_program, {}, closed.jaxpr))
+    KNOWN.clear()
+    if values:
+        KNOWN.update(extra(known_operands, {}, closed))
     for eqn in pallas_equations(closed.jaxpr):
         key = (id(jax_compat.kernel_body(eqn)), tuple(str(v.aval) for v in eqn.invars))
         if key not in seen:
@@ -272,3 +290,4 @@ def trace_example(call_text: str, namespace: dict, device, direct: bool = False)
 
 
 IN_PROGRAM: dict[int, tuple] = {}  # of the last trace: see in_program
+KNOWN: dict[int, list] = {}  # of the last trace, when asked: each call's operands' values (known_values)

@@ -173,6 +173,11 @@ def unsupported_op_origin(text: str, body) -> Origin | None:
     return None if found is None else op_origin(found[1], body)
 
 
+def count_loops(eqn, estimate: Verdict, prefetch, compile_with) -> Verdict:
+    """No estimate of a GPU kernel's speed is made (Family.speed_estimates): nothing to count."""
+    return estimate
+
+
 def call_facts(eqn) -> dict:
     """How the kernel lowers (Triton, Mosaic GPU) and what its params and body tell the
     shared-memory model (layout.GpuKernel: stages, warps, dots)."""

@@ -23,6 +23,9 @@ from .text import split_lines
 DIRECTIVE = re.compile(r"^(?P<indent>\s*)#\s*vmem:\s?(?P<expr>.*?)\s*$")
 
 SHAPE_FUNCTION = "__vmem_shape__"
+# An array given by its values (the API writes a small integer NumPy array so): the worker's
+# scope makes it a NumPy array, a constant of the traced program (compile/known_values.py).
+VALUES_FUNCTION = "__vmem_values__"
 
 
 @dataclass(frozen=True)

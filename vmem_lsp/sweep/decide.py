@@ -47,6 +47,7 @@ class Verdict:
     no_estimate: str | None = None  # why a config that fits has no estimate (not screened in, libtpu aborted...)
     speed_rank: int | None = None  # 1: the fewest cycles among the configs of this chip that fit
     estimate_caveat: str | None = None  # why the estimate may not rank as a run would (rank.LOOPS_CAVEAT)
+    estimate_loops: str | None = None  # its loops' trips counted from the example's values, and their cycles
 
     @property
     def headroom(self) -> int | None:

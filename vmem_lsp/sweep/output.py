@@ -91,6 +91,7 @@ def as_dict(v: Verdict) -> dict:
         "no_estimate": v.no_estimate,
         "speed_rank": v.speed_rank,
         "estimate_caveat": v.estimate_caveat,
+        "estimate_loops": v.estimate_loops,
     }
 
 

@@ -44,6 +44,14 @@ LOOPS_CAVEAT = (
 )
 
 
+# Said of the estimates of a kernel whose loops of run-time length were counted from the example's values.
+LOOPS_COUNTED_CAVEAT = (
+    "the kernel loops a number of times known only at run time, which the compiler's estimate leaves "
+    "out: each loop's trips are counted from the example's values and added, each at what one more trip "
+    "of the loop bounded in the code costs, so the ranks hold for these values"
+)
+
+
 # Said of the estimates of a long grid whose steps do not all do the same work.
 VARYING_CAVEAT = (
     "the kernel does its matrix work under a condition (causal attention skips blocks) and its grid "
@@ -59,6 +67,7 @@ class Estimate:
     cycles: int | None
     why_none: str | None = None
     caveat: str | None = None  # why the cycles may not rank the configs as a run would (LOOPS_CAVEAT)
+    loops: str | None = None  # its loops' trips and cycles a trip, counted from the example's values
     aborted: bool = False  # the worker died compiling with the profile (libtpu aborted: v7x on 0.0.42.1, v4)
 
 
@@ -101,13 +110,18 @@ def estimate_from(result: ExampleResult, traced: ExampleResult | None = None) ->
         return Estimate(None, "the example reaches no pallas_call")
     if missing:
         return Estimate(None, missing[0].no_estimate or no_estimate_of(missing[0]))
-    if any(c.loops_unknown for c in result.calls):
-        caveat: str | None = LOOPS_CAVEAT
+    looping = [c for c in result.calls if c.loops_unknown]
+    loops = "; ".join(c.loops_counted for c in looping if c.loops_counted) or None
+    if looping and all(c.loops_counted for c in looping):
+        caveat: str | None = LOOPS_COUNTED_CAVEAT
+    elif looping:
+        why = next((c.loops_uncounted for c in looping if c.loops_uncounted), None)
+        caveat = f"{LOOPS_CAVEAT} ({why})" if why else LOOPS_CAVEAT
     elif any(c.steps_vary and grid_steps(c.grid) > ESTIMATED_STEPS for c in result.calls):
         caveat = VARYING_CAVEAT
     else:
         caveat = None
-    return Estimate(sum(c.estimated_cycles or 0 for c in result.calls), caveat=caveat)
+    return Estimate(sum(c.estimated_cycles or 0 for c in result.calls), caveat=caveat, loops=loops)
 
 
 def no_estimate_of(call) -> str:

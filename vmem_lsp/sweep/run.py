@@ -230,6 +230,7 @@ def rank_speed(
                     no_estimate=(said.why_none if said else f"not among the {top} best by roofline"),
                     speed_rank=ranked.get(item.number),
                     estimate_caveat=said.caveat if said else None,
+                    estimate_loops=said.loops if said else None,
                 )
     finally:
         if runner is not None:

@@ -16,7 +16,7 @@ from jax.experimental import topologies
 from ..compile.kernels import error_text, lower_and_compile, no_phase, raised_in_body
 from ..compile.tracing import extra
 from ..family import Verdict
-from . import profile
+from . import loop_cycles, profile
 from .body import large_values
 from .chips import chip
 
@@ -71,6 +71,12 @@ def compile(eqn, device, compiler_options: dict | None, on_phase=no_phase, param
         return Verdict(False, error_text(error), raised_in_body(error), time.perf_counter() - started)
     cycles, why = profile.estimate_of() if profile.enabled() else (None, None)
     return Verdict(True, None, None, time.perf_counter() - started, cycles, why)
+
+
+def count_loops(eqn, estimate: Verdict, prefetch: list | None, compile_with) -> Verdict:
+    """libtpu's estimate leaves a loop of run-time length out: its trips counted from the
+    example's values (trips.py), each at what one more trip costs (loops.py), added."""
+    return loop_cycles.counted(eqn, estimate, prefetch, compile_with)
 
 
 def call_facts(eqn) -> dict:
