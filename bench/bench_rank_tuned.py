@@ -1,7 +1,7 @@
 """Issue 32 part 5: the compiler's speed ranking against block sizes tuned on real TPUs.
 
     .venv/bin/python bench/bench_rank_tuned.py [--kernels rpa,matmul,flash,qmm] [--chips v6e,v5e]
-                                               [--rpa-entries N] [--flash-shapes 0,2]
+                                               [--rpa-entries N] [--rpa-shapes] [--flash-shapes 0,2]
                                                [--out bench/rank_tuned.jsonl]
     .venv/bin/python bench/bench_rank_tuned.py --cut-check --chips v6e   # flash: cut grids vs whole
     .venv/bin/python bench/bench_rank_tuned.py --summary bench/rank_tuned.jsonl
@@ -16,7 +16,9 @@ Tuned choices:
   * rpa: jax's ragged paged attention, TUNED_BLOCK_SIZES in
     jax/experimental/pallas/ops/tpu/ragged_paged_attention/tuned_block_sizes.py
     ('TPU v6' -> v6e; 'TPU v5' -> v5e: the table's key is the first two words of device_kind,
-    which 'TPU v5 lite' and 'TPU v5' (v5p) share, so v5e is an assumption).
+    which 'TPU v5 lite' and 'TPU v5' (v5p) share, so v5e is an assumption). Its lengths are given
+    as values (rpa_lengths: 64 sequences sharing the tokens, each of the model's whole length),
+    so the estimate counts its loops; --rpa-shapes gives shapes only, as before.
   * qmm: tpu-inference's quantized matmul (int8 weights and activations, bf16 x), its v6e entries of
     TUNED_BLOCK_SIZES_RAW in kernels/quantized_matmul/tuned_block_sizes.py (tpu-inference 0.32.0
     from PyPI: its files only, laid out by tests/support/tpu_inference_kernels.py, since its
@@ -97,6 +99,21 @@ RPA_KEYS = (
 SLOW_RPA_KEYS = (("bfloat16", "bfloat16", 28, 4, 128, 256, 2048, 4096),)
 
 
+VALUES = True  # --rpa-shapes: the lengths as shapes only, as before the loops were counted
+
+
+def rpa_lengths(tokens: int, model_len: int, pages_per_seq: int) -> tuple:
+    """The batch the table's key describes at its fullest: MAX_NUM_SEQS sequences sharing the
+    token budget evenly, each with the model's whole length of keys, pages in order."""
+    import numpy as np
+
+    q_lens = np.full(MAX_NUM_SEQS, tokens // MAX_NUM_SEQS)
+    cu_q_lens = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    kv_lens = np.full(MAX_NUM_SEQS, model_len, np.int32)
+    pages = np.arange(MAX_NUM_SEQS * pages_per_seq, dtype=np.int32).reshape(MAX_NUM_SEQS, pages_per_seq)
+    return kv_lens, pages, cu_q_lens, np.array([MAX_NUM_SEQS], np.int32)
+
+
 def rpa_case(key: tuple, device: str) -> dict | None:
     table = TUNED_BLOCK_SIZES.get(device, {})
     if key not in table:
@@ -105,14 +122,20 @@ def rpa_case(key: tuple, device: str) -> dict | None:
     pages_per_seq = model_len // page_size
     dt = jnp.bfloat16
     i32 = jnp.int32
-    args = (
+    q_args = (
         jax.ShapeDtypeStruct((tokens, q_heads, head_dim), dt),
         jax.ShapeDtypeStruct((MAX_NUM_SEQS * pages_per_seq, page_size, 2 * kv_heads, head_dim), dt),
-        jax.ShapeDtypeStruct((MAX_NUM_SEQS,), i32),
-        jax.ShapeDtypeStruct((MAX_NUM_SEQS, pages_per_seq), i32),
-        jax.ShapeDtypeStruct((MAX_NUM_SEQS + 1,), i32),
-        jax.ShapeDtypeStruct((1,), i32),
     )
+    if VALUES:  # the lengths as values (rpa_lengths): the estimate counts the kernel's loops by them
+        args = (*q_args, *rpa_lengths(tokens, model_len, pages_per_seq))
+    else:
+        args = (
+            *q_args,
+            jax.ShapeDtypeStruct((MAX_NUM_SEQS,), i32),
+            jax.ShapeDtypeStruct((MAX_NUM_SEQS, pages_per_seq), i32),
+            jax.ShapeDtypeStruct((MAX_NUM_SEQS + 1,), i32),
+            jax.ShapeDtypeStruct((1,), i32),
+        )
     bkv, bq = table[key]
     tuned = {"num_kv_pages_per_block": min(bkv, pages_per_seq), "num_queries_per_block": min(bq, tokens)}
     configs = [
@@ -125,7 +148,8 @@ def rpa_case(key: tuple, device: str) -> dict | None:
     if tuned not in configs:
         configs.append(tuned)
     name = f"h{q_heads}/{kv_heads} page{page_size} tok{tokens} len{model_len}"
-    return {"kernel": "rpa", "case": name, "fn": rpa, "args": args, "configs": configs, "tuned": tuned}
+    kernel = "rpa, lengths given" if VALUES else "rpa"  # a row of its own in the summary
+    return {"kernel": kernel, "case": name, "fn": rpa, "args": args, "configs": configs, "tuned": tuned}
 
 
 # tpu-inference's kernel files, laid out once where its qmm wrapper (run in vmem-lsp's worker too) finds them.
@@ -320,6 +344,7 @@ def measure(case: dict, chip: str) -> dict:
             "roofline": r.roofline_seconds,
             "no_estimate": r.no_estimate,
             "caveat": getattr(r, "caveat", None),
+            "loops": getattr(r, "loops", None),
             "given": index.get(json.dumps(r.config, sort_keys=True), -1),
         }
         for r in ranked
@@ -457,7 +482,12 @@ def main() -> None:
     parser.add_argument(
         "--cut-check", action="store_true", help="flash: cut-grid estimates against whole grids, and stop"
     )
+    parser.add_argument(
+        "--rpa-shapes", action="store_true", help="rpa: the lengths as shapes only (the loops are not counted)"
+    )
     opts = parser.parse_args()
+    global VALUES
+    VALUES = not opts.rpa_shapes
     if opts.summary:
         latest = {}  # a case measured again: its last line counts
         for line in open(opts.summary):

@@ -5,7 +5,6 @@ bounded in the code (tpu/loops.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
