@@ -429,9 +429,9 @@ def fastest_first(problem: Problem, kind: str, fixes: list[Fix], chosen: list) -
     """The verified fixes ordered by the compiler's cycle estimate of each on
     every target, each titled with how it compares; unverified ones after, as
     they were. The order is kept when no chip estimated them all, or when a
-    kernel loops a number of times known only at run time (the estimate leaves
-    such a loop out: sweep.rank.LOOPS_CAVEAT)."""
-    from ..sweep.rank import estimate_from
+    kernel loops a number of times known only at run time and the example's values
+    do not count it (the estimate leaves such a loop out: sweep.rank.doubtful)."""
+    from ..sweep.rank import doubtful, estimate_from
 
     estimate = problem.estimate
     assert estimate is not None
@@ -444,7 +444,7 @@ def fastest_first(problem: Problem, kind: str, fixes: list[Fix], chosen: list) -
                 problem.request(target, variant.example_text, variant.source, compile=True), estimate=True
             )
             found = estimate_from(estimate(request))
-            if found.caveat is not None:
+            if doubtful(found.caveat):
                 return fixes
             if found.cycles is None:
                 break  # that chip gives no estimate (libtpu aborted, or v4): no use asking it again

@@ -52,6 +52,11 @@ LOOPS_COUNTED_CAVEAT = (
 )
 
 
+def doubtful(caveat: str | None) -> bool:
+    """Whether a caveat says the ranks may not follow a run's: every one but the counted loops'."""
+    return caveat is not None and caveat != LOOPS_COUNTED_CAVEAT
+
+
 # Said of the estimates of a long grid whose steps do not all do the same work.
 VARYING_CAVEAT = (
     "the kernel does its matrix work under a condition (causal attention skips blocks) and its grid "

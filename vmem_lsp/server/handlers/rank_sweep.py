@@ -32,12 +32,13 @@ class Ranking:
 def lens_text(outcome) -> str:
     """ "fastest that fits: v6e bm=1024, bn=1024 (2,357,902 cycles); v5e ..." from a ranked sweep."""
     from ...sweep.decide import describe
+    from ...sweep.rank import doubtful
 
     said = []
     for target in dict.fromkeys(v.target for v in outcome.verdicts):
         best = [v for v in outcome.verdicts if v.target == target and v.speed_rank == 1]
         if best:
-            doubt = ", a loop of run-time length: see the log" if best[0].estimate_caveat else ""
+            doubt = ", a loop of run-time length: see the log" if doubtful(best[0].estimate_caveat) else ""
             said.append(f"{target} {describe(best[0].config)} ({best[0].estimated_cycles:,} cycles{doubt})")
         elif target in outcome.no_estimates:
             said.append(f"{target}: no estimate")
