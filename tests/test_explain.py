@@ -121,6 +121,21 @@ def test_where_no_way_out_is_enough_alone_the_fewest_together_are_and_the_compil
     assert direct.strip() == "fits", direct[:2000]
 
 
+def test_placed_on_its_pallas_call_the_ways_out_name_the_block_dimensions_as_the_source_writes_them():
+    """The same log with --source: the report is placed on scripts/capture_reports.py's matmul,
+    whose BlockSpecs write (bm, bk) and (bk, bn), so the halvings say which of them to halve; without
+    --source the operands alone (the test above)."""
+    log = LOGS / reports.REFERENCE / "matmul-breakdown-v5p.jit.log"
+    done = run_explain(str(log), "--target", "v5p", "--source", str(ROOT / "scripts" / "capture_reports.py"))
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr
+    assert (
+        "together, halving input 0's block (bm: 2048 → 1024 rows) and halving input 1's block "
+        "(bk: 2048 → 1024 rows) save 16.00M: fits with 7.11M to spare" in out
+    ), out
+    assert "halving output 0's block (bm: 2048 → 1024 rows)" in out
+
+
 def test_json_lists_each_report_and_a_log_without_one_says_so():
     reports = captured()
     lines, _ = log_with(reports, seed=3)

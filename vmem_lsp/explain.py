@@ -54,13 +54,18 @@ def explained(found: Found) -> tuple[Family, object] | None:
     return None
 
 
-def explain_text(found: Found, target: str | None = None, source_name: str = "the log") -> str:
+def explain_text(
+    found: Found, target: str | None = None, source_name: str = "the log", placement: Placement | None = None
+) -> str:
+    """The report in words; where --source placed it on one pallas_call (`placement`), its ways
+    out name that call's written block dimensions."""
     head = f"report at {source_name}, line {found.line}"
     said = explained(found)
     if said is None:
         return f"{head}: not understood; the text, whole:\n{found.text}\n"
     family, report = said
-    return family.explain_text(report, found, head, target)
+    site = placement.sites[0][1] if placement is not None and len(placement.sites) == 1 else None
+    return family.explain_text(report, found, head, target, site)
 
 
 def explain_json(found: Found, target: str | None = None) -> dict:

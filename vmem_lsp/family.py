@@ -275,7 +275,9 @@ class Family(ABC):
         """The family's parse of a found report, or None when the text is not its own."""
         return None
 
-    def explain_text(self, report: Any, found: Found, head: str, target: str | None) -> str:
+    def explain_text(self, report: Any, found: Found, head: str, target: str | None, site: Any = None) -> str:
+        """The report in words; `site`: the one pallas_call --source placed it on, whose
+        written block shapes the ways out may name (bm, block_q), or None."""
         raise NotImplementedError
 
     def explain_json(self, report: Any, found: Found, target: str | None) -> dict:

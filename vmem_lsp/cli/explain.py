@@ -59,6 +59,7 @@ def run(args) -> int:
         reports = []
         for f in found:
             count += 1
+            placement = None
             if candidates is not None:
                 found_here, placement = placing(f, target, name, candidates)
                 diagnostics += found_here
@@ -68,7 +69,7 @@ def run(args) -> int:
             if args.format == "json":
                 reports.append(explain_json(f, target))
             elif args.format == "text":
-                sys.stdout.write(("\n" if count > 1 else "") + explain_text(f, target, name))
+                sys.stdout.write(("\n" if count > 1 else "") + explain_text(f, target, name, placement))
     if args.format == "json":
         from ..output.formats import as_dict
 

@@ -134,7 +134,7 @@ class GpuFamily(Family):
 
         return explain.parsed(found.text)
 
-    def explain_text(self, report, found, head, target):
+    def explain_text(self, report, found, head, target, site=None):
         from . import explain
 
         return explain.explain_text(report, head, target, found.frames)

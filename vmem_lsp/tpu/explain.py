@@ -7,6 +7,7 @@ examples. Each report is the parser's (parse.py), so what `explain` says of a te
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 import re
@@ -166,8 +167,9 @@ def halving_dim(window: tuple[int, ...], full: tuple[int, ...]) -> int | None:
     return found[0] if found else None
 
 
-def window_ways(report: Report) -> list[Way]:
-    """Halve a window's block, single-buffer a double-buffered window: each saves half the window."""
+def window_ways(report: Report, site=None) -> list[Way]:
+    """Halve a window's block, single-buffer a double-buffered window: each saves half the window.
+    A halving names the dimension as the site's BlockSpec writes it, where it is written there."""
     ways: list[Way] = []
     for allocation in report.allocations:
         if allocation.kind not in ("input_window", "output_window") or allocation.window_shape is None:
@@ -177,13 +179,36 @@ def window_ways(report: Report) -> list[Way]:
         full = allocation.full_shape.dims if allocation.full_shape else dims
         if (at := halving_dim(dims, full)) is not None:
             what = "rows" if at == len(dims) - 2 else f"in dimension {at}"
-            halving = f"halving {operand}'s block ({dims[at]} → {dims[at] // 2} {what})"
+            written = written_dim(site, allocation, at, len(dims)) if site is not None else None
+            named = f"{written}: " if written else ""
+            halving = f"halving {operand}'s block ({named}{dims[at]} → {dims[at] // 2} {what})"
             ways.append(Way(halving, operand, allocation.size // 2))
         if allocation.buffers == 2:
             ways.append(
                 Way(f"single-buffering {operand} (pipeline_mode=pl.Buffered(1))", operand, allocation.size // 2)
             )
     return ways
+
+
+def written_dim(site, allocation: Allocation, at: int, rank: int) -> str | None:
+    """The text the site's BlockSpec gives the window's dimension `at` (`bm` of `(bm, bk)`, `block_q`
+    of flash attention's `(None, None, block_q, head_dim)`: None is a squeezed dimension of 1), where
+    its block shape is a tuple written out with one entry per dimension; else None."""
+    specs = site.in_specs if allocation.kind == "input_window" else site.out_specs
+    index = allocation.operand_index
+    spec = specs[index] if index is not None and index < len(specs) else None
+    if spec is None or spec.block_shape is None:
+        return None
+    try:
+        tree = ast.parse(spec.block_shape.text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(tree, (ast.Tuple, ast.List)) or len(tree.elts) != rank:
+        return None
+    entry = tree.elts[at]
+    if isinstance(entry, ast.Constant):  # a number written there names no knob
+        return None
+    return ast.unparse(entry)
 
 
 def combination(ways: list[Way], over: int) -> list[Way] | None:
@@ -226,15 +251,17 @@ def scoped_note(report: Report, chip: Chip | None, saves: int) -> str:
     )
 
 
-def ways_out(report: Report, chip: Chip | None) -> list[str]:
+def ways_out(report: Report, chip: Chip | None, site=None) -> list[str]:
     """The arithmetic of fitting, what fits alone first: halve a window's
     block, single-buffer a double-buffered window; where none is enough alone,
     the fewest that are together; what halving a block does to the body's
-    spills; raise the scoped limit where the chip has the room."""
+    spills; raise the scoped limit where the chip has the room. `site`: the
+    pallas_call the report was placed on, whose written block dimensions the
+    halvings name (`bm: 2048 → 1024 rows`)."""
     over = report.exceeded_by or ((report.used or 0) - (report.limit or 0))
     if report.form == "single_allocation" and report.allocations:  # no total: the one allocation named
         over = report.allocations[0].size - (report.limit or 0)
-    ways = window_ways(report)
+    ways = window_ways(report, site)
 
     def outcome(saves: int) -> str:
         if saves >= over:
@@ -285,7 +312,7 @@ def chip_of(text: str, target: str | None) -> Chip | None:
     return next((c for c in CHIPS.values() if c.device_kind in text), None)
 
 
-def explain_text(report: Report, found: Found, head: str, target: str | None) -> str:
+def explain_text(report: Report, found: Found, head: str, target: str | None, site=None) -> str:
     chip = chip_of(found.text, target)
     if report.form in ("unknown", "block_shape"):
         return f"{head}: not understood; the text, whole:\n{found.text}\n"
@@ -300,7 +327,7 @@ def explain_text(report: Report, found: Found, head: str, target: str | None) ->
         width = max(len(a.size_text or render.size(a.size)) for a in report.allocations)
         for a in report.allocations:
             lines.append(f"    {(a.size_text or render.size(a.size)).rjust(width)}  {describe(a)}")
-    ways = ways_out(report, chip)
+    ways = ways_out(report, chip, site)
     if ways:
         lines.append("  ways out:")
         lines += [f"    - {w}" for w in ways]

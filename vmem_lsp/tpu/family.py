@@ -116,10 +116,10 @@ class TpuFamily(Family):
 
         return parse.parse_report(found.text)
 
-    def explain_text(self, report, found, head, target):
+    def explain_text(self, report, found, head, target, site=None):
         from . import explain
 
-        return explain.explain_text(report, found, head, target)
+        return explain.explain_text(report, found, head, target, site)
 
     def explain_json(self, report, found, target):
         from . import explain
