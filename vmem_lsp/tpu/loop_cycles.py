@@ -19,7 +19,6 @@ from ..family import Verdict
 from .loops import NotBounded, RunTimeLoop, bounded_kernel, loop_bounds, run_time_loops
 from .trips import CannotCount, count_trips
 
-
 # The grid steps a trip's cost is measured on (the kernel's grid cut to them). libtpu's static
 # profile of a bounded loop grows fast with the body and the steps: ragged paged attention (12 q
 # heads, 256-query blocks, 1024-token kv blocks, v6e) ran over 6 minutes at 8 GB on 64 steps, 134 s

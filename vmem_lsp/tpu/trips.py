@@ -20,7 +20,6 @@ import jax
 import numpy as np
 
 from ..compile import jax_compat
-from ..compile.capture import counted_when_compiled
 from ..compile.known_values import UNKNOWN, evaluate
 from .loops import Step
 
@@ -147,9 +146,7 @@ class Counter:
         cond_consts, body_consts = values[:cond_n], values[cond_n : cond_n + body_n]
         carry = values[cond_n + body_n :]
         inside = (*here[:-1], (here[-1][0], "body_jaxpr", None))
-        counted = here in self.counted
-        if not counted and counted_when_compiled(eqn) and not self.holds_counted(inside):
-            return [UNKNOWN] * len(carry)  # a loop the compiler counts, with nothing counted inside
+        counted = here in self.counted  # a loop bounded in the code runs too: it may write the SMEM arrays
         while True:
             [go] = self.run(
                 cond.jaxpr, cond.consts, [*cond_consts, *carry], (*here[:-1], (here[-1][0], "cond_jaxpr", None))
