@@ -159,6 +159,11 @@ def test_a_loop_counted_from_the_examples_values_costs_what_the_same_loop_bounde
     line = LOOPING.splitlines().index(next(s for s in LOOPING.splitlines() if "while_loop" in s)) + 1
     assert f"looping.py:{line}: 32 trips" in valued["estimate_loops"], valued  # 8 a step, 4 steps
     assert "counted from the example's values" in valued["estimate_caveat"]
+    # The roofline does not see the loop, so it screens nothing out: every config is estimated.
+    done, screened = run_json(
+        "sweep", "looping.py", "--target", "v6e", "--rank", "speed", "--rank-top", "1", cwd=tmp_path
+    )
+    assert all(c["estimated_cycles"] for c in screened["configs"]), screened["configs"]
     compiler = probe_cycles("static 8", "fori")
     assert compiler["fori"] < valued["estimated_cycles"]  # the loop is in it now...
     assert abs(valued["estimated_cycles"] / compiler["static 8"] - 1) < 0.05, (valued, compiler)  # ...as compiled

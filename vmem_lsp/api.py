@@ -387,7 +387,9 @@ def rank(
     cycle estimate, as `vmem-lsp sweep --rank speed` ranks them: a roofline screens,
     the best `top` (None: all) are estimated (each costs several compiles' time, in
     workers of their own), and those follow by roofline, each saying why it has
-    no estimate. Cycles compare within one chip only: one target."""
+    no estimate; a kernel with a loop of run-time length has all estimated (the
+    roofline does not see the loop). Integer NumPy arguments are sent by value:
+    its loops' trips are counted from them. Cycles compare within one chip only."""
     from .config import parse_targets
 
     chips = parse_targets(target)

@@ -167,6 +167,11 @@ def run_sweep(
     return outcome
 
 
+def loops_unknown(item: Config) -> bool:
+    """Whether the config's kernels loop a number of times known only at run time (its trace)."""
+    return any(call.loops_unknown for call in item.traced.calls)
+
+
 def rank_speed(
     outcome: SweepOutcome,
     items: list[Config],
@@ -185,10 +190,13 @@ def rank_speed(
     for item in items:
         if item.verdict is not None and item.verdict.fits:
             by_chip.setdefault(item.target, []).append(item)
+    # The roofline does not see a loop of run-time length (the trips the estimate counts from the
+    # example's values): it cannot screen such a kernel's configs, so every one is estimated.
+    screened = {target: None if any(loops_unknown(i) for i in fitting) else top for target, fitting in by_chip.items()}
     chosen: dict[int, Verdict] = {}
     runner = None
     try:
-        progress.start(sum(len(v) if top is None else min(top, len(v)) for v in by_chip.values()))
+        progress.start(sum(len(v) if (n := screened[t]) is None else min(n, len(v)) for t, v in by_chip.items()))
         for target, fitting in by_chip.items():
             family = family_of(target)
             seconds = {i.number: family.roofline(i.traced, target) for i in fitting}
@@ -197,7 +205,7 @@ def rank_speed(
             aborts = 0
             if not family.speed_estimates:  # the estimate is libtpu's static profile
                 outcome.no_estimates[target] = family.no_estimate
-            for number in speed.screen(seconds, top) if family.speed_estimates else []:
+            for number in speed.screen(seconds, screened[target]) if family.speed_estimates else []:
                 item = by_number[number]
                 if aborts >= speed.ABORTS_BEFORE_GIVING_UP and not any(e.cycles for e in estimates.values()):
                     estimates[number] = speed.Estimate(None, f"not tried: {outcome.no_estimates[target]}")
@@ -227,7 +235,7 @@ def rank_speed(
                     item.verdict,
                     roofline_seconds=seconds[item.number],
                     estimated_cycles=said.cycles if said else None,
-                    no_estimate=(said.why_none if said else f"not among the {top} best by roofline"),
+                    no_estimate=(said.why_none if said else f"not among the {screened[target]} best by roofline"),
                     speed_rank=ranked.get(item.number),
                     estimate_caveat=said.caveat if said else None,
                     estimate_loops=said.loops if said else None,
