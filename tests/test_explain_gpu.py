@@ -387,7 +387,7 @@ def test_explain_reads_a_mixed_log_and_puts_each_gpu_error_on_the_lines_that_mad
     log = tmp_path / "job.log"
     log.write_text(TPU_LOG.read_text() + "".join(lines))
     done = run_cli("explain", str(log), "--source", str(source), str(script), "--format", "json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # it places errors on the sources' lines
     out = json.loads(done.stdout)
     assert [(r["platform"], r["form"]) for r in out["reports"]] == [
         ("tpu", "physical"),

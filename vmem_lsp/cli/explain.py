@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import EXIT_ERROR, EXIT_OK
+from .common import EXIT_ERROR, EXIT_FOUND, EXIT_OK
 
 
 def add_parser(commands) -> None:
@@ -87,4 +87,5 @@ def run(args) -> int:
         sys.stdout.write(render(args.format, diagnostics, f"{count} reports in {name}"))
     if not count:
         print(f"no VMEM report in {name}", file=sys.stderr if args.format == "json" else sys.stdout)
-    return EXIT_OK
+    # As check: errors placed on the sources' lines fail the run (a CI step), the report alone does not.
+    return EXIT_FOUND if any(d.severity == "error" for d in diagnostics) else EXIT_OK
