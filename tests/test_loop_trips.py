@@ -57,6 +57,7 @@ def test_ragged_paged_attentions_loops_are_counted_from_its_lengths(heads, kv_bl
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import ragged_paged_attention
 
     from vmem_lsp.compile.known_values import known_operands
+    from vmem_lsp.compile.tracing import pallas_equations
     from vmem_lsp.tpu.loops import run_time_loops
     from vmem_lsp.tpu.trips import count_trips
 
@@ -81,23 +82,13 @@ def test_ragged_paged_attentions_loops_are_counted_from_its_lengths(heads, kv_bl
         jax.ShapeDtypeStruct((seqs * (model_len // page), page, 2 * kv_heads, 128), jnp.bfloat16),
     )
     [(eqn_id, known)] = known_operands(closed).items()
-    [eqn] = [e for e in kernel_calls(closed.jaxpr) if id(e) == eqn_id]
+    [eqn] = [e for e in pallas_equations(closed.jaxpr) if id(e) == eqn_id]
     mapping = eqn.params["grid_mapping"]
     loops = run_time_loops(eqn.params["jaxpr"])
     assert [loop.origin.line for loop in loops] == [667, 658]  # the sequences, then each one's kv blocks
     grid = tuple(mapping.grid)
     trips = count_trips(eqn.params["jaxpr"], grid, known[: mapping.num_index_operands], [loop.path for loop in loops])
     assert (trips[loops[0].path], trips[loops[1].path]) == by_hand(lengths, grid, q_block, kv_block * page)
-
-
-def kernel_calls(jaxpr):
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "pallas_call":
-            yield eqn
-        for param in eqn.params.values():
-            inner = getattr(param, "jaxpr", None)
-            if inner is not None:
-                yield from kernel_calls(getattr(inner, "jaxpr", inner))
 
 
 LOOPING = '''
@@ -199,8 +190,8 @@ def test_rank_counts_ragged_paged_attentions_loops_from_the_lengths_it_is_given(
 
     import vmem_lsp
 
-    sys.path.insert(0, str(ROOT / "tests" / "data" / "kernels"))
-    from ragged_lengths import rpa
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_rank_tuned import rpa  # the worker imports the bench's file for it
 
     seqs, page, tokens, model_len = 64, 16, 1024, 256
     lengths = rpa_lengths(3, seqs, 40, tokens, model_len)

@@ -58,6 +58,21 @@ MemoryRef: Any = getattr(pallas_core, "MemoryRef", None)
 BufferedRef: Any = getattr(pipeline, "BufferedRef", None)
 
 
+# Primitives that call a jaxpr with their own operands, one for one, and the param that holds it:
+# a value passed through them is still what the program was given, and their equations are the
+# caller's code (jnp.where is a jit of select_n).
+CALLS = {
+    "jit": "jaxpr",
+    "pjit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "remat": "jaxpr",
+    "checkpoint": "jaxpr",
+    "custom_jvp_call": "call_jaxpr",
+    "custom_vjp_call": "call_jaxpr",
+}
+
+
 # name -> the sentence the user reads; what the running jax lacks, found at import
 # here or at first use (a hook whose reads fail on this jax).
 LOSSES: dict[str, str] = {}

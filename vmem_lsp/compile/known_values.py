@@ -137,10 +137,6 @@ def as_value(value) -> object:
     return found
 
 
-# Equations that call a jaxpr once with their operands (a jit, a custom derivative's function).
-CALLS = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "checkpoint", "remat")
-
-
 def known_operands(closed_jaxpr) -> dict[int, list]:
     """For each kernel call the program reaches (by id of its equation): its operands' values
     where the program makes them from constants, else UNKNOWN. Calls (a jit around the
@@ -164,7 +160,8 @@ def known_operands(closed_jaxpr) -> dict[int, list]:
             if jax_compat.is_kernel_call(eqn):
                 found[id(eqn)] = values
                 continue
-            inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr") if eqn.primitive.name in CALLS else None
+            key = jax_compat.CALLS.get(eqn.primitive.name)
+            inner = eqn.params.get(key) if key else None
             if inner is not None:
                 outs = walk(getattr(inner, "jaxpr", inner), getattr(inner, "consts", ()), values)
             elif any(v is UNKNOWN for v in values) or any(

@@ -179,20 +179,6 @@ def invoked_at(eqn) -> Origin | None:
     return traceback_origin(eqn.source_info.traceback) or traceback_origin(AROUND.get(id(eqn)))
 
 
-# Primitives that call a jaxpr with their own operands, one for one: a value passed through
-# them is still what the program was given.
-CALLS = {
-    "jit": "jaxpr",
-    "pjit": "jaxpr",
-    "closed_call": "call_jaxpr",
-    "core_call": "call_jaxpr",
-    "remat": "jaxpr",
-    "checkpoint": "jaxpr",
-    "custom_jvp_call": "call_jaxpr",
-    "custom_vjp_call": "call_jaxpr",
-}
-
-
 # Operations that give another view of the same bytes: paged attention reshapes its arguments
 # before its pallas_call, and compiled in its program it needs what it needs alone.
 VIEWS = ("reshape", "squeeze", "expand_dims", "bitcast_convert_type")
@@ -221,7 +207,7 @@ def in_program(jaxpr) -> dict[int, tuple]:
                 if made or kept:
                     found[id(eqn)] = (made, kept)
                 continue
-            key = CALLS.get(eqn.primitive.name)
+            key = jax_compat.CALLS.get(eqn.primitive.name)
             sub = eqn.params.get(key) if key else None
             sub = getattr(sub, "jaxpr", sub)
             if sub is not None and len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars):

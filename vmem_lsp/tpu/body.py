@@ -90,7 +90,7 @@ WHOLE_VALUE_OPS = (
 RELOADED = ("get",)
 # Calls whose body is the caller's code (jnp.where is a jit of select_n):
 # their equations are read in line, in order.
-INLINED = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "remat", "checkpoint")
+INLINED = tuple(jax_compat.CALLS)
 
 
 def _vmem_bytes(aval) -> int:

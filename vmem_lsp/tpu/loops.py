@@ -161,11 +161,10 @@ def rebuilt(eqn, values: list, prefix: tuple[Step, ...], at: int, bounds) -> lis
             for i, b in enumerate(eqn.params["branches"])
         ]
         return list(lax.switch(index, branches))
-    if name in ("pjit", "jit", "closed_call", "core_call"):
-        inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")
+    if (key := jax_compat.CALLS.get(name)) is not None:
+        inner = eqn.params[key]
         inner_jaxpr, inner_consts = getattr(inner, "jaxpr", inner), getattr(inner, "consts", ())
-        step_name = "jaxpr" if "jaxpr" in eqn.params else "call_jaxpr"
-        return run(inner_jaxpr, inner_consts, values, (*prefix, (at, step_name, None)), bounds)
+        return run(inner_jaxpr, inner_consts, values, (*prefix, (at, key, None)), bounds)
     raise NotBounded(f"a {name} around the loop is not rebuilt")
 
 

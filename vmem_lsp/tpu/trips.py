@@ -88,8 +88,7 @@ class Counter:
             return self.loop(eqn, values, here)
         if name == "cond":
             return self.branch(eqn, values, here)
-        if name in ("pjit", "jit", "closed_call", "core_call", "run_scoped"):
-            key = "jaxpr" if "jaxpr" in params else "call_jaxpr"
+        if (key := jax_compat.CALLS.get(name, "jaxpr" if name == "run_scoped" else None)) is not None:
             inner = params[key]
             inner_jaxpr, consts = getattr(inner, "jaxpr", inner), getattr(inner, "consts", ())
             args = values if name != "run_scoped" else values + [UNKNOWN] * (len(inner_jaxpr.invars) - len(values))
