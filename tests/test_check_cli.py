@@ -555,3 +555,33 @@ def test_a_slow_compile_is_limited_by_the_compile_limit_and_named():
     [d] = report["diagnostics"]
     assert d["code"] == "VMEM010"
     assert "the TPU compiler did not finish kernel '_flash_attention_kernel' for v5e within 8 s" in d["message"]
+
+
+def test_a_0_d_argument_written_f32_brackets_is_checked_and_no_cache_leaves_the_folder_alone(tmp_path):
+    """`f32[]` in a `# vmem:` line is a 0-d array (it was refused as a syntax error, and the kernel
+    went unchecked); the verdict is the compiler's on the same call compiled directly. With
+    --no-cache nothing is written into the checked folder (the workers' peaks go to the user's cache)."""
+    from support.tpu_direct import compile_directly
+
+    shutil.copy(KERNELS / "scalar_scale.py", tmp_path)
+    done, report = run_json("check", "scalar_scale.py", "--target", "v5e", "--no-cache", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    path = tmp_path / "scalar_scale.py"
+    windows = by(report["diagnostics"], code="VMEM001")
+    assert sorted(d["range"]["start_line"] for d in windows) == [
+        line_of(path, "in_specs="),
+        line_of(path, "out_specs="),
+    ]
+    assert all("kernel needs 128.00M of 16.00M scoped VMEM on TPU v5e" in d["message"] for d in windows)
+    assert not by(report["diagnostics"], code="VMEM010")
+    direct = compile_directly(
+        "v5e",
+        """
+        run = scalar_scale.scale
+        args = [jax.ShapeDtypeStruct((), jnp.float32, sharding=sharding),
+                jax.ShapeDtypeStruct((4096, 4096), jnp.float32, sharding=sharding)]
+        """,
+        {"scalar_scale": KERNELS / "scalar_scale.py"},
+    )
+    assert "128.00M" in direct, direct
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scalar_scale.py"]

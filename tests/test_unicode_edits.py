@@ -26,7 +26,7 @@ from support.twins import LETTERS, TEXT_CHARS, ascii_twin
 
 from vmem_lsp.fixes import rewrites
 from vmem_lsp.fixes.knobs import constant_knobs, default_knobs, example_knobs
-from vmem_lsp.source.directives import find_examples
+from vmem_lsp.source.directives import SHAPE_FUNCTION, compile_call, find_examples
 from vmem_lsp.source.locate import locate
 from vmem_lsp.source.model import TextEdit
 from vmem_lsp.source.text import apply_edits
@@ -233,3 +233,24 @@ def test_a_limit_goes_into_compiler_params_in_the_code_not_in_its_comment():
     after = apply_edits(DECOY_CALL, rewrites.set_vmem_limit(site, DECOY_CALL, 100 * MiB))
     assert keywords_of(after, "CompilerParams") == ["vmem_limit_bytes", "dimension_semantics"]
     assert "CompilerParams(  # dimension_semantics=( below\n" in after
+
+
+@pytest.mark.parametrize("zero_d", ["f32[]", "f32[ ]", "f32[()]"])
+def test_a_0_d_array_parses_and_the_knobs_after_it_keep_their_columns(zero_d):
+    """`f32[]` is how the compiler writes a 0-d array; Python does not parse it. It is read as
+    `f32[()]` with every column of the text kept: a fix of `bm` after it, and after non-ASCII
+    text, still edits bm's number."""
+    source = f"# vmem: f(s32[], tag='ü𝔘', s={zero_d}, x=f32[8, 128], bm=1024)\ndef f(**kw): ...\n"
+    [example], errors = find_examples(source, PATH)
+    assert errors == []
+    call = compile_call(example.text)
+    shapes = [
+        ast.unparse(n) for n in ast.walk(call) if isinstance(n, ast.Call) and ast.unparse(n.func) == SHAPE_FUNCTION
+    ]
+    assert shapes == [
+        f"{SHAPE_FUNCTION}('int32', ())",
+        f"{SHAPE_FUNCTION}('float32', ())",
+        f"{SHAPE_FUNCTION}('float32', (8, 128))",
+    ]
+    [bm] = example_knobs(example)
+    assert apply_edits(source, [TextEdit(PATH, bm.span, "512")]).splitlines()[0].endswith(", bm=512)")

@@ -136,6 +136,24 @@ def sources(table_keys, path: str | None) -> dict[str, str]:
     return found
 
 
+def user_cache_folder(environ=None) -> str:
+    """vmem-lsp's folder in the user's cache ($XDG_CACHE_HOME/vmem-lsp, else ~/.cache/vmem-lsp):
+    what is kept for the user, not for one project (worker peaks, managed environments)."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "vmem-lsp")
+
+
+def cache_dir_change(cache_dir: str | None, no_cache: bool, base: str) -> str | None:
+    """The cache folder the command line asks for: --cache-dir's; with --no-cache
+    alone the user's cache folder, so that a run that reads and writes no results
+    leaves nothing in the project either (the workers' measured peaks go there);
+    else None, the settings' own."""
+    if cache_dir:
+        return cache_location(cache_dir, base)
+    return user_cache_folder() if no_cache else None
+
+
 def cache_location(value: str, base: str) -> str:
     """A URL as written (s3://bucket/prefix: a cache shared by CI shards and
     editors); a path relative to `base`, made absolute."""

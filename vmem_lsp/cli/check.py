@@ -152,7 +152,7 @@ def shard_arg(text: str):
 
 def settings_for(args):
     """pyproject's settings for the first PATH, overridden by the command line."""
-    from ..config import cache_location, load_settings, parse_jax, parse_scoped_limits, parse_targets
+    from ..config import cache_dir_change, load_settings, parse_jax, parse_scoped_limits, parse_targets
 
     settings = load_settings(args.paths[0])
     changes: dict[str, Any] = {}
@@ -181,8 +181,8 @@ def settings_for(args):
         changes["jax"] = parse_jax(args.jax)
     if args.python:
         changes.update(python=os.path.abspath(args.python), python_source="--python")
-    if args.cache_dir:
-        changes["cache_dir"] = cache_location(args.cache_dir, os.getcwd())  # a URL stays one
+    if cache_dir := cache_dir_change(args.cache_dir, args.no_cache, os.getcwd()):  # a URL stays one
+        changes["cache_dir"] = cache_dir
     if args.no_compile:
         changes["compile"] = False
     if args.worker_fallback:

@@ -63,14 +63,14 @@ def add_parser(commands) -> None:
 
 def settings_for(args):
     """pyproject's settings for this folder, overridden by the command line."""
-    from ..config import cache_location, load_settings, parse_targets
+    from ..config import cache_dir_change, load_settings, parse_targets
 
     settings = load_settings(os.getcwd())
     changes: dict[str, Any] = {}
     if args.target:
         changes["targets"] = parse_targets(args.target)
-    if args.cache_dir:
-        changes["cache_dir"] = cache_location(args.cache_dir, os.getcwd())
+    if cache_dir := cache_dir_change(args.cache_dir, args.no_cache, os.getcwd()):
+        changes["cache_dir"] = cache_dir
     if args.jobs:
         changes["jobs"] = max(1, args.jobs)
     return dataclasses.replace(settings, **changes)

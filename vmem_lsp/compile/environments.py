@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..config import user_cache_folder
 from .interpreter import probe
 
 ENVS_VARIABLE = "VMEM_JAX_ENVS"
@@ -81,8 +82,7 @@ def root(environ=None) -> str:
     environ = os.environ if environ is None else environ
     if configured := environ.get(ENVS_VARIABLE):
         return os.path.abspath(os.path.expanduser(configured))
-    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "vmem-lsp", "envs")
+    return os.path.join(user_cache_folder(environ), "envs")
 
 
 def base_candidates(minimum: tuple[int, int], environ=None) -> list[str]:

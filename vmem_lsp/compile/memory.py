@@ -23,6 +23,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..config import user_cache_folder
+
 log = logging.getLogger(__name__)
 
 GB = 1 << 30
@@ -217,8 +219,7 @@ def peak_folder(cache_folder: str | None) -> str:
     local default: ~/.cache/vmem-lsp."""
     if cache_folder and "://" not in cache_folder:
         return cache_folder
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "vmem-lsp")
+    return user_cache_folder()
 
 
 def peak_path(cache_folder: str | None) -> str:

@@ -29,8 +29,8 @@ from ..source.directives import (
     check_dims,
     compile_call,
     is_shape_literal,
+    parse_example,
 )
-from ..source.syntax import parse_quietly
 from . import chip_view, jax_compat
 from .devices import all_devices, target_device
 from .known_values import known_operands
@@ -65,7 +65,7 @@ def call_plan(call_text: str):
     call over and over, and a check asks again for the example it checked;
     the evaluators read the scope they are given, so one plan serves every
     module and device."""
-    call = parse_quietly(call_text.strip(), mode="eval").body
+    call = parse_example(call_text).body
     if not isinstance(call, ast.Call):
         call = compile_call(call_text)  # says why, as before
     return (

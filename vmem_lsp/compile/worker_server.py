@@ -20,6 +20,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, NoReturn
 
+from ..config import user_cache_folder
 from ..lifetime import die_with_parent
 from ..results import ExampleResult, PhaseLimits
 from ..versions import installed
@@ -44,8 +45,7 @@ def protocol_stream():
 
 
 def default_cache_folder() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "vmem-lsp", "worker")
+    return os.path.join(user_cache_folder(), "worker")
 
 
 def read_request(stream, limit: int) -> tuple[bytes | None, int]:

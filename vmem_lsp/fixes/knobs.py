@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ..source.directives import Example, is_shape_literal
+from ..source.directives import Example, is_shape_literal, parse_example
 from ..source.model import Span
 from ..source.syntax import parse_quietly
 from ..source.text import node_span, split_lines
@@ -42,7 +42,7 @@ def example_knobs(example: Example, source: str | None = None) -> list[Knob]:
     text = example.text
     lead = len(text) - len(text.lstrip())
     try:
-        call = parse_quietly(text.strip(), mode="eval").body
+        call = parse_example(text).body
     except SyntaxError:
         return []
     base_col = example.span.start_col + lead
@@ -82,7 +82,7 @@ def example_knobs(example: Example, source: str | None = None) -> list[Knob]:
 
 def callee_name(example: Example) -> str | None:
     try:
-        call = parse_quietly(example.text.strip(), mode="eval").body
+        call = parse_example(example.text).body
     except SyntaxError:
         return None
     return call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None

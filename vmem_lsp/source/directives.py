@@ -64,6 +64,34 @@ class DirectiveError:
     sweep: bool = False  # a list to sweep (`bm=[256, 512]`): for `vmem-lsp sweep`, not run by check
 
 
+# A 0-d array written as the compiler writes it, `f32[]`, is not Python: parsed as `f32[()]`.
+ZERO_D = re.compile(r"\b(" + "|".join(sorted(map(re.escape, DIRECTIVE_DTYPES), key=len, reverse=True)) + r")\[(\s*)\]")
+
+
+class _ZeroD(ast.NodeTransformer):
+    """Turns back into `dtype[()]` the calls `dtype( )` that parse_example wrote for `dtype[ ]`."""
+
+    def __init__(self, places: set[tuple[int, int]]):
+        self.places = places
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Name) and (node.lineno, node.col_offset) in self.places:
+            empty = ast.copy_location(ast.Tuple([], ast.Load()), node)
+            return ast.copy_location(ast.Subscript(node.func, empty, ast.Load()), node)
+        return self.generic_visit(node)
+
+
+def parse_example(text: str) -> ast.Expression:
+    """An example call's tree, with `f32[]` read as the 0-d shape `f32[()]`. The text is
+    rewritten at the same length (`f32()`), so every position in the tree is the text's."""
+    text = text.strip()
+    places: set[tuple[int, int]] = set()
+    for number, line in enumerate(text.split("\n"), start=1):
+        places |= {(number, len(line[: m.start()].encode())) for m in ZERO_D.finditer(line)}
+    tree = parse_quietly(ZERO_D.sub(r"\1(\2)", text), mode="eval")
+    return _ZeroD(places).visit(tree) if places else tree
+
+
 UNFINISHED = (
     "example not finished: write each `...` as the array's shape (e.g. f32[1024, 512]) or the "
     "argument's value; it runs once it has none"
@@ -142,7 +170,7 @@ def check_call(text: str) -> str | None:
     if not text.strip():
         return "is empty: write a call such as kernel(f32[1024, 1024])"
     try:
-        tree = parse_quietly(text.strip(), mode="eval")
+        tree = parse_example(text)
     except SyntaxError as error:
         return f"does not parse: {error.msg} (column {error.offset})"
     if not isinstance(tree.body, ast.Call):
@@ -187,7 +215,7 @@ def sweep_axes(text: str) -> list[str]:
     """The names of the sweep axes of an example call."""
     if "[" not in text:
         return []
-    return [name for name, _ in axis_nodes(parse_quietly(text.strip(), mode="eval").body)]
+    return [name for name, _ in axis_nodes(parse_example(text).body)]
 
 
 def is_shape_literal(node: ast.AST) -> TypeGuard[ast.Subscript]:
@@ -218,5 +246,5 @@ class _ShapeLiterals(ast.NodeTransformer):
 def compile_call(text: str) -> ast.Call:
     """The example's call with each shape literal `bf16[8, 128]` turned into
     `__vmem_shape__("bfloat16", (8, 128))`, for the worker to evaluate."""
-    tree = _ShapeLiterals().visit(parse_quietly(text.strip(), mode="eval"))
+    tree = _ShapeLiterals().visit(parse_example(text))
     return ast.fix_missing_locations(tree).body

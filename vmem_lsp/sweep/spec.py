@@ -18,9 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..source.directives import DIRECTIVE, Example, axis_nodes, check_call
+from ..source.directives import DIRECTIVE, Example, axis_nodes, check_call, parse_example
 from ..source.model import Span
-from ..source.syntax import parse_quietly
 from ..source.text import char_column, split_lines
 
 MAX_CONFIGS = 10_000  # beyond this a sweep needs --budget-compiles: it is a search, not a table
@@ -78,7 +77,7 @@ class Sweep:
 def axes_of(call_text: str) -> tuple[Axis, ...]:
     """The bracketed lists of constants among the call's arguments (directives.axis_nodes)."""
     text = call_text.strip()
-    tree = parse_quietly(text, mode="eval").body
+    tree = parse_example(text).body
     lines = text.split("\n")
     starts = [0]
     for line in lines[:-1]:
