@@ -3,12 +3,16 @@
 #
 #   dist/vmem_lsp-VERSION.tar.gz            the sdist (with tests/, tests/data and examples/)
 #   dist/vmem_lsp-VERSION-py3-none-any.whl  the wheel, built from that sdist
-#   dist/vmem-lsp-VERSION.vsix              the VS Code extension (esbuild bundle)
+#   dist/vmem-lsp-VERSION.vsix              the VS Code extension for linux-x64: the esbuild bundle
+#                                           and the server's Python code (that wheel's vmem_lsp,
+#                                           pygls, lsprotocol, libcst, ... for CPython 3.11-3.13,
+#                                           editors/vscode/scripts/bundle_python.sh)
 #
 # VERSION is pyproject.toml's. editors/vscode/package.json and vmem_lsp/__init__.py must say
 # the same (tests/test_packaging.py checks it too): the build stops when they drift.
-# The Python artifacts are twine-checked (--strict); the .vsix is checked for the version and
-# the bundle inside it.
+# The Python artifacts are twine-checked (--strict); the .vsix is checked for the version, its
+# target platform, the bundle inside it and the bundled Python (vmem_lsp and libcst's native
+# module for each CPython version).
 #
 #   scripts/build_artifacts.sh                      # all three, into dist/
 #   scripts/build_artifacts.sh --no-vsix            # the Python ones only (no Node needed)
@@ -17,7 +21,8 @@
 #
 # PYTHON: the interpreter with `build` and `twine` (default .venv/bin/python; both are in
 # the test extras). The extension's node_modules are installed with `npm ci` when
-# package-lock.json or node changed (as editors/vscode/test/ui/run.sh does).
+# package-lock.json or node changed (as editors/vscode/test/ui/run.sh does). The .vsix's Python
+# dependencies come from PyPI (pip's cache serves a warm run; see bundle_python.sh).
 # The Python artifacts are built from a copy of the working tree's files that git does not ignore
 # (what the tests see: uncommitted changes and new files included), or with --committed of HEAD's:
 # never from the checkout itself, where a stale vmem_lsp.egg-info/SOURCES.txt would put files in
@@ -111,8 +116,10 @@ if [ "$VSIX" = 1 ]; then
     echo "$lock_stamp" > node_modules/.vmem-lock-stamp
   fi
   OUT=$DIST/vmem-lsp-$VERSION.vsix
-  # vsce runs the vscode:prepublish script (esbuild --production) first.
-  node_modules/.bin/vsce package --no-dependencies --allow-missing-repository -o "$OUT" > "$LOG" 2>&1 \
+  # vsce runs the vscode:prepublish script first: esbuild --production, then bundle_python.sh,
+  # which installs the wheel built above (the vmem_lsp the .vsix carries is the release's).
+  PYTHON="$PYTHON" VMEM_WHEEL="$WHEEL" node_modules/.bin/vsce package --no-dependencies --allow-missing-repository \
+    --target linux-x64 -o "$OUT" > "$LOG" 2>&1 \
     || { cat "$LOG"; die "vsce package"; }
   cd "$ROOT"
   "$PYTHON" - "$OUT" "$VERSION" <<'EOF' || die "the .vsix is not what was asked for"
@@ -121,8 +128,17 @@ z = zipfile.ZipFile(sys.argv[1])
 version = json.loads(z.read("extension/package.json"))["version"]
 if version != sys.argv[2]:
     sys.exit(f"{sys.argv[1]}: version {version}, not {sys.argv[2]}")
-if "extension/dist/extension.js" not in z.namelist():
+names = set(z.namelist())
+if "extension/dist/extension.js" not in names:
     sys.exit(f"{sys.argv[1]}: no extension/dist/extension.js")
+if 'TargetPlatform="linux-x64"' not in z.read("extension.vsixmanifest").decode():
+    sys.exit(f"{sys.argv[1]}: not built for linux-x64")
+need = ["extension/bundled/tool/launch.py", "extension/bundled/libs/vmem/vmem_lsp/__init__.py"]
+need += [f"extension/bundled/libs/cp3{v}/libcst/native.cpython-3{v}-x86_64-linux-gnu.so" for v in (11, 12, 13)]
+need += [f"extension/bundled/libs/cp3{v}/pygls/__init__.py" for v in (11, 12, 13)]
+missing = [n for n in need if n not in names]
+if missing:
+    sys.exit(f"{sys.argv[1]}: lacks the bundled Python: {missing}")
 EOF
 fi
 

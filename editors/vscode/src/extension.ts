@@ -1,7 +1,8 @@
-// The VS Code client of vmem-lsp: starts `<python> -m vmem_lsp serve` over stdio with the user's
-// Python (or that of vmem-lsp installed as a tool), keeps it in step with the settings and the
-// selected interpreter (the worker compiles in the project's Python: the `python` option), and
-// shows the compile worker's state in the status bar.
+// The VS Code client of vmem-lsp: starts the server over stdio, `<python> -m vmem_lsp serve` with
+// the user's Python when it has vmem_lsp (or that of vmem-lsp installed as a tool), else the
+// vmem_lsp the .vsix bundles, `<python> bundled/tool/launch.py serve` (vmemLsp.importStrategy);
+// keeps it in step with the settings and the selected interpreter (the worker compiles in the
+// project's Python: the `python` option), and shows the compile worker's state in the status bar.
 import * as os from "os";
 import * as path from "path";
 import * as vscode from "vscode";
@@ -19,9 +20,13 @@ import {
 } from "vscode-languageclient/node";
 
 import {
+  type BundledCheck,
+  checkBundled,
   checkImportable,
   findInterpreter,
+  findInterpreters,
   fromToolOnPath,
+  importStrategy,
   type Interpreter,
   onPythonInterpreterChange,
   projectPython,
@@ -40,6 +45,23 @@ class Controller implements vscode.Disposable {
   readonly status = new StatusItem();
   private client: LanguageClient | undefined;
   private interpreter: Interpreter | undefined;
+  /** Whether the running server is the bundled one (launch.py), not the interpreter's vmem_lsp. */
+  private bundled = false;
+  /** The first interpreter findInterpreters gave at the last start (the one a change of the
+   * Python extension's selection is compared with). */
+  private first: Interpreter | undefined;
+  /** bundled/tool/launch.py in the installed extension. */
+  private readonly launcher: string;
+
+  constructor(extensionPath: string) {
+    this.launcher = path.join(extensionPath, "bundled", "tool", "launch.py");
+  }
+
+  /** The arguments that run vmem-lsp's `command` with the chosen interpreter. */
+  private vmemArgs(command: string): string[] {
+    const before = this.interpreter?.args ?? [];
+    return this.bundled ? [...before, this.launcher, command] : [...before, "-m", "vmem_lsp", command];
+  }
   /** What the running server was given; see needsRestart. */
   private sent: ServerSettings = {};
   /** Serialises starts and stops. */
@@ -108,30 +130,62 @@ class Controller implements vscode.Disposable {
   private async start(): Promise<void> {
     const scope = defaultScope();
     const cwd = scope?.scheme === "file" ? scope.fsPath : undefined;
-    let interpreter = await findInterpreter(scope);
-    this.status.starting(`Checking ${[interpreter.command, ...interpreter.args].join(" ")}`);
-    let check = await checkImportable(interpreter, cwd);
-    // The project's Python has no vmem_lsp: vmem-lsp may be installed as a tool of its own.
-    const tool = !check.ok && check.reason !== "failed" && interpreter.source !== "setting" ? fromToolOnPath() : undefined;
-    if (tool) {
-      const toolCheck = await checkImportable(tool, cwd);
-      if (toolCheck.ok) {
-        [interpreter, check] = [tool, toolCheck];
+    const strategy = importStrategy(scope);
+    const candidates = await findInterpreters(scope);
+    let interpreter = candidates[0];
+    this.first = interpreter;
+    this.bundled = false;
+    let version: string | undefined;
+    if (strategy === "fromEnvironment") {
+      this.status.starting(`Checking ${[interpreter.command, ...interpreter.args].join(" ")}`);
+      let check = await checkImportable(interpreter, cwd);
+      // The project's Python has no vmem_lsp: vmem-lsp may be installed as a tool of its own.
+      const tool = !check.ok && check.reason !== "failed" && interpreter.source !== "setting" ? fromToolOnPath() : undefined;
+      if (tool) {
+        const toolCheck = await checkImportable(tool, cwd);
+        if (toolCheck.ok) {
+          [interpreter, check] = [tool, toolCheck];
+        }
+      }
+      if (check.ok) {
+        version = check.version;
+      } else if (interpreter.source === "setting" || check.reason === "failed") {
+        // The Python named in vmemLsp.interpreter must have vmem_lsp (useBundled runs the bundled
+        // one in it); a vmem_lsp that is installed but fails to import is to be fixed, not hidden.
+        this.interpreter = interpreter;
+        this.reportNotInstalled(interpreter, check.reason, check.detail);
+        return;
+      } else {
+        this.output.appendLine(`[client] no vmem_lsp in ${[interpreter.command, ...interpreter.args].join(" ")} (from the ${interpreter.source}): the bundled one runs`);
+      }
+    }
+    if (version === undefined) {
+      // The bundled vmem_lsp, in the first of the interpreters that can run it (3.11 to 3.13).
+      const failures: [Interpreter, BundledCheck][] = [];
+      for (const candidate of candidates) {
+        this.status.starting(`Checking the bundled vmem-lsp with ${[candidate.command, ...candidate.args].join(" ")}`);
+        const check = await checkBundled(candidate, this.launcher, cwd);
+        if (check.ok) {
+          [interpreter, version, this.bundled] = [candidate, check.version, true];
+          break;
+        }
+        failures.push([candidate, check]);
+      }
+      if (version === undefined) {
+        this.interpreter = candidates[0];
+        this.reportCannotRunBundled(failures);
+        return;
       }
     }
     this.interpreter = interpreter;
     const shown = [interpreter.command, ...interpreter.args].join(" ");
-    if (!check.ok) {
-      this.reportNotInstalled(interpreter, check.reason, check.detail);
-      return;
-    }
-    const version = check.version;
-    this.output.appendLine(`[client] ${shown} (from the ${interpreter.source}): vmem_lsp ${version}`);
+    const what = this.bundled ? `the bundled vmem_lsp ${version}` : `vmem_lsp ${version}`;
+    this.output.appendLine(`[client] ${shown} (from the ${interpreter.source}): ${what}`);
     this.status.setConfiguredTargets(asTargets(vscode.workspace.getConfiguration(SECTION, scope).get("targets")));
 
     const serverOptions: ServerOptions = {
       command: interpreter.command,
-      args: [...interpreter.args, "-m", "vmem_lsp", "serve"],
+      args: this.vmemArgs("serve"),
       // stdio, but no `transport`: with TransportKind.stdio the client appends "--stdio" to the
       // arguments, which `vmem_lsp serve` rejects.
       options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: "1" } },
@@ -216,13 +270,13 @@ class Controller implements vscode.Disposable {
     client.onNotification(STATUS_NOTIFICATION, (params: StatusParams) => this.status.update(params));
     client.onDidChangeState((event) => {
       if (event.newState === State.Running) {
-        this.status.running(`vmem-lsp ${version} on ${shown}`);
+        this.status.running(`vmem-lsp ${version}${this.bundled ? " (bundled)" : ""} on ${shown}`);
       } else if (event.newState === State.Stopped && this.client === client && this.pendingRestarts === 0) {
         this.status.stopped("The vmem-lsp server is not running.");
       }
     });
     this.client = client;
-    this.status.starting(`Starting vmem-lsp ${version} on ${shown}`);
+    this.status.starting(`Starting ${what} on ${shown}`);
     await client.start();
   }
 
@@ -260,7 +314,9 @@ class Controller implements vscode.Disposable {
     const hint =
       reason === "failed"
         ? " Run `vmem-lsp doctor` in a terminal to see why."
-        : " Once it is installed, run `vmem-lsp doctor` in a terminal: it checks this machine.";
+        : interpreter.source === "setting"
+          ? ' Install it there, or set "vmemLsp.importStrategy" to "useBundled" to run the vmem-lsp this extension bundles in that Python.'
+          : " Once it is installed, run `vmem-lsp doctor` in a terminal: it checks this machine.";
     const buttons = reason === "failed" ? [DOCTOR] : [];
     void vscode.window
       .showErrorMessage(what + hint, "How to install", "Select interpreter", "Show output", ...buttons)
@@ -277,6 +333,35 @@ class Controller implements vscode.Disposable {
       });
   }
 
+  /** No interpreter could run the bundled vmem_lsp: says why, for each one tried. */
+  private reportCannotRunBundled(failures: [Interpreter, BundledCheck][]): void {
+    const why = failures.map(([interpreter, check]) => {
+      const shown = [interpreter.command, ...interpreter.args].join(" ");
+      const detail = check.ok ? "" : check.reason === "no-interpreter" ? "not found" : check.detail;
+      return `${shown} (from the ${interpreter.source}): ${detail}`;
+    });
+    const what =
+      "vmem-lsp: no Python here can run the vmem-lsp this extension bundles (it needs CPython 3.11 to 3.13 on Linux x86-64).";
+    this.output.appendLine(`[client] ${what}\n${why.map((w) => `  ${w}`).join("\n")}`);
+    this.status.notInstalled(`${what}\n${why.join("\n")}\nClick for how to install it.`);
+    void vscode.window
+      .showErrorMessage(
+        `${what} Tried: ${why.join("; ")}. Select a Python 3.11+ (vmemLsp.interpreter or the Python extension), or install vmem-lsp in yours.`,
+        "How to install",
+        "Select interpreter",
+        "Show output",
+      )
+      .then((choice) => {
+        if (choice === "How to install") {
+          this.showInstallHelp();
+        } else if (choice === "Select interpreter") {
+          void vscode.commands.executeCommand("workbench.action.openSettings", `${SECTION}.interpreter`);
+        } else if (choice === "Show output") {
+          this.output.show(true);
+        }
+      });
+  }
+
   showInstallHelp(): void {
     const python = this.interpreter ? [this.interpreter.command, ...this.interpreter.args].join(" ") : "python3";
     this.output.appendLine(
@@ -284,8 +369,16 @@ class Controller implements vscode.Disposable {
         "",
         "How to install vmem-lsp",
         "=======================",
-        "The extension runs `<python> -m vmem_lsp serve` with your own Python; it bundles no Python.",
+        "The extension bundles vmem-lsp's own Python code (no Python interpreter): it runs the server with",
+        "your Python, found as: the \"vmemLsp.interpreter\" setting, else the interpreter selected in the",
+        "Python extension, else the workspace's .venv (or venv), else python3 on PATH. That Python's own",
+        "vmem_lsp runs when it has one, else the bundled one (\"vmemLsp.importStrategy\"), which needs",
+        "CPython 3.11 to 3.13. The compile worker runs in the project's Python, with its jax and libtpu.",
         `It tried: ${python}`,
+        "",
+        "To use the bundled vmem-lsp: select a Python 3.11+ (set \"vmemLsp.interpreter\", or select one in the",
+        "Python extension) and, if \"vmemLsp.interpreter\" is set to a Python without vmem-lsp, set",
+        "\"vmemLsp.importStrategy\" to \"useBundled\". Or install vmem-lsp yourself:",
         "",
         "1. Install vmem-lsp (it brings jax[tpu], whose libtpu holds the TPU compiler; Linux, Python 3.11+):",
         "   vmem-lsp is not on PyPI yet: install it from its repository at a tag or commit,",
@@ -309,12 +402,13 @@ class Controller implements vscode.Disposable {
   runDoctor(): void {
     const scope = defaultScope();
     const python = this.interpreter ? [this.interpreter.command, ...this.interpreter.args] : ["python3"];
+    const command = this.interpreter && this.bundled ? [this.interpreter.command, ...this.vmemArgs("doctor")] : [...python, "-m", "vmem_lsp", "doctor"];
     const terminal = vscode.window.createTerminal({
       name: "vmem-lsp doctor",
       cwd: scope?.scheme === "file" ? scope.fsPath : undefined,
     });
     terminal.show();
-    terminal.sendText(shellCommand([...python, "-m", "vmem_lsp", "doctor"]));
+    terminal.sendText(shellCommand(command));
   }
 
   /** Settings changed: restart when needed; otherwise the language client forwards them. */
@@ -334,9 +428,10 @@ class Controller implements vscode.Disposable {
    * workers in the new one. */
   async onPythonInterpreterChanged(): Promise<void> {
     const scope = defaultScope();
-    if (this.interpreter?.source === "python extension" || this.interpreter?.source === "PATH") {
+    const first = this.first;
+    if (first && first.source !== "setting") {
       const next = await findInterpreter(scope);
-      if (next.command !== this.interpreter.command || next.args.join(" ") !== this.interpreter.args.join(" ")) {
+      if (next.command !== first.command || next.args.join(" ") !== first.args.join(" ")) {
         void this.restart(`the selected interpreter is now ${next.command}`);
         return;
       }
@@ -406,7 +501,7 @@ function describe(error: unknown): string {
 let controller: Controller | undefined;
 
 export function activate(context: vscode.ExtensionContext): void {
-  const ctl = new Controller();
+  const ctl = new Controller(context.extensionPath);
   controller = ctl;
   context.subscriptions.push(
     ctl.status,

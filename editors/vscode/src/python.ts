@@ -1,8 +1,10 @@
 // Which Python runs the server: the vmemLsp.interpreter setting, else the interpreter selected in
-// the Python extension (ms-python.python) when it is installed, else python3 on PATH; where that
-// one has no vmem_lsp, the Python of a `vmem-lsp` installed as a tool (pipx, uv tool) on PATH.
-// Nothing of Python is bundled: the server comes from the user's environment. And which Python the
-// server's worker compiles in: the project's, as the Python extension selected it (projectPython).
+// the Python extension (ms-python.python) when it is installed, else the workspace's .venv (or
+// venv), else python3 on PATH. Which vmem_lsp it runs (vmemLsp.importStrategy): that Python's own
+// when it can import it, else that of a `vmem-lsp` installed as a tool (pipx, uv tool) on PATH,
+// else the one the .vsix bundles (bundled/tool/launch.py, checked with checkBundled). And which
+// Python the server's worker compiles in: the project's, as the Python extension selected it
+// (projectPython), else the one the server finds (.venv).
 import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -16,7 +18,7 @@ export interface Interpreter {
   /** Arguments that come before ours (e.g. from `conda run`), usually none. */
   args: string[];
   /** Where it came from, for messages. */
-  source: "setting" | "python extension" | "PATH" | "vmem-lsp on PATH";
+  source: "setting" | "python extension" | "workspace's .venv" | "workspace's venv" | "PATH" | "vmem-lsp on PATH";
 }
 
 // The parts of the Python extension's exported API that we use. Both the newer `environments`
@@ -85,13 +87,42 @@ export async function fromPythonExtension(resource: vscode.Uri | undefined): Pro
   return undefined;
 }
 
-/** The interpreter to run the server with, in the order of precedence. */
-export async function findInterpreter(resource: vscode.Uri | undefined): Promise<Interpreter> {
+/** The interpreters that may run the server, in the order of precedence: the setting alone when
+ * it is set; else the Python extension's selection, the workspace's .venv/bin/python (or venv's)
+ * and python3 on PATH, those that are there (python3 always: whether it is, running it tells). */
+export async function findInterpreters(resource: vscode.Uri | undefined): Promise<Interpreter[]> {
   const configured = vscode.workspace.getConfiguration("vmemLsp", resource).get<string | null>("interpreter");
   if (configured && configured.trim()) {
-    return { command: expandVariables(configured.trim()), args: [], source: "setting" };
+    return [{ command: expandVariables(configured.trim()), args: [], source: "setting" }];
   }
-  return (await fromPythonExtension(resource)) ?? { command: "python3", args: [], source: "PATH" };
+  const found: Interpreter[] = [];
+  const selected = await fromPythonExtension(resource);
+  if (selected) {
+    found.push(selected);
+  }
+  const folder = resource?.scheme === "file" ? resource.fsPath : vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  for (const venv of [".venv", "venv"] as const) {
+    const python = folder ? path.join(folder, venv, process.platform === "win32" ? "Scripts/python.exe" : "bin/python") : "";
+    if (python && fs.existsSync(python) && !found.some((f) => f.command === python)) {
+      found.push({ command: python, args: [], source: venv === ".venv" ? "workspace's .venv" : "workspace's venv" });
+    }
+  }
+  found.push({ command: "python3", args: [], source: "PATH" });
+  return found;
+}
+
+/** The interpreter to run the server with: the first of findInterpreters. */
+export async function findInterpreter(resource: vscode.Uri | undefined): Promise<Interpreter> {
+  return (await findInterpreters(resource))[0];
+}
+
+/** vmemLsp.importStrategy: "fromEnvironment" (the interpreter's own vmem_lsp when it has one,
+ * else the bundled one) or "useBundled" (always the bundled one). */
+export type ImportStrategy = "fromEnvironment" | "useBundled";
+
+export function importStrategy(resource: vscode.Uri | undefined): ImportStrategy {
+  const value = vscode.workspace.getConfiguration("vmemLsp", resource).get<string>("importStrategy");
+  return value === "useBundled" ? "useBundled" : "fromEnvironment";
 }
 
 /** The Python of a `vmem-lsp` command on PATH (pipx and uv tool install one whose first line names
@@ -179,6 +210,37 @@ export function checkImportable(interpreter: Interpreter, cwd: string | undefine
         } else {
           resolve({ ok: false, reason: "failed", detail });
         }
+      },
+    );
+  });
+}
+
+export type BundledCheck =
+  | { ok: true; version: string; python: string }
+  | { ok: false; reason: "no-interpreter" | "cannot-run"; detail: string };
+
+/** Whether the bundled server runs with this interpreter: `python launch.py --check` imports the
+ * bundled vmem_lsp, pygls and libcst (whose native module exists for CPython 3.11 to 3.13 only),
+ * or says on stderr why it cannot (an older Python, no libraries for its version). */
+export function checkBundled(interpreter: Interpreter, launcher: string, cwd: string | undefined): Promise<BundledCheck> {
+  return new Promise((resolve) => {
+    execFile(
+      interpreter.command,
+      [...interpreter.args, launcher, "--check"],
+      { cwd, timeout: 60_000, windowsHide: true },
+      (error, stdout, stderr) => {
+        if (!error) {
+          try {
+            const answer = JSON.parse(stdout.trim().split("\n").pop() ?? "") as { vmem_lsp?: string; python?: string };
+            resolve({ ok: true, version: answer.vmem_lsp ?? "?", python: answer.python ?? "?" });
+          } catch {
+            resolve({ ok: false, reason: "cannot-run", detail: `unexpected answer: ${stdout.trim() || stderr.trim()}` });
+          }
+          return;
+        }
+        const code = (error as NodeJS.ErrnoException).code;
+        const detail = (stderr.trim() || error.message).replace(/^vmem-lsp \(bundled\): /, "");
+        resolve({ ok: false, reason: code === "ENOENT" || code === "EACCES" ? "no-interpreter" : "cannot-run", detail });
       },
     );
   });

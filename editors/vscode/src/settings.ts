@@ -25,7 +25,7 @@ export const SERVER_KEYS = [
 ] as const;
 
 /** Keys whose change needs a new server process rather than a didChangeConfiguration. */
-export const RESTART_KEYS = ["interpreter"] as const;
+export const RESTART_KEYS = ["interpreter", "importStrategy"] as const;
 
 export type ServerSettings = Partial<Record<(typeof SERVER_KEYS)[number], unknown>>;
 

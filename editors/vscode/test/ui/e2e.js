@@ -4,6 +4,10 @@
 //   VMEM_UI_URL=http://127.0.0.1:PORT/?folder=WS VMEM_UI_WS=WS VMEM_UI_OUT=DIR \
 //   VMEM_UI_SETTINGS=USER_SETTINGS_JSON [VMEM_UI_CAPTURE=DIR] node e2e.js
 //
+// With --bundled (run.sh's step 6: a clean profile, no vmemLsp.interpreter, a workspace .venv with
+// jax[tpu] alone), it checks only that the extension as installed runs the server it bundles in
+// that .venv's Python and shows the compiler's VMEM001 on copy_whole.py's BlockSpec lines.
+//
 // With VMEM_UI_CAPTURE, the notebook steps copy each file VS Code saved of copy_whole.ipynb into DIR
 // (vscode-written.ipynb before the fix, vscode-fixed.ipynb after it): tests/test_notebooks.py runs
 // --fix on such a capture, kept in tests/data/notebooks/.
@@ -30,6 +34,7 @@ const NB_CELL = 3;   // the kernel's cell, 0-based as the notebook list numbers 
 const NB_LINES = [7, 8];   // the BlockSpec lines of that cell: VMEM001 each
 const CAPTURE = process.env.VMEM_UI_CAPTURE || "";   // run.sh's VMEM_UI_CAPTURE: VS Code's saves go there
 const BUDGET_S = Number(process.env.VMEM_UI_TIMEOUT || 420);   // the whole script
+const BUNDLED = process.argv.includes("--bundled");
 
 function need(name) {
   const value = process.env[name];
@@ -483,6 +488,75 @@ async function notebookSteps() {
   await page.locator(".editor-group-container .tab", { hasText: NB_FILE }).first().waitFor({ state: "detached", timeout: 10000 });
 }
 
+/** The error squiggles of the visible editor: the 1-based line numbers beside them. */
+async function editorSquiggleLines() {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-group-container.active .monaco-editor");
+    if (!editor) return [];
+    return [...editor.querySelectorAll(".squiggly-error")].map((squiggle) => {
+      const top = squiggle.getBoundingClientRect().top;
+      const number = [...editor.querySelectorAll(".line-numbers")].find((n) => Math.abs(n.getBoundingClientRect().top - top) < 3);
+      return number ? Number(number.textContent.trim()) : undefined;
+    });
+  });
+}
+
+/** --bundled: copy_whole.py is open in a clean profile whose workspace .venv has jax[tpu] alone. The
+ * extension must have found that .venv's Python, run the vmem_lsp it bundles there (that Python has
+ * none), and the compiler's VMEM001 must be on the BlockSpec lines 18 and 19. */
+async function bundledSteps() {
+  step = "the bundled server, in the workspace's .venv";
+  const venvPython = path.join(WS, ".venv", "bin", "python");
+  // "[client] <python> (from the <where>): <which vmem_lsp>", or why none could start.
+  const started = await until("the output channel to say which vmem_lsp runs", 90, async () => {
+    let text = "";
+    try {
+      text = channelLog();
+    } catch {
+      return undefined;   // no output channel yet
+    }
+    return text.split("\n").find((l) => /^\[client\] \S+ \(from the [^)]*\): /.test(l) || /^\[client\] .*(no Python here|did not start)/.test(l));
+  });
+  log(`output channel: ${started}`);
+  if (!started.startsWith(`[client] ${venvPython} (from the workspace's .venv): the bundled vmem_lsp`)) {
+    fail(`the extension did not run the bundled vmem_lsp in ${venvPython}: ${started}\n${channelLog().slice(-3000)}`);
+  }
+
+  step = "error squiggles on lines 18 and 19 from the bundled server";
+  await until("error squiggles on the BlockSpec lines 18 and 19", 240, async () => {
+    const text = (await statusText()) || "";
+    if (/not installed|crashed|stopped/.test(text)) {
+      fail(`the status bar says "${text}": the bundled server did not start or its worker died\n${channelLog().slice(-3000)}`);
+    }
+    const lines = await editorSquiggleLines();
+    return lines.includes(18) && lines.includes(19) ? lines : undefined;
+  });
+  log(`squiggles on lines ${[...new Set(await editorSquiggleLines())].sort((a, b) => a - b).join(", ")}`);
+
+  step = "the compiler's VMEM001 on lines 18 and 19 in the Problems panel";
+  await page.keyboard.press("Control+Shift+M");
+  await page.waitForSelector(".markers-panel", { timeout: 20000 });
+  const collapse = page.locator('.part.panel .action-label[aria-label^="Collapse All"]').first();
+  await until("VMEM problems in the Problems panel", 60, async () => (await problems()).length > 0);
+  if (await collapse.isVisible().catch(() => false)) {
+    await collapse.click();
+    await page.locator(".markers-panel .monaco-list-row", { hasText: FILE }).first().locator(".monaco-tl-twistie").click();
+  }
+  const rows = await until("VMEM001 [compiler] rows for lines 18 and 19", 60, async () => {
+    const found = await problems();
+    return [18, 19].every((line) => found.some((p) => p.file === FILE && p.code === "VMEM001" && p.line === line && p.text.includes("[compiler]")))
+      ? found : undefined;
+  });
+  for (const row of rows) log(`problem: ${row.text}`);
+  const ready = await until('the status bar to say "ready"', 60, async () => {
+    const text = await statusText();
+    return text && /VMEM.*ready/.test(text) ? text : undefined;
+  });
+  log(`status bar shows "${ready}"`);
+  await screenshot("bundled-squiggles-and-problems");
+  log(`PASS (bundled): the status bar went ${(await statusHistory()).map((s) => `"${s}"`).join(" → ")}`);
+}
+
 // ---- the test ------------------------------------------------------------------------------------
 
 async function main() {
@@ -515,6 +589,11 @@ async function main() {
     step = "status bar item";
     const firstStatus = await until('a status-bar item with "VMEM"', 60, statusText);
     log(`status bar shows "${firstStatus}"`);
+
+    if (BUNDLED) {
+      await bundledSteps();
+      return;
+    }
 
     step = "error squiggles from the compiler";
     await until("error squiggles in the editor", 180, async () => {

@@ -16,14 +16,22 @@
 # 5. runs e2e.js (playwright-core): squiggles, Problems, hover, quick fix, save, status bar, a
 #    block-shape compile error (VMEM030) and its fix, the notebook (squiggle and Problems row in its
 #    kernel's cell, a save, the quick fix from the cell, the save that clears it), output, and the
-#    "not installed" path. Screenshots go to test/ui/output/.
+#    "not installed" path. Screenshots go to test/ui/output/;
+# 6. then the extension as a user gets it on install (issue 44): a clean profile (fresh user data and
+#    extensions folders, no vmemLsp.interpreter setting, no Python extension) with the .vsix
+#    installed, and a workspace whose .venv has jax[tpu] alone (a link to $VMEM_UI_CACHE/jax-venv,
+#    made once by `$VMEM_UI_JAX_PYTHON -m venv` (default python3.11) and pip; checked to have no
+#    vmem_lsp, pygls or libcst): e2e.js --bundled sees the compiler's VMEM001 on the BlockSpec lines
+#    18 and 19 of copy_whole.py (squiggles and Problems rows) from the bundled server, which the
+#    extension ran in that .venv's Python. Screenshots go to test/ui/output/bundled/.
 #
 # VMEM_UI_CAPTURE=DIR copies the notebook as VS Code's serializer saved it into DIR:
 # vscode-written.ipynb (saved after an edit that keeps it overflowing, before the fix) and
 # vscode-fixed.ipynb (saved after the quick fix). tests/data/notebooks/ holds such a capture.
 #
 # Exits non-zero on any failure; code-server and everything it started are killed on exit.
-# Reaches only Debian's packages and the npm registry (on a cold cache).
+# Reaches Debian's packages, the npm registry and PyPI (on a cold cache; the .vsix's bundled Python
+# and the jax-venv come from PyPI, through pip's cache when warm).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 EXT=$(cd "$HERE/../.." && pwd)
@@ -52,7 +60,27 @@ say "toolchain in $CACHE"
 setup_vars=$(VMEM_UI_CACHE="$CACHE" bash "$HERE/setup.sh") || die "toolchain set-up failed"
 eval "$setup_vars"      # NODE_DIR, CS_ENTRY, TOOLS_MODULES
 
-# 2. The .vsix, built with the machine's node and npm as a developer would.
+# The workspace .venv of step 6: jax[tpu] and nothing of vmem-lsp, made once.
+JAX_VENV=$CACHE/jax-venv
+JAX_PINS="jax[tpu]==0.10.2 libtpu==0.0.42.1"
+JAX_PYTHON=${VMEM_UI_JAX_PYTHON:-python3.11}
+if [ "$(cat "$JAX_VENV/.stamp" 2>/dev/null)" != "$JAX_PINS" ]; then
+  say "a venv with $JAX_PINS alone in $JAX_VENV ($JAX_PYTHON)"
+  rm -rf "$JAX_VENV"
+  "$JAX_PYTHON" -m venv "$JAX_VENV" || die "$JAX_PYTHON -m venv $JAX_VENV"
+  "$JAX_VENV/bin/python" -m pip install --quiet --disable-pip-version-check $JAX_PINS > "$CACHE/jax-venv.log" 2>&1 \
+    || { cat "$CACHE/jax-venv.log"; die "pip install $JAX_PINS into $JAX_VENV"; }
+  echo "$JAX_PINS" > "$JAX_VENV/.stamp"
+fi
+(cd / && "$JAX_VENV/bin/python" -c "import jax, libtpu") || die "$JAX_VENV cannot import jax and libtpu"
+for module in vmem_lsp pygls libcst; do
+  if (cd / && "$JAX_VENV/bin/python" -c "import $module" 2>/dev/null); then
+    die "$JAX_VENV can import $module: it must have jax[tpu] alone"
+  fi
+done
+
+# 2. The .vsix, built with the machine's node and npm as a developer would (npm run package bundles
+#    the server's Python: scripts/bundle_python.sh).
 say "building the .vsix"
 cd "$EXT"
 lock_stamp="$(sha256sum package-lock.json | cut -c1-16) $(node -v)"
@@ -60,7 +88,7 @@ if [ "$(cat node_modules/.vmem-lock-stamp 2>/dev/null)" != "$lock_stamp" ]; then
   npm ci --no-audit --no-fund --loglevel=error
   echo "$lock_stamp" > node_modules/.vmem-lock-stamp
 fi
-npm run --silent package >/dev/null || die "npm run package failed"
+npm run --silent package > "$CACHE/package.log" 2>&1 || { cat "$CACHE/package.log"; die "npm run package failed"; }
 VSIX=$EXT/vmem-lsp.vsix
 [ -f "$VSIX" ] || die "no $VSIX"
 say "built $(basename "$VSIX") ($(du -k "$VSIX" | cut -f1) KiB)"
@@ -76,9 +104,8 @@ write_notebook([Path(sys.argv[1])], Path(sys.argv[2]))' "$REPO/examples/copy_who
   || die "writing copy_whole.ipynb failed (is nbformat installed in $PYTHON?)"
 printf '[tool.vmem-lsp]\ntargets = ["v6e"]\n' > "$RUN/ws/pyproject.toml"
 SETTINGS=$RUN/user-data/User/settings.json
-cat > "$SETTINGS" <<EOF
-{
-  "vmemLsp.interpreter": "$PYTHON",
+# The settings of both profiles but vmemLsp.interpreter (the clean profile of step 6 has none).
+COMMON_SETTINGS=$(cat <<'EOF'
   "chat.disableAIFeatures": true,
   "editor.autoClosingBrackets": "never",
   "editor.autoClosingQuotes": "never",
@@ -97,14 +124,17 @@ cat > "$SETTINGS" <<EOF
   "workbench.secondarySideBar.defaultVisibility": "hidden",
   "workbench.startupEditor": "none",
   "workbench.tips.enabled": false
-}
 EOF
+)
+printf '{\n  "vmemLsp.interpreter": "%s",\n%s\n}\n' "$PYTHON" "$COMMON_SETTINGS" > "$SETTINGS"
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" > "$RUN/config.yaml"
+CS_USER_DATA=$RUN/user-data
+CS_EXTENSIONS=$RUN/extensions
 code_server() {
   "$NODE_DIR/bin/node" "$CS_ENTRY" --config "$RUN/config.yaml" --bind-addr "127.0.0.1:$PORT" --auth none \
     --disable-telemetry --disable-update-check --disable-workspace-trust --disable-getting-started-override \
-    --user-data-dir "$RUN/user-data" --extensions-dir "$RUN/extensions" "$@"
+    --user-data-dir "$CS_USER_DATA" --extensions-dir "$CS_EXTENSIONS" "$@"
 }
 
 # 4. Install the .vsix, start code-server, and make sure it and all it starts die with us.
@@ -129,8 +159,8 @@ ours() {   # processes started in or on this run's folder (the vmem-lsp worker h
     fi
   done
 }
-cleanup() {
-  local rc=$? pids="" p
+stop_all() {   # code-server, e2e.js and all they started
+  local pids="" p alive
   for p in $E2E_PID $CS_PID; do pids="$pids $p $(descendants "$p")"; done
   pids=$(echo $pids $(ours) | tr ' ' '\n' | sort -u | tr '\n' ' ')
   if [ -n "${pids// /}" ]; then
@@ -141,6 +171,11 @@ cleanup() {
     done
     [ -n "${alive:-}" ] && kill -KILL $alive 2>/dev/null || true
   fi
+  CS_PID=""
+}
+cleanup() {
+  local rc=$? left
+  stop_all
   left=$(ours)
   if [ -n "$left" ]; then
     echo "run.sh: processes left behind: $left" >&2
@@ -151,18 +186,22 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "starting code-server on 127.0.0.1:$PORT"
-setsid bash -c 'cd "$1" && shift && exec "$@"' _ "$RUN" "$NODE_DIR/bin/node" "$CS_ENTRY" \
-  --config "$RUN/config.yaml" --bind-addr "127.0.0.1:$PORT" --auth none \
-  --disable-telemetry --disable-update-check --disable-workspace-trust --disable-getting-started-override \
-  --user-data-dir "$RUN/user-data" --extensions-dir "$RUN/extensions" > "$RUN/code-server.log" 2>&1 &
-CS_PID=$!
-for _ in $(seq 120); do
-  curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
-  kill -0 "$CS_PID" 2>/dev/null || { cat "$RUN/code-server.log"; die "code-server exited"; }
-  sleep 0.5
-done
-curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || die "code-server did not answer on 127.0.0.1:$PORT"
+# start_code_server LOG: in the background (CS_PID) with $CS_USER_DATA and $CS_EXTENSIONS, on $PORT.
+start_code_server() {
+  say "starting code-server on 127.0.0.1:$PORT"
+  setsid bash -c 'cd "$1" && shift && exec "$@"' _ "$RUN" "$NODE_DIR/bin/node" "$CS_ENTRY" \
+    --config "$RUN/config.yaml" --bind-addr "127.0.0.1:$PORT" --auth none \
+    --disable-telemetry --disable-update-check --disable-workspace-trust --disable-getting-started-override \
+    --user-data-dir "$CS_USER_DATA" --extensions-dir "$CS_EXTENSIONS" > "$1" 2>&1 &
+  CS_PID=$!
+  for _ in $(seq 120); do
+    curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
+    kill -0 "$CS_PID" 2>/dev/null || { cat "$1"; die "code-server exited"; }
+    sleep 0.5
+  done
+  curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || die "code-server did not answer on 127.0.0.1:$PORT"
+}
+start_code_server "$RUN/code-server.log"
 
 # 5. The browser test.
 say "running e2e.js"
@@ -179,7 +218,39 @@ if [ "$rc" != 0 ]; then
   find "$RUN/user-data/logs" -name '*VMEM*' -exec tail -n 40 {} + >&2 2>/dev/null || true
   die "e2e.js failed (exit $rc); screenshots in $OUT, code-server's log in $RUN/code-server.log"
 fi
-say "PASS (screenshots in $OUT)"
+say "PASS with vmemLsp.interpreter = $PYTHON (screenshots in $OUT)"
 if [ -n "$CAPTURE" ]; then
   say "VS Code's saves of the notebook in $CAPTURE: $(cd "$CAPTURE" && ls vscode-*.ipynb | tr '\n' ' ')"
 fi
+stop_all
+
+# 6. The clean profile: the .vsix as installed, no setting, a .venv with jax[tpu] alone.
+CLEAN=$RUN/clean
+CS_USER_DATA=$CLEAN/user-data
+CS_EXTENSIONS=$CLEAN/extensions
+mkdir -p "$CLEAN/ws" "$CS_USER_DATA/User" "$CS_EXTENSIONS" "$OUT/bundled"
+cp "$REPO/examples/copy_whole.py" "$CLEAN/ws/"
+printf '[tool.vmem-lsp]\ntargets = ["v6e"]\n' > "$CLEAN/ws/pyproject.toml"
+ln -s "$JAX_VENV" "$CLEAN/ws/.venv"
+printf '{\n%s\n}\n' "$COMMON_SETTINGS" > "$CS_USER_DATA/User/settings.json"
+if grep -q vmemLsp "$CS_USER_DATA/User/settings.json"; then die "the clean profile has vmemLsp settings"; fi
+say "installing the .vsix into a clean profile"
+code_server --install-extension "$VSIX" --force > "$CLEAN/install.log" 2>&1 || { cat "$CLEAN/install.log"; die "installing the .vsix failed"; }
+installed=$(code_server --list-extensions 2>/dev/null)
+[ "$installed" = "vmem-lsp.vmem-lsp" ] || die "the clean profile has other extensions than ours: $installed"
+start_code_server "$CLEAN/code-server.log"
+say "running e2e.js --bundled"
+set +e
+VMEM_UI_URL="http://127.0.0.1:$PORT/?folder=$CLEAN/ws" VMEM_UI_WS="$CLEAN/ws" VMEM_UI_OUT="$OUT/bundled" \
+  VMEM_UI_SETTINGS="$CS_USER_DATA/User/settings.json" NODE_PATH="$TOOLS_MODULES" "$NODE_DIR/bin/node" "$HERE/e2e.js" --bundled &
+E2E_PID=$!
+wait "$E2E_PID"
+rc=$?
+E2E_PID=""
+set -e
+if [ "$rc" != 0 ]; then
+  echo "--- the extension host's log (vmem-lsp output channel) ---" >&2
+  find "$CS_USER_DATA/logs" -name '*VMEM*' -exec tail -n 40 {} + >&2 2>/dev/null || true
+  die "e2e.js --bundled failed (exit $rc); screenshots in $OUT/bundled, code-server's log in $CLEAN/code-server.log"
+fi
+say "PASS with the bundled server in a clean profile (screenshots in $OUT/bundled)"
