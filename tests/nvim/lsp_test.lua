@@ -20,11 +20,30 @@ local function lines_of(diagnostics)
   return found
 end
 
--- The folder is trusted the way a user would, from their own init.lua: trusted_folders.
-require("vmem_lsp").setup({ cmd = { python, "-m", "vmem_lsp", "serve" }, settings = { targets = { "v6e" } },
-                            trusted_folders = { vim.fn.fnamemodify(file, ":p:h") } })
+-- The client is set up as a user would in their own init.lua, the folder trusted there too.
+-- VMEM_CLIENT=enable: Neovim 0.11's way, lsp/vmem_lsp.lua found on the runtime path, the user's
+-- options by vim.lsp.config. Else require("vmem_lsp").setup().
+if os.getenv("VMEM_CLIENT") == "enable" then
+  vim.lsp.config("vmem_lsp", { cmd = { python, "-m", "vmem_lsp", "serve" },
+                               settings = { vmemLsp = { targets = { "v6e" } } },
+                               init_options = { trustedFolders = { vim.fn.fnamemodify(file, ":p:h") } } })
+  vim.lsp.enable("vmem_lsp")
+else
+  require("vmem_lsp").setup({ cmd = { python, "-m", "vmem_lsp", "serve" }, settings = { targets = { "v6e" } },
+                              trusted_folders = { vim.fn.fnamemodify(file, ":p:h") } })
+end
 vim.cmd("edit " .. file)
 local bufnr = vim.api.nvim_get_current_buf()
+
+-- A config that does not start the server for this buffer (its filetypes, its cmd) fails here, not
+-- after the wait for diagnostics. get_clients is 0.10's; buf_get_clients, 0.7's, is deprecated there.
+local function attached()
+  local clients = vim.lsp.get_clients and vim.lsp.get_clients({ bufnr = bufnr }) or vim.lsp.buf_get_clients(bufnr)
+  return next(clients) ~= nil
+end
+if not vim.wait(30000, attached, 100) then
+  return finish("no language server attached to " .. file .. " within 30 s (filetype " .. vim.bo[bufnr].filetype .. ")")
+end
 
 if not vim.wait(240000, function() return #vim.diagnostic.get(bufnr) >= 3 end, 200) then
   return finish("no VMEM diagnostics within 240 s")
@@ -35,9 +54,11 @@ seen.steps[#seen.steps + 1] = "diagnostics"
 -- Code actions on line 18 (the input BlockSpec): fixes are searched right after the verdict.
 local actions
 local ok = vim.wait(120000, function()
-  local params = vim.lsp.util.make_range_params()
+  local params = vim.lsp.util.make_range_params(0, "utf-16")
   params.range = { start = { line = 17, character = 31 }, ["end"] = { line = 17, character = 37 } }
-  params.context = { diagnostics = vim.lsp.diagnostic.get_line_diagnostics(bufnr, 17) }
+  -- vim.lsp.diagnostic.from is 0.11's (get_line_diagnostics, 0.7's, is deprecated there)
+  params.context = { diagnostics = vim.lsp.diagnostic.from and vim.lsp.diagnostic.from(vim.diagnostic.get(bufnr, { lnum = 17 }))
+                                   or vim.lsp.diagnostic.get_line_diagnostics(bufnr, 17) }
   local responses = vim.lsp.buf_request_sync(bufnr, "textDocument/codeAction", params, 5000) or {}
   for _, response in pairs(responses) do
     if response.result and #response.result > 0 then

@@ -1,4 +1,10 @@
--- vmem-lsp for Neovim's built-in LSP client.
+-- vmem-lsp for Neovim's built-in LSP client, Neovim 0.7 to 0.10 (and 0.11+ for those who keep it).
+--
+-- On Neovim 0.11+, lsp/vmem_lsp.lua is the way: with editors/nvim on the runtime path,
+-- vim.lsp.enable("vmem_lsp"), and vim.lsp.config("vmem_lsp", { cmd = ..., settings = { vmemLsp = ... },
+-- init_options = { trustedFolders = ... } }) for your own options (see that file).
+--
+-- On 0.7 to 0.10 (the same options, under other names):
 --
 --   require("vmem_lsp").setup({
 --     cmd = { "/path/to/venv/bin/python", "-m", "vmem_lsp", "serve" },  -- default: { "vmem-lsp", "serve" }
@@ -10,17 +16,10 @@
 -- folder. Trust is yours to give: here in your own config, with `vmem-lsp trust DIR`, or by
 -- answering the server's notice. Never put trusted_folders in a project's .nvim.lua.
 --
--- Uses vim.lsp.config / vim.lsp.enable on Neovim 0.11+, vim.lsp.start on 0.8-0.10,
--- and vim.lsp.start_client + vim.lsp.buf_attach_client on 0.7.
+-- Both start from lua/vmem_lsp/client.lua's table. setup() uses vim.lsp.config / vim.lsp.enable on
+-- Neovim 0.11+, vim.lsp.start on 0.8-0.10, and vim.lsp.start_client + vim.lsp.buf_attach_client on 0.7.
+local client = require("vmem_lsp.client")
 local M = {}
-
-local defaults = {
-  cmd = { "vmem-lsp", "serve" },
-  filetypes = { "python" },
-  root_markers = { "pyproject.toml", "setup.py", ".git" },
-  settings = {},
-  trusted_folders = {},
-}
 
 local function root_dir(path, markers)
   local dir = vim.fn.fnamemodify(path, ":p:h")
@@ -35,56 +34,42 @@ local function root_dir(path, markers)
   return vim.fn.getcwd()
 end
 
--- The client answers workspace/configuration with the "vmemLsp" section.
-local function handlers(settings)
-  return {
-    ["workspace/configuration"] = function(_, params)
-      local result = {}
-      for _, item in ipairs(params.items or {}) do
-        table.insert(result, item.section == "vmemLsp" and settings or vim.NIL)
-      end
-      return result
-    end,
+-- setup()'s options (settings flat, trusted_folders) as a client config over client.lua's.
+local function config(user)
+  user = user or {}
+  local mine = {
+    cmd = user.cmd,
+    filetypes = user.filetypes,
+    root_markers = user.root_markers,
+    settings = { vmemLsp = user.settings },
+    init_options = { trustedFolders = user.trusted_folders },
   }
-end
-
-local function config(opts)
-  return {
-    name = "vmem-lsp",
-    cmd = opts.cmd,
-    -- Trusted folders go in the initialization options only: the server never takes them
-    -- from workspace/configuration, which a project's own files can answer.
-    init_options = vim.tbl_extend("force", opts.settings,
-      { trustedFolders = vim.tbl_map(function(f) return vim.fn.fnamemodify(vim.fn.expand(f), ":p") end,
-                                     opts.trusted_folders) }),
-    settings = { vmemLsp = opts.settings },
-    handlers = handlers(opts.settings),
-  }
+  return vim.tbl_deep_extend("force", client.config(), mine)
 end
 
 function M.setup(user)
-  local opts = vim.tbl_deep_extend("force", defaults, user or {})
+  local cfg = config(user)
   if vim.lsp.config and vim.lsp.enable then
-    vim.lsp.config("vmem_lsp", vim.tbl_extend("force", config(opts), {
-      filetypes = opts.filetypes, root_markers = opts.root_markers }))
+    vim.lsp.config("vmem_lsp", cfg)
     vim.lsp.enable("vmem_lsp")
     return
   end
+  cfg.name = "vmem-lsp"
   local client_id
   local function attach(args)
     local bufnr = args.buf
     local path = vim.api.nvim_buf_get_name(bufnr)
-    local cfg = vim.tbl_extend("force", config(opts), { root_dir = root_dir(path, opts.root_markers) })
+    local started = vim.tbl_extend("force", cfg, { root_dir = root_dir(path, cfg.root_markers) })
     if vim.lsp.start then
-      vim.lsp.start(cfg, { bufnr = bufnr })
+      vim.lsp.start(started, { bufnr = bufnr })
       return
     end
     if not client_id or vim.lsp.client_is_stopped(client_id) then
-      client_id = vim.lsp.start_client(cfg)
+      client_id = vim.lsp.start_client(started)
     end
     vim.lsp.buf_attach_client(bufnr, client_id)
   end
-  vim.api.nvim_create_autocmd("FileType", { pattern = opts.filetypes, callback = attach })
+  vim.api.nvim_create_autocmd("FileType", { pattern = cfg.filetypes, callback = attach })
 end
 
 return M

@@ -1,0 +1,15 @@
+-- vmem-lsp for Neovim 0.11+: with editors/nvim on the runtime path,
+--
+--   vim.lsp.config("vmem_lsp", {
+--     cmd = { "/path/to/venv/bin/python", "-m", "vmem_lsp", "serve" },  -- default: { "vmem-lsp", "serve" }
+--     settings = { vmemLsp = { targets = { "v5e", "v6e" } } },  -- the server's options (docs/configuration.md)
+--     init_options = { trustedFolders = { "~/src/my-kernels" } },  -- folders whose examples may run
+--   })
+--   vim.lsp.enable("vmem_lsp")
+--
+-- vim.lsp.enable("vmem_lsp") alone starts `vmem-lsp serve` for Python files. The server compiles a
+-- file's `# vmem:` examples, which runs that folder's code, only in a trusted folder: list it in
+-- init_options.trustedFolders in your own config (never in a project's .nvim.lua), run
+-- `vmem-lsp trust DIR`, or answer the server's notice. The table is lua/vmem_lsp/client.lua's,
+-- which require("vmem_lsp").setup() (Neovim 0.7 to 0.10) starts from too.
+return require("vmem_lsp.client").config()
