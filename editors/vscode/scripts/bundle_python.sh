@@ -74,8 +74,12 @@ for version in $VERSIONS; do
     || die "pip install of bundled/requirements.txt for CPython $version"
   rm -rf "$LIBS/$tag/bin"   # console scripts (tqdm's) with this machine's paths in them
   find "$LIBS/$tag/libcst" -type d -name tests -prune -exec rm -rf {} +   # libcst's own tests: 1.8 MB
-  ls "$LIBS/$tag"/libcst/native.cpython-${tag#cp}-*.so > /dev/null 2>&1 || die "no native libcst for CPython $version"
   echo "$stamp" > "$LIBS/$tag/.stamp"
+done
+for version in $VERSIONS; do   # (a folder kept by its stamp too: it may have been damaged since)
+  tag=cp${version/./}
+  ls "$LIBS/$tag"/libcst/native.cpython-${tag#cp}-*.so "$LIBS/$tag"/pygls/__init__.py > /dev/null 2>&1 \
+    || die "no native libcst or no pygls for CPython $version in bundled/libs/$tag (rm -rf it and run again)"
 done
 # Versions no longer asked for.
 for folder in "$LIBS"/cp*; do

@@ -507,15 +507,19 @@ async function editorSquiggleLines() {
 async function bundledSteps() {
   step = "the bundled server, in the workspace's .venv";
   const venvPython = path.join(WS, ".venv", "bin", "python");
-  // "[client] <python> (from the <where>): <which vmem_lsp>", or why none could start.
+  // "[client] <python> (from the <where>): <which vmem_lsp>", or why none could start
+  // ("[client] vmem-lsp is not installed in ...", "[client] vmem-lsp: no Python here can run ...").
   const started = await until("the output channel to say which vmem_lsp runs", 90, async () => {
+    const status = (await statusText()) || "";
     let text = "";
     try {
       text = channelLog();
     } catch {
       return undefined;   // no output channel yet
     }
-    return text.split("\n").find((l) => /^\[client\] \S+ \(from the [^)]*\): /.test(l) || /^\[client\] .*(no Python here|did not start)/.test(l));
+    const line = text.split("\n").find((l) => /^\[client\] (\S+ \(from the [^)]*\): |vmem-lsp)/.test(l));
+    if (!line && /not installed|stopped/.test(status)) fail(`the status bar says "${status}"; the output:\n${text}`);
+    return line;
   });
   log(`output channel: ${started}`);
   if (!started.startsWith(`[client] ${venvPython} (from the workspace's .venv): the bundled vmem_lsp`)) {

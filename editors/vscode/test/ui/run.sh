@@ -25,6 +25,8 @@
 #    18 and 19 of copy_whole.py (squiggles and Problems rows) from the bundled server, which the
 #    extension ran in that .venv's Python. Screenshots go to test/ui/output/bundled/.
 #
+# VMEM_UI_ONLY=bundled runs step 6 alone (steps 4 and 5 are skipped).
+#
 # VMEM_UI_CAPTURE=DIR copies the notebook as VS Code's serializer saved it into DIR:
 # vscode-written.ipynb (saved after an edit that keeps it overflowing, before the fix) and
 # vscode-fixed.ipynb (saved after the quick fix). tests/data/notebooks/ holds such a capture.
@@ -51,6 +53,7 @@ die() { echo "run.sh: FAILED: $*" >&2; exit 1; }
 [ -x "$PYTHON" ] || die "no Python at $PYTHON (set VMEM_PYTHON to an interpreter with vmem_lsp installed)"
 (cd / && "$PYTHON" -c "import vmem_lsp") || die "$PYTHON cannot import vmem_lsp (pip install -e $REPO)"
 BAD_PYTHON=${VMEM_UI_BAD_PYTHON:-/usr/bin/python3}   # for the "not installed" check
+ONLY=${VMEM_UI_ONLY:-}   # "bundled": step 6 alone (the clean profile), skipping steps 4 and 5
 if (cd / && "$BAD_PYTHON" -c "import vmem_lsp" 2>/dev/null); then
   die "$BAD_PYTHON has vmem_lsp: set VMEM_UI_BAD_PYTHON to a Python without it"
 fi
@@ -138,9 +141,11 @@ code_server() {
 }
 
 # 4. Install the .vsix, start code-server, and make sure it and all it starts die with us.
-say "installing the .vsix into code-server"
-code_server --install-extension "$VSIX" --force > "$RUN/install.log" 2>&1 || { cat "$RUN/install.log"; die "installing the .vsix failed"; }
-code_server --list-extensions --show-versions 2>/dev/null | grep -q '^vmem-lsp.vmem-lsp@' || die "the extension is not listed after install"
+if [ "$ONLY" != bundled ]; then
+  say "installing the .vsix into code-server"
+  code_server --install-extension "$VSIX" --force > "$RUN/install.log" 2>&1 || { cat "$RUN/install.log"; die "installing the .vsix failed"; }
+  code_server --list-extensions --show-versions 2>/dev/null | grep -q '^vmem-lsp.vmem-lsp@' || die "the extension is not listed after install"
+fi
 
 CS_PID=""
 E2E_PID=""
@@ -201,28 +206,30 @@ start_code_server() {
   done
   curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || die "code-server did not answer on 127.0.0.1:$PORT"
 }
-start_code_server "$RUN/code-server.log"
+if [ "$ONLY" != bundled ]; then
+  start_code_server "$RUN/code-server.log"
 
-# 5. The browser test.
-say "running e2e.js"
-set +e
-VMEM_UI_URL="http://127.0.0.1:$PORT/?folder=$RUN/ws" VMEM_UI_WS="$RUN/ws" VMEM_UI_OUT="$OUT" \
-  VMEM_UI_SETTINGS="$SETTINGS" VMEM_UI_BAD_PYTHON="$BAD_PYTHON" VMEM_UI_CAPTURE="$CAPTURE" NODE_PATH="$TOOLS_MODULES" "$NODE_DIR/bin/node" "$HERE/e2e.js" &
-E2E_PID=$!
-wait "$E2E_PID"
-rc=$?
-E2E_PID=""
-set -e
-if [ "$rc" != 0 ]; then
-  echo "--- the extension host's log (vmem-lsp output channel) ---" >&2
-  find "$RUN/user-data/logs" -name '*VMEM*' -exec tail -n 40 {} + >&2 2>/dev/null || true
-  die "e2e.js failed (exit $rc); screenshots in $OUT, code-server's log in $RUN/code-server.log"
+  # 5. The browser test.
+  say "running e2e.js"
+  set +e
+  VMEM_UI_URL="http://127.0.0.1:$PORT/?folder=$RUN/ws" VMEM_UI_WS="$RUN/ws" VMEM_UI_OUT="$OUT" \
+    VMEM_UI_SETTINGS="$SETTINGS" VMEM_UI_BAD_PYTHON="$BAD_PYTHON" VMEM_UI_CAPTURE="$CAPTURE" NODE_PATH="$TOOLS_MODULES" "$NODE_DIR/bin/node" "$HERE/e2e.js" &
+  E2E_PID=$!
+  wait "$E2E_PID"
+  rc=$?
+  E2E_PID=""
+  set -e
+  if [ "$rc" != 0 ]; then
+    echo "--- the extension host's log (vmem-lsp output channel) ---" >&2
+    find "$RUN/user-data/logs" -name '*VMEM*' -exec tail -n 40 {} + >&2 2>/dev/null || true
+    die "e2e.js failed (exit $rc); screenshots in $OUT, code-server's log in $RUN/code-server.log"
+  fi
+  say "PASS with vmemLsp.interpreter = $PYTHON (screenshots in $OUT)"
+  if [ -n "$CAPTURE" ]; then
+    say "VS Code's saves of the notebook in $CAPTURE: $(cd "$CAPTURE" && ls vscode-*.ipynb | tr '\n' ' ')"
+  fi
+  stop_all
 fi
-say "PASS with vmemLsp.interpreter = $PYTHON (screenshots in $OUT)"
-if [ -n "$CAPTURE" ]; then
-  say "VS Code's saves of the notebook in $CAPTURE: $(cd "$CAPTURE" && ls vscode-*.ipynb | tr '\n' ' ')"
-fi
-stop_all
 
 # 6. The clean profile: the .vsix as installed, no setting, a .venv with jax[tpu] alone.
 CLEAN=$RUN/clean
