@@ -585,3 +585,16 @@ def test_a_0_d_argument_written_f32_brackets_is_checked_and_no_cache_leaves_the_
     )
     assert "128.00M" in direct, direct
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scalar_scale.py"]
+
+
+def test_a_grid_sized_from_data_says_so(tmp_path):
+    """megablox's gmm, as jax writes it, sizes its grid's middle axis from the group sizes at run
+    time; the fit line said `grid (8, -1, 8)`."""
+    from support.jax_ops import EXAMPLES, copy_with_example
+
+    example = EXAMPLES["megablox/gmm.py"].replace("tiling=(1024, 1024, 1024)", "tiling=(256, 256, 256)")
+    path = copy_with_example("megablox/gmm.py", example, tmp_path)
+    done, report = run_json("check", path.name, "--target", "v5e", "--show-fits", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [fit] = by(report["diagnostics"], code="VMEM007")
+    assert "(grid (8, ?, 8), ? sized from the data at run time; input 0 bf16[256,256]" in fit["message"], fit

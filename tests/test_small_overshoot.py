@@ -49,9 +49,9 @@ def test_two_chips_name_the_one_with_a_small_overshoot_and_ranges_stay_short():
     )
 
 
-def direct(limit: int | None) -> str:
+def direct(limit: int | None, rows: int = 1056) -> str:
     """near_limit.py's kernel compiled directly for v5e's deviceless topology, jitted whole, with
-    `limit` as its vmem_limit_bytes: "fits", or the compiler's error."""
+    `limit` as its vmem_limit_bytes and blocks of `rows`: "fits", or the compiler's error."""
     return compile_directly(
         "v5e",
         f"""
@@ -60,9 +60,9 @@ def direct(limit: int | None) -> str:
         params = dict(compiler_params=pltpu.CompilerParams(vmem_limit_bytes={limit})) if {limit} else {{}}
         run = lambda x: pl.pallas_call(
             near.copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(4,),
-            in_specs=[pl.BlockSpec((1056, 1024), lambda i: (i, 0))],
-            out_specs=pl.BlockSpec((1056, 1024), lambda i: (i, 0)), **params)(x)
-        args = (jax.ShapeDtypeStruct((4224, 1024), jnp.float32, sharding=sharding),)
+            in_specs=[pl.BlockSpec(({rows}, 1024), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec(({rows}, 1024), lambda i: (i, 0)), **params)(x)
+        args = (jax.ShapeDtypeStruct(({4 * rows}, 1024), jnp.float32, sharding=sharding),)
         """,
         modules={"near": NEAR},
     )
@@ -83,3 +83,17 @@ def test_a_small_overshoot_says_so_first_and_offers_the_limit_that_compiles(tmp_
     # the fix the editor offers raises the limit to the same figure
     fixed = run_cli("check", NEAR.name, "--target", "v5e", "--diff", cwd=tmp_path)
     assert "vmem_limit_bytes=19 * 1024 * 1024" in fixed.stdout, fixed.stdout
+
+
+def test_a_kernel_that_fits_with_little_to_spare_gets_a_headroom_warning_from_check(tmp_path):
+    """The editor's VMEM005 in `check` too (issue 44): near_limit.py's kernel with blocks of 1016 rows
+    fits v5e's scoped 16M, which a direct compile confirms, at ~15.88M by the layout model; a
+    warning, so the exit stays 0."""
+    source = NEAR.read_text().replace("1056", "1016").replace("4224", "4064")
+    (tmp_path / "almost.py").write_text(source)
+    done, report = run_json("check", "almost.py", "--target", "v5e", "--no-cache", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [warning] = [d for d in report["diagnostics"] if d["code"] == "VMEM005"]
+    assert warning["message"].startswith("fits on TPU v5e with 1% to spare: kernel needs ~15.88M of 16.00M scoped")
+    assert warning["range"]["start_line"] == source.splitlines().index("    return pl.pallas_call(") + 1
+    assert direct(None, rows=1016).strip() == "fits"

@@ -229,6 +229,9 @@ def overflow_estimate(
     return found
 
 
+HEADROOM_WARNING = 0.10  # VMEM005 below this share of the limit free: check's, and the editor's headroomWarning default
+
+
 def headroom_warning(site: KernelSite, b: Budget, estimated: bool) -> Diagnostic:
     """VMEM005: a kernel that fits with little to spare."""
     free = max(b.headroom(), 0.0)

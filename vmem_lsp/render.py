@@ -401,8 +401,16 @@ def fits(
     listed = ", ".join(label if one is not None else label + buffering_suffix(b) for label, b in windows)
     parts = [f"{listed}{buffering_suffix(one)}"] if windows else []
     parts += [", ".join(others)] if others else []
-    grid_text = f"grid ({', '.join(map(str, grid))}{',' * (len(grid) == 1)})" if grid else "no grid"
-    return Wording(f"pallas_call {kernel} fits{by} ({'; '.join([grid_text, *parts])})", ": ", clause)
+    return Wording(f"pallas_call {kernel} fits{by} ({'; '.join([grid_text(grid), *parts])})", ": ", clause)
+
+
+def grid_text(grid: tuple[int, ...]) -> str:
+    """`grid (4, 8)`; an extent the trace left to run time (the capture's -1) is `?`, said once."""
+    if not grid:
+        return "no grid"
+    dims = ["?" if extent < 0 else str(extent) for extent in grid]
+    text = f"grid ({', '.join(dims)}{',' * (len(grid) == 1)})"
+    return f"{text}, ? sized from the data at run time" if "?" in dims else text
 
 
 def fit_label(kind: str, index: int | None, dtype: str, dims) -> str:

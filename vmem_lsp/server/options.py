@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ..budget import HEADROOM_WARNING
 from ..config import ConfigError, Settings, load_settings, parse_backend, parse_scoped_limits, parse_targets
 
 SECTION = "vmemLsp"
@@ -28,7 +29,7 @@ class Options:
     timeout: float | None = None  # seconds to lower and compile one kernel
     trace_timeout: float | None = None  # seconds for the example's Python (import and run)
     scoped_vmem_limit: tuple | None = None  # ((chip, bytes), ...): the compiler's scoped VMEM limit
-    headroom_warning: float = 0.10  # warn when a kernel fits with less than this share free
+    headroom_warning: float = HEADROOM_WARNING  # warn when a kernel fits with less than this share free
     inlay_hints: bool = True  # bytes after each BlockSpec, totals on pallas_call lines
     code_lens: bool = True  # the same as code lenses, for clients without inlay hints
     compile_on_open: bool = True
