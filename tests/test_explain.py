@@ -422,3 +422,47 @@ async def test_the_editor_command_explains_a_pasted_report_and_marks_the_lines(t
         assert all("from the report in the pasted text, line 1" in d.message for d in found)
         none = await client.workspace_execute_command_async(types.ExecuteCommandParams("vmemLsp.explain", ["hi"]))
         assert none["reports"] == 0 and "No VMEM report" in none["markdown"]
+
+
+def test_explain_keeps_a_window_too_small_to_close_the_gap_as_related_information_as_check_does(tmp_path):
+    """check's culprit rule in explain --source (issue 44): small_windows.py's add_bias overflows v6e
+    by far less than its two f32[4096,4096] windows; its f32[8,128] bias window is related information
+    of the kernel's total, not an error, there as in check. The report is the compiler's own, from a
+    compile of the kernel in this test."""
+    from vmem_lsp.config import Settings
+    from vmem_lsp.engine import check as run_check
+
+    folder = tmp_path / "src"
+    folder.mkdir()
+    kernel = folder / "small_windows.py"
+    kernel.write_text((ROOT / "tests" / "data" / "kernels" / "small_windows.py").read_text())
+    outcome = run_check([str(kernel)], Settings(targets=("v6e",), root=str(folder), cache_dir=str(tmp_path / "c")))
+    [text] = [c.compiler_text for _, _, r in outcome.results for c in r.calls if c.compiler_text and not c.fits]
+    checked = [d for d in outcome.diagnostics if d.code == "VMEM001"]
+    placed = explain_log(tmp_path, [text], str(folder))
+    windows = [d for d in placed if d["code"] == "VMEM001"]
+    assert sorted(d["range"]["start_line"] for d in windows) == sorted(d.span.start_line for d in checked)
+    assert sorted(d["range"]["start_line"] for d in windows) == [
+        line_of(kernel, "in_specs="),
+        line_of(kernel, "out_specs="),
+    ]
+    assert all("f32[8,128]" not in d["message"] for d in windows)
+    [total] = [d for d in placed if d["code"] == "VMEM002"]
+    [bias] = [r for r in total["related"] if "f32[8,128]" in r["message"]]
+    assert bias["message"].endswith("(too small to close the gap alone)")
+
+
+def test_without_target_a_report_names_the_chips_whose_vmem_its_limit_is():
+    """A log that names no chip: a 63.94M capacity is v5p's (or v7x's under libtpu 0.0.48+), 127.94M
+    v6e's alone, and then the verdict names it as --target would; 32.00M scoped is v6e's or v7x's."""
+    found = {}
+    for name in ("matmul-breakdown-v5p", "physical-breakdown-v6e", "scoped-e1001-v6e"):
+        [report] = list(find_reports((LOGS / "0.0.42.1" / f"{name}.jit.log").read_text().splitlines(True)))
+        found[name] = report
+    said = {name: explain_text(report) for name, report in found.items()}
+    assert "  chip: the log names none; 63.94M is the capacity of TPU v5p or v7x" in said["matmul-breakdown-v5p"]
+    assert "of 127.94M VMEM on TPU v6e (over by 64.0K" in said["physical-breakdown-v6e"]
+    assert explain_json(found["physical-breakdown-v6e"])["chip"] == "v6e"
+    assert "32.00M is the default scoped limit of TPU v6e or v7x" in said["scoped-e1001-v6e"]
+    assert explain_json(found["scoped-e1001-v6e"])["chips_by_limit"] == ["v6e", "v7x"]
+    assert "chip:" not in explain_text(found["physical-breakdown-v6e"], target="v6e")

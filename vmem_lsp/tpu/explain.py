@@ -15,11 +15,12 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import render
-from ..budget import SMALL_SHARE, literal_shape
+from ..budget import SMALL_SHARE, culprit_indices, literal_shape
 from ..correlate import Anchor, spec_anchor
 from ..diagnostics import Diagnostic, Related
 from ..dtypes import ITEM_BITS
 from ..logs import MOST_LINES, Candidate, Found, Placement, Sources, Traced, TracedCall, sites_at, undecided
+from ..versions import CHIP_FIGURES
 from .chips import CHIPS, Chip, chip
 from .correlate import SCOPED_TAG, operand_for, scoped_allocations
 from .parse import PROTO_TAIL, SHAPE_TEXT, parse_report
@@ -302,21 +303,55 @@ def verdict(report: Report, chip: Chip | None) -> str:
     )
 
 
-def chip_of(text: str, target: str | None) -> Chip | None:
-    """The chip a report is from: --target (None when it names no chip), else a device kind the text names."""
+def chip_of(text: str, target: str | None, report: Report | None = None) -> Chip | None:
+    """The chip a report is from: --target (None when it names no chip), else a device kind the text
+    names, else the one chip whose VMEM the report's limit is (chips_by_limit)."""
     if target:
         try:
             return chip(target)
         except ValueError:  # another family's target
             return None
-    return next((c for c in CHIPS.values() if c.device_kind in text), None)
+    named = next((c for c in CHIPS.values() if c.device_kind in text), None)
+    if named is None and report is not None and len(by_limit := chips_by_limit(report)) == 1:
+        return chip(by_limit[0])
+    return named
+
+
+def chips_by_limit(report: Report) -> list[str]:
+    """The chips whose VMEM the report's limit is, as some libtpu prints it: a capacity, or a
+    default scoped limit for an E1001 total (a raised vmem_limit_bytes matches none). For a log
+    that names no chip: 63.94M is v5p's capacity; 32.00M scoped is v6e's or v7x's."""
+    if not report.limit or (report.memory_space or "vmem") != "vmem":
+        return []
+    at, printed = (1 if report.limit_kind == "scoped" else 0), render.size(report.limit)  # a log's figures are rounded
+    return [
+        name
+        for name in CHIPS
+        if any(name in figures and render.size(figures[name][at]) == printed for figures in CHIP_FIGURES.values())
+    ]
+
+
+def chip_line(report: Report, text: str, target: str | None) -> str | None:
+    """What explain says of the chip when neither --target nor the log names one."""
+    if target or any(c.device_kind in text for c in CHIPS.values()):
+        return None
+    names = chips_by_limit(report)
+    kind = "default scoped limit" if report.limit_kind == "scoped" else "capacity"
+    if not names:
+        return "  chip: the log names none, and no chip's VMEM is this limit (give --target to name it)"
+    whose = "TPU " + " or ".join(names)
+    return (
+        f"  chip: the log names none; {render.size(report.limit or 0)} is the {kind} of {whose} (--target to be sure)"
+    )
 
 
 def explain_text(report: Report, found: Found, head: str, target: str | None, site=None) -> str:
-    chip = chip_of(found.text, target)
+    chip = chip_of(found.text, target, report)
     if report.form in ("unknown", "block_shape"):
         return f"{head}: not understood; the text, whole:\n{found.text}\n"
     lines = [f"{head}: {verdict(report, chip)}"]
+    if said := chip_line(report, found.text, target):
+        lines.append(said)
     if report.form == "scoped":
         lines.append(
             "  the compiler gives only the total against the scoped limit (E1001): run `vmem-lsp check` "
@@ -335,12 +370,13 @@ def explain_text(report: Report, found: Found, head: str, target: str | None, si
 
 
 def explain_json(report: Report, found: Found, target: str | None) -> dict:
-    chip = chip_of(found.text, target)
+    chip = chip_of(found.text, target, report)
     return {
         "line": found.line,
         "platform": "tpu",
         "form": report.form,
         "chip": chip.name if chip else None,
+        "chips_by_limit": chips_by_limit(report),
         "used": report.used,
         "limit": report.limit,
         "limit_kind": report.limit_kind,
@@ -611,7 +647,9 @@ def placed_diagnostics(found: Found, report: Report, placement: Placement, chip:
         return undecided(found, placement, log_name)
     [(path, site)] = placement.sites
     need = verdict(report, chip)
-    out = []
+    # As check does: a window too small to close the gap is related information of the total, not an error.
+    chosen = culprit_indices([a.size for a in report.allocations], report.exceeded_by, report.used)
+    out, small = [], []
     for number, a in enumerate(report.allocations):
         if a.kind in ("input_window", "output_window"):
             at_path, span = (
@@ -620,6 +658,9 @@ def placed_diagnostics(found: Found, report: Report, placement: Placement, chip:
             wording = render.part(
                 render.allocation_label(a), a.size, need, buffers=a.buffers, printed=a.size_text, note=where
             )
+            if number not in chosen:
+                small.append(Related(at_path, span, f"{wording.text()} (too small to close the gap alone)"))
+                continue
             out.append(
                 Diagnostic(
                     at_path,
@@ -642,7 +683,7 @@ def placed_diagnostics(found: Found, report: Report, placement: Placement, chip:
             f"pallas_call: {need} ({where})",
             chip.name if chip else None,
             "log",
-            (),
+            (*(Related(d.path, d.span, d.message) for d in out), *small),
             {**facts, "used": report.used},
         )
     )
@@ -664,7 +705,7 @@ def placing(
     they come from (None for a form with no figures)."""
     if report.form in ("unknown", "block_shape"):
         return [], None
-    chip = chip_of(found.text, target)
+    chip = chip_of(found.text, target, report)
     traced = sources.tracer.on(chip) if sources.tracer else None
     placement = place(report, sources.sites, traced)
     out = placed_diagnostics(found, report, placement, chip, log_name)
