@@ -45,7 +45,12 @@ def test_all_well(tmp_path):
     assert f"{said} there: a tested pair" in done.stdout, done.stdout
     assert re.search(r"the local worker started and speaks protocol \d+", done.stdout)
     assert f"cache folder {root / '.vmem_lsp_cache'}" in done.stdout
-    assert re.search(r"\d+ jobs?, each worker's share", done.stdout)
+    # One short sentence a line: the memory plan once, not its job count twice.
+    [memory] = re.findall(r"^  info +(\d+ jobs?\b.*)$", done.stdout, re.MULTILINE)
+    assert memory.count("job") == 1 and "each worker may hold" in memory, memory
+    # The compiler that checks leads, vmem-lsp's own version after it.
+    versions = done.stdout.split("versions\n", 1)[1].splitlines()
+    assert versions[0].startswith("  info    the worker's Python: ") and "vmem-lsp " in versions[2], versions[:3]
     assert setting_line(done.stdout, "targets").endswith(f"# pyproject.toml:{root / 'pyproject.toml'}")
     assert '["v5e"]' in setting_line(done.stdout, "targets")
     assert setting_line(done.stdout, "timeout").endswith("# default")
@@ -249,6 +254,9 @@ def test_healthy_0_12_environment_exits_0(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"the worker's Python: {python} (from --python)" in done.stdout
     assert "jax 0.12.0.1, jaxlib 0.12.0.1, libtpu 0.0.50.1 there: a tested pair" in done.stdout
+    # The worker command, on one line: its nine-line bootstrap script is named, not printed.
+    [worker] = [line for line in done.stdout.splitlines() if "the local worker started" in line]
+    assert f"`{python} -c <vmem-lsp's worker bootstrap> " in worker and "importlib" not in done.stdout
     for name in CHIPS:
         assert re.search(rf"^  ok +{name}: compiled in \d+\.\d s", done.stdout, re.MULTILINE), done.stdout
 

@@ -32,20 +32,26 @@ def installed(name: str) -> str:
         return "not installed"
 
 
-def test_version_names_vmem_lsp_jax_jaxlib_and_libtpu(tmp_path):
+def test_version_leads_with_the_compiler_that_checks(tmp_path):
+    """vmem-lsp's version, then the jax, jaxlib and libtpu of the worker's Python (vmem-lsp's own
+    here: a folder with no settings, no .venv and no VIRTUAL_ENV) against the tested pairs; the
+    tool's own environment is not said again when it is that one."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     done = subprocess.run(
-        [sys.executable, "-m", "vmem_lsp", "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "vmem_lsp", "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[:4] == [
-        f"vmem-lsp {vmem_lsp.__version__}",
-        f"jax {installed('jax')}",
-        f"jaxlib {installed('jaxlib')}",
-        f"libtpu {installed('libtpu')}",
-    ]
+    said = ", ".join(f"{name} {installed(name)}" for name in ("jax", "jaxlib", "libtpu"))
     assert installed("jax") != "not installed"  # the tests run with jax[tpu]: the line shows a version
-    # Then the Python a worker of this folder runs in (vmem-lsp's own here) and its compiler's pair.
-    assert done.stdout.splitlines()[4].startswith(f"worker's Python: {sys.executable} (vmem-lsp's own): jax ")
+    assert done.stdout.splitlines() == [
+        f"vmem-lsp {vmem_lsp.__version__}",
+        f"compiler: {said} in {sys.executable} (vmem-lsp's own), a tested pair",
+    ]
 
 
 def test_version_does_not_import_jax():
@@ -71,10 +77,13 @@ def test_version_says_not_installed_for_a_missing_package(monkeypatch):
         return version(name)
 
     monkeypatch.setattr(versions, "version", version_without_libtpu)
-    lines = compiler.version_text().splitlines()
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    lines = compiler.version_text(str(ROOT / "tests" / "data")).splitlines()  # no settings, no .venv: its own
     assert lines[0] == f"vmem-lsp {vmem_lsp.__version__}"
-    assert lines[3] == "libtpu not installed"
-    assert lines[1] == f"jax {installed('jax')}"
+    assert lines[1].startswith(
+        f"compiler: jax {installed('jax')}, jaxlib {installed('jaxlib')}, libtpu not installed in "
+    )
+    assert lines[1].endswith(f", not a tested pair ({versions.tested_text()})"), lines
 
 
 def test_one_version_everywhere():

@@ -4,6 +4,7 @@ stdio, a folder that is not trusted, examples that would leave a marker."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 
 import pytest
@@ -18,6 +19,21 @@ MARKING = """import pathlib
 pathlib.Path(__file__).with_name("ran-on-import").touch()
 """
 QUIET_SECONDS = 20  # what the issue asks: after 20 s, still nothing ran
+
+
+def children(pid: int) -> list[str]:
+    """The command lines of the processes `pid` started."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if entry.isdigit() and parent == pid:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    found.append(f.read().replace(b"\0", b" ").decode())
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def hostile_project(tmp_path, pyproject: str = '[tool.vmem-lsp]\ntargets = ["v6e"]\ncache-dir = ".cache"\n'):
@@ -48,6 +64,9 @@ async def test_an_untrusted_folder_runs_nothing_until_trusted_from_the_command_l
         editor.open()
         await asyncio.sleep(QUIET_SECONDS)
         assert not (work / "ran-on-import").exists(), "the untrusted folder's code ran"
+        # Nor a worker started ahead, in vmem-lsp's own Python: the folder's is the one it will use.
+        workers = [c for c in children(client._server.pid) if "vmem_lsp worker" in c or "worker_server" in c]
+        assert workers == [], "a worker started in a folder not trusted"
         [notice] = client.messages  # no showMessageRequest support: one showMessage
         assert str(work) in notice.message and "copy_whole(f32[4096, 4096])" in notice.message
         [held] = editor.diagnostics()  # the static tier, published: why nothing was compiled

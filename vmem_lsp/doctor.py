@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__, versions
 from .checkup import EXAMPLE, KERNEL, NO_COMPILE, Check, compile_error, install_command
+from .compile.interpreter import command_text
 from .families import families
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def worker_checks(settings) -> tuple[list[Check], Runner | None]:
     from .compile.backend import WorkerError, doctor_worker
 
     client = doctor_worker(settings, START_SECONDS)
-    command = shlex.join(client.command)
+    command = command_text(client.command)
     where = f"worker from {settings.worker_source or 'the settings'}" if settings.worker else "local worker"
     started = time.perf_counter()
     try:
@@ -314,10 +315,8 @@ def url_check(url: str, hint: str) -> Check:
 
 def memory_check(settings) -> tuple[Check, dict]:
     from .compile.backend import memory_for
-    from .compile.memory import gb
 
     plan, _ = memory_for(settings, settings.jobs)
-    share = gb(plan.share_bytes) if plan.share_bytes else "not watched"
     facts = {
         "jobs": plan.jobs,
         "share_bytes": plan.share_bytes,
@@ -329,7 +328,7 @@ def memory_check(settings) -> tuple[Check, dict]:
         "memory",
         "memory",
         "info",
-        f"{plan.jobs} job{'s' * (plan.jobs != 1)}, each worker's share {share}: {plan.reason}",
+        plan.reason,  # "N jobs, cores minus one; ...; each worker may hold ...": one sentence
     ), facts
 
 
@@ -432,9 +431,12 @@ def settings_table(path: str, worker: str | None, python: str | None = None):
 def diagnose(path: str, worker: str | None = None, python: str | None = None) -> dict:
     started = time.perf_counter()
     settings, rows, problem = settings_table(path, worker, python)
-    checks: list[Check] = [Check("versions", "vmem-lsp", "info", f"vmem-lsp {__version__} ({sys.executable})")]
+    # The compiler that checks first (the worker's Python and its versions), then vmem-lsp itself.
     interpreter_lines, installed = interpreter_checks(settings)
-    checks += interpreter_lines
+    checks: list[Check] = [
+        *interpreter_lines,
+        Check("versions", "vmem-lsp", "info", f"vmem-lsp {__version__} ({sys.executable})"),
+    ]
     if problem:
         checks.append(problem)
     worker_lines, client = worker_checks(settings)

@@ -10,19 +10,22 @@ from .. import __version__
 
 
 def version_text(path: str = ".") -> str:
-    """vmem-lsp's version and the installed jax, jaxlib and libtpu (from their metadata: jax
-    is not imported), then the Python a local worker of `path`'s settings runs in and its
-    compiler's versions, against the tested pairs: that compiler is the one that checks."""
+    """vmem-lsp's version, then the compiler that checks: the jax, jaxlib and libtpu of the Python a
+    local worker of `path`'s settings runs in, against the tested pairs; vmem-lsp's own environment's
+    only where it is not that one and holds other versions (from metadata: jax is not imported)."""
     from ..versions import installed
 
-    lines = [f"vmem-lsp {__version__}"]
-    for name, found in installed().items():
-        lines.append(f"{name} {found}" if found else f"{name} not installed")
-    lines.append(worker_version_line(path))
+    own = installed()
+    compiler, theirs = worker_version_line(path)
+    lines = [f"vmem-lsp {__version__}", compiler]
+    if theirs != own:
+        said = ", ".join(f"{name} {found or 'not installed'}" for name, found in own.items())
+        lines.append(f"vmem-lsp's own Python ({sys.executable}): {said}; not the one that checks")
     return "\n".join(lines)
 
 
-def worker_version_line(path: str) -> str:
+def worker_version_line(path: str) -> tuple[str, dict[str, str | None] | None]:
+    """The line on the compiler a local worker of `path` checks with, and its versions (None: not known)."""
     from .. import versions
     from ..compile.backend import local_compiler
     from ..config import ConfigError, load_settings
@@ -30,21 +33,22 @@ def worker_version_line(path: str) -> str:
     try:
         settings = load_settings(path)
     except ConfigError as bad:
-        return f"worker: the settings cannot be read: {bad}"
+        return f"compiler: unknown, the settings cannot be read: {bad}", None
     if settings.worker:
-        return f"worker: the command {settings.worker!r} (its versions: vmem-lsp doctor)"
+        return f"compiler: the worker command {settings.worker!r}'s (its versions: vmem-lsp doctor)", None
     interpreter, found, why = local_compiler(settings)
+    where = f"{interpreter.path} ({interpreter.source})"
     if why or found is None:
-        return f"worker's Python: {interpreter.path} ({interpreter.source}): {why}"
+        return f"compiler: none in {where}: {why}", None
     jax, libtpu = found.get("jax"), found.get("libtpu")
-    said = f"jax {jax or 'not installed'}, libtpu {libtpu or 'not installed'}"
+    said = ", ".join(f"{name} {found.get(name) or 'not installed'}" for name in versions.COMPILER_PACKAGES)
     if versions.in_tested_range(jax, libtpu):
         verdict = "a tested pair"
     elif versions.supported(jax):
         verdict = f"not a tested pair ({versions.tested_text()})"
     else:
         verdict = f"outside the supported range ({versions.range_text()})"
-    return f"worker's Python: {interpreter.path} ({interpreter.source}): {said}, {verdict}"
+    return f"compiler: {said} in {where}, {verdict}", found
 
 
 def add_worker_parser(commands) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -125,6 +126,13 @@ def worker_command(interpreter: Interpreter) -> list[str]:
     if interpreter.own:
         return [sys.executable, "-m", "vmem_lsp", "worker"]
     return [interpreter.path, "-c", BOOTSTRAP, PACKAGE_FOLDER, "worker"]
+
+
+def command_text(command: list[str]) -> str:
+    """A worker command as a shell line, with the bootstrap script (nine lines) named, not printed."""
+    if command[1:3] == ["-c", BOOTSTRAP]:
+        return f"{shlex.join(command[:2])} <vmem-lsp's worker bootstrap> {shlex.join(command[3:])}"
+    return shlex.join(command)
 
 
 def is_local_command(command: list[str]) -> bool:

@@ -72,7 +72,7 @@ def plan(
     if jobs:
         chosen, why = jobs, f"{n(jobs)}, as set"
     elif available is None:
-        chosen, why = by_cores, f"{n(by_cores)}: cores minus one (available memory unknown)"
+        chosen, why = by_cores, f"{n(by_cores)}, cores minus one (available memory unknown)"
     else:
         by_memory = max(1, available // need)
         chosen = min(by_cores, by_memory)
@@ -80,12 +80,12 @@ def plan(
         if by_memory < by_cores:
             why = f"{n(chosen)}: {gb(available)} available / {per} (cores would allow {by_cores})"
         else:
-            why = f"{n(chosen)}: cores minus one ({gb(available)} available would allow {by_memory} at {per})"
+            why = f"{n(chosen)}, cores minus one; {gb(available)} available would hold {by_memory} at {per}"
     if share:
         given, how = share, f"each worker may hold {gb(share)} (worker-memory)"
     elif available is not None:
         given = max(available // chosen, min(peak, available))
-        how = f"each worker may hold {gb(given)} of the {gb(available)} available"
+        how = f"each worker may hold {gb(given)}"
     else:
         given, how = None, "workers are not watched (available memory unknown)"
     if process_cap is not None and (given is None or process_cap < given):

@@ -3,9 +3,7 @@ the background (libtpu takes seconds to load) so the first save is quick."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -19,8 +17,8 @@ async def handle(ls: VmemServer, params: types.InitializedParams) -> None:
     if ls.session.options.compile_on_open or ls.session.options.compile_on_save:
         root = ls.workspace.root_path or os.getcwd()
         settings = ls.session.settings(root)
-        if not ls.trusted(root, settings):  # our own worker only: it runs nothing of the folder's
-            # Nor the folder's interpreter (its pyproject's python, its .venv): that is its code too.
-            python = ls.session.options.python or sys.executable
-            settings = dataclasses.replace(settings, worker=None, python=python, python_source="the editor")
-        ls.ensure_compiler().warm_up(settings)
+        # In a folder not trusted yet nothing is compiled, and the worker it will compile in is the
+        # folder's interpreter (its .venv, its pyproject's python), which only trust may run: a worker
+        # started now in vmem-lsp's own Python would only be stopped again.
+        if ls.trusted(root, settings):
+            ls.ensure_compiler().warm_up(settings)
