@@ -38,6 +38,7 @@ SERVER_ONLY = {
 # VS Code settings the server never reads, and why.
 CLIENT_ONLY = {
     "interpreter": "the Python the extension starts the server with; changing it restarts the server",
+    "importStrategy": "whether the extension runs the environment's vmem_lsp or the one it bundles; changing it restarts the server",
     "trace.server": "vscode-languageclient's trace of the LSP messages, to an output channel",
 }
 
