@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 import pytest
 
 import vmem_lsp
+from vmem_lsp import versions
 from vmem_lsp.cli import compiler
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -249,3 +250,37 @@ def test_the_wheel_is_typed_and_a_tuner_script_type_checks_against_it(tmp_path):
     assert errors == [
         f'tune.py:{planted}: error: Argument "compile" to "fits" has incompatible type "str"; expected "bool"  [arg-type]'
     ], checked.stdout + checked.stderr
+
+
+def resolved(python: str, requirements: list[str], tmp_path) -> dict[str, str]:
+    """What pip installs for `requirements` into a fresh environment of CPython `python` (a dry run
+    against the package index, wheels only, as a new venv of that Python would get): {name: version}
+    of jax, jaxlib and libtpu."""
+    report = tmp_path / f"report-{python}.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--disable-pip-version-check",
+         "--ignore-installed", "--python-version", python, "--only-binary=:all:", "--target", str(tmp_path / "t"),
+         "--report", str(report), *requirements],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    install = json.loads(report.read_text())["install"]
+    return {
+        i["metadata"]["name"]: i["metadata"]["version"]
+        for i in install
+        if i["metadata"]["name"] in versions.COMPILER_PACKAGES
+    }
+
+
+@pytest.mark.parametrize("python", ["3.11", "3.12", "3.13"])
+def test_the_install_lines_get_a_tested_jax_libtpu_pair_or_no_libtpu(python, tmp_path):
+    """README's and the docs' lines make environments of vmem-lsp alone (a tool: `pipx install
+    'vmem-lsp[tpu]'`, the first command's `.[tpu]`) or beside a project's jax. Resolved as pip
+    resolves pyproject.toml's requirements for a fresh environment of each supported Python: with
+    the `tpu` extra, a pair the tests run on (jax[tpu] pins its libtpu); without it, no libtpu at all
+    (the worker says what to install), never the newest libtpu beside whatever jax."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = project["dependencies"]
+    with_tpu = resolved(python, [*base, *project["optional-dependencies"]["tpu"]], tmp_path)
+    assert versions.in_tested_range(with_tpu.get("jax"), with_tpu.get("libtpu")), with_tpu
+    assert "libtpu" not in resolved(python, base, tmp_path)
