@@ -142,6 +142,21 @@ def test_neovim_011_shows_the_errors_and_applies_the_fix(tmp_path, client):
     assert messages and all("TPU v6e" in m and "v5e" not in m for m in messages), messages
 
 
+@pytest.mark.parametrize("which, client", [("system", "setup"), ("0.11", "enable")], ids=["setup", "0.11-enable"])
+def test_a_folder_named_only_in_the_settings_is_not_trusted(tmp_path, which, client):
+    """trustedFolders in the "vmemLsp" settings (which a project's .nvim.lua can set) trusts nothing:
+    the examples are not compiled (VMEM013 on the directive), with no trust list (XDG_CONFIG_HOME
+    is the test's own) and no trusted folder in the initialization options."""
+    path = workspace(tmp_path)
+    seen = run_nvim(
+        "trust_test.lua", tmp_path, which, VMEM_PYTHON=sys.executable, VMEM_FILE=str(path), VMEM_CLIENT=client
+    )
+    assert seen["failure"] is None, seen
+    codes = {(d["line"], d["code"]) for d in seen["diagnostics"]}
+    assert (line_of(path, "# vmem:"), "VMEM013") in codes and not any(c == "VMEM001" for _, c in codes), seen
+    assert any(str(tmp_path) in notice for notice in seen["notices"]), seen
+
+
 def test_nvim_lint_definition_runs_the_check_and_parses_it(tmp_path):
     path = workspace(tmp_path)
     exe = str(ROOT / ".venv" / "bin" / "vmem-lsp") if (ROOT / ".venv" / "bin" / "vmem-lsp").exists() else "vmem-lsp"
