@@ -222,6 +222,23 @@ async def test_pull_diagnostics_for_clients_that_ask(tmp_path):
         assert editor.uri not in client.diagnostics  # pulled, not pushed
 
 
+async def test_a_client_that_pulls_but_cannot_be_asked_again_is_pushed_to(tmp_path):
+    """Neovim 0.10 and 0.11 pull diagnostics but offer no workspace/diagnostic/refresh: the pull
+    they make on open came before the compile, and nothing could tell them to pull its verdict.
+    The server pushes to such a client, and answers its pulls empty (shown once, not twice)."""
+    work = project(tmp_path, "copy_whole.py")
+    no_refresh = types.ClientCapabilities(text_document=PULL_CAPABILITIES.text_document)
+    async with running_server(work, capabilities=no_refresh) as client:
+        editor = Editor(client, work / "copy_whole.py")
+        editor.open()
+        pushed = await wait_for(lambda: compiler_tier(editor.diagnostics()), what="the compiler's verdict, pushed")
+        assert {d.code for d in pushed} >= {"VMEM001", "VMEM002"}
+        report = await client.text_document_diagnostic_async(
+            types.DocumentDiagnosticParams(types.TextDocumentIdentifier(editor.uri))
+        )
+        assert list(report.items) == []
+
+
 async def test_settings_choose_targets_and_the_worker_leaves_no_process(tmp_path):
     work = project(tmp_path, "matmul.py")
     async with running_server(work, options={"targets": ["v5e"]}) as client:

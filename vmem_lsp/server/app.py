@@ -361,11 +361,18 @@ class VmemServer(LanguageServer):
 
     # -- publishing -----------------------------------------------------------------------
     def uses_pull(self, path: str) -> bool:
-        """Open files are pulled by clients that can; everything else is pushed,
-        notebooks too: VS Code's client pulls only what is open in a text tab,
-        never a notebook's cells."""
+        """Open files are pulled by clients that can, and can be asked to pull again when a
+        compile ends (workspace/diagnostic/refresh); everything else is pushed. Notebooks too:
+        VS Code's client pulls only what is open in a text tab, never a notebook's cells. A
+        client that pulls but cannot be asked again (Neovim 0.10 and 0.11) would keep the
+        answer it got on open, before the compile: it is pushed to."""
         doc = self.session.documents.get(path)
-        return doc is not None and doc.cells is None and self.client_supports("text_document", "diagnostic")
+        return (
+            doc is not None
+            and doc.cells is None
+            and self.client_supports("text_document", "diagnostic")
+            and self.client_supports("workspace", "diagnostics", "refresh_support")
+        )
 
     def publish(self, paths) -> None:
         """Push each path's diagnostics to the URIs that show them (a notebook's
@@ -395,7 +402,7 @@ class VmemServer(LanguageServer):
                 )
             if by_uri:
                 self.published[path] = by_uri
-        if refresh and self.client_supports("workspace", "diagnostics", "refresh_support"):
+        if refresh:
             self.workspace_diagnostic_refresh(None)
 
     # -- options: one path from the editor's JSON to the session ------------------------------
