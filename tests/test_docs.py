@@ -178,3 +178,17 @@ def test_a_module_left_out_of_the_architecture_is_seen(tmp_path):
     for name in ("__init__.py", "engine.py", "compile/__init__.py", "compile/backend.py", "compile/new.py"):
         (tmp_path / name).write_text("")
     assert unnamed_modules("`engine.py` and `compile/backend.py` in compile/", tmp_path) == ["compile/new.py"]
+
+
+def test_the_first_checks_output_in_the_readme_is_the_golden_output():
+    """README's "The first check" shows what `vmem-lsp check examples/` prints: the golden text
+    output of the suite's jax (tests/test_golden.py holds it to a real run), line for line but the
+    summary's counts of compiles and its seconds (README shows a first run, the golden a cached one)."""
+    from importlib.metadata import version
+
+    text = README.read_text()
+    start = text.index("```text\n", text.index("## The first check")) + len("```text\n")
+    shown = text[start : text.index("```\n", start)].splitlines()
+    golden = (ROOT / "tests" / "data" / "golden" / version("jax") / "examples.txt").read_text().splitlines()
+    counts = re.compile(r"\(\d+ compiled, \d+ cached, [^)]* s\)")
+    assert [counts.sub("(...)", line) for line in shown] == [counts.sub("(...)", line) for line in golden]

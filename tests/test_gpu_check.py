@@ -10,7 +10,7 @@ import time
 
 import pytest
 from lsprotocol import types
-from support import KERNELS, ROOT, line_of
+from support import EXAMPLES, KERNELS, ROOT, line_of
 from support.cli import run_cli, run_json
 from support.gpu_direct import in_a_process
 from support.lsp_client import Editor, apply_text_edits, compiler_tier, estimate_tier, running_server, wait_for
@@ -253,3 +253,32 @@ def test_a_sweep_on_a_gpu_is_decided_by_its_compiler_and_skips_the_tpu_for_a_tri
     assert a100[128]["decided_by"] == "compiler"
     v5e = [c for c in report["configs"] if c["target"] == "v5e"]
     assert all(c["fits"] is None and "another platform" in c["error"] for c in v5e), v5e
+
+
+def test_the_gpu_example_is_checked_and_fixed_as_docs_gpu_walks_through_it(tmp_path):
+    """examples/gpu_matmul.py as docs/gpu.md runs it: on the H100 its 128-wide blocks need 256.0K of
+    shared memory (the compiler's figure, held to a direct compile of the same call), on its two
+    BlockSpec lines and named by its kernel; --fix writes block=64, which a direct compile fits."""
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    path = tmp_path / "examples" / "gpu_matmul.py"
+    done, report = run_json("check", "examples/gpu_matmul.py", "--target", "h100", "--no-cache", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    [total] = [d for d in report["diagnostics"] if d["code"] == "VMEM051"]
+    assert total["message"].startswith("Triton kernel matmul_kernel needs 256.0K of shared memory, 227.0K available")
+    blocks = [d for d in report["diagnostics"] if d["code"] == "VMEM050"]
+    assert sorted(d["range"]["start_line"] for d in blocks) == [
+        line_of(path, "(block, k)"),
+        line_of(path, "(k, block)"),
+    ]
+    [example] = [d for d in report["diagnostics"] if d["code"] == "VMEM004"]
+    assert example["message"].startswith("matmul_kernel (line ")  # the kernel's name, as a TPU chip's VMEM004 says it
+    args = [[[2048, 512], "float16"], [[512, 2048], "float16"]]
+    calls = [{"function": "matmul", "args": args, "kwargs": {"block": block}} for block in (128, 64)]
+    wide, narrow = in_a_process(str(path), "h100", calls)
+    assert (
+        (wide["requested"], wide["available"])
+        == (256 * 1024, 227 * 1024)
+        == (total["facts"]["requested"], total["facts"]["available"])
+    )
+    assert run_cli("check", "examples/gpu_matmul.py", "--target", "h100", "--fix", cwd=tmp_path).returncode == 0
+    assert "block=64)" in path.read_text() and narrow["fits"]

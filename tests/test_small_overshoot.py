@@ -45,7 +45,8 @@ def test_two_chips_name_the_one_with_a_small_overshoot_and_ranges_stay_short():
     assert "small" not in render.briefs_said(ranged)  # each chip's related sentence says it
     assert "small" not in render.briefs_said(briefs, limits=False)  # a part leaves the limits to its kernel
     assert (
-        render.briefs_said(briefs) == "needs 128.00M of 16.00M scoped on v5e, 127.94M on v6e (a small overshoot on v6e)"
+        render.briefs_said(briefs)
+        == "needs 128.00M; limits 16.00M scoped on v5e, 127.94M on v6e (a small overshoot on v6e)"
     )
 
 

@@ -303,8 +303,10 @@ def check(
         # compiled; nor is one traced for the model alone where compiles were asked (no compiler here).
         ran = bool(result.calls) and not result.error
         model_only = ran and settings.compile and any(model_judged(c) for c in result.calls)
+        # A GPU kernel on a TPU chip (VMEM015) was traced, and is not counted as compiled for it.
+        elsewhere = ran and all(c.other_platform for c in result.calls)
         outcome.traced += not cached and model_only
-        outcome.compiles += not (cached or reused or model_only) and ran
+        outcome.compiles += not (cached or reused or model_only or elsewhere) and ran
         outcome.failed += not cached and not ran
         outcome.results.append((example, target, result))
     # Where an example of a file could not run (it raised, the worker was refused), VMEM010 says
@@ -380,7 +382,9 @@ def diagnostics_for(example: Example, result: ExampleResult, sources: SourceFile
             owner = next((f for f in families() if f.platform == call.other_platform), None)
             kind = owner.kernel_words if owner is not None else f"a {call.other_platform} kernel"
             anchor = call_anchor(call, kernel_site(call, sources.sites_of), Anchor(example.path, example.span))
-            found.append(other_platform(call, kind, family.label(result.target), anchor, example, number))
+            found.append(
+                other_platform(call, kind, family.label(result.target), anchor, example, number, result.target)
+            )
     return found
 
 

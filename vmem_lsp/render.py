@@ -107,19 +107,22 @@ RANGE_FROM = 3
 
 
 def briefs_said(briefs: list[Brief], limits: bool = True) -> str:
-    """ "needs 128.00M of 16.00M scoped on v5e, 127.94M on v6e; one allocation over
+    """ "needs 128.00M; limits 16.00M scoped on v5e, 127.94M on v6e; one allocation over
     16.00M on v4": the need said once when every chip's total is the same, chips of
     one limit together, the chips whose compiler names one allocation last. From
-    RANGE_FROM chips on, "needs 128.00M of 16.00M to 127.94M on v5e, v5p, v6e, v7x",
+    RANGE_FROM chips on, "needs 128.00M; limits 16.00M to 127.94M on v5e, v5p, v6e, v7x",
     without "of ..." for a part of the kernel (`limits` False): its pallas_call says them."""
     totals = [b for b in briefs if b.used is not None]
     said = []
     if len(totals) >= RANGE_FROM:
         chips = ", ".join(b.target for b in totals)
-        of = f" of {size_range([b.limit_bytes for b in totals])}{asked(totals)}" if limits else ""
+        ranged = size_range([b.limit_bytes for b in totals])
+        of = f"; limit{'s' * (' to ' in ranged)} {ranged}{asked(totals)}" if limits else ""
         said.append(f"needs {spread(totals)}{of} on {chips}")
     elif totals and len({b.need for b in totals}) == 1:
-        said.append(f"needs {totals[0].need} of {on_chips((b.limit, b.target) for b in totals)}")
+        # "needs 128.00M of 16.00M on v5e, 127.94M on v6e" read as if it needed 127.94M on v6e
+        grouped = on_chips((b.limit, b.target) for b in totals)
+        said.append(f"needs {totals[0].need}; limit{'s' * (len({b.limit for b in totals}) > 1)} {grouped}")
     elif totals:
         said.append("needs " + ", ".join(f"{b.need} of {b.limit} on {b.target}" for b in totals))
     small = [b.target for b in totals if b.small]

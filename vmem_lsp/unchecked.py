@@ -20,7 +20,7 @@ from .source.directives import Example
 
 
 def other_platform(
-    call: CapturedCall, kind: str, label: str, anchor: Anchor, example: Example, number: int
+    call: CapturedCall, kind: str, label: str, anchor: Anchor, example: Example, number: int, target: str | None = None
 ) -> Diagnostic:
     """VMEM015: a kernel whose compiler params are another platform's (a Triton
     kernel checked on a TPU chip; `kind`: what that platform calls it) is not
@@ -32,7 +32,7 @@ def other_platform(
         "information",
         "VMEM015",
         wording.text(),
-        None,
+        target,  # one line for the chips alike (merge_targets): "not compiled for TPU v5e, TPU v6e"
         "compiler",
         (Related(example.path, example.span, f"example {example.text}"),),
         {"kernel": kernel_label(call), "platform": call.other_platform, "example": str(example.key)},

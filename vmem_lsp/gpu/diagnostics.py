@@ -50,13 +50,13 @@ def diagnostics(example: Example, result: ExampleResult, sites: Sources) -> list
             said, judged = not_compiled.judged(call, target, site, sites, anchor, example, number)
             found.extend(said)
             if judged.over:
-                estimated_over.append((anchor, judged))
+                estimated_over.append((anchor, judged, kernel_label(call)))
             continue
         if call.fits:
             found.append(fitting(call, target, anchor, example, number))
             continue
         report = parse_gpu_report(call.compiler_text or "")
-        failing.append((anchor, report))
+        failing.append((anchor, report, kernel_label(call)))
         if report.form == "shared_memory":
             found.extend(shared_memory(call, report, target, site, sites, anchor, example, number))
         else:
@@ -263,13 +263,13 @@ def ended(example: Example, result: ExampleResult, sites: Sources) -> Diagnostic
 
 def example_verdict(example: Example, failing: list, target: Gpu) -> Diagnostic:
     """VMEM004 on the example: which of its kernels the GPU refuses, and where."""
-    anchor, report = failing[0]
+    anchor, report, kernel = failing[0]  # named as a TPU chip's VMEM004 names it: the kernel function
     where = render.at_from(anchor.path, anchor.span.start_line, example.path)
     if report.form == "shared_memory" and report.requested is not None and report.available is not None:
-        head = f"kernel ({where}) does not fit: needs {render.size(report.requested)} of shared memory"
+        head = f"{kernel} ({where}) does not fit: needs {render.size(report.requested)} of shared memory"
         wording = Wording(head, ", ", f"{render.size(report.available)} available on {target.label}")
     else:
-        wording = render.fails_on(f"kernel ({where}) does not compile", target.label)
+        wording = render.fails_on(f"{kernel} ({where}) does not compile", target.label)
     return Diagnostic(
         example.path,
         example.span,
@@ -278,7 +278,7 @@ def example_verdict(example: Example, failing: list, target: Gpu) -> Diagnostic:
         wording.text(),
         target.name,
         "compiler",
-        tuple(Related(a.path, a.span, "kernel") for a, _ in failing),
+        tuple(Related(a.path, a.span, name) for a, _, name in failing),
         {"target": target.name, "gpu": target.label, "example": str(example.key)},
         Subject(example.key, None, "example"),
         wording,

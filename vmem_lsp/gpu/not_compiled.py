@@ -247,12 +247,12 @@ def fits(call, j: Judged, target: Gpu, anchor: Anchor, example, number) -> Diagn
     )
 
 
-def example_verdict(example: Example, over: list[tuple[Anchor, Judged]], target: Gpu) -> Diagnostic:
+def example_verdict(example: Example, over: list[tuple[Anchor, Judged, str]], target: Gpu) -> Diagnostic:
     """VMEM004 on the example: which of its kernels the model puts over the GPU's shared memory."""
-    anchor, j = over[0]
+    anchor, j, kernel = over[0]
     where = render.at_from(anchor.path, anchor.span.start_line, example.path)
     wording = Wording(
-        f"kernel ({where}) does not fit: needs ~{render.size(j.total)} of shared memory",
+        f"{kernel} ({where}) does not fit: needs ~{render.size(j.total)} of shared memory",
         ", ",
         f"{render.size(j.limit)} available on {target.label} ({render.NOT_COMPILED})",
     )
@@ -264,7 +264,7 @@ def example_verdict(example: Example, over: list[tuple[Anchor, Judged]], target:
         wording.text(),
         target.name,
         "model",
-        tuple(Related(a.path, a.span, "kernel") for a, _ in over),
+        tuple(Related(a.path, a.span, name) for a, _, name in over),
         {"target": target.name, "gpu": target.label, "example": str(example.key), "estimated": True},
         Subject(example.key, None, "example"),
         wording,

@@ -117,7 +117,7 @@ FIT_CODE = "VMEM007"
 
 
 def fit_tally(diagnostics: list[Diagnostic]) -> str:
-    """ "; 2 kernels fit, 1 of them on some chips only (the closest at 81% of its limit:
+    """ "; 1 kernel fits on every chip, 1 on some only (the closest at 81% of its limit:
     add_one_kernel on TPU v6e)": a summary's word on what fits, so a run with no findings still
     says what it checked. A kernel fits on some chips only when it has an error elsewhere."""
     fitting = [d for d in diagnostics if d.code == FIT_CODE and d.subject is not None]
@@ -132,9 +132,16 @@ def fit_tally(diagnostics: list[Diagnostic]) -> str:
         if facts.get("limit")
     ]
     count = sum(examples_of(d) for d in fitting)  # two examples alike are one VMEM007, two fits
-    said = f"; {count} kernel{'s' * (count != 1)} fit{'s' * (count == 1)}"
-    if partly:
-        said += f", {partly} of them on some chips only" if count > 1 else ", on some chips only"
+    # Beside "11 errors", "2 kernels fit" read as a contradiction where one of them fits only some
+    # chips: those are counted apart.
+    everywhere = count - partly
+    kernels = lambda n: f"{n} kernel{'s' * (n != 1)} fit{'s' * (n == 1)}"
+    if not partly:
+        said = f"; {kernels(count)}"
+    elif not everywhere:
+        said = f"; {kernels(partly)} on some chips only"
+    else:
+        said = f"; {kernels(everywhere)} on every chip, {partly} on some only"
     if shares:
         share, kernel, chip = max(shares)
         said += f" (the closest at {share:.0%} of its limit: {kernel} on {chip})"
