@@ -14,6 +14,7 @@ from typing import Any
 from .compile.shared_cache import is_url
 from .families import default_targets, families, family_of, target_name
 from .results import PhaseLimits
+from .user_folders import user_cache_folder
 
 CACHE_DIR_NAME = ".vmem_lsp_cache"  # the cache folder in a project's root; shipping never sends it
 
@@ -134,14 +135,6 @@ def sources(table_keys, path: str | None) -> dict[str, str]:
         here = name in keys or (path is not None and f.name in ("root", "config_path"))
         found[f.name] = f"pyproject.toml:{path}" if here and path is not None else "default"
     return found
-
-
-def user_cache_folder(environ=None) -> str:
-    """vmem-lsp's folder in the user's cache ($XDG_CACHE_HOME/vmem-lsp, else ~/.cache/vmem-lsp):
-    what is kept for the user, not for one project (worker peaks, managed environments)."""
-    environ = os.environ if environ is None else environ
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "vmem-lsp")
 
 
 def cache_dir_change(cache_dir: str | None, no_cache: bool, base: str) -> str | None:

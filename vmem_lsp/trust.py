@@ -18,10 +18,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .user_folders import user_config_folder
+
 
 def trust_file() -> str:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "vmem-lsp", "trusted")
+    return os.path.join(user_config_folder(), "trusted")
 
 
 def entries(path: str | None = None) -> list[str]:

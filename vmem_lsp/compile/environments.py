@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config import user_cache_folder
+from ..user_folders import user_cache_folder
 from .interpreter import probe
 
 ENVS_VARIABLE = "VMEM_JAX_ENVS"

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..config import user_cache_folder
+from ..user_folders import user_cache_folder
 
 log = logging.getLogger(__name__)
 

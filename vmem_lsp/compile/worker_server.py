@@ -20,9 +20,9 @@ import sys
 import threading
 from typing import TYPE_CHECKING, NoReturn
 
-from ..config import user_cache_folder
 from ..lifetime import die_with_parent
 from ..results import ExampleResult, PhaseLimits
+from ..user_folders import user_cache_folder
 from ..versions import installed
 from . import compiler_logs
 from .phase_clock import PhaseClock
