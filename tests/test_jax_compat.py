@@ -124,3 +124,26 @@ def test_an_error_raised_in_our_hooks_is_ours_and_one_raised_deeper_in_user_code
         scope["invoke"](scope["kernel"], check_rep=True)
     except TypeError as error:
         assert raised_in(error, {ours}) is False
+
+
+def test_compiler_params_held_in_a_mapping_that_is_not_a_dict_name_their_platform():
+    """jax 0.8 keeps a kernel's compiler params in a FrozenDict keyed by the backend ("triton",
+    "mosaic_tpu"), a Mapping but no dict: a Triton kernel was compiled for a TPU chip there (the
+    compiler refused it: VMEM011) instead of being left alone (VMEM015), and a vmem_limit_bytes
+    given that way was not read."""
+    from types import MappingProxyType
+
+    from vmem_lsp.compile.capture import _vmem_limit, params_platform
+
+    assert params_platform(MappingProxyType({"triton": SimpleNamespace(num_warps=4)})) == "gpu"
+    assert params_platform(MappingProxyType({"mosaic_tpu": SimpleNamespace()})) == "tpu"
+    assert _vmem_limit(MappingProxyType({"mosaic_tpu": MappingProxyType({"vmem_limit_bytes": 1 << 25})})) == 1 << 25
+    assert _vmem_limit(MappingProxyType({"mosaic_tpu": SimpleNamespace(vmem_limit_bytes=1 << 24)})) == 1 << 24
+    assert _vmem_limit(GetWithoutDefault(mosaic_tpu=GetWithoutDefault(vmem_limit_bytes=1 << 23))) == 1 << 23
+
+
+class GetWithoutDefault(dict):
+    """jax 0.8's FrozenDict: a Mapping whose get takes the key alone."""
+
+    def get(self, key):  # type: ignore[override]
+        return super().get(key)

@@ -14,6 +14,7 @@ import hashlib
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 
 from ..families import families, family_of
@@ -76,10 +77,10 @@ def _constant_index(block_mapping, grid) -> bool:
 
 def _vmem_limit(compiler_params) -> int | None:
     params = compiler_params
-    if isinstance(params, dict):
-        params = params.get("mosaic_tpu", params.get("mosaic", None))
-    if isinstance(params, dict):
-        return params.get("vmem_limit_bytes")
+    if isinstance(params, Mapping):  # jax 0.8: a FrozenDict keyed by the backend (its get takes no default)
+        params = next((params[key] for key in ("mosaic_tpu", "mosaic") if key in params), None)
+    if isinstance(params, Mapping):
+        return params["vmem_limit_bytes"] if "vmem_limit_bytes" in params else None
     return getattr(params, "vmem_limit_bytes", None)
 
 
@@ -89,7 +90,7 @@ def params_platform(compiler_params) -> str | None:
     their names); None when it gives none, and lowers for any."""
     if not compiler_params:
         return None
-    if isinstance(compiler_params, dict):
+    if isinstance(compiler_params, Mapping):  # jax 0.8's FrozenDict is a Mapping, not a dict
         keys = set(compiler_params)
         return next((f.platform for f in families() if keys & set(f.params_modules)), None)
     module = f"{type(compiler_params).__module__}."
