@@ -9,15 +9,15 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
 
-def matmul_kernel(x_ref, y_ref, o_ref):
+def gpu_matmul_kernel(x_ref, y_ref, o_ref):
     o_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)
 
 
-# vmem: matmul(f16[2048, 512], f16[512, 2048], block=128)
-def matmul(x, y, block=64):
+# vmem: gpu_matmul(f16[2048, 512], f16[512, 2048], block=128)
+def gpu_matmul(x, y, block=64):
     (m, k), (_, n) = x.shape, y.shape
     return pl.pallas_call(
-        matmul_kernel,
+        gpu_matmul_kernel,
         out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
         grid=(m // block, n // block),
         in_specs=[

@@ -119,10 +119,11 @@ def test_raising_the_limit_inserts_compiler_params_that_compile(tmp_path):
     path = copy(tmp_path, KERNELS / "dataclass_blocks.py")
     [(_, fixes)] = fixes_for(path, ("v6e",), tmp_path / "cache")
     [raise_limit] = [f for f in fixes if f.kind == "raise_limit"]
-    assert raise_limit.verified and "106 MiB" in raise_limit.title
+    # 96 MiB of blocks and the compiler's own: 107 MiB leaves 10% of the limit free (no VMEM005 after the fix)
+    assert raise_limit.verified and "107 MiB" in raise_limit.title
     path.write_text(apply_edits(path.read_text(), list(raise_limit.edits)))
     text = path.read_text()
-    assert "compiler_params=pltpu.CompilerParams(vmem_limit_bytes=106 * 1024 * 1024)" in text
+    assert "compiler_params=pltpu.CompilerParams(vmem_limit_bytes=107 * 1024 * 1024)" in text
     assert "from jax.experimental.pallas import tpu as pltpu" in text
     done, report = run_json("check", str(path), "--target", "v6e", "--no-cache")
     assert done.returncode == 0 and findings(report) == [], report

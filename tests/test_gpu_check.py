@@ -264,16 +264,20 @@ def test_the_gpu_example_is_checked_and_fixed_as_docs_gpu_walks_through_it(tmp_p
     done, report = run_json("check", "examples/gpu_matmul.py", "--target", "h100", "--no-cache", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     [total] = [d for d in report["diagnostics"] if d["code"] == "VMEM051"]
-    assert total["message"].startswith("Triton kernel matmul_kernel needs 256.0K of shared memory, 227.0K available")
+    assert total["message"].startswith(
+        "Triton kernel gpu_matmul_kernel needs 256.0K of shared memory, 227.0K available"
+    )
     blocks = [d for d in report["diagnostics"] if d["code"] == "VMEM050"]
     assert sorted(d["range"]["start_line"] for d in blocks) == [
         line_of(path, "(block, k)"),
         line_of(path, "(k, block)"),
     ]
     [example] = [d for d in report["diagnostics"] if d["code"] == "VMEM004"]
-    assert example["message"].startswith("matmul_kernel (line ")  # the kernel's name, as a TPU chip's VMEM004 says it
+    assert example["message"].startswith(
+        "gpu_matmul_kernel (line "
+    )  # the kernel's name, as a TPU chip's VMEM004 says it
     args = [[[2048, 512], "float16"], [[512, 2048], "float16"]]
-    calls = [{"function": "matmul", "args": args, "kwargs": {"block": block}} for block in (128, 64)]
+    calls = [{"function": "gpu_matmul", "args": args, "kwargs": {"block": block}} for block in (128, 64)]
     wide, narrow = in_a_process(str(path), "h100", calls)
     assert (
         (wide["requested"], wide["available"])

@@ -62,13 +62,13 @@ def test_the_shards_do_every_pair_once(sharded):
     done = [pair for _, report, _ in runs for pair in pairs(report)]
     assert len(done) == len(set(done)), "a pair was checked by two shards"
     expected = {(example, target) for example in written_examples(EXAMPLES) for target in TARGETS}
-    assert len(expected) == 6 and set(done) == expected
+    assert len(expected) == 8 and set(done) == expected  # examples/' four examples on two chips
     sizes = [len(pairs(report)) for _, report, _ in runs]
     assert max(sizes) - min(sizes) <= 1, sizes  # round-robin: balanced
     for index, (_, report, _) in enumerate(runs, 1):
         shard = report["shard"]
         assert (shard["index"], shard["count"]) == (index, count)
-        assert shard["plan"]["pairs"] == 6 and shard["plan"]["examples"] == 3
+        assert shard["plan"]["pairs"] == 8 and shard["plan"]["examples"] == 4
 
 
 def test_the_merge_is_the_unsharded_run(sharded, examples_check, cache_dir):
@@ -98,7 +98,7 @@ def test_one_cause_across_two_shards_merges_as_one_run_merges_chips(sharded):
 
 
 def test_an_empty_shard_is_fine(tmp_path, cache_dir, examples_check):
-    runs = shard_runs(7, tmp_path, check_args(cache_dir))  # 6 pairs, 7 shards
+    runs = shard_runs(9, tmp_path, check_args(cache_dir))  # 8 pairs, 9 shards
     done, last, _ = runs[-1]
     assert pairs(last) == [] and done.returncode == 0
     # It owns a file, so it may say a kernel there is not reached: the merge knows better.
@@ -111,7 +111,9 @@ def test_an_empty_shard_is_fine(tmp_path, cache_dir, examples_check):
 
 def test_the_split_does_not_depend_on_the_order_paths_are_given(tmp_path, cache_dir, examples_check):
     by_folder = shard_runs(2, tmp_path / "folder", check_args(cache_dir))
-    listed = check_args(cache_dir, "examples/matmul.py", "examples/copy_whole.py", "examples/add_fits.py")
+    listed = check_args(
+        cache_dir, "examples/matmul.py", "examples/gpu_matmul.py", "examples/copy_whole.py", "examples/add_fits.py"
+    )
     by_files = shard_runs(2, tmp_path / "files", listed)
     assert [pairs(r) for _, r, _ in by_files] == [pairs(r) for _, r, _ in by_folder]
     assert len({r["shard"]["plan"]["digest"] for _, r, _ in by_files + by_folder}) == 1

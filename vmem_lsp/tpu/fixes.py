@@ -129,8 +129,11 @@ def scoped_need(calls) -> int | None:
 
 
 def limit_for(need: int, capacity: int) -> int | None:
-    """The need in whole MiB plus headroom, within the chip; None if it cannot fit."""
-    limit = min((math.ceil(need / MiB) + max(1, math.ceil(need * HEADROOM / MiB))) * MiB, capacity // MiB * MiB)
+    """The need in whole MiB with HEADROOM of the limit free (so that the fixed kernel gets no
+    VMEM005, which warns below that share of the limit) and at least 1 MiB, within the chip;
+    None if it cannot fit."""
+    room = max(math.ceil(need / MiB) + 1, math.ceil(need / (1 - HEADROOM) / MiB))
+    limit = min(room * MiB, capacity // MiB * MiB)
     return limit if limit >= need else None
 
 
