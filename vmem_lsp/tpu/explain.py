@@ -311,10 +311,15 @@ def chip_of(text: str, target: str | None, report: Report | None = None) -> Chip
             return chip(target)
         except ValueError:  # another family's target
             return None
-    named = next((c for c in CHIPS.values() if c.device_kind in text), None)
+    named = chip_named_in(text)
     if named is None and report is not None and len(by_limit := chips_by_limit(report)) == 1:
         return chip(by_limit[0])
     return named
+
+
+def chip_named_in(text: str) -> Chip | None:
+    """The chip whose device kind a report's text names ("TPU v5 lite"), if any."""
+    return next((c for c in CHIPS.values() if c.device_kind in text), None)
 
 
 def chips_by_limit(report: Report) -> list[str]:
@@ -333,7 +338,7 @@ def chips_by_limit(report: Report) -> list[str]:
 
 def chip_line(report: Report, text: str, target: str | None) -> str | None:
     """What explain says of the chip when neither --target nor the log names one."""
-    if target or any(c.device_kind in text for c in CHIPS.values()):
+    if target or chip_named_in(text) is not None:
         return None
     names = chips_by_limit(report)
     kind = "default scoped limit" if report.limit_kind == "scoped" else "capacity"

@@ -206,14 +206,17 @@ start_code_server() {
   done
   curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || die "code-server did not answer on 127.0.0.1:$PORT"
 }
-if [ "$ONLY" != bundled ]; then
-  start_code_server "$RUN/code-server.log"
 
-  # 5. The browser test.
-  say "running e2e.js"
+# run_e2e WS OUT LOG [e2e.js arguments]: e2e.js against the running code-server (its $CS_USER_DATA) on
+# the workspace WS, screenshots to OUT; on failure, the extension host's log and where to look.
+run_e2e() {
+  local ws=$1 out=$2 log=$3 rc
+  shift 3
+  say "running e2e.js $*"
   set +e
-  VMEM_UI_URL="http://127.0.0.1:$PORT/?folder=$RUN/ws" VMEM_UI_WS="$RUN/ws" VMEM_UI_OUT="$OUT" \
-    VMEM_UI_SETTINGS="$SETTINGS" VMEM_UI_BAD_PYTHON="$BAD_PYTHON" VMEM_UI_CAPTURE="$CAPTURE" NODE_PATH="$TOOLS_MODULES" "$NODE_DIR/bin/node" "$HERE/e2e.js" &
+  VMEM_UI_URL="http://127.0.0.1:$PORT/?folder=$ws" VMEM_UI_WS="$ws" VMEM_UI_OUT="$out" \
+    VMEM_UI_SETTINGS="$CS_USER_DATA/User/settings.json" VMEM_UI_BAD_PYTHON="$BAD_PYTHON" VMEM_UI_CAPTURE="$CAPTURE" \
+    NODE_PATH="$TOOLS_MODULES" "$NODE_DIR/bin/node" "$HERE/e2e.js" "$@" &
   E2E_PID=$!
   wait "$E2E_PID"
   rc=$?
@@ -221,9 +224,15 @@ if [ "$ONLY" != bundled ]; then
   set -e
   if [ "$rc" != 0 ]; then
     echo "--- the extension host's log (vmem-lsp output channel) ---" >&2
-    find "$RUN/user-data/logs" -name '*VMEM*' -exec tail -n 40 {} + >&2 2>/dev/null || true
-    die "e2e.js failed (exit $rc); screenshots in $OUT, code-server's log in $RUN/code-server.log"
+    find "$CS_USER_DATA/logs" -name '*VMEM*' -exec tail -n 40 {} + >&2 2>/dev/null || true
+    die "e2e.js $* failed (exit $rc); screenshots in $out, code-server's log in $log"
   fi
+}
+if [ "$ONLY" != bundled ]; then
+  start_code_server "$RUN/code-server.log"
+
+  # 5. The browser test.
+  run_e2e "$RUN/ws" "$OUT" "$RUN/code-server.log"
   say "PASS with vmemLsp.interpreter = $PYTHON (screenshots in $OUT)"
   if [ -n "$CAPTURE" ]; then
     say "VS Code's saves of the notebook in $CAPTURE: $(cd "$CAPTURE" && ls vscode-*.ipynb | tr '\n' ' ')"
@@ -246,18 +255,5 @@ code_server --install-extension "$VSIX" --force > "$CLEAN/install.log" 2>&1 || {
 installed=$(code_server --list-extensions 2>/dev/null)
 [ "$installed" = "vmem-lsp.vmem-lsp" ] || die "the clean profile has other extensions than ours: $installed"
 start_code_server "$CLEAN/code-server.log"
-say "running e2e.js --bundled"
-set +e
-VMEM_UI_URL="http://127.0.0.1:$PORT/?folder=$CLEAN/ws" VMEM_UI_WS="$CLEAN/ws" VMEM_UI_OUT="$OUT/bundled" \
-  VMEM_UI_SETTINGS="$CS_USER_DATA/User/settings.json" NODE_PATH="$TOOLS_MODULES" "$NODE_DIR/bin/node" "$HERE/e2e.js" --bundled &
-E2E_PID=$!
-wait "$E2E_PID"
-rc=$?
-E2E_PID=""
-set -e
-if [ "$rc" != 0 ]; then
-  echo "--- the extension host's log (vmem-lsp output channel) ---" >&2
-  find "$CS_USER_DATA/logs" -name '*VMEM*' -exec tail -n 40 {} + >&2 2>/dev/null || true
-  die "e2e.js --bundled failed (exit $rc); screenshots in $OUT/bundled, code-server's log in $CLEAN/code-server.log"
-fi
+run_e2e "$CLEAN/ws" "$OUT/bundled" "$CLEAN/code-server.log" --bundled
 say "PASS with the bundled server in a clean profile (screenshots in $OUT/bundled)"
