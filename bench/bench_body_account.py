@@ -46,8 +46,8 @@ def internal_of(record: dict, call) -> int | None:
     return total - sum(c.bytes for c in layout.window_costs(call, record["target"]))
 
 
-def account_of(call) -> int:
-    return sum(u.bytes for u in call.unseen if u.kind == "held")
+def account_of(call, target: str) -> int:
+    return sum(u.bytes for u in call.unseen if u.kind == layout.account_kind(call, target))
 
 
 def rows(records: list[dict]) -> list[dict]:
@@ -59,7 +59,7 @@ def rows(records: list[dict]) -> list[dict]:
         internal = internal_of(r, call)
         if internal is None:
             continue
-        found[(model_harness.family(r), r["target"])].append((internal, account_of(call)))
+        found[(model_harness.family(r), r["target"])].append((internal, account_of(call, r["target"])))
     out = []
     for (fam, target), points in sorted(found.items()):
         big = [(i, a) for i, a in points if i >= MEASURED_FROM]

@@ -10,8 +10,11 @@ a user runs it, and the compiler's total is held to a direct deviceless compile 
 
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import replace
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import pytest
 from support import KERNELS
@@ -98,6 +101,44 @@ def test_each_call_of_a_helper_is_a_value_of_its_own_on_its_own_line():
     assert masks == [low, high]
 
 
+@pytest.mark.fast
+def test_an_unrolled_chain_s_steps_are_one_value_of_the_kept_account_on_its_line():
+    """A top-k that collects each pick's column into a slot array: the account of a chip that
+    keeps every step (v4, v5e, v5p) holds the chain's steps as one value on the update's line; the
+    plain account (v6e, v7x) holds one. A chain masked with a constant (the candidates) and an int32
+    chain (the picks' indices: measured to spill nothing) are not kept."""
+    from vmem_lsp.tpu import layout
+    from vmem_lsp.tpu.body import large_values
+
+    def top4(x_ref, o_ref):
+        x = x_ref[...]
+        slot = jax.lax.broadcasted_iota(jnp.int32, (512, 128), 1)
+        column = jax.lax.broadcasted_iota(jnp.int32, x.shape, 1)
+        picked, at = jnp.zeros((512, 128), jnp.float32), jnp.zeros((512, 128), jnp.int32)
+        for j in range(4):
+            best = jnp.max(x, axis=-1, keepdims=True)
+            where = jnp.min(jnp.where(x == best, column, 1024), axis=-1, keepdims=True)
+            picked = jnp.where(slot == j, best, picked)  # é: the steps kept
+            at = jnp.where(slot == j, where, at)
+            x = jnp.where(column == where, -1e30, x)
+        o_ref[...] = x  # x and column live to the end: the peak is across the last pick's min
+        o_ref[:, :128] = picked + at.astype(jnp.float32)
+
+    lines = Path(__file__).read_text().splitlines()
+    update = line_starting(lines, "picked = jnp.where(slot == j, best, picked)")
+    unseen = large_values(kernel_body(top4))
+    kept = [u for u in unseen if u.kind == "kept"]
+    [steps] = [u for u in kept if u.origin and u.origin.line == update]
+    # across the last pick's min: the three steps before it, each a whole f32[512,128] (the column padded)
+    assert steps.what == "3 x f32[512,128] from select_n across reduce_min" and steps.bytes == 3 * 512 * 128 * 4
+    assert steps.across is not None and steps.across.line == update - 1
+    assert not [u for u in kept if " x s32" in u.what or " x f32[512,1024]" in u.what]
+    assert all(" x " not in u.what for u in unseen if u.kind == "held")
+    assert sum(u.bytes for u in kept) > sum(u.bytes for u in unseen if u.kind == "held")
+    call = replace(call_holding(), unseen=unseen)
+    assert [layout.account_kind(call, t) for t in ("v4", "v5e", "v5p", "v6e", "v7x")] == ["kept"] * 3 + ["held"] * 2
+
+
 # ---- the split, on data ------------------------------------------------------------------------
 
 
@@ -129,7 +170,7 @@ def test_the_split_never_claims_more_than_the_figure_it_splits():
     anchor = Anchor("k.py", Span(9, 0, 9, 4))
     call = call_holding((64 * MiB, 3), (8 * MiB, 4), (MiB // 2, 2))
     base = {"used": 100 * MiB}
-    parts = body_parts(call, Split(70 * MiB), None, texts, anchor, "need", base, estimated=False)
+    parts = body_parts(call, Split(70 * MiB), "v6e", None, texts, anchor, "need", base, estimated=False)
     assert [p.code for p in parts] == ["VMEM008", "VMEM003"]  # 8M would pass 70M; 0.5M is under 5% of 100M
     [p, rest] = parts
     assert p.facts["size"] + rest.facts["size"] == 70 * MiB
@@ -137,20 +178,23 @@ def test_the_split_never_claims_more_than_the_figure_it_splits():
     assert p.where.span == Span(3, 4, 3, len("    p = jnp.exp(s)  # é"))  # code points, not bytes
     # a value larger than the whole figure is not in it (the compiler streams it): the next one is
     assert [
-        b.facts["size"] for b in body_parts(call, Split(32 * MiB), None, texts, anchor, "need", base, estimated=False)
+        b.facts["size"]
+        for b in body_parts(call, Split(32 * MiB), "v6e", None, texts, anchor, "need", base, estimated=False)
     ] == [
         8 * MiB,
         24 * MiB,
     ]
-    assert body_parts(call, Split(4 * MiB), None, texts, anchor, "need", base, estimated=False) == []
+    assert body_parts(call, Split(4 * MiB), "v6e", None, texts, anchor, "need", base, estimated=False) == []
     # a figure smaller than every value it could be, but not small: the largest takes all of it, said so
-    [partial] = body_parts(call, Split(6 * MiB, "spill slots"), None, texts, anchor, "need", base, estimated=False)
+    [partial] = body_parts(
+        call, Split(6 * MiB, "spill slots"), "v6e", None, texts, anchor, "need", base, estimated=False
+    )
     assert partial.facts["size"] == 6 * MiB and partial.facts["value_bytes"] == 64 * MiB
     assert (
         partial.wording.head.startswith("p f32[512,512] = 64.00M")
         and "(spill slots 6.00M is less" in partial.wording.head
     )
-    estimated = body_parts(call, Split(72 * MiB), None, texts, anchor, "need", base, estimated=True)
+    estimated = body_parts(call, Split(72 * MiB), "v6e", None, texts, anchor, "need", base, estimated=True)
     assert [e.facts["size"] for e in estimated] == [64 * MiB, 8 * MiB]
     assert all("~" in e.wording.head for e in estimated)
 
@@ -254,6 +298,53 @@ def test_a_reports_spill_slots_are_split_into_the_bodys_values(tmp_path):
     [verdict] = [d for d in placed["diagnostics"] if d["code"] == "VMEM004"]
     assert (verdict["path"], verdict["range"]["start_line"]) == (FLASH.name, 3)
     assert verdict["message"].startswith("_flash_attention_kernel (") and "81.35M of 63.94M" in verdict["message"]
+
+
+ROUTER = KERNELS / "router_topk.py"
+
+
+def test_the_routers_kept_steps_are_an_error_on_their_line_within_a_quarter_of_the_compiler(tmp_path):
+    """A DeepSeek-style grouped top-k on v5e (done-when 2): v5e keeps each step of the unrolled
+    group loop's `group_scores = jnp.where(lane == g, ...)`, an error on that line; the chip's body
+    account is within 25% of the compiler's internal scratch (its total, a direct compile's, less
+    the windows), where the account of a chip that updates in place falls short of it."""
+    from vmem_lsp.tpu.body import large_values
+
+    done, report = run_json("check", ROUTER.name, "--target", "v5e", "--cache-dir", str(tmp_path), cwd=KERNELS)
+    assert done.returncode == 1, done.stderr
+    [total] = [d for d in report["diagnostics"] if d["code"] == "VMEM002"]
+    body = [d for d in report["diagnostics"] if d["code"] == "VMEM008"]
+    [rest] = [d for d in report["diagnostics"] if d["code"] == "VMEM003"]
+    [steps] = [d for d in body if "steps of an unrolled loop" in d["message"]]
+    lines = ROUTER.read_text().splitlines()
+    assert lines[steps["range"]["start_line"] - 1].strip().startswith("group_scores = jnp.where(lane == g,")
+    assert steps["message"].startswith("group_scores f32[1024,128] = 3.50M, 7 steps of an unrolled loop")
+    assert steps["facts"]["copies"] == 7
+    internal = sum(d["facts"]["size"] for d in [*body, rest])
+
+    spec = importlib.util.spec_from_file_location("router_topk", ROUTER)
+    assert spec is not None and spec.loader is not None
+    router = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(router)
+    shapes = ((4096, 2048), jnp.bfloat16), ((2048, 256), jnp.bfloat16), ((1, 256), jnp.float32)
+    unseen = large_values(kernel_jaxpr(router.route, *shapes))
+    kept, plain = (sum(u.bytes for u in unseen if u.kind == kind) for kind in ("kept", "held"))
+    assert abs(kept / internal - 1) <= 0.25, (kept, internal)
+    assert plain / internal < 0.75, (plain, internal)  # the account before v5e's steps were kept
+
+    direct = compile_directly(
+        "v5e",
+        """
+        x = jax.ShapeDtypeStruct((4096, 2048), jnp.bfloat16, sharding=sharding)
+        w = jax.ShapeDtypeStruct((2048, 256), jnp.bfloat16, sharding=sharding)
+        b = jax.ShapeDtypeStruct((1, 256), jnp.float32, sharding=sharding)
+        run, args = router_topk.route, (x, w, b)
+        jax.config.update("jax_default_device", device)  # Pallas reads the chip from the default device
+        """,
+        {"router_topk": ROUTER},
+    )
+    used = total["message"].split("needs ")[1].split(" of ")[0]
+    assert f"{used} of 16.00M" in direct or f"size {used}" in direct, direct[:2000]
 
 
 def test_without_a_compile_the_model_puts_the_same_value_on_the_same_line(tmp_path):

@@ -27,9 +27,11 @@ class GrownDim:
     full: int  # its size in the array
 
 
-def held(call: CapturedCall) -> list[Unseen]:
-    """The values live at the body's peak, largest first; none without a body account."""
-    return sorted((u for u in call.unseen if u.kind == "held" and u.bytes > 0), key=lambda u: -u.bytes)
+def held(call: CapturedCall, kind: str = "held") -> list[Unseen]:
+    """The values live at the body's peak, largest first; none without a body account. `kind`:
+    which account, where a family keeps more than one (TPU: "kept" on chips that keep an unrolled
+    chain's steps, tpu/layout.account_kind)."""
+    return sorted((u for u in call.unseen if u.kind == kind and u.bytes > 0), key=lambda u: -u.bytes)
 
 
 def grown_dims(value: Unseen, call: CapturedCall) -> list[GrownDim]:

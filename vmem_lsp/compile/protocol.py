@@ -18,8 +18,9 @@ from ..results import CapturedCall, ExampleResult, Operand, Origin, Scoped, Scra
 
 # Raised whenever a message or a result's fields change: the hello refuses a mismatch. 18: a kernel
 # inside a kernel is not compiled alone; a GPU crash's culprit lines (cached results redone). 19: the
-# body account (Unseen "held": each value live at the body's peak, on its line).
-PROTOCOL_VERSION = 21
+# body account (Unseen "held": each value live at the body's peak, on its line). 22: the account of
+# chips that keep an unrolled chain's steps (Unseen "kept").
+PROTOCOL_VERSION = 22
 
 
 def phase_words(phase: str | None, kernel: str | None, target: str | None, seconds: float) -> str:

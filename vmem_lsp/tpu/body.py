@@ -6,10 +6,11 @@ Imports jax; only the worker process loads this module."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax.numpy as jnp
@@ -62,7 +63,9 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
         unique.setdefault((u.what, u.origin), u)
     staged = tuple(list(unique.values())[:most])
     peak = _live_peak(kernel_jaxpr)
-    return staged if peak is None else (*staged, _live_summary(peak), *held_values(peak))
+    account = () if peak is None else (_live_summary(peak), *held_values(peak))
+    kept = _live_peak(kernel_jaxpr, keep_columns=True)
+    return (*staged, *account, *(held_values(kept, "kept") if kept is not None else ()))
 
 
 # Primitives that need the whole of a value before their result exists (a
@@ -110,7 +113,7 @@ class _Op:
     """One equation of a body read in line: what it reads and makes (by identity)."""
 
     eqn: Any  # a jax JaxprEqn
-    reads: tuple[int, ...]
+    args: tuple[int | None, ...]  # the name of each operand, None for a literal (as eqn.invars)
     makes: tuple[int, ...]
     whole: bool  # a WHOLE_VALUE_OPS primitive, or a region (a loop, a branch, a scope)
     written: Any  # the equation whose traceback is where it was written: the outermost call of an inlined helper
@@ -118,6 +121,10 @@ class _Op:
     @property
     def origin(self) -> Origin | None:
         return traceback_origin(self.written.source_info.traceback)
+
+    @property
+    def reads(self) -> tuple[int, ...]:
+        return tuple(n for n in self.args if n is not None)
 
 
 def _in_line(
@@ -151,10 +158,10 @@ def _in_line(
                     names[id(out)] = scope[id(result)]
             continue
         regions.extend(subs)
-        reads = tuple(n for v in eqn.invars if (n := name(v)) is not None)
+        args = tuple(name(v) for v in eqn.invars)
         makes = tuple(next(fresh) for _ in eqn.outvars)
         names.update((id(v), n) for v, n in zip(eqn.outvars, makes))
-        ops.append(_Op(eqn, reads, makes, bool(subs) or eqn.primitive.name in WHOLE_VALUE_OPS, called_at or eqn))
+        ops.append(_Op(eqn, args, makes, bool(subs) or eqn.primitive.name in WHOLE_VALUE_OPS, called_at or eqn))
 
 
 @dataclass(frozen=True)
@@ -173,14 +180,18 @@ class _Peak:
 def _chain_start(ops: list[_Op], at: int, maker: dict[int, int]) -> _Op:
     """The op a value's elementwise chain began at: back through the first operand of
     the same shape, to a whole-value op or an op with none (p = exp(s - m) began at s's dot).
-    Each step goes to an earlier op, so the walk ends."""
+    A select's predicate and a broadcast (a constant, a column) are not what a value grows
+    from. Each step goes to an earlier op, so the walk ends."""
     shape = tuple(ops[at].eqn.outvars[0].aval.shape)
     while not ops[at].whole:
         eqn = ops[at].eqn
+        skip = 1 if eqn.primitive.name == "select_n" else 0
         same = [
             maker[n]
-            for v, n in zip(eqn.invars, ops[at].reads)
-            if n in maker and tuple(getattr(getattr(v, "aval", None), "shape", ())) == shape
+            for v, n in zip(eqn.invars[skip:], ops[at].args[skip:])
+            if n in maker
+            and tuple(getattr(getattr(v, "aval", None), "shape", ())) == shape
+            and ops[maker[n]].eqn.primitive.name != "broadcast_in_dim"
         ]
         if not same or ops[same[0]].eqn.primitive.name in RELOADED:  # a loaded block is its window's
             break
@@ -188,9 +199,11 @@ def _chain_start(ops: list[_Op], at: int, maker: dict[int, int]) -> _Op:
     return ops[at]
 
 
-def _live_peak(jaxpr) -> _Peak | None:
+def _live_peak(jaxpr, keep_columns: bool = False) -> _Peak | None:
     """The computed values live across one whole-value op at the body's peak,
-    this body's regions included (each read on its own); None when nothing is."""
+    this body's regions included (each read on its own); None when nothing is.
+    `keep_columns`: as a chip that keeps each step of a column chain until its end
+    (_column_chains) lays them out; None when the body has no such chain."""
     ops: list[_Op] = []
     regions: list = []
     _in_line(jaxpr, ops, {}, regions, itertools.count())
@@ -205,6 +218,10 @@ def _live_peak(jaxpr) -> _Peak | None:
             for v, n in zip(op.eqn.outvars, op.makes):
                 if size := _vmem_bytes(v.aval):
                     made[n] = (i, size, v.aval)
+    chains = _column_chains(ops, maker) if keep_columns else []
+    for chain in chains:
+        for step in chain[:-1]:
+            last[ops[step].makes[0]] = chain[-1]
     # bytes made before op i and read after it, as a difference array over the ops
     change = [0] * (len(ops) + 1)
     for n, (at, size, _) in made.items():
@@ -217,7 +234,9 @@ def _live_peak(jaxpr) -> _Peak | None:
         running += change[i]
         if op.whole and running and (best is None or running > best[0]):
             best = (running, i)
-    peaks = [p for sub in regions if (p := _live_peak(sub)) is not None]
+    peaks = [p for sub in regions if (p := _live_peak(sub, keep_columns)) is not None]
+    if keep_columns and not chains and not peaks:
+        return None
     if best is not None:
         size, at = best
         live = tuple(
@@ -242,24 +261,84 @@ def _live_summary(peak: _Peak) -> Unseen:
     return Unseen(what, peak.bytes, peak.op.origin, "live")
 
 
-def held_values(peak: _Peak) -> tuple[Unseen, ...]:
-    """The body account: each value live at the peak, largest first, as an Unseen of kind
-    "held" on the line that makes it, with its shape (which block sizes it grows with), the
-    line of the op it is live across and the line its elementwise chain began at. What the compiler's internal scratch is split into."""
+def held_values(peak: _Peak, kind: str = "held") -> tuple[Unseen, ...]:
+    """The body account: each value live at the peak, largest first, as an Unseen of `kind`
+    ("held"; "kept" for the peak of a chip that keeps a column chain's steps) on the line that
+    makes it, with its shape (which block sizes it grows with), the line of the op it is live
+    across and the line its elementwise chain began at. What the compiler's internal scratch is
+    split into. A line's copies of one value (a kept chain's steps) are one, "7 x f32[..]"."""
     held = [
         Unseen(
             f"{_shape_text(aval)} from {op.eqn.primitive.name} across {peak.op.eqn.primitive.name}"
             + (f" of {start.eqn.primitive.name}" if start is not op else ""),
             _vmem_bytes(aval),
             op.origin,
-            "held",
+            kind,
             tuple(int(d) for d in aval.shape),
             peak.op.origin,
             start.origin if start is not op else None,
         )
         for aval, op, start in peak.values
     ]
+    if kind == "kept":
+        held = _copies_as_one(held)
     return tuple(sorted(held, key=lambda u: -u.bytes))
+
+
+def _copies_as_one(values: list[Unseen]) -> list[Unseen]:
+    """Values alike made on one line (a kept chain's steps) as one, "7 x f32[2048,8] from
+    select_n across ...", whatever each step's chain began at."""
+    alike: dict[Unseen, list[Unseen]] = {}
+    for u in values:
+        alike.setdefault(replace(u, what=u.what.split(" of ")[0], start=None), []).append(u)
+    return [
+        replace(key, what=f"{len(same)} x {key.what}", bytes=sum(u.bytes for u in same)) if len(same) > 1 else same[0]
+        for key, same in alike.items()
+    ]
+
+
+# An unrolled loop that collects one narrow value per step into a small array, by a chain of
+# selects each of which only the next one reads: a router's `picked = where(slot == j, value,
+# picked)` over its top k. The compiler of some generations keeps every step's column (f32[rows,1],
+# padded to the lanes as the array is) until the chain ends instead of updating one array in place
+# (bench/probe_router_spills.py: about one padded column per step past the first on v4, v5e and
+# v5p; under 0.85M whatever the steps on v6e, none on v7x). Which chips do is layout's
+# (KEEPS_COLUMNS_CHIPS). Measured on float chains: an int32 chain of argmin indices spilled nothing.
+def _column_chains(ops: list[_Op], maker: dict[int, int]) -> list[list[int]]:
+    """The op indices of each such chain of two or more selects, in program order."""
+    readers = collections.Counter(n for op in ops for n in op.reads)
+    chain_of: dict[int, list[int]] = {}  # a chain's select op -> its chain so far
+    chains = []
+    for i, op in enumerate(ops):
+        if op.eqn.primitive.name != "select_n" or not _collects_a_column(op, ops, maker):
+            continue
+        shape = tuple(op.eqn.outvars[0].aval.shape)
+        before = [
+            maker[n]
+            for v, n in zip(op.eqn.invars[1:], op.args[1:])
+            if n is not None and readers[n] == 1 and maker.get(n) in chain_of and tuple(v.aval.shape) == shape
+        ]
+        if before:
+            chain_of[i] = chain_of[before[0]]
+            chain_of[i].append(i)
+        else:
+            chain_of[i] = [i]
+            chains.append(chain_of[i])
+    return [c for c in chains if len(c) >= 2]
+
+
+def _collects_a_column(op: _Op, ops: list[_Op], maker: dict[int, int]) -> bool:
+    """A float select one of whose cases is a broadcast narrow column (a value of last dimension 1)."""
+    aval = op.eqn.outvars[0].aval
+    if not jnp.issubdtype(aval.dtype, jnp.floating) or len(aval.shape) < 2:
+        return False
+    for n in op.args[1:]:
+        made = ops[maker[n]].eqn if n is not None and n in maker else None
+        if made is not None and made.primitive.name == "broadcast_in_dim":
+            source = getattr(made.invars[0], "aval", None)
+            if source is not None and len(source.shape) == len(aval.shape) and source.shape[-1] == 1:
+                return True
+    return False
 
 
 def _shape_text(aval) -> str:

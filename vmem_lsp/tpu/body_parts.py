@@ -23,11 +23,15 @@ from ..render import Wording
 from ..results import CapturedCall, Operand, Origin, Unseen
 from ..source.model import Span
 from ..source.text import split_lines
+from . import layout
 from .parts import Part
 
 # A held value's words, as tpu/body.held_values writes them: "f32[4096,4096] from exp across reduce_sum".
-# and, when its elementwise chain began elsewhere, "... of dot_general".
-HELD_WHAT = re.compile(r"(?P<shape>\S+) from (?P<made_by>\S+) across (?P<op>\S+)(?: of (?P<start>\S+))?")
+# and, when its elementwise chain began elsewhere, "... of dot_general"; the steps of an unrolled
+# chain a chip keeps, "7 x f32[2048,8] from select_n across reduce_max".
+HELD_WHAT = re.compile(
+    r"(?:(?P<copies>\d+) x )?(?P<shape>\S+) from (?P<made_by>\S+) across (?P<op>\S+)(?: of (?P<start>\S+))?"
+)
 # What the ops a value is live across are called in a kernel's source.
 OP_WORDS = {
     "reduce_sum": "sum",
@@ -39,6 +43,12 @@ OP_WORDS = {
     "dot_general": "dot",
     "argmax": "argmax",
 }
+
+# Why an unrolled chain's steps are each a value (layout.KEEPS_COLUMNS_CHIPS), and the way out measured.
+KEPT_STEPS = (
+    "each kept until the last on this chip instead of updated in place"
+    " (v6e and v7x keep one; a result written to its output ref step by step keeps none)"
+)
 
 # The name an assignment gives the value its line makes: `p = jnp.exp(...)`, `s *= scale`.
 ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*(?:[-+*/@%]|//|\*\*)?=(?!=)")
@@ -92,6 +102,7 @@ class Split:
 def body_parts(
     call: CapturedCall,
     split: Split,
+    target: str | None,
     site,
     sites: Sources,
     anchor: Anchor,
@@ -103,8 +114,9 @@ def body_parts(
     estimate of the body's share) split into the body's held values, largest first, each whole
     while they fit in it, and the rest. A value larger than the whole figure takes all of it
     (the compiler keeps part of it in registers or fuses it). Empty when the body account has
-    nothing to say (the caller keeps its single VMEM003)."""
-    values = held(call)
+    nothing to say (the caller keeps its single VMEM003). `target`'s account: a chip that keeps
+    an unrolled chain's steps holds more (layout.account_kind)."""
+    values = held(call, layout.account_kind(call, target))
     small = SMALL_SHARE * (base.get("used") or split.bytes)  # smaller values stay in the rest, as windows do
     chosen: list[Unseen] = []
     for value in values:
@@ -142,14 +154,17 @@ def held_part(
     shape, made_by, op, start = (
         (words["shape"], words["made_by"], words["op"], words["start"]) if words else (value.what, "?", "?", None)
     )
+    copies = int(words["copies"]) if words and words["copies"] else 1
     text = line_of(sites, value.origin.file, value.origin.line) if value.origin else ""
     name = assigned_name(text)
     label = f"{name} {shape}" if name else f"{shape} from {made_by}"
     where = Anchor(value.origin.file, statement_span(value.origin.line, text)) if value.origin else anchor
     began, peak = line_in_file(value, value.start), line_in_file(value, value.across)
+    began = began if value.origin is None or began != value.origin.line else None  # grown from itself: a loop
     grown = f", grown from the {OP_WORDS.get(start or '', start)} at line {began}" if began else ""
     across = f"the {OP_WORDS.get(op, op)} at line {peak}" if peak else f"a {OP_WORDS.get(op, op)}"
-    head = f"{label} {'~' if estimated else '='} {render.size(value.bytes)}, a value of the kernel body{grown}, live across {across}"
+    what = "a value of the kernel body" if copies == 1 else f"{copies} steps of an unrolled loop, {KEPT_STEPS}"
+    head = f"{label} {'~' if estimated else '='} {render.size(value.bytes)}, {what}{grown}, live across {across}"
     if within is not None:
         head += f" ({within.what} {render.size(within.bytes)} is less: part of it stays in registers or is fused)"
     if estimated:
@@ -159,6 +174,7 @@ def held_part(
         "kind": "body",
         "size": within.bytes if within is not None else value.bytes,
         "shape": shape,
+        **({"copies": copies} if copies > 1 else {}),  # a kept chain's steps
         "made_by": made_by,
         "name": name,
         "across_line": value.across.line if value.across else None,

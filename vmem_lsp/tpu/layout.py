@@ -298,6 +298,20 @@ LIVE_SPILL_MOST = 3.0
 LIVE_SPILL_MOST_ATTENTION = 1.0
 
 
+# Chips whose compiler keeps each step of an unrolled column chain until the chain ends (a
+# router's top-k slots: tpu/body._column_chains), so that their body account is the one of kind
+# "kept" (bench/probe_router_spills.py: about one padded column per step past the first on v4, v5e
+# and v5p; v6e and v7x update one array in place).
+KEEPS_COLUMNS_CHIPS = frozenset({"v4", "v5e", "v5p"})
+
+
+def account_kind(call: CapturedCall, target: str | None) -> str:
+    """The kind of Unseen that is `call`'s body account on `target`: "kept" where the chip keeps a
+    column chain's steps and the body has one, else "held"."""
+    kept = target in KEEPS_COLUMNS_CHIPS and any(u.kind == "kept" for u in call.unseen)
+    return "kept" if kept else "held"
+
+
 def live_bytes(call: CapturedCall) -> int:
     """Peak bytes of the body's values live across a whole-value op; 0 when none are."""
     return max((u.bytes for u in call.unseen if u.kind == "live"), default=0)

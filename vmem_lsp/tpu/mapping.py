@@ -177,7 +177,7 @@ def findings_for(
         for number, (a, entry) in enumerate(zip(report.allocations, entries)):
             if entry is not None:
                 parts.append(scoped_part(a, entry, sites, anchor, need, base))
-            elif a.kind == "spill" and (values := spilled_values(call, a, site, sites, anchor, need, base)):
+            elif a.kind == "spill" and (values := spilled_values(call, a, target, site, sites, anchor, need, base)):
                 parts.extend(values)
             else:
                 parts.append(reported_part(number, a, scratch[number], call, site, sites, anchor, need, base))
@@ -190,11 +190,11 @@ def findings_for(
     return KernelFindings(anchor, name, parts, clause, {**base, "kernel": name})
 
 
-def spilled_values(call, allocation: Allocation, site, sites: Sources, anchor, need, base) -> list[Part]:
+def spilled_values(call, allocation: Allocation, target: Chip, site, sites: Sources, anchor, need, base) -> list[Part]:
     """The spill slots a report lists, split into the body's values that make them (tpu/body_parts),
     the rest kept as spill slots; empty without a body account."""
     split = Split(allocation.size, "register allocator spill slots", "spill")
-    return body_parts(call, split, site, sites, anchor, need, {**base, "tag": allocation.tag}, False)
+    return body_parts(call, split, target.name, site, sites, anchor, need, {**base, "tag": allocation.tag}, False)
 
 
 def reported_part(
@@ -332,17 +332,17 @@ def estimated_parts(call, report, target, site, sites, anchor, need, base) -> li
         )
     if remainder > 0:
         wording = render.internal_remainder(remainder, modelled, need)
-        parts.extend(internal_parts(call, remainder, site, sites, anchor, need, base, False, wording))
+        parts.extend(internal_parts(call, remainder, target, site, sites, anchor, need, base, False, wording))
     return parts
 
 
 def internal_parts(
-    call, internal: int, site, sites: Sources, anchor: Anchor, need, base, estimated: bool, whole: Wording
+    call, internal: int, target: Chip, site, sites: Sources, anchor: Anchor, need, base, estimated: bool, whole: Wording
 ) -> list[Part]:
     """The compiler's internal scratch (or the model's estimate of it) on the body lines whose
     values make it (tpu/body_parts), the rest on the pallas_call; without a body account, one
     VMEM003 on the pallas_call worded `whole`."""
-    return body_parts(call, Split(internal), site, sites, anchor, need, base, estimated) or [
+    return body_parts(call, Split(internal), target.name, site, sites, anchor, need, base, estimated) or [
         Part(anchor, "VMEM003", "internal", whole, {**base, "kind": "internal", "size": internal, "estimated": True})
     ]
 
@@ -377,7 +377,7 @@ def model_findings(call: CapturedCall, target: Chip, anchor: Anchor, site, sites
     }
     internal = next((p.bytes for p in b.parts if p.kind == "internal"), 0)
     wording = render.internal_estimate(internal, need)
-    parts = internal_parts(call, internal, site, sites, anchor, need, base, True, wording) if internal else []
+    parts = internal_parts(call, internal, target, site, sites, anchor, need, base, True, wording) if internal else []
     for cost in layout.window_costs(call, target.name):
         where, label, subject, _, related = cost_place(cost, call, site, sites, anchor)
         parts.append(
