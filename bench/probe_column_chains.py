@@ -111,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         for piece in PIECES:
             for steps in (int(s) for s in args.steps.split(",")):
                 compiled = beyond_windows(target, piece, steps)
-                print(f"| {target} | {piece} | {steps} | {compiled} | {account(target, piece, steps):.2f}M |", flush=True)
+                print(
+                    f"| {target} | {piece} | {steps} | {compiled} | {account(target, piece, steps):.2f}M |", flush=True
+                )
     return 0
 
 
