@@ -98,12 +98,14 @@ class Unseen:
     only bound it. "staged": one value a dot or transpose makes; "live": the
     body's values live at once across an op that reads a whole value (a
     reduction, a dot, a roll), at their peak; "held": one of those values, on the line that
-    makes it (the body account: what the compiler's internal scratch is made of)."""
+    makes it (the body account: what the compiler's internal scratch is made of); "kept": the
+    same for a chip whose compiler keeps each step of an unrolled loop's chain until it ends
+    (TPU v4, v5e, v5p: tpu/layout.account_kind says when it is the account)."""
 
     what: str  # "f32[1024,1024] from dot_general"
     bytes: int
     origin: Origin | None  # the user's line that computes it
-    kind: str = "staged"  # "staged" | "live" | "held"
+    kind: str = "staged"  # "staged" | "live" | "held" | "kept"
     shape: tuple[int, ...] = ()  # a held value's dimensions, to tell which block sizes it grows with
     across: Origin | None = None  # a held value: the line of the op it is live across (the peak)
     start: Origin | None = None  # a held value: the line its elementwise chain began at (p = exp(s): s's dot)

@@ -317,9 +317,18 @@ def live_bytes(call: CapturedCall) -> int:
     return max((u.bytes for u in call.unseen if u.kind == "live"), default=0)
 
 
-def temporaries_estimate(call: CapturedCall) -> int:
-    """The spill slots of the body's temporaries, at the least share the corpus measured."""
-    return int(LIVE_SPILL_LEAST * live_bytes(call))
+def temporaries_estimate(call: CapturedCall, target: str | None = None) -> int:
+    """The spill slots of the body's temporaries, at the least share the corpus measured, and on a
+    chip that keeps an unrolled chain's steps, the steps it keeps beyond the plain account's peak
+    (values it holds, not spills at a share: account_kind)."""
+    kept = 0
+    if account_kind(call, target) == "kept":
+        kept = max(
+            0,
+            sum(u.bytes for u in call.unseen if u.kind == "kept")
+            - sum(u.bytes for u in call.unseen if u.kind == "held"),
+        )
+    return int(LIVE_SPILL_LEAST * live_bytes(call)) + kept
 
 
 def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
@@ -337,7 +346,7 @@ def internal_estimate(call: CapturedCall, target: str | None = None) -> int:
     spills = max(0, int(share * accumulator) - VREG_FILE_BYTES)
     if target in LHS_SPILL_CHIPS or target is None:  # whichever is larger: both size the same spills
         spills = max(spills, lhs_block_bytes(call))
-    return max(spills, attention_scores_bytes(call), temporaries_estimate(call))
+    return max(spills, attention_scores_bytes(call), temporaries_estimate(call, target))
 
 
 def total_estimate(call: CapturedCall, target: str | None = None) -> int:
@@ -352,19 +361,18 @@ def unseen_could_overflow(call: CapturedCall, total: int, limit: int, target: st
     the windows), counted only for the patterns internal_estimate knows; else
     the body's live values, when their spills at the most share measured
     (LIVE_SPILL_MOST) exceed what internal_estimate counted by more than the
-    headroom. None when the verdict stands either way: quiet when all is well."""
+    headroom; of the two, the one that could add more. None when the verdict stands either
+    way: quiet when all is well."""
     if total > limit or not call.unseen:
         return None
     staged = [u for u in call.unseen if u.kind == "staged"]
     largest = max(staged, key=lambda u: u.bytes, default=None)
-    if largest is not None and total + largest.bytes > limit:
-        return largest
     live = next((u for u in call.unseen if u.kind == "live"), None)
-    if live is None:
-        return None
     most = LIVE_SPILL_MOST_ATTENTION if attention_scores_bytes(call) else LIVE_SPILL_MOST
-    unsized = int(most * live.bytes) - internal_estimate(call, target)
-    return live if total + unsized > limit else None
+    unsized = int(most * live.bytes) - internal_estimate(call, target) if live is not None else 0
+    if largest is not None and total + largest.bytes > limit and largest.bytes >= unsized:
+        return largest
+    return live if live is not None and total + unsized > limit else None
 
 
 def tile(dtype: str) -> tuple[int, int]:
