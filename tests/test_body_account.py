@@ -405,6 +405,43 @@ async def test_in_the_editor_the_body_line_is_the_error_and_its_hover_shows_the_
         assert "**f32[2048,4096] from dot_general**" in hover.contents.value
 
 
+@pytest.mark.asyncio
+async def test_in_the_editor_a_chip_that_keeps_the_steps_has_its_own_account_in_the_hover(tmp_path):
+    """router_topk.py on v5e and v6e through the real language server: the group loop's update is
+    an error on v5e (which keeps each step), and a hover on it shows each chip's account: v5e's
+    with the seven steps in bold, v6e's without them."""
+    from lsprotocol import types
+    from support.lsp_client import Editor, compiler_tier, lsp_lines, running_server, wait_for
+
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\ncache-dir = ".cache"\n')
+    path = tmp_path / ROUTER.name
+    path.write_text(ROUTER.read_text())
+    lines = lsp_lines(path.read_text())
+    update = line_starting(lines, "group_scores = jnp.where(lane == g,") - 1
+    async with running_server(tmp_path) as client:
+        editor = Editor(client, path)
+        editor.open()
+        found = await wait_for(
+            lambda: [d for d in compiler_tier(editor.diagnostics()) if d.code == "VMEM008"],
+            what="the kept steps' error after open",
+        )
+        assert [d.range.start.line for d in found] == [update]
+        assert "7 steps of an unrolled loop" in found[0].message and "TPU v5e" in found[0].message
+        hover = await client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(editor.uri), types.Position(update, 12))
+        )
+        assert hover is not None
+        text = hover.contents.value
+        v5e, v6e = (
+            text.index("kernel body at its peak** on TPU v5e"),
+            text.index("kernel body at its peak** on TPU v6e"),
+        )
+        assert (
+            "**7 x f32[1024,128] from select_n**" in text[v5e:]
+            and "7 x f32" not in text[v6e : v5e if v6e < v5e else None]
+        )
+
+
 # ---- the fix search shrinks what the body grows with ------------------------------------------------
 
 TABLE = KERNELS / "body_and_table.py"

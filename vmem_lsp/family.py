@@ -222,6 +222,11 @@ class Family(ABC):
         """The family's model of a traced call on `target` (no compiler): for the tuner API and sweep.
         `version`: the compiler's whose figures apply (libtpu's), None for the default."""
 
+    def account_kind(self, call: CapturedCall, target: str) -> str:
+        """Which body account of `call` (the results.Unseen kind) holds on `target`: "held",
+        unless the family's chips keep more of the same body (TPU v5e: "kept")."""
+        return "held"
+
     def model_doubt(self, call: CapturedCall, target: str) -> str | None:
         """Why the family's model may not call a traced (not compiled) `call` a fit on `target`
         though its figure is under the limit (a part of the body it cannot size, its measured

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from .budget import Budget, KnownKernel, Part, names_shown, part_span
 from .correlate import SitesOf, kernel_site, spec_ordinals
 from .diagnostics import Diagnostic
-from .families import family_of
+from .families import family_of, target_label
 from .render import size as format_size
 from .results import CapturedCall, ExampleResult
 from .source.model import KernelSite, Span
@@ -148,15 +148,17 @@ def spec_hints(site: KernelSite, known: KnownKernel | None, b: Budget) -> list[t
 
 
 def held_at(call: CapturedCall, path: str, line: int) -> bool:
-    """Whether the body account of `call` holds a value made on `line` of `path`."""
-    return any(u.kind == "held" and u.origin and u.origin.file == path and u.origin.line == line for u in call.unseen)
+    """Whether a body account of `call` (any chip's) holds a value made on `line` of `path`."""
+    return any(
+        u.kind in ("held", "kept") and u.origin and u.origin.file == path and u.origin.line == line for u in call.unseen
+    )
 
 
-def body_markdown(call: CapturedCall, line: int | None = None) -> str:
-    """The values the kernel body holds at its peak (the body account), largest first, each with
-    the line that makes it and its share of the peak; the one made on `line` in bold. Empty
-    without an account."""
-    held = sorted((u for u in call.unseen if u.kind == "held"), key=lambda u: -u.bytes)
+def body_markdown(call: CapturedCall, line: int | None = None, kind: str = "held", on: str = "") -> str:
+    """The values the kernel body holds at its peak (the body account of `kind`, the chips'
+    `on` names), largest first, each with the line that makes it and its share of the peak;
+    the one made on `line` in bold. Empty without an account."""
+    held = sorted((u for u in call.unseen if u.kind == kind), key=lambda u: -u.bytes)
     if not held:
         return ""
     peak = sum(u.bytes for u in held)
@@ -170,7 +172,21 @@ def body_markdown(call: CapturedCall, line: int | None = None) -> str:
             f"| {mark}{what}{mark} | {at} | {format_size(u.bytes)} | `{bar(u.bytes / peak)}` {u.bytes / peak:.0%} |"
         )
     where = f" (live across line {across.line})" if across is not None else ""
-    return f"**kernel body at its peak**{where}: {format_size(peak)}\n\n" + "\n".join(rows)
+    chips = f" on {on}" if on else ""
+    return f"**kernel body at its peak**{chips}{where}: {format_size(peak)}\n\n" + "\n".join(rows)
+
+
+def body_accounts_markdown(call: CapturedCall, targets, line: int | None = None) -> str:
+    """body_markdown of each body account the `targets` have (their family says which), one
+    table each, named by their chips where they differ: v5e keeps an unrolled loop's steps
+    that v6e updates in place."""
+    kinds: dict[str, list[str]] = {}
+    for target in targets:
+        kinds.setdefault(family_of(target).account_kind(call, target), []).append(target_label(target))
+    if len(kinds) <= 1:
+        return body_markdown(call, line, next(iter(kinds), "held"))
+    tables = (body_markdown(call, line, kind, ", ".join(labels)) for kind, labels in kinds.items())
+    return "\n\n".join(t for t in tables if t)
 
 
 def site_at(sites: tuple[KernelSite, ...], line: int) -> KernelSite | None:

@@ -76,6 +76,11 @@ class TpuFamily(Family):
 
         return budget.from_compile(call, None, target, version)
 
+    def account_kind(self, call, target):
+        from .layout import account_kind
+
+        return account_kind(call, target)
+
     def fixes(self, problem):
         from . import fixes
 

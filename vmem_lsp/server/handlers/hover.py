@@ -22,6 +22,6 @@ def handle(ls: VmemServer, params: types.HoverParams) -> types.Hover | None:
     site, by_target, known = ls.session.site_budgets(path, at[0])
     if site is None:
         return None
-    body = views.body_markdown(known.call, at[0]) if known is not None else ""
+    body = views.body_accounts_markdown(known.call, by_target, at[0]) if known is not None else ""
     text = views.hover_markdown(site, by_target) + (f"\n\n{body}" if body else "")
     return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text))
