@@ -9,8 +9,9 @@ size less the windows and the chip's own internal scratch) beside the body accou
 
 - groups: per-group maxima collected into an f32[2048,128] slot array by where(lane == g, ...),
   a chain of selects each read by the next only (tpu/body._column_chains);
-- sums: the same maxima kept in a list and concatenated (no chain: the account does not see it);
-- consumed: a chain the loop reads each step (a top-k's candidates masked with a constant).
+- sums: the same maxima kept in a list and concatenated (no chain: the plain account holds them);
+- consumed: a top-k's candidates masked with a constant each step (read by the next max, not a
+  chain) and the picks summed, `total = total + best` (a chain of adds).
 """
 
 from __future__ import annotations

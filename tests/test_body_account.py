@@ -103,8 +103,8 @@ def test_each_call_of_a_helper_is_a_value_of_its_own_on_its_own_line():
 
 @pytest.mark.fast
 def test_an_unrolled_chain_s_steps_are_one_value_of_the_kept_account_on_its_line():
-    """A top-k that collects each pick's column into a slot array: the account of a chip that
-    keeps every step (v4, v5e, v5p) holds the chain's steps as one value on the update's line; the
+    """A top-k that collects each pick's column into a slot array, and sums the picks: the account
+    of a chip that keeps every step (v4, v5e, v5p) holds each chain's steps as one value on its line; the
     plain account (v6e, v7x) holds one. A chain masked with a constant (the candidates) and an int32
     chain (the picks' indices: measured to spill nothing) are not kept."""
     from vmem_lsp.tpu import layout
@@ -115,14 +115,16 @@ def test_an_unrolled_chain_s_steps_are_one_value_of_the_kept_account_on_its_line
         slot = jax.lax.broadcasted_iota(jnp.int32, (512, 128), 1)
         column = jax.lax.broadcasted_iota(jnp.int32, x.shape, 1)
         picked, at = jnp.zeros((512, 128), jnp.float32), jnp.zeros((512, 128), jnp.int32)
+        total = jnp.zeros((512, 1), jnp.float32)
         for j in range(4):
             best = jnp.max(x, axis=-1, keepdims=True)
             where = jnp.min(jnp.where(x == best, column, 1024), axis=-1, keepdims=True)
             picked = jnp.where(slot == j, best, picked)  # é: the steps kept
+            total = total + best  # a sum of the picks: kept as well
             at = jnp.where(slot == j, where, at)
             x = jnp.where(column == where, -1e30, x)
         o_ref[...] = x  # x and column live to the end: the peak is across the last pick's min
-        o_ref[:, :128] = picked + at.astype(jnp.float32)
+        o_ref[:, :128] = picked + at.astype(jnp.float32) + total
 
     lines = Path(__file__).read_text().splitlines()
     update = line_starting(lines, "picked = jnp.where(slot == j, best, picked)")
@@ -132,6 +134,8 @@ def test_an_unrolled_chain_s_steps_are_one_value_of_the_kept_account_on_its_line
     # across the last pick's min: the three steps before it, each a whole f32[512,128] (the column padded)
     assert steps.what == "3 x f32[512,128] from select_n across reduce_min" and steps.bytes == 3 * 512 * 128 * 4
     assert steps.across is not None and steps.across.line == update - 1
+    [summed] = [u for u in kept if u.origin and u.origin.line == update + 1]
+    assert summed.what == "3 x f32[512,1] from add across reduce_min" and summed.bytes == 3 * 512 * 128 * 4
     assert not [u for u in kept if " x s32" in u.what or " x f32[512,1024]" in u.what]
     assert all(" x " not in u.what for u in unseen if u.kind == "held")
     assert sum(u.bytes for u in kept) > sum(u.bytes for u in unseen if u.kind == "held")

@@ -297,27 +297,38 @@ def _copies_as_one(values: list[Unseen]) -> list[Unseen]:
     ]
 
 
-# An unrolled loop that collects one narrow value per step into a small array, by a chain of
-# selects each of which only the next one reads: a router's `picked = where(slot == j, value,
-# picked)` over its top k. The compiler of some generations keeps every step's column (f32[rows,1],
-# padded to the lanes as the array is) until the chain ends instead of updating one array in place
-# (bench/probe_router_spills.py: about one padded column per step past the first on v4, v5e and
-# v5p; under 0.85M whatever the steps on v6e, none on v7x). Which chips do is layout's
-# (KEEPS_COLUMNS_CHIPS). Measured on float chains: an int32 chain of argmin indices spilled nothing.
+# An unrolled loop that folds one narrow column per step into an array, by a chain of ops each of
+# whose results only the next one reads: a router's `picked = where(slot == j, value, picked)` over
+# its top k, a sum of per-step maxima `total = total + best`. The compiler of some generations keeps
+# every step's column (f32[rows,1], padded to the lanes) until the chain ends instead of folding it
+# in at once (bench/probe_column_chains.py, probe_router_spills.py: about one padded column per step
+# past the first on v4, v5e and v5p, for selects and adds alike; v6e caps at 1.82M whatever the steps,
+# v7x keeps none). Which chips do is layout's (KEEPS_COLUMNS_CHIPS). Measured on float chains: an
+# int32 chain of argmin indices spilled nothing. The ops, and the index of their first data operand:
+FOLDS_A_COLUMN = {"select_n": 1, "add": 0}
+
+
 def _column_chains(ops: list[_Op], maker: dict[int, int]) -> list[list[int]]:
-    """The op indices of each such chain of two or more selects, in program order."""
+    """The op indices of each such chain of two or more links, in program order."""
     readers = collections.Counter(n for op in ops for n in op.reads)
-    chain_of: dict[int, list[int]] = {}  # a chain's select op -> its chain so far
+    chain_of: dict[int, list[int]] = {}  # a chain's op -> its chain so far
     chains = []
     for i, op in enumerate(ops):
-        if op.eqn.primitive.name != "select_n" or not _collects_a_column(op, ops, maker):
+        first = FOLDS_A_COLUMN.get(op.eqn.primitive.name)
+        if first is None:
             continue
-        shape = tuple(op.eqn.outvars[0].aval.shape)
+        aval = op.eqn.outvars[0].aval
+        if not jnp.issubdtype(aval.dtype, jnp.floating) or len(aval.shape) < 2:
+            continue
+        data = list(zip(op.eqn.invars[first:], op.args[first:]))
         before = [
             maker[n]
-            for v, n in zip(op.eqn.invars[1:], op.args[1:])
-            if n is not None and readers[n] == 1 and maker.get(n) in chain_of and tuple(v.aval.shape) == shape
+            for v, n in data
+            if n is not None and readers[n] == 1 and maker.get(n) in chain_of and v.aval.shape == aval.shape
         ]
+        folded = [(v, n) for v, n in data if not before or n != ops[before[0]].makes[0]]
+        if not any(_is_column(v, n, ops, maker, len(aval.shape)) for v, n in folded):
+            continue
         if before:
             chain_of[i] = chain_of[before[0]]
             chain_of[i].append(i)
@@ -327,18 +338,20 @@ def _column_chains(ops: list[_Op], maker: dict[int, int]) -> list[list[int]]:
     return [c for c in chains if len(c) >= 2]
 
 
-def _collects_a_column(op: _Op, ops: list[_Op], maker: dict[int, int]) -> bool:
-    """A float select one of whose cases is a broadcast narrow column (a value of last dimension 1)."""
-    aval = op.eqn.outvars[0].aval
-    if not jnp.issubdtype(aval.dtype, jnp.floating) or len(aval.shape) < 2:
+def _is_column(var, name: int | None, ops: list[_Op], maker: dict[int, int], rank: int) -> bool:
+    """A computed value of last dimension 1 (a row's maximum, kept as [rows, 1]), or a broadcast of
+    one; not a broadcast constant or scalar."""
+    if name is None or name not in maker:
         return False
-    for n in op.args[1:]:
-        made = ops[maker[n]].eqn if n is not None and n in maker else None
-        if made is not None and made.primitive.name == "broadcast_in_dim":
-            source = getattr(made.invars[0], "aval", None)
-            if source is not None and len(source.shape) == len(aval.shape) and source.shape[-1] == 1:
-                return True
-    return False
+    made = ops[maker[name]].eqn
+    if made.primitive.name == "broadcast_in_dim":
+        source = tuple(getattr(getattr(made.invars[0], "aval", None), "shape", ()))
+        if isinstance(made.invars[0], jax_compat.Literal) or not source:
+            return False
+        if len(source) == rank and source[-1] == 1:
+            return True
+    shape = var.aval.shape
+    return len(shape) == rank and shape[-1] == 1
 
 
 def _shape_text(aval) -> str:

@@ -299,9 +299,9 @@ LIVE_SPILL_MOST_ATTENTION = 1.0
 
 
 # Chips whose compiler keeps each step of an unrolled column chain until the chain ends (a
-# router's top-k slots: tpu/body._column_chains), so that their body account is the one of kind
-# "kept" (bench/probe_router_spills.py: about one padded column per step past the first on v4, v5e
-# and v5p; v6e and v7x update one array in place).
+# router's top-k slots, a sum of per-step maxima: tpu/body._column_chains), so that their body
+# account is the one of kind "kept" (bench/probe_column_chains.py, probe_router_spills.py: about one
+# padded column per step past the first on v4, v5e and v5p; v6e and v7x fold each in at once).
 KEEPS_COLUMNS_CHIPS = frozenset({"v4", "v5e", "v5p"})
 
 
