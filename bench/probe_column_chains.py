@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vmem_lsp.compile.tracing import pallas_equations
 from vmem_lsp.results import CapturedCall
 from vmem_lsp.tpu import layout
-from vmem_lsp.tpu.body import large_values
+from vmem_lsp.tpu.body import kept_values, large_values
 from vmem_lsp.tpu.chips import chip
 from vmem_lsp.tpu.parse import parse_report
 
@@ -95,7 +95,7 @@ def beyond_windows(target: str, piece: str, steps: int) -> str:
 def account(target: str, piece: str, steps: int) -> float:
     x = jax.ShapeDtypeStruct((2 * ROWS, COLS), jnp.float32)
     [eqn] = pallas_equations(jax.make_jaxpr(call(piece, steps, None))(x).jaxpr)
-    unseen = large_values(eqn.params["jaxpr"])
+    unseen = (*large_values(eqn.params["jaxpr"]), *kept_values(eqn.params["jaxpr"]))
     probe = CapturedCall("probe", None, None, (2,), 0, (), (), None, False, None, 0.0, unseen=unseen)
     kind = layout.account_kind(probe, target)
     return sum(u.bytes for u in unseen if u.kind == kind) / MiB

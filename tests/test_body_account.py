@@ -108,7 +108,7 @@ def test_an_unrolled_chain_s_steps_are_one_value_of_the_kept_account_on_its_line
     plain account (v6e, v7x) holds one. A chain masked with a constant (the candidates) and an int32
     chain (the picks' indices: measured to spill nothing) are not kept."""
     from vmem_lsp.tpu import layout
-    from vmem_lsp.tpu.body import large_values
+    from vmem_lsp.tpu.body import kept_values, large_values
 
     def top4(x_ref, o_ref):
         x = x_ref[...]
@@ -128,7 +128,8 @@ def test_an_unrolled_chain_s_steps_are_one_value_of_the_kept_account_on_its_line
 
     lines = Path(__file__).read_text().splitlines()
     update = line_starting(lines, "picked = jnp.where(slot == j, best, picked)")
-    unseen = large_values(kernel_body(top4))
+    body = kernel_body(top4)
+    unseen = (*large_values(body), *kept_values(body))
     kept = [u for u in unseen if u.kind == "kept"]
     [steps] = [u for u in kept if u.origin and u.origin.line == update]
     # across the last pick's min: the three steps before it, each a whole f32[512,128] (the column padded)
@@ -312,7 +313,7 @@ def test_the_routers_kept_steps_are_an_error_on_their_line_within_a_quarter_of_t
     group loop's `group_scores = jnp.where(lane == g, ...)`, an error on that line; the chip's body
     account is within 25% of the compiler's internal scratch (its total, a direct compile's, less
     the windows), where the account of a chip that updates in place falls short of it."""
-    from vmem_lsp.tpu.body import large_values
+    from vmem_lsp.tpu.body import kept_values, large_values
 
     done, report = run_json("check", ROUTER.name, "--target", "v5e", "--cache-dir", str(tmp_path), cwd=KERNELS)
     assert done.returncode == 1, done.stderr
@@ -331,7 +332,8 @@ def test_the_routers_kept_steps_are_an_error_on_their_line_within_a_quarter_of_t
     router = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(router)
     shapes = ((4096, 2048), jnp.bfloat16), ((2048, 256), jnp.bfloat16), ((1, 256), jnp.float32)
-    unseen = large_values(kernel_jaxpr(router.route, *shapes))
+    body = kernel_jaxpr(router.route, *shapes)
+    unseen = (*large_values(body), *kept_values(body))
     kept, plain = (sum(u.bytes for u in unseen if u.kind == kind) for kind in ("kept", "held"))
     assert abs(kept / internal - 1) <= 0.25, (kept, internal)
     assert plain / internal < 0.75, (plain, internal)  # the account before v5e's steps were kept

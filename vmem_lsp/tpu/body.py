@@ -63,9 +63,15 @@ def large_values(kernel_jaxpr, most: int = 3) -> tuple[Unseen, ...]:
         unique.setdefault((u.what, u.origin), u)
     staged = tuple(list(unique.values())[:most])
     peak = _live_peak(kernel_jaxpr)
-    account = () if peak is None else (_live_summary(peak), *held_values(peak))
+    return staged if peak is None else (*staged, _live_summary(peak), *held_values(peak))
+
+
+def kept_values(kernel_jaxpr) -> tuple[Unseen, ...]:
+    """The body account of a chip that keeps each step of an unrolled column chain until it ends
+    (_column_chains), as Unseen of kind "kept"; none when the body has no such chain. An analysis
+    of its own beside large_values: a failure of one leaves the other."""
     kept = _live_peak(kernel_jaxpr, keep_columns=True)
-    return (*staged, *account, *(held_values(kept, "kept") if kept is not None else ()))
+    return held_values(kept, "kept") if kept is not None else ()
 
 
 # Primitives that need the whole of a value before their result exists (a

@@ -17,7 +17,7 @@ from ..compile.kernels import error_text, lower_and_compile, no_phase, raised_in
 from ..compile.tracing import extra
 from ..family import Verdict
 from . import loop_cycles, profile
-from .body import large_values
+from .body import kept_values, large_values
 from .chips import chip
 
 
@@ -81,5 +81,6 @@ def count_loops(eqn, estimate: Verdict, prefetch: list | None, compile_with) -> 
 
 def call_facts(eqn) -> dict:
     """What the layout model cannot place in VMEM, read from the body: its largest staged
-    values and the temporaries live at once (CapturedCall.unseen)."""
-    return {"unseen": extra(large_values, (), eqn.params["jaxpr"])}
+    values, the temporaries live at once and the body accounts (CapturedCall.unseen)."""
+    body = eqn.params["jaxpr"]
+    return {"unseen": (*extra(large_values, (), body), *extra(kept_values, (), body))}
