@@ -144,6 +144,30 @@ def test_an_unrolled_chain_s_steps_are_one_value_of_the_kept_account_on_its_line
     assert [layout.account_kind(call, t) for t in ("v4", "v5e", "v5p", "v6e", "v7x")] == ["kept"] * 3 + ["held"] * 2
 
 
+@pytest.mark.fast
+def test_a_body_account_that_fails_leaves_the_other_and_is_counted(monkeypatch, capsys):
+    """The kept account is an analysis of its own: a bug in it is said and counted (the worker's
+    extra), and the staged values and the plain account still reach the check."""
+    from vmem_lsp.compile import tracing
+    from vmem_lsp.compile.tracing import pallas_equations
+    from vmem_lsp.tpu import worker
+
+    def rows(x_ref, o_ref):
+        x = jnp.exp(x_ref[...])
+        o_ref[...] = x / jnp.sum(x, axis=-1, keepdims=True)
+
+    def broken(jaxpr):
+        raise IndexError("planted")
+
+    monkeypatch.setattr(worker, "kept_values", broken)
+    failures = tracing.EXTRA_FAILURES[0]
+    x = jax.ShapeDtypeStruct((2048, 1024), jnp.float32)
+    [eqn] = pallas_equations(jax.make_jaxpr(on_rows(rows))(x).jaxpr)
+    unseen = worker.call_facts(eqn)["unseen"]
+    assert {u.kind for u in unseen} >= {"live", "held"}
+    assert tracing.EXTRA_FAILURES[0] == failures + 1 and "internal error in broken" in capsys.readouterr().err
+
+
 # ---- the split, on data ------------------------------------------------------------------------
 
 
