@@ -228,7 +228,7 @@ def accumulator_bytes(call: CapturedCall) -> int:
     return padded_bytes(found.dtype or "f32", found.shape) if found else 0
 
 
-# v5e and v5p (a 128-wide MXU): a 16-bit dot into a 32-bit accumulator wider than one MXU
+# v4, v5e and v5p (a 128-wide MXU): a 16-bit dot into a 32-bit accumulator wider than one MXU
 # pass also spills about one copy of its 16-bit lhs block [accumulator rows, k], whatever the
 # buffer count (bench/probe_tokamax_gap.py --grid, tokamax's gmm over tile_m, tile_n 128..1024,
 # tile_k 512..4096: 512x4096x256 spilled 4.20M beside a 4M lhs block, 1024x4096x256 8.45M
@@ -236,8 +236,11 @@ def accumulator_bytes(call: CapturedCall) -> int:
 # the larger of this term and the accumulator's share, the model was at most 0.83M under the
 # compiler on those 64 configs (7.10M without); added to it, 0.31M, but a plain matmul of
 # 1024x512x1024 tiles (spills 0.84M) was then 2.31M over, where the share alone is 1.31M over.
-# v6e spilled no such term (at most 1.34M, flat in tile_k); v4 not measured.
-LHS_SPILL_CHIPS = frozenset({"v5e", "v5p"})
+# v6e spilled no such term (at most 1.34M, flat in tile_k). v4 spills it as well (2026-12-05, the
+# plain matmul over the same 64 tiles, `--kernel plain --grid --targets v4`: 1024x2048x256 4.05M
+# beside a 4M lhs block, 1024x4096x512 8.96M beside 8M; at tile_n 128 at most 0.48M): with the
+# term the model is at most 0.96M under the compiler there (8.09M without), mean error 0.20M (1.18M).
+LHS_SPILL_CHIPS = frozenset({"v4", "v5e", "v5p"})
 
 
 def lhs_block_bytes(call: CapturedCall) -> int:
