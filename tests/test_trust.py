@@ -23,6 +23,16 @@ def test_an_entry_covers_its_subfolders_and_nothing_else(tmp_path):
     assert trusted_by(str(b / ".." / "b2" / "kernel.py"), entry) is None
 
 
+def test_a_folder_written_from_home_is_the_users(tmp_path, monkeypatch):
+    """An editor's trustedFolders as users write them, "~/src/kernels" (Helix, Emacs: no client
+    expands it as Neovim's does), trust that folder under the user's home and nothing else."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    kernels = tmp_path / "src" / "kernels"
+    kernels.mkdir(parents=True)
+    assert trusted_by(str(kernels / "k.py"), ["~/src/kernels"]) == str(kernels)
+    assert trusted_by(str(tmp_path / "src" / "other.py"), ["~/src/kernels"]) is None
+
+
 def test_symlinks_never_widen_trust(tmp_path):
     b, elsewhere, outside = tmp_path / "a" / "b", tmp_path / "elsewhere", tmp_path / "outside"
     b.mkdir(parents=True)

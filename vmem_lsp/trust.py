@@ -56,7 +56,7 @@ def _write(found: list[str], path: str | None = None) -> None:
 
 def add(folder: str, path: str | None = None) -> str:
     """Trust `folder` (and what is below it); returns the entry written."""
-    entry = os.path.realpath(folder)
+    entry = os.path.realpath(os.path.expanduser(folder))
     found = entries(path)
     if entry not in found:
         _write([*found, entry], path)
@@ -65,7 +65,7 @@ def add(folder: str, path: str | None = None) -> str:
 
 def remove(folder: str, path: str | None = None) -> bool:
     """Stop trusting `folder`; False when it was not in the list."""
-    entry = os.path.realpath(folder)
+    entry = os.path.realpath(os.path.expanduser(folder))
     found = entries(path)
     if entry not in found:
         return False
@@ -78,8 +78,9 @@ def _under(path: str, folder: str) -> bool:
 
 
 def trusted_by(path: str, folders) -> str | None:
-    """The entry of `folders` (real paths) that trusts `path`, or None."""
-    folders = [os.path.realpath(f) for f in folders]
+    """The entry of `folders` (paths; `~` is the user's home, as an editor's settings write it)
+    that trusts `path`, or None."""
+    folders = [os.path.realpath(os.path.expanduser(f)) for f in folders]
     parts = Path(os.path.abspath(path)).parts
     current, inside = parts[0], None
     if any(_under(current, f) for f in folders):
