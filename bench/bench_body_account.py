@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import model_harness
 
+from vmem_lsp.held import held
 from vmem_lsp.tpu import layout
 
 MiB = 1 << 20
@@ -47,7 +48,7 @@ def internal_of(record: dict, call) -> int | None:
 
 
 def account_of(call, target: str) -> int:
-    return sum(u.bytes for u in call.unseen if u.kind == layout.account_kind(call, target))
+    return sum(u.bytes for u in held(call, layout.account_kind(call, target)))
 
 
 def rows(records: list[dict]) -> list[dict]:

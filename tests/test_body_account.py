@@ -11,6 +11,7 @@ a user runs it, and the compiler's total is held to a direct deviceless compile 
 from __future__ import annotations
 
 import importlib.util
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from support import KERNELS
 from support.bodies import kernel_jaxpr, on_rows
 from support.cli import run_cli, run_json
+from support.tiers import EDITOR, starts
 from support.tpu_direct import compile_directly
 
 from vmem_lsp.correlate import Anchor
@@ -393,6 +395,22 @@ def test_without_a_compile_the_model_puts_the_same_value_on_the_same_line(tmp_pa
 SCORES = KERNELS / "body_scores.py"
 
 
+@starts(EDITOR)
+@asynccontextmanager
+async def opened_on_v5e_and_v6e(tmp_path: Path, kernel: Path):
+    """A copy of `kernel` open in the real language server, in a workspace that checks v5e and v6e:
+    (client, editor)."""
+    from support.lsp_client import Editor, running_server
+
+    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\ncache-dir = ".cache"\n')
+    path = tmp_path / kernel.name
+    path.write_text(kernel.read_text())
+    async with running_server(tmp_path) as client:
+        editor = Editor(client, path)
+        editor.open()
+        yield client, editor
+
+
 @pytest.mark.asyncio
 async def test_in_the_editor_the_body_line_is_the_error_and_its_hover_shows_the_peak(tmp_path):
     """tests/data/kernels/body_scores.py on v5e and v6e through the real language server: the
@@ -400,16 +418,11 @@ async def test_in_the_editor_the_body_line_is_the_error_and_its_hover_shows_the_
     each, are related information), its range counted in UTF-16 at the edge (an astral comment),
     and a hover on it shows the body's values at their peak."""
     from lsprotocol import types
-    from support.lsp_client import Editor, compiler_tier, lsp_lines, running_server, utf16_columns, wait_for
+    from support.lsp_client import compiler_tier, lsp_lines, utf16_columns, wait_for
 
-    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\ncache-dir = ".cache"\n')
-    path = tmp_path / SCORES.name
-    path.write_text(SCORES.read_text())
-    lines = lsp_lines(path.read_text())
+    lines = lsp_lines(SCORES.read_text())
     scores = line_starting(lines, "s = jax.lax.dot_general(") - 1
-    async with running_server(tmp_path) as client:
-        editor = Editor(client, path)
-        editor.open()
+    async with opened_on_v5e_and_v6e(tmp_path, SCORES) as (client, editor):
         found = await wait_for(
             lambda: [d for d in compiler_tier(editor.diagnostics()) if d.code == "VMEM008"] and editor.diagnostics(),
             what="the body's error after open",
@@ -441,16 +454,11 @@ async def test_in_the_editor_a_chip_that_keeps_the_steps_has_its_own_account_in_
     an error on v5e (which keeps each step), and a hover on it shows each chip's account: v5e's
     with the seven steps in bold, v6e's without them."""
     from lsprotocol import types
-    from support.lsp_client import Editor, compiler_tier, lsp_lines, running_server, wait_for
+    from support.lsp_client import compiler_tier, lsp_lines, wait_for
 
-    (tmp_path / "pyproject.toml").write_text('[tool.vmem-lsp]\ntargets = ["v5e", "v6e"]\ncache-dir = ".cache"\n')
-    path = tmp_path / ROUTER.name
-    path.write_text(ROUTER.read_text())
-    lines = lsp_lines(path.read_text())
+    lines = lsp_lines(ROUTER.read_text())
     update = line_starting(lines, "group_scores = jnp.where(lane == g,") - 1
-    async with running_server(tmp_path) as client:
-        editor = Editor(client, path)
-        editor.open()
+    async with opened_on_v5e_and_v6e(tmp_path, ROUTER) as (client, editor):
         found = await wait_for(
             lambda: [d for d in compiler_tier(editor.diagnostics()) if d.code == "VMEM008"],
             what="the kept steps' error after open",

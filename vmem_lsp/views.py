@@ -10,6 +10,7 @@ from .budget import Budget, KnownKernel, Part, names_shown, part_span
 from .correlate import SitesOf, kernel_site, spec_ordinals
 from .diagnostics import Diagnostic
 from .families import family_of, target_label
+from .held import held
 from .render import size as format_size
 from .results import CapturedCall, ExampleResult
 from .source.model import KernelSite, Span
@@ -158,13 +159,13 @@ def body_markdown(call: CapturedCall, line: int | None = None, kind: str = "held
     """The values the kernel body holds at its peak (the body account of `kind`, the chips'
     `on` names), largest first, each with the line that makes it and its share of the peak;
     the one made on `line` in bold. Empty without an account."""
-    held = sorted((u for u in call.unseen if u.kind == kind), key=lambda u: -u.bytes)
-    if not held:
+    values = held(call, kind)
+    if not values:
         return ""
-    peak = sum(u.bytes for u in held)
-    across = held[0].across
+    peak = sum(u.bytes for u in values)
+    across = values[0].across
     rows = ["| value | line | bytes | share of the peak |", "| --- | ---: | ---: | --- |"]
-    for u in held:
+    for u in values:
         mark = "**" if u.origin is not None and u.origin.line == line else ""
         what = u.what.split(" across ", 1)[0]
         at = u.origin.line if u.origin else ""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..compile.cut_grids import grid_steps
 from ..dtypes import ITEM_BITS
+from ..held import held
 from ..results import CapturedCall, Operand, Scoped, Scratch, Unseen
 
 LANES = 128
@@ -326,11 +327,7 @@ def temporaries_estimate(call: CapturedCall, target: str | None = None) -> int:
     (values it holds, not spills at a share: account_kind)."""
     kept = 0
     if account_kind(call, target) == "kept":
-        kept = max(
-            0,
-            sum(u.bytes for u in call.unseen if u.kind == "kept")
-            - sum(u.bytes for u in call.unseen if u.kind == "held"),
-        )
+        kept = max(0, sum(u.bytes for u in held(call, "kept")) - sum(u.bytes for u in held(call)))
     return int(LIVE_SPILL_LEAST * live_bytes(call)) + kept
 
 
